@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+// The `kfn` command. In the repository: `npm run kfn -- <command> [options]`.
+import { clusterCommand } from './cluster.ts';
+import { UsageError, type Command } from './command.ts';
+
+const commands: Command[] = [clusterCommand];
+
+function topUsage(): string {
+  const width = Math.max(...commands.map((c) => c.name.length));
+  return [
+    'Usage: kfn <command> [options]      (in the repository: npm run kfn -- <command> [options])',
+    '',
+    'kfn runs Kubernetes operators as stateless reconcile functions.',
+    '',
+    'Commands:',
+    ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    "Run 'kfn <command> --help' for a command's usage.",
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(topUsage());
+    return name ? 0 : 2;
+  }
+  const command = commands.find((c) => c.name === name);
+  if (!command) throw new UsageError(`kfn: unknown command "${name}"\n\n${topUsage()}`);
+  return command.run(rest);
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof UsageError) {
+    console.error(err.message);
+    process.exitCode = err.exitCode;
+  } else {
+    console.error(`kfn: ${(err as Error).message}`);
+    if (process.env.KFN_DEBUG) console.error((err as Error).stack);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,248 @@
+// Builds the local control plane's binaries from Go modules and caches them outside the repo.
+//
+// The cache directory is named by the pinned versions, the Go toolchain and a hash of every
+// file that decides the build (the go.mod/go.sum files and this script), so a change to any
+// of them builds into a new directory and an unchanged tree reuses the old one. A build goes
+// into a temporary directory that is renamed into place only when every binary is there, so
+// an interrupted build never leaves a half-filled cache entry behind.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { logTail } from './processes.ts';
+import { clusterModuleDir, compareVersions, kwokModuleDir, pinnedVersions, type PinnedVersions } from './versions.ts';
+
+export const binaryNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'kubectl'] as const;
+export type BinaryName = (typeof binaryNames)[number];
+
+/** Free space a cold build needs: module cache (~1.5 GiB), build cache (~3 GiB), binaries. */
+const coldBuildBytes = 6 * 1024 ** 3;
+
+export interface BuildOptions {
+  log?: (line: string) => void;
+  /** Seconds between "still building" lines during one long `go build`. */
+  heartbeatSeconds?: number;
+}
+
+export interface BinarySet {
+  dir: string;
+  versions: PinnedVersions;
+  path(name: BinaryName): string;
+}
+
+export function cacheRoot(): string {
+  if (process.env.KFN_CACHE_DIR) return join(process.env.KFN_CACHE_DIR, 'cluster');
+  const xdg = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  return join(xdg, 'kfn', 'cluster');
+}
+
+/** Finds the Go toolchain: $GO, then `go` on PATH, then the standard install location. */
+export function findGo(): string {
+  const candidates = [process.env.GO, 'go', '/usr/local/go/bin/go'].filter((c): c is string => !!c);
+  for (const candidate of candidates) {
+    const probe = spawnSync(candidate, ['env', 'GOVERSION'], { encoding: 'utf8', env: goEnv() });
+    if (probe.status === 0) return candidate;
+  }
+  throw new Error(
+    'Go toolchain not found. kfn builds its local Kubernetes control plane from source and needs Go ' +
+      `${pinnedVersions().minimumGo} or newer: install Go, then put \`go\` on PATH or set GO=/path/to/bin/go.`,
+  );
+}
+
+function goEnv(): NodeJS.ProcessEnv {
+  // GOTOOLCHAIN=local: fail at once if the toolchain is too old instead of fetching another.
+  // CGO off and -trimpath: static, reproducible binaries, as upstream releases are built.
+  return { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-trimpath -mod=readonly', GOWORK: 'off' };
+}
+
+function goVersion(go: string): string {
+  return spawnSync(go, ['env', 'GOVERSION'], { encoding: 'utf8', env: goEnv() }).stdout.trim();
+}
+
+/** The files whose content decides what gets built; their hash names the cache entry. */
+function buildInputs(): string[] {
+  return [
+    join(clusterModuleDir, 'go.mod'),
+    join(clusterModuleDir, 'go.sum'),
+    join(kwokModuleDir, 'go.mod'),
+    join(kwokModuleDir, 'go.sum'),
+    import.meta.filename,
+  ];
+}
+
+export function cacheKey(versions: PinnedVersions, goVer: string): string {
+  const hash = createHash('sha256');
+  for (const file of buildInputs()) hash.update(readFileSync(file));
+  return `k8s-${versions.kubernetes}-etcd-${versions.etcd}-kwok-${versions.kwok}-${goVer}-${hash.digest('hex').slice(0, 12)}`;
+}
+
+function binarySet(dir: string, versions: PinnedVersions): BinarySet {
+  return { dir, versions, path: (name) => join(dir, name) };
+}
+
+/** Returns the cached binaries if they are complete, without building or touching Go. */
+export function cachedBinaries(): BinarySet | undefined {
+  const versions = pinnedVersions();
+  let go: string;
+  try {
+    go = findGo();
+  } catch {
+    return undefined;
+  }
+  const dir = join(cacheRoot(), cacheKey(versions, goVersion(go)));
+  return isComplete(dir) ? binarySet(dir, versions) : undefined;
+}
+
+function isComplete(dir: string): boolean {
+  return existsSync(join(dir, 'manifest.json')) && binaryNames.every((n) => existsSync(join(dir, n)));
+}
+
+function formatDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}
+
+function formatBytes(bytes: number): string {
+  return bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
+}
+
+function checkDisk(paths: string[]): void {
+  for (const path of paths) {
+    let probe = path;
+    while (!existsSync(probe)) probe = join(probe, '..');
+    const stats = statfsSync(probe);
+    const free = stats.bavail * stats.bsize;
+    if (free < coldBuildBytes) {
+      throw new Error(
+        `Not enough disk space to build the control plane: ${formatBytes(free)} free at ${probe}, ` +
+          `about ${formatBytes(coldBuildBytes)} needed (Go module cache, Go build cache and binaries). ` +
+          'Free some space, or point KFN_CACHE_DIR, GOMODCACHE and GOCACHE at a larger disk.',
+      );
+    }
+  }
+}
+
+/** The -X flags that make `--version` report the real release, as Kubernetes' own build does. */
+function versionLdflags(kubernetes: string): string {
+  const [, major = '1', minor = '0'] = kubernetes.match(/^v(\d+)\.(\d+)/) ?? [];
+  const flags: string[] = [];
+  for (const pkg of ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version']) {
+    flags.push(
+      `-X ${pkg}.gitVersion=${kubernetes}`,
+      `-X ${pkg}.gitMajor=${major}`,
+      `-X ${pkg}.gitMinor=${minor}`,
+      `-X ${pkg}.gitTreeState=clean`,
+      `-X ${pkg}.buildDate=1970-01-01T00:00:00Z`,
+    );
+  }
+  return flags.join(' ');
+}
+
+interface BuildStep {
+  name: BinaryName;
+  pkg: string;
+  moduleDir: string;
+  ldflags: string;
+}
+
+function buildSteps(versions: PinnedVersions): BuildStep[] {
+  const stamped = `-s -w ${versionLdflags(versions.kubernetes)}`;
+  const k8s = (name: BinaryName): BuildStep => ({ name, pkg: `k8s.io/kubernetes/cmd/${name}`, moduleDir: clusterModuleDir, ldflags: stamped });
+  return [
+    { name: 'etcd', pkg: 'go.etcd.io/etcd/server/v3', moduleDir: clusterModuleDir, ldflags: '-s -w' },
+    k8s('kube-apiserver'),
+    k8s('kube-controller-manager'),
+    k8s('kube-scheduler'),
+    k8s('kubectl'),
+    { name: 'kwok', pkg: 'sigs.k8s.io/kwok/cmd/kwok', moduleDir: kwokModuleDir, ldflags: '-s -w' },
+  ];
+}
+
+function runGo(go: string, args: string[], cwd: string, logFile: string, onHeartbeat: () => void, heartbeatMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const out = createWriteStream(logFile, { flags: 'a' });
+    out.write(`$ go ${args.join(' ')}\n`);
+    const child = spawn(go, args, { cwd, env: goEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.pipe(out, { end: false });
+    child.stderr.pipe(out, { end: false });
+    const timer = setInterval(onHeartbeat, heartbeatMs);
+    child.on('error', (err) => {
+      clearInterval(timer);
+      out.end();
+      reject(err);
+    });
+    child.on('close', (code, signal) => {
+      clearInterval(timer);
+      out.end(() => (code === 0 ? resolve() : reject(new Error(`go ${args[0]} exited with ${signal ?? code}`))));
+    });
+  });
+}
+
+/**
+ * Returns the control-plane binaries, building them first when the cache has no complete
+ * entry for the pinned versions. Progress goes to `log`, one line per step.
+ */
+export async function ensureBinaries(options: BuildOptions = {}): Promise<BinarySet> {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const versions = pinnedVersions();
+  const go = findGo();
+  const goVer = goVersion(go);
+  if (compareVersions(goVer, versions.minimumGo) < 0) {
+    throw new Error(`${goVer} is too old to build Kubernetes ${versions.kubernetes}: it needs Go ${versions.minimumGo} or newer.`);
+  }
+  const root = cacheRoot();
+  const dir = join(root, cacheKey(versions, goVer));
+  if (isComplete(dir)) return binarySet(dir, versions);
+
+  mkdirSync(root, { recursive: true });
+  const goEnvPaths = spawnSync(go, ['env', 'GOMODCACHE', 'GOCACHE'], { encoding: 'utf8', env: goEnv() }).stdout.trim().split('\n');
+  checkDisk([root, ...goEnvPaths]);
+
+  const tmp = `${dir}.building-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const logFile = join(tmp, 'build.log');
+  log(`Building the local control plane (Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, ${goVer}).`);
+  log(`A first build downloads about 1.5 GiB of Go modules and takes 20-40 minutes on 2 cores; later runs reuse ${root}.`);
+
+  const started = Date.now();
+  const heartbeatMs = (options.heartbeatSeconds ?? 60) * 1000;
+  const steps = buildSteps(versions);
+  const timings: Record<string, number> = {};
+  try {
+    log('[0/6] downloading Go modules');
+    for (const moduleDir of [clusterModuleDir, kwokModuleDir]) {
+      await runGo(go, ['mod', 'download'], moduleDir, logFile, () => log(`      still downloading modules (${formatDuration(Date.now() - started)} elapsed)`), heartbeatMs);
+    }
+    for (const [i, step] of steps.entries()) {
+      const stepStart = Date.now();
+      log(`[${i + 1}/${steps.length}] building ${step.name}`);
+      await runGo(
+        go,
+        ['build', '-ldflags', step.ldflags, '-o', join(tmp, step.name), step.pkg],
+        step.moduleDir,
+        logFile,
+        () => log(`      still building ${step.name} (${formatDuration(Date.now() - stepStart)}; ${formatDuration(Date.now() - started)} in all)`),
+        heartbeatMs,
+      );
+      timings[step.name] = Math.round((Date.now() - stepStart) / 1000);
+      log(`      ${step.name} built in ${formatDuration(Date.now() - stepStart)} (${formatBytes(statSync(join(tmp, step.name)).size)})`);
+    }
+  } catch (err) {
+    const kept = `${dir}.failed.log`;
+    try {
+      renameSync(logFile, kept);
+    } catch {
+      /* the log may not exist if go never started */
+    }
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(`Building the control plane failed: ${(err as Error).message}.\nLast lines of the Go output (full log: ${kept}):\n${logTail(kept, 30)}`);
+  }
+  const sizes = Object.fromEntries(binaryNames.map((n) => [n, statSync(join(tmp, n)).size]));
+  writeFileSync(join(tmp, 'manifest.json'), `${JSON.stringify({ versions, go: goVer, builtAt: new Date().toISOString(), buildSeconds: timings, sizes }, null, 2)}\n`);
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  log(`Control plane built in ${formatDuration(Date.now() - started)} into ${dir}`);
+  return binarySet(dir, versions);
+}

@@ -1,0 +1,607 @@
+// The local control plane: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and kwok (a fake kubelet for one Node), all on 127.0.0.1, all processes recorded by PID.
+//
+// State lives in one directory (default `.kfn/cluster/` at the repository root):
+//   state.json   what runs: ports, binaries, one record per process (PID, command, args, log)
+//   kubeconfig   the admin kubeconfig (token user in system:masters)
+//   pki/ tokens.csv kubeconfigs/ etcd/   what the components read
+//   logs/        one log per component
+// `clusterUp` is idempotent: a healthy running cluster is reused as it is.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { stringify } from 'yaml';
+import { ensureBinaries, type BinaryName, type BinarySet } from './build.ts';
+import { generateClusterPki } from './pki.ts';
+import { isRunning, logTail, residentBytes, startProcess, stopProcess, type ProcessRecord } from './processes.ts';
+
+export const repoRoot = join(import.meta.dirname, '..');
+
+export interface ClusterPorts {
+  apiserver: number;
+  etcd: number;
+  etcdPeer: number;
+  controllerManager: number;
+  scheduler: number;
+}
+
+export const defaultPorts: ClusterPorts = {
+  apiserver: 16443,
+  etcd: 12379,
+  etcdPeer: 12380,
+  controllerManager: 10257,
+  scheduler: 10259,
+};
+
+/** The fake node kwok manages; pods are scheduled to it and become Running/Ready. */
+export const nodeName = 'kfn-node-0';
+const serviceCidr = '10.96.0.0/16';
+const serviceIp = '10.96.0.1';
+const podCidr = '10.244.0.0/16';
+
+export interface ClusterState {
+  version: 1;
+  kubernetes: string;
+  binDir: string;
+  ports: ClusterPorts;
+  server: string;
+  startedAt: string;
+  processes: ProcessRecord[];
+}
+
+export interface ClusterPaths {
+  dir: string;
+  state: string;
+  kubeconfig: string;
+  logs: string;
+  pki: string;
+  lock: string;
+}
+
+export function clusterPaths(dir = process.env.KFN_CLUSTER_DIR || join(repoRoot, '.kfn', 'cluster')): ClusterPaths {
+  return {
+    dir,
+    state: join(dir, 'state.json'),
+    kubeconfig: join(dir, 'kubeconfig'),
+    logs: join(dir, 'logs'),
+    pki: join(dir, 'pki'),
+    // Beside the state directory, not in it: `down` removes the directory while holding the lock.
+    lock: `${dir}.lock`,
+  };
+}
+
+export function readState(paths: ClusterPaths): ClusterState | undefined {
+  try {
+    return JSON.parse(readFileSync(paths.state, 'utf8')) as ClusterState;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeState(paths: ClusterPaths, state: ClusterState): void {
+  writeFileSync(paths.state, `${JSON.stringify(state, null, 2)}\n`);
+}
+
+/** A path as the user should read it: relative to the current directory when that is shorter. */
+export function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') && rel.length < path.length ? rel : path;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locking: parallel test processes may all call clusterUp; one starts the cluster, the others
+// wait for it and then find it running.
+
+async function withLock<T>(paths: ClusterPaths, log: (line: string) => void, fn: () => Promise<T>): Promise<T> {
+  mkdirSync(join(paths.lock, '..'), { recursive: true });
+  let waitingSaid = false;
+  for (;;) {
+    try {
+      mkdirSync(paths.lock);
+      writeFileSync(join(paths.lock, 'pid'), String(process.pid));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const owner = Number(readFileSafe(join(paths.lock, 'pid')));
+      if (owner && !pidAlive(owner)) {
+        rmSync(paths.lock, { recursive: true, force: true });
+        continue;
+      }
+      if (!waitingSaid) log(`Waiting for another kfn process (pid ${owner || '?'}) that is starting or stopping the cluster…`);
+      waitingSaid = true;
+      await sleep(250);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(join(paths.lock, 'pid'), { force: true });
+    rmdirSync(paths.lock);
+  }
+}
+
+function readFileSafe(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes
+
+interface HttpResult {
+  status: number;
+  body: string;
+}
+
+/** A GET or POST to the apiserver with the admin token, trusting only the cluster's CA. */
+function apiserverRequest(server: string, ca: string, token: string, path: string, method = 'GET', body?: unknown): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = request(
+      new URL(path, server),
+      {
+        method,
+        ca,
+        headers: { Authorization: `Bearer ${token}`, ...(payload ? { 'Content-Type': 'application/json' } : {}) },
+        timeout: 5000,
+      },
+      (res) => {
+        let data = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (data += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`timeout calling ${path}`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+async function etcdRequest(port: number, path: string, body: unknown): Promise<Record<string, unknown>> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`etcd ${path} answered ${res.status}: ${text}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+const portFlags: Record<keyof ClusterPorts, string> = {
+  apiserver: '--apiserver-port',
+  etcd: '--etcd-port',
+  etcdPeer: '--etcd-peer-port',
+  controllerManager: '--controller-manager-port',
+  scheduler: '--scheduler-port',
+};
+
+async function checkPorts(ports: ClusterPorts): Promise<void> {
+  const seen = new Map<number, string>();
+  for (const [key, port] of Object.entries(ports) as [keyof ClusterPorts, number][]) {
+    if (seen.has(port)) throw new Error(`Port ${port} is given for both ${seen.get(port)} and ${key}; each component needs its own port.`);
+    seen.set(port, key);
+    if (!(await portFree(port))) {
+      throw new Error(
+        `Port ${port} on 127.0.0.1 (for ${key}) is already in use by another program. ` +
+          `Stop that program, or choose another port with \`kfn cluster up ${portFlags[key]} <port>\`.`,
+      );
+    }
+  }
+}
+
+/**
+ * Polls `check` until it returns a value, failing early if one of `watched` processes exits.
+ * The error says what was awaited and shows the last log lines of whatever went wrong.
+ */
+async function waitUntil<T>(what: string, timeoutMs: number, watched: ProcessRecord[], check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError = '';
+  for (;;) {
+    for (const proc of watched) {
+      if (!isRunning(proc)) {
+        throw new Error(`${proc.name} exited while waiting for ${what}. Last lines of ${displayPath(proc.log)}:\n${logTail(proc.log)}`);
+      }
+    }
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = (err as Error).message;
+    }
+    if (Date.now() > deadline) {
+      const logs = watched.map((p) => `--- ${displayPath(p.log)}\n${logTail(p.log, 8)}`).join('\n');
+      throw new Error(`Timed out after ${timeoutMs / 1000}s waiting for ${what}${lastError ? ` (last error: ${lastError})` : ''}.\n${logs}`);
+    }
+    await sleep(250);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration files
+
+function kubeconfigYaml(server: string, caPem: string, user: string, token: string): string {
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'kfn-local', cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } }],
+    users: [{ name: user, user: { token } }],
+    contexts: [{ name: 'kfn-local', context: { cluster: 'kfn-local', user } }],
+    'current-context': 'kfn-local',
+  });
+}
+
+interface Credentials {
+  admin: string;
+  controllerManager: string;
+  scheduler: string;
+  kwok: string;
+}
+
+function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts): string[] {
+  const pki = (f: string) => join(paths.pki, f);
+  return [
+    `--etcd-servers=http://127.0.0.1:${ports.etcd}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${ports.apiserver}`,
+    // The "kubernetes" Endpoints reconciler rejects loopback addresses; nothing needs it here.
+    '--endpoint-reconciler-type=none',
+    `--tls-cert-file=${pki('apiserver.crt')}`,
+    `--tls-private-key-file=${pki('apiserver.key')}`,
+    `--client-ca-file=${pki('ca.crt')}`,
+    `--token-auth-file=${join(paths.dir, 'tokens.csv')}`,
+    '--authorization-mode=Node,RBAC',
+    '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+    `--service-account-key-file=${pki('sa.pub')}`,
+    `--service-account-signing-key-file=${pki('sa.key')}`,
+    `--service-cluster-ip-range=${serviceCidr}`,
+    '--allow-privileged=true',
+    '--profiling=false',
+  ];
+}
+
+function componentArgs(name: BinaryName, paths: ClusterPaths, ports: ClusterPorts): string[] {
+  const kubeconfig = (user: string) => `--kubeconfig=${join(paths.dir, 'kubeconfigs', `${user}.kubeconfig`)}`;
+  switch (name) {
+    case 'etcd':
+      return [
+        '--name=kfn',
+        `--data-dir=${join(paths.dir, 'etcd')}`,
+        `--listen-client-urls=http://127.0.0.1:${ports.etcd}`,
+        `--advertise-client-urls=http://127.0.0.1:${ports.etcd}`,
+        `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+        `--initial-cluster=kfn=http://127.0.0.1:${ports.etcdPeer}`,
+        // A throwaway test cluster: durability is not worth an fsync per write.
+        '--unsafe-no-fsync',
+        '--log-level=warn',
+      ];
+    case 'kube-apiserver':
+      return apiserverArgs(paths, ports);
+    case 'kube-controller-manager':
+      return [
+        kubeconfig('controller-manager'),
+        '--bind-address=127.0.0.1',
+        `--secure-port=${ports.controllerManager}`,
+        // One instance only: leader election would make a restart wait for the old lease.
+        '--leader-elect=false',
+        // Every controller runs under its own kube-system ServiceAccount, as kubeadm sets it up.
+        '--use-service-account-credentials=true',
+        `--service-account-private-key-file=${join(paths.pki, 'sa.key')}`,
+        `--root-ca-file=${join(paths.pki, 'ca.crt')}`,
+        `--cluster-signing-cert-file=${join(paths.pki, 'ca.crt')}`,
+        `--cluster-signing-key-file=${join(paths.pki, 'ca.key')}`,
+        '--profiling=false',
+      ];
+    case 'kube-scheduler':
+      return [kubeconfig('scheduler'), '--bind-address=127.0.0.1', `--secure-port=${ports.scheduler}`, '--leader-elect=false', '--profiling=false'];
+    case 'kwok':
+      return [
+        kubeconfig('kwok'),
+        `--config=${join(paths.dir, 'kwok.yaml')}`,
+        '--manage-all-nodes=true',
+        '--node-ip=127.0.0.1',
+        `--cidr=${podCidr}`,
+        '--node-lease-duration-seconds=40',
+      ];
+    case 'kubectl':
+      throw new Error('kubectl is a client, not a component');
+  }
+}
+
+async function writeClusterFiles(paths: ClusterPaths, server: string, credentials: Credentials): Promise<void> {
+  for (const d of [paths.dir, paths.logs, paths.pki, join(paths.dir, 'kubeconfigs')]) mkdirSync(d, { recursive: true });
+  const pki = generateClusterPki(serviceIp);
+  const secret = { mode: 0o600 };
+  writeFileSync(join(paths.pki, 'ca.crt'), pki.caCert);
+  writeFileSync(join(paths.pki, 'ca.key'), pki.caKey, secret);
+  writeFileSync(join(paths.pki, 'apiserver.crt'), pki.servingCert);
+  writeFileSync(join(paths.pki, 'apiserver.key'), pki.servingKey, secret);
+  writeFileSync(join(paths.pki, 'sa.key'), pki.serviceAccountKey, secret);
+  writeFileSync(join(paths.pki, 'sa.pub'), pki.serviceAccountPublicKey);
+  // Static tokens: token,user,uid,"groups". The components use the users the bootstrap RBAC
+  // policy already grants their permissions to; admin and the fake kubelet are cluster admins.
+  writeFileSync(
+    join(paths.dir, 'tokens.csv'),
+    [
+      `${credentials.admin},kfn-admin,kfn-admin,"system:masters"`,
+      `${credentials.controllerManager},system:kube-controller-manager,system:kube-controller-manager`,
+      `${credentials.scheduler},system:kube-scheduler,system:kube-scheduler`,
+      `${credentials.kwok},kfn-kwok,kfn-kwok,"system:masters"`,
+      '',
+    ].join('\n'),
+    secret,
+  );
+  writeFileSync(paths.kubeconfig, kubeconfigYaml(server, pki.caCert, 'kfn-admin', credentials.admin), secret);
+  const component = (file: string, user: string, token: string) =>
+    writeFileSync(join(paths.dir, 'kubeconfigs', `${file}.kubeconfig`), kubeconfigYaml(server, pki.caCert, user, token), secret);
+  component('controller-manager', 'system:kube-controller-manager', credentials.controllerManager);
+  component('scheduler', 'system:kube-scheduler', credentials.scheduler);
+  component('kwok', 'kfn-kwok', credentials.kwok);
+  writeFileSync(join(paths.dir, 'kwok.yaml'), kwokConfig());
+}
+
+/** kwok's configuration; with no Stage documents kwok v0.7 uses its built-in fast stages. */
+function kwokConfig(): string {
+  return stringify({ apiVersion: 'config.kwok.x-k8s.io/v1alpha1', kind: 'KwokConfiguration', options: {} });
+}
+
+function nodeManifest() {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: nodeName,
+      labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+export interface UpOptions {
+  paths?: ClusterPaths;
+  ports?: Partial<ClusterPorts>;
+  log?: (line: string) => void;
+}
+
+export interface UpResult {
+  state: ClusterState;
+  paths: ClusterPaths;
+  /** True when a running cluster was found and left as it was. */
+  reused: boolean;
+  seconds: number;
+}
+
+function adminToken(paths: ClusterPaths): string {
+  const line = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n')[0] ?? '';
+  return line.split(',')[0] ?? '';
+}
+
+function caPem(paths: ClusterPaths): string {
+  return readFileSync(join(paths.pki, 'ca.crt'), 'utf8');
+}
+
+/** True when every recorded process runs and the apiserver answers /readyz with ok. */
+export async function clusterHealthy(paths: ClusterPaths, state = readState(paths)): Promise<boolean> {
+  if (!state || !state.processes.every(isRunning)) return false;
+  try {
+    const res = await apiserverRequest(state.server, caPem(paths), adminToken(paths), '/readyz');
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
+  const paths = options.paths ?? clusterPaths();
+  const log = options.log ?? ((line: string) => console.error(line));
+  return withLock(paths, log, async () => {
+    const started = Date.now();
+    const existing = readState(paths);
+    if (existing && (await clusterHealthy(paths, existing))) {
+      return { state: existing, paths, reused: true, seconds: 0 };
+    }
+    if (existing) {
+      log('Found a stopped or broken local cluster; cleaning it up and starting a new one.');
+      await stopAll(paths, existing);
+    }
+    rmSync(paths.dir, { recursive: true, force: true });
+
+    const ports = { ...defaultPorts, ...options.ports };
+    await checkPorts(ports);
+    const binaries = await ensureBinaries({ log });
+    const bootStart = Date.now();
+    const server = `https://127.0.0.1:${ports.apiserver}`;
+    const credentials: Credentials = {
+      admin: randomBytes(24).toString('hex'),
+      controllerManager: randomBytes(24).toString('hex'),
+      scheduler: randomBytes(24).toString('hex'),
+      kwok: randomBytes(24).toString('hex'),
+    };
+    await writeClusterFiles(paths, server, credentials);
+    const state: ClusterState = {
+      version: 1,
+      kubernetes: binaries.versions.kubernetes,
+      binDir: binaries.dir,
+      ports,
+      server,
+      startedAt: new Date().toISOString(),
+      processes: [],
+    };
+    try {
+      await boot(paths, state, binaries, log);
+    } catch (err) {
+      log(`Start-up failed; stopping what was started. Logs stay in ${displayPath(paths.logs)}.`);
+      await stopAll(paths, state);
+      throw err;
+    }
+    log(`Control plane ready in ${((Date.now() - bootStart) / 1000).toFixed(1)}s.`);
+    return { state, paths, reused: false, seconds: (Date.now() - started) / 1000 };
+  });
+}
+
+async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySet, log: (line: string) => void): Promise<void> {
+  const start = (name: BinaryName) => {
+    const record = startProcess(name, binaries.path(name), componentArgs(name, paths, state.ports), join(paths.logs, `${name}.log`));
+    state.processes.push(record);
+    writeState(paths, state);
+    return record;
+  };
+  const ca = caPem(paths);
+  const token = adminToken(paths);
+  const api = (path: string, method?: string, body?: unknown) => apiserverRequest(state.server, ca, token, path, method, body);
+
+  log(`Starting etcd on 127.0.0.1:${state.ports.etcd}`);
+  const etcd = start('etcd');
+  await waitUntil('etcd to be healthy', 30_000, [etcd], async () => {
+    const res = await fetch(`http://127.0.0.1:${state.ports.etcd}/health`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? true : undefined;
+  });
+
+  log(`Starting kube-apiserver on ${state.server}`);
+  const apiserver = start('kube-apiserver');
+  await waitUntil('kube-apiserver /readyz', 90_000, [etcd, apiserver], async () => {
+    const res = await api('/readyz');
+    if (res.status === 200) return true;
+    throw new Error(`/readyz answered ${res.status}`);
+  });
+
+  log('Starting kube-controller-manager, kube-scheduler and kwok');
+  const all = [etcd, apiserver, start('kube-controller-manager'), start('kube-scheduler'), start('kwok')];
+
+  const created = await api('/api/v1/nodes', 'POST', nodeManifest());
+  if (created.status !== 201 && created.status !== 409) throw new Error(`creating node ${nodeName} failed (${created.status}): ${created.body}`);
+  log(`Waiting for node ${nodeName} to be Ready`);
+  await waitUntil(`node ${nodeName} to be Ready and schedulable`, 90_000, all, async () => {
+    const res = await api(`/api/v1/nodes/${nodeName}`);
+    if (res.status !== 200) return undefined;
+    const node = JSON.parse(res.body) as { spec?: { taints?: { key: string }[] }; status?: { conditions?: { type: string; status: string }[] } };
+    const ready = node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    // The not-ready taint is added at registration and removed by the node-lifecycle controller.
+    const tainted = node.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/'));
+    return ready && !tainted ? true : undefined;
+  });
+  log('Waiting for the default ServiceAccount');
+  await waitUntil('the default ServiceAccount in namespace default', 60_000, all, async () => {
+    const res = await api('/api/v1/namespaces/default/serviceaccounts/default');
+    return res.status === 200 ? true : undefined;
+  });
+}
+
+async function stopAll(paths: ClusterPaths, state: ClusterState): Promise<string[]> {
+  const stopped: string[] = [];
+  // Clients first, storage last, so nothing logs a storm of connection errors on the way down.
+  for (const record of [...state.processes].reverse()) {
+    if (await stopProcess(record)) stopped.push(`${record.name} (pid ${record.pid})`);
+  }
+  return stopped;
+}
+
+export interface DownResult {
+  stopped: string[];
+  removed: boolean;
+}
+
+/** Stops exactly the processes recorded in the state (by PID) and removes the state directory. */
+export async function clusterDown(options: { paths?: ClusterPaths; log?: (line: string) => void } = {}): Promise<DownResult> {
+  const paths = options.paths ?? clusterPaths();
+  const log = options.log ?? ((line: string) => console.error(line));
+  return withLock(paths, log, async () => {
+    const state = readState(paths);
+    const stopped = state ? await stopAll(paths, state) : [];
+    const removed = existsSync(paths.dir);
+    rmSync(paths.dir, { recursive: true, force: true });
+    return { stopped, removed };
+  });
+}
+
+export interface ComponentStatus {
+  name: string;
+  pid: number;
+  running: boolean;
+  residentBytes?: number;
+  log: string;
+}
+
+export interface ClusterStatus {
+  state?: ClusterState;
+  healthy: boolean;
+  components: ComponentStatus[];
+  paths: ClusterPaths;
+}
+
+export async function clusterStatus(paths = clusterPaths()): Promise<ClusterStatus> {
+  const state = readState(paths);
+  const components = (state?.processes ?? []).map((p) => {
+    const running = isRunning(p);
+    return { name: p.name, pid: p.pid, running, residentBytes: running ? residentBytes(p.pid) : undefined, log: p.log };
+  });
+  return { state, healthy: await clusterHealthy(paths, state), components, paths };
+}
+
+function requireState(paths: ClusterPaths): ClusterState {
+  const state = readState(paths);
+  if (!state) throw new Error(`No local cluster state in ${displayPath(paths.dir)}: start one with \`npm run kfn -- cluster up\`.`);
+  return state;
+}
+
+/**
+ * Stops kube-apiserver and starts it again with the same flags, keeping etcd and everything
+ * else running; resolves once /readyz is ok. Clients see their watches and connections drop.
+ */
+export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number } = {}): Promise<void> {
+  const paths = options.paths ?? clusterPaths();
+  const state = requireState(paths);
+  const index = state.processes.findIndex((p) => p.name === 'kube-apiserver');
+  const old = state.processes[index];
+  if (!old) throw new Error('The cluster state records no kube-apiserver process.');
+  await stopProcess(old);
+  if (options.downtimeMs) await sleep(options.downtimeMs);
+  const fresh = startProcess(old.name, old.command, old.args, old.log);
+  state.processes[index] = fresh;
+  writeState(paths, state);
+  const ca = caPem(paths);
+  const token = adminToken(paths);
+  await waitUntil('kube-apiserver /readyz after restart', 90_000, [fresh], async () => {
+    const res = await apiserverRequest(state.server, ca, token, '/readyz');
+    return res.status === 200 ? true : undefined;
+  });
+}
+
+/**
+ * Compacts etcd's history up to its current revision, so that watches and lists from older
+ * resourceVersions can no longer be served from storage. Returns the compacted revision.
+ */
+export async function compactEtcd(options: { paths?: ClusterPaths } = {}): Promise<number> {
+  const state = requireState(options.paths ?? clusterPaths());
+  // The gRPC gateway takes base64 keys; any range read returns the store's current revision.
+  const range = await etcdRequest(state.ports.etcd, '/v3/kv/range', { key: Buffer.from('/').toString('base64'), limit: 1 });
+  const revision = Number((range.header as { revision?: string } | undefined)?.revision);
+  if (!Number.isFinite(revision) || revision <= 0) throw new Error(`etcd returned no revision: ${JSON.stringify(range)}`);
+  await etcdRequest(state.ports.etcd, '/v3/kv/compaction', { revision, physical: true });
+  return revision;
+}

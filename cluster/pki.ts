@@ -1,0 +1,98 @@
+// Key material for one local cluster: a CA, the apiserver's serving certificate signed by it,
+// and the key pair that signs and verifies ServiceAccount tokens. Everything is generated fresh
+// for each `cluster up` and lives only in the cluster's state directory.
+// Keys come from node:crypto (native, fast); node-forge only assembles and signs certificates.
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import forge from 'node-forge';
+
+export interface ClusterPki {
+  caCert: string;
+  caKey: string;
+  servingCert: string;
+  servingKey: string;
+  serviceAccountKey: string;
+  serviceAccountPublicKey: string;
+}
+
+interface PemKeyPair {
+  privateKey: string;
+  publicKey: string;
+}
+
+function rsaKeyPair(): PemKeyPair {
+  // PKCS#1 PEM is what node-forge reads; Kubernetes reads it too.
+  return generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+  });
+}
+
+/** DNS names and IPs the apiserver answers to: loopback, and its in-cluster Service names. */
+export function apiserverAltNames(serviceIp: string): { type: number; ip?: string; value?: string }[] {
+  const dns = ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'];
+  return [{ type: 7, ip: '127.0.0.1' }, { type: 7, ip: serviceIp }, ...dns.map((value) => ({ type: 2, value }))];
+}
+
+function certificate(options: {
+  subject: string;
+  issuer: string;
+  publicKey: string;
+  signingKey: string;
+  now: Date;
+  extensions: object[];
+}): string {
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = forge.pki.publicKeyFromPem(options.publicKey);
+  // A positive 16-byte serial: the high bit cleared so DER does not read it as negative.
+  const serial = randomBytes(16);
+  serial[0] = serial[0]! & 0x7f;
+  cert.serialNumber = serial.toString('hex');
+  cert.validity.notBefore = new Date(options.now.getTime() - 60_000);
+  cert.validity.notAfter = new Date(options.now.getTime() + 365 * 24 * 3600_000);
+  cert.setSubject([{ name: 'commonName', value: options.subject }]);
+  cert.setIssuer([{ name: 'commonName', value: options.issuer }]);
+  cert.setExtensions(options.extensions);
+  cert.sign(forge.pki.privateKeyFromPem(options.signingKey), forge.md.sha256.create());
+  return forge.pki.certificateToPem(cert);
+}
+
+export function generateClusterPki(serviceIp: string, now = new Date()): ClusterPki {
+  const ca = rsaKeyPair();
+  const caCert = certificate({
+    subject: 'kfn-local-ca',
+    issuer: 'kfn-local-ca',
+    publicKey: ca.publicKey,
+    signingKey: ca.privateKey,
+    now,
+    extensions: [
+      { name: 'basicConstraints', cA: true, critical: true },
+      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+      { name: 'subjectKeyIdentifier' },
+    ],
+  });
+  const serving = rsaKeyPair();
+  const servingCert = certificate({
+    subject: 'kube-apiserver',
+    issuer: 'kfn-local-ca',
+    publicKey: serving.publicKey,
+    signingKey: ca.privateKey,
+    now,
+    extensions: [
+      { name: 'basicConstraints', cA: false, critical: true },
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: apiserverAltNames(serviceIp) },
+    ],
+  });
+  // ServiceAccount tokens are signed RS256, the algorithm every Kubernetes client expects.
+  const sa = rsaKeyPair();
+  return {
+    caCert,
+    caKey: ca.privateKey,
+    servingCert,
+    servingKey: serving.privateKey,
+    serviceAccountKey: sa.privateKey,
+    serviceAccountPublicKey: sa.publicKey,
+  };
+}
