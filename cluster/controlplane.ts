@@ -571,15 +571,19 @@ function requireState(paths: ClusterPaths): ClusterState {
 
 /**
  * Stops kube-apiserver and starts it again with the same flags, keeping etcd and everything
- * else running; resolves once /readyz is ok. Clients see their watches and connections drop.
+ * else running; resolves once /readyz is ok. Clients see their watches and connections drop,
+ * and the new apiserver's watch cache starts at etcd's current revision, so watches resumed
+ * from older resourceVersions are refused with 410 Gone.
  */
-export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number } = {}): Promise<void> {
+export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number; graceMs?: number } = {}): Promise<void> {
   const paths = options.paths ?? clusterPaths();
   const state = requireState(paths);
   const index = state.processes.findIndex((p) => p.name === 'kube-apiserver');
   const old = state.processes[index];
   if (!old) throw new Error('The cluster state records no kube-apiserver process.');
-  await stopProcess(old);
+  // While other components hold watches open, a graceful shutdown waits for them to drain;
+  // a few seconds of grace, then SIGKILL, is closer to a real crash and keeps tests quick.
+  await stopProcess(old, options.graceMs ?? 3000);
   if (options.downtimeMs) await sleep(options.downtimeMs);
   const fresh = startProcess(old.name, old.command, old.args, old.log);
   state.processes[index] = fresh;
@@ -593,8 +597,9 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
 }
 
 /**
- * Compacts etcd's history up to its current revision, so that watches and lists from older
- * resourceVersions can no longer be served from storage. Returns the compacted revision.
+ * Compacts etcd's history up to its current revision, so that older resourceVersions can no
+ * longer be read from storage. Returns the compacted revision. A running apiserver's watch
+ * cache may still serve watches from before it; `restartApiserver` drops that cache.
  */
 export async function compactEtcd(options: { paths?: ClusterPaths } = {}): Promise<number> {
   const state = requireState(options.paths ?? clusterPaths());
@@ -604,4 +609,10 @@ export async function compactEtcd(options: { paths?: ClusterPaths } = {}): Promi
   if (!Number.isFinite(revision) || revision <= 0) throw new Error(`etcd returned no revision: ${JSON.stringify(range)}`);
   await etcdRequest(state.ports.etcd, '/v3/kv/compaction', { revision, physical: true });
   return revision;
+}
+
+/** Reads one key from etcd at `revision`; rejects with etcd's message if it was compacted. */
+export async function etcdReadAt(revision: number, options: { paths?: ClusterPaths; key?: string } = {}): Promise<void> {
+  const state = requireState(options.paths ?? clusterPaths());
+  await etcdRequest(state.ports.etcd, '/v3/kv/range', { key: Buffer.from(options.key ?? '/').toString('base64'), limit: 1, revision });
 }

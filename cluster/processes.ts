@@ -61,11 +61,17 @@ export function residentBytes(pid: number): number | undefined {
  */
 export async function stopProcess(record: ProcessRecord, graceMs = 10_000): Promise<boolean> {
   if (!isRunning(record)) return false;
+  // startProcess made the process the leader of its own group: signal the group, so that
+  // anything it started goes with it.
   const signal = (sig: NodeJS.Signals) => {
     try {
-      process.kill(record.pid, sig);
+      process.kill(-record.pid, sig);
     } catch {
-      /* exited between the check and the signal */
+      try {
+        process.kill(record.pid, sig);
+      } catch {
+        /* exited between the check and the signal */
+      }
     }
   };
   signal('SIGTERM');

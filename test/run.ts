@@ -1,0 +1,119 @@
+// `npm test`: unit tests, then integration tests against the real local control plane.
+//
+// The cluster is started once for the whole run (built first if the cache has none) and
+// stopped at the end if this run started it; a cluster that was already running is reused and
+// left running. Test files run in parallel, except `*.serial.test.ts` files (they restart the
+// apiserver or compact etcd), which run afterwards, one at a time.
+//
+//   npm test                         everything
+//   npm test -- --unit               unit tests only (no cluster)
+//   npm test -- test/integration/x.test.ts …   the given files
+//   KFN_KEEP_CLUSTER=1 npm test      leave a cluster this run started running
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { clusterDown, clusterHealthy, clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
+
+const { values, positionals } = parseArgs({
+  options: { unit: { type: 'boolean', default: false }, concurrency: { type: 'string' } },
+  allowPositionals: true,
+});
+
+function testFiles(dir: string): string[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return entries.flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return testFiles(path);
+    return name.endsWith('.test.ts') ? [path] : [];
+  });
+}
+
+const testRoot = join(repoRoot, 'test');
+const unitRoots = [join(testRoot, 'unit'), join(repoRoot, 'bridge'), join(repoRoot, 'functions'), join(repoRoot, 'cli'), join(repoRoot, 'cluster')];
+const clusterRoots = [join(testRoot, 'integration'), join(testRoot, 'e2e')];
+
+const selected = positionals.length ? positionals.map((p) => resolve(p)) : [...unitRoots.flatMap(testFiles), ...(values.unit ? [] : clusterRoots.flatMap(testFiles))];
+if (selected.length === 0) {
+  console.error('npm test: no test files found' + (positionals.length ? ` for ${positionals.join(' ')}` : ''));
+  process.exit(1);
+}
+const needsCluster = selected.some((f) => clusterRoots.some((root) => f.startsWith(root + '/')));
+const serial = selected.filter((f) => f.endsWith('.serial.test.ts'));
+const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts'));
+
+interface Totals {
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+const totals: Totals = { passed: 0, failed: 0, skipped: 0 };
+const countsDir = mkdtempSync(join(tmpdir(), 'kfn-test-'));
+
+/** One `node --test` run: spec output to the terminal, totals added to `totals`. */
+function runNodeTest(files: string[], concurrency: number, env: NodeJS.ProcessEnv): Promise<number> {
+  if (files.length === 0) return Promise.resolve(0);
+  const counts = join(countsDir, `${Date.now()}.json`);
+  const args = [
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-timeout=300000',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${join(testRoot, 'support', 'count-reporter.ts')}`,
+    `--test-reporter-destination=${counts}`,
+    ...files.map((f) => relative(repoRoot, f)),
+  ];
+  return new Promise((done) => {
+    const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: 'inherit', env });
+    child.on('close', (code, signal) => {
+      try {
+        const run = JSON.parse(readFileSync(counts, 'utf8')) as Totals;
+        totals.passed += run.passed;
+        totals.failed += run.failed;
+        totals.skipped += run.skipped;
+      } catch {
+        // No totals: the run died before reporting. The exit status below says it failed.
+      }
+      done(code ?? (signal ? 1 : 0));
+    });
+  });
+}
+
+const started = Date.now();
+const env: NodeJS.ProcessEnv = { ...process.env };
+let startedCluster = false;
+const paths = clusterPaths();
+let exitCode = 1;
+try {
+  if (needsCluster) {
+    const wasHealthy = await clusterHealthy(paths);
+    const up = await clusterUp({ paths, log: (line) => console.error(`[cluster] ${line}`) });
+    startedCluster = !wasHealthy && !up.reused;
+    console.error(`[cluster] ${up.reused ? 'reusing the running' : 'started a'} local cluster at ${up.state.server}`);
+    env.KUBECONFIG = paths.kubeconfig;
+  }
+  const concurrency = Number(values.concurrency ?? 3);
+  const first = await runNodeTest(parallel, concurrency, env);
+  const second = await runNodeTest(serial, 1, env);
+  exitCode = first || second;
+} catch (err) {
+  console.error(`npm test: ${(err as Error).message}`);
+  exitCode = 1;
+} finally {
+  if (startedCluster && !process.env.KFN_KEEP_CLUSTER) {
+    const down = await clusterDown({ paths, log: (line) => console.error(`[cluster] ${line}`) });
+    console.error(`[cluster] stopped ${down.stopped.length} processes`);
+  }
+}
+rmSync(countsDir, { recursive: true, force: true });
+if (exitCode !== 0 && totals.failed === 0) totals.failed = 1; // a run that died counts as a failure
+console.log(`\nnpm test finished in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+console.log(`tests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+process.exit(exitCode);

@@ -1,0 +1,149 @@
+// What every integration and end-to-end test needs from the real local cluster.
+//
+//   const cluster = await testCluster();          // starts it if needed (npm test already has)
+//   const ns = await testNamespace(t, cluster);   // a fresh namespace, deleted after the test
+//   await applyYaml(cluster.kc, yamlText, ns);    // server-side apply, multi-document
+//   await waitFor('3 ready replicas', async () => …);   // poll with a useful timeout message
+//   await compactEtcd(); await restartApiserver();       // faults (serial tests only)
+import { randomBytes } from 'node:crypto';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { clusterPaths, clusterUp, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
+
+export { compactEtcd, etcdReadAt, restartApiserver } from '../../cluster/controlplane.ts';
+export { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+
+export interface TestCluster {
+  kc: KubeConfig;
+  paths: ClusterPaths;
+  state: ClusterState;
+  core: CoreV1Api;
+  objects: KubernetesObjectApi;
+}
+
+let shared: Promise<TestCluster> | undefined;
+
+/**
+ * The local cluster, started (and built) if it is not running. Under `npm test` the runner
+ * has already started it; a test file run on its own starts it here and leaves it running.
+ */
+export function testCluster(): Promise<TestCluster> {
+  shared ??= (async () => {
+    const paths = clusterPaths();
+    const { state } = await clusterUp({ paths, log: (line) => console.error(`[cluster] ${line}`) });
+    const kc = new KubeConfig();
+    kc.loadFromFile(paths.kubeconfig);
+    return { kc, paths, state, core: kc.makeApiClient(CoreV1Api), objects: KubernetesObjectApi.makeApiClient(kc) };
+  })();
+  return shared;
+}
+
+/** A name for test objects: the prefix plus a short random suffix, valid as a DNS label. */
+export function uniqueName(prefix: string): string {
+  const clean = prefix.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  return `${clean}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * Creates a namespace for one test and deletes it when the test ends. Waits for its default
+ * ServiceAccount, without which the apiserver rejects pods.
+ */
+export async function testNamespace(t: TestContext, cluster: TestCluster, prefix = t.name): Promise<string> {
+  const name = uniqueName(`kfn-test-${prefix}`);
+  await cluster.core.createNamespace({ body: { metadata: { name, labels: { 'kfn.dev/test': 'true' } } } });
+  t.after(async () => {
+    await cluster.core.deleteNamespace({ name }).catch(() => undefined);
+  });
+  await waitFor(`default ServiceAccount in namespace ${name}`, async () => {
+    await cluster.core.readNamespacedServiceAccount({ name: 'default', namespace: name });
+    return true;
+  });
+  return name;
+}
+
+/**
+ * Server-side applies every document of `yamlText` (field manager `kfn-test`, forced),
+ * putting objects without a namespace into `namespace` (cluster-scoped kinds ignore it). Returns what the apiserver
+ * answered, in order.
+ */
+export async function applyYaml(kc: KubeConfig, yamlText: string, namespace?: string): Promise<KubernetesObject[]> {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  const applied: KubernetesObject[] = [];
+  for (const doc of parseAllDocuments(yamlText)) {
+    if (doc.errors.length) throw new Error(`invalid YAML: ${doc.errors[0]!.message}`);
+    const obj = doc.toJS() as KubernetesObject | null;
+    if (!obj) continue;
+    if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) throw new Error(`every document needs apiVersion, kind and metadata.name: ${JSON.stringify(obj)}`);
+    // Used in the request path only for namespaced kinds; the apiserver drops it from others.
+    if (namespace && !obj.metadata.namespace) obj.metadata.namespace = namespace;
+    applied.push(await api.patch(obj, undefined, undefined, 'kfn-test', true, PatchStrategy.ServerSideApply));
+  }
+  return applied;
+}
+
+export interface WaitOptions {
+  timeoutMs?: number;
+  intervalMs?: number;
+}
+
+/**
+ * Polls `check` until it returns something other than undefined/false/null and returns that.
+ * Errors thrown by `check` count as "not yet". On timeout the error names what was awaited,
+ * the last value seen and the last error, so a failure says what the cluster looked like.
+ */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false | null>, options: WaitOptions = {}): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false && value !== null) return value;
+      last = value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() >= deadline) {
+      const parts = [`Timed out after ${timeoutMs / 1000}s waiting for ${what}.`];
+      if (last !== undefined) parts.push(`Last value: ${JSON.stringify(last)}`);
+      if (lastError) parts.push(`Last error: ${describeError(lastError)}`);
+      throw new Error(parts.join('\n'));
+    }
+    await sleep(options.intervalMs ?? 250);
+  }
+}
+
+/** An ApiException's status code and the apiserver's message, or any error's message. */
+export function describeError(err: unknown): string {
+  const e = err as { code?: number; body?: unknown; message?: string };
+  if (typeof e.code === 'number' && e.body !== undefined) {
+    const body = typeof e.body === 'string' ? safeJson(e.body) : e.body;
+    const message = (body as { message?: string } | undefined)?.message;
+    return `HTTP ${e.code}: ${message ?? JSON.stringify(body)}`;
+  }
+  return e.message ?? String(err);
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** Runs `fn` expecting an ApiException; returns its status code and the apiserver's message. */
+export async function expectApiError(fn: () => Promise<unknown>): Promise<{ code: number; message: string; reason?: string }> {
+  try {
+    await fn();
+  } catch (err) {
+    const e = err as { code?: number; body?: unknown };
+    if (typeof e.code !== 'number') throw err;
+    const body = (typeof e.body === 'string' ? safeJson(e.body) : e.body) as { message?: string; reason?: string } | undefined;
+    return { code: e.code, message: body?.message ?? String(e.body), reason: body?.reason };
+  }
+  throw new Error('expected the API call to fail, but it succeeded');
+}
