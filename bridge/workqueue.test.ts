@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { FakeClock } from './clock.ts';
+import { ExponentialBackoff, WorkQueue, Workers } from './workqueue.ts';
+
+function drain(q: WorkQueue): string[] {
+  const keys: string[] = [];
+  for (let k = q.get(); k !== undefined; k = q.get()) keys.push(k);
+  return keys;
+}
+
+/** A handler whose calls finish only when the test says so. */
+function controlledHandler() {
+  const calls: { key: string; finish: () => void }[] = [];
+  const handle = (key: string) => new Promise<void>((resolve) => calls.push({ key, finish: resolve }));
+  return { calls, handle };
+}
+
+const flush = () => new Promise((r) => setImmediate(r));
+
+describe('WorkQueue', () => {
+  test('duplicates coalesce: a key added many times is handed out once', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    q.add('a');
+    q.add('b');
+    q.add('a');
+    q.add('a', 'low');
+    assert.deepEqual(drain(q), ['a', 'b']);
+    assert.equal(q.length, 0);
+  });
+
+  test('a key being processed is not handed out again until done', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    q.add('a');
+    assert.equal(q.get(), 'a');
+    q.add('a');
+    q.add('a');
+    assert.equal(q.get(), undefined, 'no second delivery of a key in flight');
+    q.done('a');
+    assert.equal(q.get(), 'a', 'a change during processing causes one more');
+    q.done('a');
+    assert.equal(q.get(), undefined, 'and exactly one');
+  });
+
+  test('a key done without changes meanwhile is not handed out again', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    q.add('a');
+    q.get();
+    q.done('a');
+    assert.equal(q.get(), undefined);
+  });
+
+  test('real changes are served before resync and initial-list work', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    q.add('resync-1', 'low');
+    q.add('resync-2', 'low');
+    q.add('change-1', 'high');
+    q.add('resync-2', 'high'); // a real change to a key waiting at low priority promotes it
+    q.add('change-2');
+    assert.deepEqual(drain(q), ['change-1', 'resync-2', 'change-2', 'resync-1']);
+  });
+
+  test('a low add does not demote a key waiting at high priority', () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    q.add('x', 'low');
+    q.add('a', 'high');
+    q.add('a', 'low');
+    assert.deepEqual(drain(q), ['a', 'x']);
+  });
+
+  test('addAfter makes a key ready only when its time comes; the earliest request wins', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.addAfter('a', 10_000);
+    q.addAfter('a', 30_000);
+    q.addAfter('b', 5_000);
+    clock.advance(4_999);
+    assert.equal(q.get(), undefined);
+    clock.advance(1);
+    assert.deepEqual(drain(q), ['b']);
+    clock.advance(5_000);
+    assert.deepEqual(drain(q), ['a']);
+    clock.advance(60_000);
+    assert.equal(q.get(), undefined, 'the later request for a was dropped');
+    assert.equal(q.delayed, 0);
+  });
+
+  test('an earlier addAfter replaces a later one', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.addAfter('a', 60_000);
+    q.addAfter('a', 1_000);
+    clock.advance(1_000);
+    assert.deepEqual(drain(q), ['a']);
+    clock.advance(60_000);
+    assert.equal(q.get(), undefined);
+  });
+
+  test('failures back off exponentially per key from 5 ms to 1000 s, reset by forget', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    const delays: number[] = [];
+    for (let i = 0; i < 20; i++) delays.push(q.addRateLimited('a'));
+    assert.deepEqual(delays.slice(0, 5), [5, 10, 20, 40, 80]);
+    assert.equal(delays[17], 655_360);
+    assert.equal(delays[18], 1_000_000, 'capped at 1000 s');
+    assert.equal(delays[19], 1_000_000);
+    assert.equal(q.retries('a'), 20);
+    assert.equal(q.addRateLimited('b'), 5, 'other keys have their own backoff');
+    q.forget('a');
+    assert.equal(q.addRateLimited('a'), 5, 'forget resets');
+  });
+
+  test('a rate-limited key becomes ready after its backoff delay', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, backoff: { baseDelayMs: 100, maxDelayMs: 1000 } });
+    q.add('a');
+    q.get();
+    q.addRateLimited('a');
+    q.done('a');
+    assert.equal(q.get(), undefined);
+    clock.advance(100);
+    assert.equal(q.get(), 'a');
+    q.addRateLimited('a');
+    q.done('a');
+    clock.advance(199);
+    assert.equal(q.get(), undefined);
+    clock.advance(1);
+    assert.equal(q.get(), 'a');
+  });
+
+  test('shutDown drops waiting and delayed keys and takes no more', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.add('a');
+    q.addAfter('b', 1000);
+    q.shutDown();
+    q.add('c');
+    clock.advance(2000);
+    assert.equal(q.get(), undefined);
+    assert.equal(clock.pendingTimers(), 0);
+  });
+
+  test('the observer sees adds, depth, queue and work durations, and retries', () => {
+    const clock = new FakeClock();
+    const seen: string[] = [];
+    const q = new WorkQueue({
+      clock,
+      observer: {
+        added: (k, p) => seen.push(`added ${k} ${p}`),
+        queued: (k, ms) => seen.push(`queued ${k} ${ms}`),
+        worked: (k, ms) => seen.push(`worked ${k} ${ms}`),
+        retried: (k) => seen.push(`retried ${k}`),
+      },
+    });
+    q.add('a');
+    clock.advance(30);
+    q.get();
+    clock.advance(70);
+    q.addRateLimited('a');
+    q.done('a');
+    assert.deepEqual(seen, ['added a high', 'queued a 30', 'retried a', 'worked a 70']);
+  });
+});
+
+describe('ExponentialBackoff', () => {
+  test('does not overflow for very many failures', () => {
+    const b = new ExponentialBackoff({ baseDelayMs: 5, maxDelayMs: 1_000_000 });
+    let last = 0;
+    for (let i = 0; i < 2000; i++) last = b.next('k');
+    assert.equal(last, 1_000_000);
+  });
+});
+
+describe('Workers', () => {
+  test('at most `concurrency` keys are processed at once', async () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const { calls, handle } = controlledHandler();
+    const workers = new Workers(q, 2, handle);
+    for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+    await flush();
+    assert.deepEqual(calls.map((c) => c.key), ['a', 'b']);
+    assert.equal(workers.busy, 2);
+    calls[0]!.finish();
+    await flush();
+    assert.deepEqual(calls.map((c) => c.key), ['a', 'b', 'c']);
+    for (const c of calls.slice(1)) c.finish();
+    await flush();
+    calls[3]!.finish();
+    await flush();
+    assert.equal(workers.busy, 0);
+    assert.equal(await workers.stop(1000), true);
+  });
+
+  test('a change during a delivery causes exactly one more delivery, after it', async () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const { calls, handle } = controlledHandler();
+    const workers = new Workers(q, 4, handle);
+    q.add('a');
+    await flush();
+    q.add('a');
+    q.add('a');
+    await flush();
+    assert.equal(calls.length, 1, 'never two deliveries of one key at once');
+    calls[0]!.finish();
+    await flush();
+    assert.equal(calls.length, 2);
+    calls[1]!.finish();
+    await flush();
+    assert.equal(calls.length, 2);
+    await workers.stop(1000);
+  });
+
+  test('stop waits for in-flight work and starts no more', async () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const { calls, handle } = controlledHandler();
+    const workers = new Workers(q, 1, handle);
+    q.add('a');
+    q.add('b');
+    await flush();
+    const stopping = workers.stop(5000);
+    calls[0]!.finish();
+    assert.equal(await stopping, true);
+    assert.equal(calls.length, 1, 'b was not started after stop');
+  });
+
+  test('stop gives up after its timeout when a handler hangs', async () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const workers = new Workers(q, 1, () => new Promise(() => {}));
+    q.add('a');
+    await flush();
+    assert.equal(await workers.stop(20), false);
+  });
+});

@@ -1,0 +1,283 @@
+// The per-key work queue: a key is never handed to two workers at once; adding a key that is
+// already waiting does nothing more; adding a key while it is being processed makes it run
+// exactly once more after `done`. Real changes ("high") are served before resync and
+// initial-list work ("low"). Failures back off per key, exponentially, until `forget`.
+//
+// The shape follows client-go's workqueue (add / get / done / forget / shutDown), with the
+// delaying and rate-limiting layers folded in, a priority lane, and the clock injected.
+import { systemClock, type Clock } from './clock.ts';
+
+export type Priority = 'high' | 'low';
+
+export interface BackoffOptions {
+  /** First retry delay after a failure (default 5 ms, as controller-runtime). */
+  baseDelayMs: number;
+  /** Longest delay (default 1000 s, as controller-runtime). */
+  maxDelayMs: number;
+}
+
+export const defaultBackoff: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 1_000_000 };
+
+/** Per-key exponential backoff: base·2^failures, capped; `forget` resets a key. */
+export class ExponentialBackoff {
+  private readonly failures = new Map<string, number>();
+  private readonly options: BackoffOptions;
+  constructor(options: BackoffOptions = defaultBackoff) {
+    this.options = options;
+  }
+
+  /** Records one more failure of `key` and returns how long to wait before retrying it. */
+  next(key: string): number {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    // 2^n overflows to Infinity for large n; the cap applies either way.
+    return Math.min(this.options.baseDelayMs * 2 ** n, this.options.maxDelayMs);
+  }
+
+  retries(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+}
+
+/** What the queue reports, for Prometheus or tests; every method is optional. */
+export interface QueueObserver {
+  added?(key: string, priority: Priority): void;
+  depth?(depth: number): void;
+  /** Time a key waited between becoming ready and being handed out. */
+  queued?(key: string, ms: number): void;
+  /** Time from `get` to `done`. */
+  worked?(key: string, ms: number): void;
+  retried?(key: string): void;
+}
+
+export interface WorkQueueOptions {
+  clock?: Clock;
+  backoff?: BackoffOptions;
+  observer?: QueueObserver;
+}
+
+export class WorkQueue {
+  private readonly clock: Clock;
+  private readonly backoff: ExponentialBackoff;
+  private readonly observer: QueueObserver;
+
+  // Keys ready to hand out, in order, one lane per priority.
+  // Invariant: every key in a lane is in `dirty` and not in `processing`, and in one lane only.
+  private readonly lanes: Record<Priority, Set<string>> = { high: new Set(), low: new Set() };
+  // Keys that need processing, with the priority and the time they became ready.
+  // A key may be dirty and processing at once: it was added while a worker had it, and goes
+  // back into its lane at `done`.
+  private readonly dirty = new Map<string, { priority: Priority; since: number }>();
+  // Keys handed out by `get` and not yet `done`, with the time they were handed out.
+  private readonly processing = new Map<string, number>();
+  // Delayed adds: at most one timer per key, the earliest asked for.
+  private readonly waiting = new Map<string, { at: number; priority: Priority; cancel: () => void }>();
+  private readonly listeners = new Set<() => void>();
+  private shuttingDown = false;
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+    this.backoff = new ExponentialBackoff(options.backoff ?? defaultBackoff);
+    this.observer = options.observer ?? {};
+  }
+
+  /** Marks `key` as needing processing now. A "high" add promotes a waiting "low" key. */
+  add(key: string, priority: Priority = 'high'): void {
+    if (this.shuttingDown) return;
+    this.observer.added?.(key, priority);
+    const entry = this.dirty.get(key);
+    if (entry) {
+      if (priority === 'high' && entry.priority === 'low') {
+        entry.priority = 'high';
+        if (this.lanes.low.delete(key)) this.lanes.high.add(key);
+      }
+      return;
+    }
+    this.dirty.set(key, { priority, since: this.clock.now() });
+    if (this.processing.has(key)) return; // re-queued by done()
+    this.lanes[priority].add(key);
+    this.changed();
+  }
+
+  /** Adds `key` after `delayMs`. If it is already due earlier, the earlier time stands. */
+  addAfter(key: string, delayMs: number, priority: Priority = 'high'): void {
+    if (this.shuttingDown) return;
+    if (delayMs <= 0) return this.add(key, priority);
+    const at = this.clock.now() + delayMs;
+    const existing = this.waiting.get(key);
+    if (existing && existing.at <= at) return;
+    existing?.cancel();
+    const cancel = this.clock.setTimer(() => {
+      this.waiting.delete(key);
+      this.add(key, priority);
+    }, delayMs);
+    this.waiting.set(key, { at, priority, cancel });
+  }
+
+  /** Adds `key` after its next backoff delay (a failure); returns the delay used. */
+  addRateLimited(key: string): number {
+    const delay = this.backoff.next(key);
+    this.observer.retried?.(key);
+    this.addAfter(key, delay, 'high');
+    return delay;
+  }
+
+  /** Clears `key`'s failure count (a success). */
+  forget(key: string): void {
+    this.backoff.forget(key);
+  }
+
+  retries(key: string): number {
+    return this.backoff.retries(key);
+  }
+
+  /** Hands out the next ready key ("high" first), or undefined when none is ready. */
+  get(): string | undefined {
+    const key = firstOf(this.lanes.high) ?? firstOf(this.lanes.low);
+    if (key === undefined) return undefined;
+    const entry = this.dirty.get(key)!;
+    this.lanes[entry.priority].delete(key);
+    this.dirty.delete(key);
+    const now = this.clock.now();
+    this.processing.set(key, now);
+    this.observer.queued?.(key, now - entry.since);
+    this.observer.depth?.(this.length);
+    return key;
+  }
+
+  /** Ends processing of `key`; if it was added meanwhile, it becomes ready again. */
+  done(key: string): void {
+    const started = this.processing.get(key);
+    if (started === undefined) return;
+    this.processing.delete(key);
+    this.observer.worked?.(key, this.clock.now() - started);
+    const entry = this.dirty.get(key);
+    if (entry && !this.shuttingDown) {
+      this.lanes[entry.priority].add(key);
+      this.changed();
+    }
+  }
+
+  /** Stops taking new keys; keys being processed may still be `done`. */
+  shutDown(): void {
+    this.shuttingDown = true;
+    for (const w of this.waiting.values()) w.cancel();
+    this.waiting.clear();
+    this.lanes.high.clear();
+    this.lanes.low.clear();
+    this.dirty.clear();
+    this.changed();
+  }
+
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
+
+  /** Keys ready to be handed out. */
+  get length(): number {
+    return this.lanes.high.size + this.lanes.low.size;
+  }
+
+  get inFlight(): number {
+    return this.processing.size;
+  }
+
+  /** Keys with a delayed add pending (requeueAfter, backoff). */
+  get delayed(): number {
+    return this.waiting.size;
+  }
+
+  isProcessing(key: string): boolean {
+    return this.processing.has(key);
+  }
+
+  /** Calls `fn` whenever a key may have become ready; returns an unsubscribe function. */
+  onReady(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private changed(): void {
+    this.observer.depth?.(this.length);
+    for (const fn of this.listeners) fn();
+  }
+}
+
+function firstOf(set: Set<string>): string | undefined {
+  for (const key of set) return key;
+  return undefined;
+}
+
+/**
+ * Runs `handle` for ready keys, at most `concurrency` at once. `handle` decides what happens to
+ * a key afterwards (forget, addRateLimited, addAfter); the key is `done` when it settles.
+ * Resolves `stop()` once in-flight handlers have finished.
+ */
+export class Workers {
+  private running = 0;
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly unsubscribe: () => void;
+  private stopped = false;
+  private readonly queue: WorkQueue;
+  private concurrency: number;
+  private readonly handle: (key: string) => Promise<void>;
+
+  constructor(queue: WorkQueue, concurrency: number, handle: (key: string) => Promise<void>) {
+    this.queue = queue;
+    this.concurrency = Math.max(1, concurrency);
+    this.handle = handle;
+    this.unsubscribe = queue.onReady(() => this.pump());
+    this.pump();
+  }
+
+  setConcurrency(n: number): void {
+    this.concurrency = Math.max(1, n);
+    this.pump();
+  }
+
+  get busy(): number {
+    return this.running;
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.running < this.concurrency) {
+      const key = this.queue.get();
+      if (key === undefined) return;
+      this.running++;
+      const work = (async () => {
+        try {
+          await this.handle(key);
+        } catch {
+          // `handle` owns error handling; a throw here is a bug, so retry with backoff.
+          this.queue.addRateLimited(key);
+        } finally {
+          this.running--;
+          this.queue.done(key);
+        }
+      })();
+      this.inFlight.add(work);
+      void work.finally(() => {
+        this.inFlight.delete(work);
+        this.pump();
+      });
+    }
+  }
+
+  /** Stops starting work and waits (up to `timeoutMs`) for in-flight handlers. */
+  async stop(timeoutMs = 30_000): Promise<boolean> {
+    this.stopped = true;
+    this.unsubscribe();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const finished = Promise.all([...this.inFlight]).then(() => true);
+    const result = await Promise.race([finished, timeout]);
+    clearTimeout(timer);
+    return result;
+  }
+}
