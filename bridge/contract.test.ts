@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { CloudEvent, HTTP } from 'cloudevents';
+import {
+  authenticate,
+  classifyResponse,
+  ContractError,
+  eventId,
+  parseReconcileRequest,
+  reconcileEvent,
+  reconcileEventType,
+  retryAfterMs,
+  sign,
+  signatureHeader,
+  type Credentials,
+  type Observation,
+} from './contract.ts';
+
+const observation: Observation = {
+  reconciler: 'myweb',
+  primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: 'demo', name: 'site', uid: 'u-1', resourceVersion: '42', generation: 3 },
+  reason: 'updated',
+  observedAt: Date.parse('2026-01-02T03:04:05.000Z'),
+};
+const hmac: Credentials = { kind: 'hmac', secret: 's3cret' };
+
+function headersOf(entries: Record<string, string>) {
+  return { get: (name: string) => entries[name.toLowerCase()] ?? null };
+}
+
+function expectContractError(fn: () => unknown, status: number, pattern: RegExp): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof ContractError, `expected a ContractError, got ${String(err)}`);
+    assert.equal(err.status, status);
+    assert.match(err.message, pattern);
+    return true;
+  });
+}
+
+describe('reconcile events', () => {
+  test('are binary-mode CloudEvents with the kfn extensions, valid for the CloudEvents SDK', () => {
+    const { message } = reconcileEvent(observation, 1, 'kfn://local/bridge');
+    assert.equal(message.headers['ce-specversion'], '1.0');
+    assert.equal(message.headers['ce-type'], reconcileEventType);
+    assert.equal(message.headers['ce-subject'], 'demo/site');
+    assert.equal(message.headers['ce-time'], '2026-01-02T03:04:05.000Z');
+    assert.equal(message.headers['ce-kfnreason'], 'updated');
+    assert.equal(message.headers['ce-kfnkind'], 'MyWeb');
+    assert.equal(message.headers['ce-kfnnamespace'], 'demo');
+    assert.equal(message.headers['ce-kfngeneration'], '3');
+    assert.equal(message.headers['ce-kfnattempt'], '1');
+    assert.equal(message.headers['content-type'], 'application/json');
+    const received = HTTP.toEvent({ headers: message.headers, body: message.body }) as CloudEvent;
+    assert.equal(received.validate(), true);
+    assert.deepEqual(received.data, { contract: 1, reconciler: 'myweb', primary: observation.primary });
+  });
+
+  test('ids are deterministic: a retry keeps its id, a new observation gets a new one', () => {
+    const first = reconcileEvent(observation, 1, 'kfn://a').message.headers['ce-id'];
+    const retry = reconcileEvent(observation, 2, 'kfn://a').message.headers['ce-id'];
+    assert.equal(first, retry);
+    assert.equal(first, eventId(observation));
+    const changed = eventId({ ...observation, primary: { ...observation.primary, resourceVersion: '43' } });
+    const resync = eventId({ ...observation, reason: 'resync' });
+    const child = eventId({ ...observation, reason: 'child', trigger: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'demo', name: 'page', uid: 'c1', resourceVersion: '9' } });
+    assert.equal(new Set([first, changed, resync, child]).size, 4);
+  });
+
+  test('a cluster-scoped primary has a bare-name subject and no namespace attribute', () => {
+    const { message } = reconcileEvent({ ...observation, primary: { apiVersion: 'v1', kind: 'Node', name: 'n1' } }, 1, 'kfn://a');
+    assert.equal(message.headers['ce-subject'], 'n1');
+    assert.equal(message.headers['ce-kfnnamespace'], undefined);
+  });
+});
+
+describe('parseReconcileRequest', () => {
+  const signed = () => authenticate(reconcileEvent(observation, 2, 'kfn://local/bridge').message, hmac);
+
+  test('accepts a signed binary-mode event and returns its data, reason and attempt', () => {
+    const { headers, body } = signed();
+    const got = parseReconcileRequest(headers, body, hmac);
+    assert.equal(got.reason, 'updated');
+    assert.equal(got.attempt, 2);
+    assert.deepEqual(got.data.primary, observation.primary);
+  });
+
+  test('accepts the same event in structured mode', () => {
+    const { event } = reconcileEvent(observation, 1, 'kfn://local/bridge');
+    const structured = HTTP.structured(event);
+    const body = String(structured.body);
+    const headers: Record<string, string> = { ...(structured.headers as Record<string, string>) };
+    const parsed = JSON.parse(body) as { id: string; time: string };
+    headers[signatureHeader] = sign('s3cret', parsed.id, parsed.time, body);
+    assert.equal(parseReconcileRequest(headers, body, hmac).data.reconciler, 'myweb');
+  });
+
+  test('refuses unsigned, wrongly signed and altered requests with 401', () => {
+    const { headers, body } = signed();
+    const { [signatureHeader]: _, ...unsigned } = headers;
+    expectContractError(() => parseReconcileRequest(unsigned, body, hmac), 401, /unsigned request/);
+    expectContractError(() => parseReconcileRequest(headers, body, { kind: 'hmac', secret: 'other' }), 401, /bad signature/);
+    expectContractError(() => parseReconcileRequest(headers, body.replace('site', 'evil'), hmac), 401, /bad signature/);
+    expectContractError(() => parseReconcileRequest({ ...headers, 'ce-id': 'forged' }, body, hmac), 401, /bad signature/);
+  });
+
+  test('checks bearer tokens', () => {
+    const bearer: Credentials = { kind: 'bearer', token: 'tok' };
+    const { headers, body } = authenticate(reconcileEvent(observation, 1, 'kfn://a').message, bearer);
+    assert.equal(parseReconcileRequest(headers, body, bearer).reason, 'updated');
+    expectContractError(() => parseReconcileRequest({ ...headers, authorization: 'Bearer nope' }, body, bearer), 401, /bearer token/);
+  });
+
+  test('refuses malformed requests with a clear 400 and never anything else', () => {
+    const none: Credentials = { kind: 'none' };
+    const { headers, body } = reconcileEvent(observation, 1, 'kfn://a').message;
+    const cases: [Record<string, string>, string, RegExp][] = [
+      [{ 'content-type': 'application/json' }, '{}', /not a valid CloudEvent/],
+      [{ 'content-type': 'text/plain' }, 'garbage', /not a valid CloudEvent/],
+      [{ ...headers, 'ce-specversion': '0.1' }, body, /not a valid CloudEvent/],
+      [{ ...headers, 'ce-type': 'com.example.other' }, body, /unexpected event type/],
+      [headers, '{"contract":1}', /data\.reconciler is missing/],
+      [headers, '{"contract":2,"reconciler":"x","primary":{}}', /unsupported contract version 2/],
+      [headers, '{"contract":1,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod"}}', /data\.primary\.name is missing/],
+      [{ ...headers, 'ce-kfnreason': 'because' }, body, /kfnreason must be one of/],
+      [headers, 'not json', /.+/],
+      [{ 'content-type': 'application/cloudevents-batch+json' }, '[]', /batched CloudEvents/],
+    ];
+    for (const [h, b, pattern] of cases) {
+      assert.throws(() => parseReconcileRequest(h, b, none), (err: unknown) => {
+        assert.ok(err instanceof ContractError, `${b}: expected ContractError, got ${String(err)}`);
+        assert.equal(err.status, 400, `${b}: ${err.message}`);
+        assert.match(err.message, pattern);
+        return true;
+      });
+    }
+  });
+});
+
+describe('classifyResponse', () => {
+  const none = headersOf({});
+  test('2xx is done; requeueAfterSeconds or result requeue asks for a requeue', () => {
+    assert.equal(classifyResponse(200, none, '{"result":"done","changes":[]}').kind, 'done');
+    assert.equal(classifyResponse(204, none, '').kind, 'done');
+    assert.deepEqual(classifyResponse(200, none, '{"result":"done","requeueAfterSeconds":30,"changes":[]}'), {
+      kind: 'requeue',
+      afterMs: 30_000,
+      response: { result: 'done', requeueAfterSeconds: 30, changes: [] },
+    });
+    const bare = classifyResponse(200, none, '{"result":"requeue","changes":[]}');
+    assert.equal(bare.kind, 'requeue');
+    assert.equal(bare.kind === 'requeue' && bare.afterMs, undefined, 'without seconds: backoff');
+  });
+
+  test('429 and 503 honour Retry-After; other 5xx retry with backoff; other 4xx are terminal', () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    assert.deepEqual(classifyResponse(429, headersOf({ 'retry-after': '7' }), 'slow down'), { kind: 'retry', afterMs: 7000, why: 'HTTP 429: slow down' });
+    const dated = classifyResponse(503, headersOf({ 'retry-after': 'Thu, 01 Jan 2026 00:00:12 GMT' }), '', now);
+    assert.equal(dated.kind === 'retry' && dated.afterMs, 12_000);
+    const plain = classifyResponse(500, none, 'boom');
+    assert.equal(plain.kind, 'retry');
+    assert.equal(plain.kind === 'retry' && plain.afterMs, undefined);
+    assert.equal(classifyResponse(400, none, 'bad').kind, 'terminal');
+    assert.equal(classifyResponse(404, none, '').kind, 'terminal');
+  });
+
+  test('retryAfterMs ignores nonsense', () => {
+    assert.equal(retryAfterMs(undefined), undefined);
+    assert.equal(retryAfterMs('soon'), undefined);
+    assert.equal(retryAfterMs('0'), 0);
+  });
+});

@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, test, type TestContext } from 'node:test';
+import { parseReconcileRequest, reconcileEvent, type Credentials, type Observation } from './contract.ts';
+import { sendReconcileEvent } from './delivery.ts';
+
+const observation: Observation = {
+  reconciler: 'r',
+  primary: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: 'cm', uid: 'u', resourceVersion: '1' },
+  reason: 'created',
+  observedAt: Date.now(),
+};
+const credentials: Credentials = { kind: 'hmac', secret: 'k' };
+
+/** A receiver on 127.0.0.1 that checks each request against the contract, then answers via `respond`. */
+async function receiver(t: TestContext, respond: (res: ServerResponse, req: IncomingMessage) => void) {
+  const received: string[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => {
+      const parsed = parseReconcileRequest(req.headers, body, credentials);
+      received.push(parsed.data.primary.name);
+      respond(res, req);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, received };
+}
+
+const message = reconcileEvent(observation, 1, 'kfn://test').message;
+
+describe('sendReconcileEvent', () => {
+  test('200 with the contract JSON is done, and the receiver got a valid signed event', async (t) => {
+    const r = await receiver(t, (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.status, 200);
+    assert.equal(result.outcome.kind, 'done');
+    assert.deepEqual(r.received, ['cm']);
+  });
+
+  test('429 with Retry-After is retried after that delay', async (t) => {
+    const r = await receiver(t, (res) => res.writeHead(429, { 'retry-after': '3' }).end('busy'));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.deepEqual(result.outcome, { kind: 'retry', afterMs: 3000, why: 'HTTP 429: busy' });
+  });
+
+  test('500 is retried with backoff; 400 is terminal', async (t) => {
+    let status = 500;
+    const r = await receiver(t, (res) => res.writeHead(status).end(`status ${status}`));
+    assert.equal((await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 })).outcome.kind, 'retry');
+    status = 400;
+    const terminal = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.deepEqual(terminal.outcome, { kind: 'terminal', why: 'HTTP 400: status 400' });
+  });
+
+  test('a receiver hanging past the timeout is a retry', async (t) => {
+    const r = await receiver(t, () => {
+      /* never answers */
+    });
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 200 });
+    assert.deepEqual(result.outcome, { kind: 'retry', why: 'no answer within 200 ms' });
+    assert.equal(result.status, undefined);
+  });
+
+  test('a refused connection is a retry naming the error', async () => {
+    // A port that was just free and is closed again: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+    const closed = `http://127.0.0.1:${port}/`;
+    const result = await sendReconcileEvent({ url: closed, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.outcome.kind, 'retry');
+    assert.match(result.outcome.kind === 'retry' ? result.outcome.why : '', /ECONNREFUSED/);
+  });
+});
