@@ -1,0 +1,171 @@
+// A small Kubernetes API client for what the bridge does that client-node does not offer:
+// metadata-only lists and watches (PartialObjectMetadata), streaming watch lines with our own
+// timeouts, and discovery of a kind's resource path. Authentication and TLS come from a
+// client-node KubeConfig, so in-cluster, token and kubeconfig setups all work the same.
+import { createInterface } from 'node:readline';
+import { Readable } from 'node:stream';
+import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { fetch } from 'undici';
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    finalizers?: string[];
+    deletionTimestamp?: string;
+    ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+/** A failed API call: the HTTP status, the apiserver's reason and message. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly reason?: string;
+  constructor(status: number, message: string, reason?: string) {
+    super(message);
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+export const metadataListAccept = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
+export const metadataAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+
+export interface ResourceInfo {
+  apiVersion: string;
+  kind: string;
+  plural: string;
+  namespaced: boolean;
+  verbs: string[];
+}
+
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+  accept?: string;
+  signal?: AbortSignal;
+}
+
+export class KubeApi {
+  readonly kc: KubeConfig;
+  private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
+
+  constructor(kc: KubeConfig) {
+    this.kc = kc;
+  }
+
+  private url(path: string, query?: RequestOptions['query']): URL {
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const url = new URL(cluster.server.replace(/\/$/, '') + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    return url;
+  }
+
+  private async send(method: HttpMethod, path: string, options: RequestOptions) {
+    const url = this.url(path, options.query);
+    const ctx = new RequestContext(url.toString(), method);
+    await this.kc.applySecurityAuthentication(ctx);
+    const headers: Record<string, string> = { ...(ctx.getHeaders() as Record<string, string>), Accept: options.accept ?? 'application/json' };
+    if (options.body !== undefined) headers['Content-Type'] = options.contentType ?? 'application/json';
+    return fetch(url, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
+      dispatcher: ctx.getDispatcher(),
+      signal: options.signal,
+    });
+  }
+
+  /** One request; JSON answer, or ApiError carrying the apiserver's Status. */
+  async request<T = unknown>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, options: RequestOptions = {}): Promise<T> {
+    const res = await this.send(HttpMethod[method], path, options);
+    const text = await res.text();
+    if (!res.ok) throw apiError(res.status, text, `${method} ${path}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /**
+   * Opens a watch (or any streaming GET) and calls `onLine` with each parsed JSON line.
+   * Resolves when the stream ends; rejects with ApiError for a non-200 answer.
+   * `onData` is called on every chunk (for inactivity watchdogs).
+   */
+  async stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void): Promise<void> {
+    const res = await this.send(HttpMethod.GET, path, options);
+    if (res.status !== 200) throw apiError(res.status, await res.text(), `GET ${path}`);
+    if (!res.body) return;
+    const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+    if (onData) body.on('data', onData);
+    const lines = createInterface({ input: body, crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        throw new Error(`unparseable watch line from ${path}: ${line.slice(0, 200)}`);
+      }
+      onLine(value);
+    }
+  }
+
+  /** The resources of a group/version (cached; refreshed when a kind is not found). */
+  private resources(apiVersion: string, refresh = false): Promise<ResourceInfo[]> {
+    if (refresh) this.discovery.delete(apiVersion);
+    let cached = this.discovery.get(apiVersion);
+    if (!cached) {
+      const path = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+      cached = this.request<{ resources: { name: string; kind: string; namespaced: boolean; verbs: string[] }[] }>('GET', path).then((list) =>
+        list.resources.filter((r) => !r.name.includes('/')).map((r) => ({ apiVersion, kind: r.kind, plural: r.name, namespaced: r.namespaced, verbs: r.verbs })),
+      );
+      cached.catch(() => this.discovery.delete(apiVersion));
+      this.discovery.set(apiVersion, cached);
+    }
+    return cached;
+  }
+
+  /** Finds the resource for apiVersion + kind; throws a clear error if the API has no such kind. */
+  async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    for (const refresh of [false, true]) {
+      try {
+        const found = (await this.resources(apiVersion, refresh)).find((r) => r.kind === kind);
+        if (found) return found;
+      } catch (err) {
+        if (refresh) {
+          if (err instanceof ApiError && err.status === 404) throw new ApiError(404, `the API server does not serve ${apiVersion} (is its CRD installed?)`, 'NotFound');
+          throw err;
+        }
+      }
+    }
+    throw new ApiError(404, `the API server serves ${apiVersion} but no kind ${kind} in it (is its CRD installed?)`, 'NotFound');
+  }
+}
+
+/** The collection path of a resource, in one namespace or across all. */
+export function collectionPath(resource: ResourceInfo, namespace?: string): string {
+  const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;
+  return resource.namespaced && namespace ? `${base}/namespaces/${namespace}/${resource.plural}` : `${base}/${resource.plural}`;
+}
+
+export function objectPath(resource: ResourceInfo, name: string, namespace?: string): string {
+  return `${collectionPath(resource, namespace)}/${encodeURIComponent(name)}`;
+}
+
+export function apiError(status: number, body: string, what: string): ApiError {
+  try {
+    const s = JSON.parse(body) as { message?: string; reason?: string };
+    return new ApiError(status, `${what}: ${s.message ?? body}`, s.reason);
+  } catch {
+    return new ApiError(status, `${what}: HTTP ${status} ${body.slice(0, 200)}`);
+  }
+}

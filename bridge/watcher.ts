@@ -1,0 +1,322 @@
+// One list+watch of one kind, written as an explicit state machine, keeping a local store of
+// what it has seen. It never gives up:
+//
+//   list ──ok──▶ watch(rv) ──stream ends / watchdog──▶ watch(latest rv)
+//    ▲  │                  ──410 Gone──────────────▶ list (relist; vanished objects → delete)
+//    │  └─error─▶ wait ─┐  ──other error───────────▶ wait ──▶ watch(latest rv)
+//    └──────────────────┘
+//
+// Every state says what happens on error: a failed list waits (capped, jittered backoff) and
+// lists again; a failed watch waits and resumes from the last resourceVersion seen (bookmarks
+// included); only 410 Gone (the version is too old to resume) forces a relist, which compares
+// the fresh list with the store and reports objects that disappeared meanwhile as deletes.
+//
+// Events are a small closed set: `apply` (added or changed, with the previous version when
+// known), `delete` (seen or inferred), `synced` (a list has been fully applied). A delete is
+// a notification, not a guarantee: an object can vanish between two lists without any
+// intermediate state being seen, which is what finalizers are for.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from './kubeapi.ts';
+
+export type WatchEvent =
+  | { type: 'apply'; object: KubeObject; old?: KubeObject }
+  | { type: 'delete'; object: KubeObject; inferred: boolean }
+  | { type: 'synced'; relist: boolean };
+
+export interface WatcherOptions {
+  /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
+  projection: 'metadata' | 'full';
+  /** Page size of lists (default 500, as client-go). */
+  pageSize?: number;
+  /** Restart a watch that has sent nothing (not even a bookmark) for this long (default 150 s; the apiserver bookmarks about once a minute). */
+  inactivityMs?: number;
+  /** Server-side watch timeout range in seconds (default 300–600, as client-go's reflector). */
+  watchTimeoutSeconds?: [number, number];
+  /** Backoff after errors: first and longest delay (default 500 ms, 30 s), jittered. */
+  backoffMs?: [number, number];
+  log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => void;
+}
+
+type State =
+  | { phase: 'list'; relist: boolean }
+  | { phase: 'watch'; resourceVersion: string }
+  | { phase: 'wait'; ms: number; then: State }
+  | { phase: 'stopped' };
+
+interface ListPage {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items?: KubeObject[];
+}
+
+interface WatchLine {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: KubeObject & { code?: number; reason?: string; message?: string };
+}
+
+/** Thrown inside the watch loop to leave it for a given next state. */
+class Transition extends Error {
+  readonly next: State;
+  constructor(next: State, why: string) {
+    super(why);
+    this.next = next;
+  }
+}
+
+export function storeKey(obj: { metadata: { namespace?: string; name: string } }): string {
+  return obj.metadata.namespace ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
+}
+
+export class Watcher {
+  readonly resource: ResourceInfo;
+  /** Everything the watcher knows, by namespace/name. */
+  readonly store = new Map<string, KubeObject>();
+  private readonly api: KubeApi;
+  private readonly options: Required<Omit<WatcherOptions, 'log'>> & Pick<WatcherOptions, 'log'>;
+  private readonly listeners = new Set<(event: WatchEvent) => void>();
+  private state: State = { phase: 'list', relist: false };
+  private abort = new AbortController();
+  private failures = 0;
+  private running: Promise<void> | undefined;
+  private synced = false;
+  private readonly syncWaiters: (() => void)[] = [];
+  /** Counters for metrics and tests. */
+  readonly stats = { lists: 0, relists: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0, lastEventAt: 0 };
+
+  constructor(api: KubeApi, resource: ResourceInfo, options: WatcherOptions) {
+    this.api = api;
+    this.resource = resource;
+    this.options = {
+      pageSize: 500,
+      inactivityMs: 150_000,
+      watchTimeoutSeconds: [300, 600],
+      backoffMs: [500, 30_000],
+      ...options,
+    };
+  }
+
+  get phase(): State['phase'] {
+    return this.state.phase;
+  }
+
+  /** True once the first list has been applied. */
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Resolves once the first list has been applied. */
+  waitForSync(): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  subscribe(fn: (event: WatchEvent) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  start(): void {
+    this.running ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.state = { phase: 'stopped' };
+    this.abort.abort();
+    await this.running;
+  }
+
+  private emit(event: WatchEvent): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(event);
+      } catch (err) {
+        // A listener bug must not stop the watch; it is logged and the stream goes on.
+        this.log('warn', 'watch listener failed', { error: (err as Error).message });
+      }
+    }
+  }
+
+  private log(level: 'info' | 'warn', msg: string, fields: Record<string, unknown> = {}): void {
+    this.options.log?.(level, msg, { kind: this.resource.kind, apiVersion: this.resource.apiVersion, ...fields });
+  }
+
+  private backoff(): number {
+    const [first, max] = this.options.backoffMs;
+    const base = Math.min(max, first * 2 ** Math.min(this.failures, 30));
+    this.failures++;
+    return Math.round(base * (0.5 + Math.random() * 0.5));
+  }
+
+  private isStopped(): boolean {
+    return this.state.phase === 'stopped';
+  }
+
+  private async run(): Promise<void> {
+    while (!this.isStopped()) {
+      const next = await this.step(this.state);
+      // stop() may have run while the step was in progress; it has the last word.
+      if (!this.isStopped()) this.state = next;
+    }
+  }
+
+  private async step(state: State): Promise<State> {
+    switch (state.phase) {
+      case 'list':
+        try {
+          const resourceVersion = await this.list(state.relist);
+          this.failures = 0;
+          return { phase: 'watch', resourceVersion };
+        } catch (err) {
+          if (this.abort.signal.aborted) return { phase: 'stopped' };
+          this.stats.errors++;
+          const ms = this.backoff();
+          this.log('warn', 'list failed; retrying', { error: (err as Error).message, retryInMs: ms });
+          return { phase: 'wait', ms, then: state };
+        }
+      case 'watch':
+        return this.watch(state.resourceVersion);
+      case 'wait':
+        try {
+          await sleep(state.ms, undefined, { signal: this.abort.signal });
+        } catch {
+          return { phase: 'stopped' };
+        }
+        return state.then;
+      case 'stopped':
+        return state;
+    }
+  }
+
+  /** Lists every page, applies the result to the store, returns the list's resourceVersion. */
+  private async list(relist: boolean): Promise<string> {
+    this.stats.lists++;
+    if (relist) this.stats.relists++;
+    const path = collectionPath(this.resource);
+    const accept = this.options.projection === 'metadata' ? metadataListAccept : 'application/json';
+    const seen = new Map<string, KubeObject>();
+    let cont: string | undefined;
+    let resourceVersion = '';
+    do {
+      const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont }, accept, signal: this.abort.signal });
+      for (const item of page.items ?? []) seen.set(storeKey(item), this.normalise(item));
+      cont = page.metadata?.continue || undefined;
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+    } while (cont);
+    // Apply the list: changed or new objects, then the ones that vanished since we last knew.
+    for (const [key, obj] of seen) {
+      const old = this.store.get(key);
+      this.store.set(key, obj);
+      if (!old || old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit({ type: 'apply', object: obj, old });
+    }
+    for (const [key, old] of this.store) {
+      if (!seen.has(key)) {
+        this.store.delete(key);
+        this.emit({ type: 'delete', object: old, inferred: true });
+      }
+    }
+    this.emit({ type: 'synced', relist });
+    if (!this.synced) {
+      this.synced = true;
+      for (const resolve of this.syncWaiters.splice(0)) resolve();
+    }
+    this.log('info', relist ? 'relisted' : 'listed', { objects: seen.size, resourceVersion });
+    return resourceVersion;
+  }
+
+  /** Lists and watches return items without apiVersion/kind; fill them in. */
+  private normalise(obj: KubeObject): KubeObject {
+    obj.apiVersion = this.resource.apiVersion;
+    obj.kind = this.resource.kind;
+    return obj;
+  }
+
+  private async watch(from: string): Promise<State> {
+    this.stats.watches++;
+    let resourceVersion = from;
+    const [min, max] = this.options.watchTimeoutSeconds;
+    const timeoutSeconds = Math.round(min + Math.random() * (max - min));
+    const attempt = new AbortController();
+    const onStop = () => attempt.abort();
+    this.abort.signal.addEventListener('abort', onStop);
+    let watchdog: NodeJS.Timeout | undefined;
+    let silent = false;
+    const feed = () => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => {
+        silent = true;
+        attempt.abort();
+      }, this.options.inactivityMs);
+      watchdog.unref();
+    };
+    try {
+      feed();
+      await this.api.stream(
+        collectionPath(this.resource),
+        {
+          query: { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds },
+          accept: this.options.projection === 'metadata' ? metadataAccept : 'application/json',
+          signal: attempt.signal,
+        },
+        (line) => {
+          resourceVersion = this.handle(line as WatchLine, resourceVersion);
+        },
+        feed,
+      );
+      // The apiserver ended the watch (its timeout): resume where we are.
+      this.failures = 0;
+      return { phase: 'watch', resourceVersion };
+    } catch (err) {
+      if (err instanceof Transition) return err.next;
+      if (this.abort.signal.aborted) return { phase: 'stopped' };
+      if (silent) {
+        this.stats.watchdogRestarts++;
+        this.log('warn', 'watch silent for too long; restarting it', { inactivityMs: this.options.inactivityMs, resourceVersion });
+        return { phase: 'watch', resourceVersion };
+      }
+      if (err instanceof ApiError && err.status === 410) return this.gone(resourceVersion);
+      this.stats.errors++;
+      const ms = this.backoff();
+      this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
+      return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
+    } finally {
+      clearTimeout(watchdog);
+      this.abort.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  private gone(resourceVersion: string): State {
+    this.stats.gone++;
+    this.log('info', 'resourceVersion expired (410 Gone); relisting', { resourceVersion });
+    return { phase: 'list', relist: true };
+  }
+
+  /** Applies one watch line; returns the resourceVersion to resume from. */
+  private handle(line: WatchLine, resourceVersion: string): string {
+    const obj = line.object;
+    switch (line.type) {
+      case 'BOOKMARK':
+        return obj.metadata?.resourceVersion ?? resourceVersion;
+      case 'ERROR':
+        if (obj.code === 410) throw new Transition(this.gone(resourceVersion), 'gone');
+        throw new ApiError(obj.code ?? 500, `watch error: ${obj.message ?? JSON.stringify(obj)}`, obj.reason);
+      case 'ADDED':
+      case 'MODIFIED': {
+        this.stats.events++;
+        this.stats.lastEventAt = Date.now();
+        const object = this.normalise(obj);
+        const key = storeKey(object);
+        const old = this.store.get(key);
+        this.store.set(key, object);
+        this.emit({ type: 'apply', object, old });
+        return object.metadata.resourceVersion ?? resourceVersion;
+      }
+      case 'DELETED': {
+        this.stats.events++;
+        this.stats.lastEventAt = Date.now();
+        const object = this.normalise(obj);
+        this.store.delete(storeKey(object));
+        this.emit({ type: 'delete', object, inferred: false });
+        return object.metadata.resourceVersion ?? resourceVersion;
+      }
+    }
+  }
+}
