@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, watchedKinds } from './config.ts';
+
+const valid = {
+  apiVersion: 'kfn.dev/v1alpha1',
+  kind: 'Reconciler',
+  metadata: { name: 'myweb', generation: 2 },
+  spec: {
+    for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' },
+    owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }],
+    watches: [{ apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec.selector' } }],
+    sink: { uri: 'http://127.0.0.1:8080/' },
+    auth: { secretRef: { name: 'myweb-fn', namespace: 'kfn-system' } },
+  },
+};
+
+test('a valid Reconciler gets the defaults', () => {
+  const c = parseReconciler(valid);
+  assert.equal(c.name, 'myweb');
+  assert.equal(c.generation, 2);
+  assert.equal(c.resyncPeriodSeconds, 300);
+  assert.equal(c.maxConcurrentReconciles, 1);
+  assert.equal(c.timeoutSeconds, 30);
+  assert.deepEqual(c.backoff, { baseDelayMs: 5, maxDelayMs: 1_000_000 });
+  assert.deepEqual(c.namespaces, []);
+  assert.equal(c.auth?.type, 'hmac');
+});
+
+test('selector mapping makes the primary watched in full, everything else metadata-only', () => {
+  assert.deepEqual(
+    watchedKinds(parseReconciler(valid)).map((k) => [k.ref.kind, k.full]),
+    [['MyWeb', true], ['ConfigMap', false], ['Pod', false]],
+  );
+});
+
+test('every problem of an invalid Reconciler is named', () => {
+  const bad = {
+    metadata: { name: 'broken' },
+    spec: {
+      for: { apiVersion: 'not a version', kind: 'lower' },
+      owns: [{ kind: 'ConfigMap' }],
+      watches: [{ apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec..x' } }],
+      sink: { uri: 'ftp://x' },
+      maxConcurrentReconciles: 0,
+      resyncPeriodSeconds: -1,
+    },
+  };
+  assert.throws(() => parseReconciler(bad), (err: unknown) => {
+    assert.ok(err instanceof InvalidReconcilerError);
+    const text = err.problems.join('\n');
+    for (const pattern of [/spec\.for\.apiVersion/, /spec\.for\.kind/, /spec\.owns\[0\]\.apiVersion/, /spec\.watches\[0\]\.mapping/, /spec\.sink\.uri must be an http/, /maxConcurrentReconciles/, /resyncPeriodSeconds/]) {
+      assert.match(text, pattern);
+    }
+    assert.match(err.message, /^Reconciler broken is invalid: /);
+    return true;
+  });
+  assert.throws(() => parseReconciler({ metadata: { name: 'x' } }), /spec is required/);
+  assert.throws(() => parseReconciler({ metadata: { name: 'x' }, spec: { for: valid.spec.for, sink: { uri: 'http://a/', ref: { apiVersion: 'v1', kind: 'K', name: 'n' } } } }), /exactly one of uri or ref/);
+});
+
+test('a config file holds several Reconcilers; duplicates and YAML errors are reported with the path', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-config-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'bridge.yaml');
+  const second = { ...valid, metadata: { name: 'other' } };
+  writeFileSync(file, `${JSON.stringify(valid)}\n---\n${JSON.stringify(second)}\n`);
+  assert.deepEqual(loadReconcilerFile(file).map((c) => c.name), ['myweb', 'other']);
+  writeFileSync(file, `${JSON.stringify(valid)}\n---\n${JSON.stringify(valid)}\n`);
+  assert.throws(() => loadReconcilerFile(file), /two Reconcilers are named myweb/);
+  writeFileSync(file, 'a: [');
+  assert.throws(() => loadReconcilerFile(file), /bridge\.yaml: invalid YAML/);
+  assert.throws(() => loadReconcilerFile(join(dir, 'missing.yaml')), /cannot read the bridge configuration/);
+});

@@ -1,0 +1,217 @@
+// The Reconciler resource (kfn.dev/v1alpha1): what the bridge watches for one function and
+// where it delivers. The same objects can come from the cluster (the CRD in manifests/) or from
+// a YAML file (`kfn bridge --config F`). Validation names every problem, so an unusable spec
+// becomes a Ready=False condition (or a startup error) that says what to fix.
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+
+export const reconcilerApiVersion = 'kfn.dev/v1alpha1';
+export const reconcilerKind = 'Reconciler';
+
+export interface KindRef {
+  apiVersion: string;
+  kind: string;
+}
+
+export type Mapping = { label: string } | { selectorField: string };
+
+export interface WatchSpec extends KindRef {
+  mapping: Mapping;
+}
+
+export interface SinkSpec {
+  uri?: string;
+  ref?: { apiVersion: string; kind: string; name: string; namespace?: string };
+}
+
+export interface AuthSpec {
+  /** hmac (default): sign with the secret; bearer: send it as a bearer token. */
+  type?: 'hmac' | 'bearer';
+  secretRef: { name: string; namespace: string; key?: string };
+}
+
+export interface ReconcilerSpec {
+  for: KindRef;
+  owns?: KindRef[];
+  watches?: WatchSpec[];
+  sink: SinkSpec;
+  auth?: AuthSpec;
+  namespaces?: string[];
+  resyncPeriodSeconds?: number;
+  maxConcurrentReconciles?: number;
+  timeoutSeconds?: number;
+  backoff?: { baseDelayMs?: number; maxDelayMs?: number };
+}
+
+/** A Reconciler with every default filled in. */
+export interface ReconcilerConfig {
+  name: string;
+  generation: number;
+  for: KindRef;
+  owns: KindRef[];
+  watches: WatchSpec[];
+  sink: SinkSpec;
+  auth?: AuthSpec;
+  namespaces: string[];
+  resyncPeriodSeconds: number;
+  maxConcurrentReconciles: number;
+  timeoutSeconds: number;
+  backoff: { baseDelayMs: number; maxDelayMs: number };
+}
+
+export const reconcilerDefaults = {
+  resyncPeriodSeconds: 300,
+  maxConcurrentReconciles: 1,
+  timeoutSeconds: 30,
+  backoff: { baseDelayMs: 5, maxDelayMs: 1_000_000 },
+};
+
+export class InvalidReconcilerError extends Error {
+  readonly problems: string[];
+  readonly reconciler: string;
+  constructor(reconciler: string, problems: string[]) {
+    super(`Reconciler ${reconciler} is invalid: ${problems.join('; ')}`);
+    this.reconciler = reconciler;
+    this.problems = problems;
+  }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function kindRef(value: unknown, where: string, problems: string[]): KindRef | undefined {
+  if (!isObject(value)) {
+    problems.push(`${where} must be an object with apiVersion and kind`);
+    return undefined;
+  }
+  const { apiVersion, kind } = value;
+  if (typeof apiVersion !== 'string' || !/^([a-z0-9.-]+\/)?v\d+((alpha|beta)\d+)?$/.test(apiVersion)) problems.push(`${where}.apiVersion must look like group/v1 or v1, not ${JSON.stringify(apiVersion)}`);
+  if (typeof kind !== 'string' || !/^[A-Z][A-Za-z0-9]*$/.test(kind)) problems.push(`${where}.kind must be a Kind name such as ConfigMap, not ${JSON.stringify(kind)}`);
+  return typeof apiVersion === 'string' && typeof kind === 'string' ? { apiVersion, kind } : undefined;
+}
+
+function positiveInt(value: unknown, where: string, problems: string[], fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    problems.push(`${where} must be a whole number ≥ ${min}, not ${JSON.stringify(value)}`);
+    return fallback;
+  }
+  return value;
+}
+
+/** Validates a Reconciler object (from the cluster or a file) and fills in the defaults. */
+export function parseReconciler(obj: unknown): ReconcilerConfig {
+  const problems: string[] = [];
+  const o = isObject(obj) ? obj : {};
+  const metadata = isObject(o.metadata) ? o.metadata : {};
+  const name = typeof metadata.name === 'string' && metadata.name ? metadata.name : '(unnamed)';
+  if (name === '(unnamed)') problems.push('metadata.name is required');
+  if (o.kind !== undefined && o.kind !== reconcilerKind) problems.push(`kind must be ${reconcilerKind}, not ${JSON.stringify(o.kind)}`);
+  const spec = isObject(o.spec) ? o.spec : undefined;
+  if (!spec) throw new InvalidReconcilerError(name, [...problems, 'spec is required']);
+
+  const primary = kindRef(spec.for, 'spec.for', problems);
+  const owns: KindRef[] = [];
+  if (spec.owns !== undefined && !Array.isArray(spec.owns)) problems.push('spec.owns must be a list');
+  for (const [i, item] of ((spec.owns as unknown[]) ?? []).entries()) {
+    const ref = kindRef(item, `spec.owns[${i}]`, problems);
+    if (ref) owns.push(ref);
+  }
+  const watches: WatchSpec[] = [];
+  if (spec.watches !== undefined && !Array.isArray(spec.watches)) problems.push('spec.watches must be a list');
+  for (const [i, item] of ((spec.watches as unknown[]) ?? []).entries()) {
+    const ref = kindRef(item, `spec.watches[${i}]`, problems);
+    const mapping = isObject(item) ? item.mapping : undefined;
+    let parsed: Mapping | undefined;
+    if (isObject(mapping) && typeof mapping.label === 'string' && mapping.label && mapping.selectorField === undefined) parsed = { label: mapping.label };
+    else if (isObject(mapping) && typeof mapping.selectorField === 'string' && /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/.test(mapping.selectorField) && mapping.label === undefined) {
+      parsed = { selectorField: mapping.selectorField };
+    } else problems.push(`spec.watches[${i}].mapping must be {label: <label key naming the primary>} or {selectorField: <dotted path in the primary, e.g. spec.selector>}`);
+    if (ref && parsed) watches.push({ ...ref, mapping: parsed });
+  }
+
+  const sinkIn = isObject(spec.sink) ? spec.sink : undefined;
+  const sink: SinkSpec = {};
+  if (!sinkIn) problems.push('spec.sink is required: {uri: http://…} or {ref: {apiVersion, kind, name, namespace}}');
+  else if (typeof sinkIn.uri === 'string' && sinkIn.ref === undefined) {
+    try {
+      const url = new URL(sinkIn.uri);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http');
+      sink.uri = sinkIn.uri;
+    } catch {
+      problems.push(`spec.sink.uri must be an http(s) URL, not ${JSON.stringify(sinkIn.uri)}`);
+    }
+  } else if (isObject(sinkIn.ref) && sinkIn.uri === undefined) {
+    const r = sinkIn.ref;
+    if (typeof r.apiVersion !== 'string' || typeof r.kind !== 'string' || typeof r.name !== 'string') problems.push('spec.sink.ref needs apiVersion, kind and name');
+    else sink.ref = { apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: typeof r.namespace === 'string' ? r.namespace : undefined };
+  } else problems.push('spec.sink needs exactly one of uri or ref');
+
+  let auth: AuthSpec | undefined;
+  if (spec.auth !== undefined) {
+    const a = isObject(spec.auth) ? spec.auth : {};
+    const ref = isObject(a.secretRef) ? a.secretRef : undefined;
+    const type = a.type ?? 'hmac';
+    if (type !== 'hmac' && type !== 'bearer') problems.push(`spec.auth.type must be hmac or bearer, not ${JSON.stringify(a.type)}`);
+    if (!ref || typeof ref.name !== 'string' || typeof ref.namespace !== 'string') problems.push('spec.auth.secretRef needs name and namespace');
+    else auth = { type: type as 'hmac' | 'bearer', secretRef: { name: ref.name, namespace: ref.namespace, key: typeof ref.key === 'string' ? ref.key : undefined } };
+  }
+
+  const namespaces: string[] = [];
+  if (spec.namespaces !== undefined && (!Array.isArray(spec.namespaces) || spec.namespaces.some((n) => typeof n !== 'string'))) problems.push('spec.namespaces must be a list of namespace names');
+  else namespaces.push(...((spec.namespaces as string[] | undefined) ?? []));
+
+  const backoffIn = isObject(spec.backoff) ? spec.backoff : {};
+  const backoff = {
+    baseDelayMs: positiveInt(backoffIn.baseDelayMs, 'spec.backoff.baseDelayMs', problems, reconcilerDefaults.backoff.baseDelayMs),
+    maxDelayMs: positiveInt(backoffIn.maxDelayMs, 'spec.backoff.maxDelayMs', problems, reconcilerDefaults.backoff.maxDelayMs),
+  };
+  const config: ReconcilerConfig = {
+    name,
+    generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
+    for: primary ?? { apiVersion: '', kind: '' },
+    owns,
+    watches,
+    sink,
+    auth,
+    namespaces,
+    resyncPeriodSeconds: positiveInt(spec.resyncPeriodSeconds, 'spec.resyncPeriodSeconds', problems, reconcilerDefaults.resyncPeriodSeconds, 0),
+    maxConcurrentReconciles: positiveInt(spec.maxConcurrentReconciles, 'spec.maxConcurrentReconciles', problems, reconcilerDefaults.maxConcurrentReconciles),
+    timeoutSeconds: positiveInt(spec.timeoutSeconds, 'spec.timeoutSeconds', problems, reconcilerDefaults.timeoutSeconds),
+    backoff,
+  };
+  if (problems.length) throw new InvalidReconcilerError(name, problems);
+  return config;
+}
+
+/** Reads Reconcilers from a YAML file (one or more documents). */
+export function loadReconcilerFile(path: string): ReconcilerConfig[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read the bridge configuration ${path}: ${(err as Error).message}`);
+  }
+  const configs: ReconcilerConfig[] = [];
+  for (const doc of parseAllDocuments(text)) {
+    if (doc.errors.length) throw new Error(`${path}: invalid YAML: ${doc.errors[0]!.message}`);
+    const obj = doc.toJS();
+    if (obj === null || obj === undefined) continue;
+    configs.push(parseReconciler(obj));
+  }
+  const names = configs.map((c) => c.name);
+  const dup = names.find((n, i) => names.indexOf(n) !== i);
+  if (dup) throw new Error(`${path}: two Reconcilers are named ${dup}`);
+  return configs;
+}
+
+/** Every kind a Reconciler watches, and whether it needs whole objects or metadata only. */
+export function watchedKinds(config: ReconcilerConfig): { ref: KindRef; full: boolean }[] {
+  // Mapping by a selector stored in the primary needs the primary's spec, so the primary is
+  // watched in full; everything else needs only metadata (labels, owners, generation).
+  const selectorMapping = config.watches.some((w) => 'selectorField' in w.mapping);
+  return [{ ref: config.for, full: selectorMapping }, ...config.owns.map((ref) => ({ ref, full: false })), ...config.watches.map((ref) => ({ ref, full: false }))];
+}
+
+export function kindId(ref: KindRef): string {
+  return `${ref.apiVersion}/${ref.kind}`;
+}

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { parseReconciler, type ReconcilerConfig } from './config.ts';
+import type { KubeObject } from './kubeapi.ts';
+import { primaryChanged, route, selectorMatches } from './routing.ts';
+
+const config: ReconcilerConfig = parseReconciler({
+  apiVersion: 'kfn.dev/v1alpha1',
+  kind: 'Reconciler',
+  metadata: { name: 'myweb' },
+  spec: {
+    for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' },
+    owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }, { apiVersion: 'apps/v1', kind: 'Deployment' }],
+    watches: [
+      { apiVersion: 'v1', kind: 'Secret', mapping: { label: 'myweb.example/name' } },
+      { apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec.selector' } },
+    ],
+    sink: { uri: 'http://127.0.0.1:8080/' },
+  },
+});
+
+function obj(kind: string, apiVersion: string, name: string, meta: Partial<KubeObject['metadata']> = {}, rest: Record<string, unknown> = {}): KubeObject {
+  return { apiVersion, kind, metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: '1', ...meta }, ...rest };
+}
+const web = (name: string, meta: Partial<KubeObject['metadata']> = {}, rest: Record<string, unknown> = {}) => obj('MyWeb', 'operator.k8s-summit.org/v1', name, meta, rest);
+const kinds = {
+  web: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' },
+  cm: { apiVersion: 'v1', kind: 'ConfigMap' },
+  secret: { apiVersion: 'v1', kind: 'Secret' },
+  pod: { apiVersion: 'v1', kind: 'Pod' },
+};
+const live = { initial: false };
+
+describe('route: the primary', () => {
+  test('create, delete, and updates that change what a reconcile reads', () => {
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a') }, live), [{ key: 'ns/a', reason: 'created', priority: 'high' }]);
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a'), old: web('a') }, { initial: true }), []);
+    assert.deepEqual(route(config, kinds.web, { type: 'delete', object: web('a'), inferred: true }, live), [{ key: 'ns/a', reason: 'deleted', priority: 'high' }]);
+    const spec = route(config, kinds.web, { type: 'apply', object: web('a', { generation: 2, resourceVersion: '2' }), old: web('a', { generation: 1 }) }, live);
+    assert.deepEqual(spec, [{ key: 'ns/a', reason: 'updated', priority: 'high' }]);
+  });
+
+  test('the initial list is low-priority work', () => {
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a') }, { initial: true }), [{ key: 'ns/a', reason: 'created', priority: 'low' }]);
+  });
+
+  test('status-only updates do not trigger; labels, annotations, finalizers and deletion do', () => {
+    const base = web('a', { generation: 3 }, { status: { ready: false } });
+    const statusOnly = web('a', { generation: 3, resourceVersion: '9' }, { status: { ready: true } });
+    assert.equal(primaryChanged(base, statusOnly), false);
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: statusOnly, old: base }, live), []);
+    for (const meta of [{ labels: { a: 'b' } }, { annotations: { a: 'b' } }, { finalizers: ['f'] }, { deletionTimestamp: '2026-01-01T00:00:00Z' }]) {
+      assert.equal(primaryChanged(base, web('a', { generation: 3, ...meta })), true, JSON.stringify(meta));
+    }
+  });
+});
+
+describe('route: owned children', () => {
+  const owner = (name: string, kind = 'MyWeb', apiVersion = 'operator.k8s-summit.org/v1', controller = true) => ({ apiVersion, kind, name, uid: `uid-${name}`, controller });
+
+  test('a child enqueues its controller owner, with the child as trigger', () => {
+    const child = obj('ConfigMap', 'v1', 'page', { ownerReferences: [owner('site')] });
+    const got = route(config, kinds.cm, { type: 'apply', object: child }, live);
+    assert.equal(got.length, 1);
+    assert.equal(got[0]!.key, 'ns/site');
+    assert.equal(got[0]!.reason, 'child');
+    assert.equal(got[0]!.trigger?.name, 'page');
+  });
+
+  test('a change of owner enqueues the old and the new owner', () => {
+    const before = obj('ConfigMap', 'v1', 'page', { ownerReferences: [owner('old')] });
+    const after = obj('ConfigMap', 'v1', 'page', { ownerReferences: [owner('new')], resourceVersion: '2' });
+    assert.deepEqual(route(config, kinds.cm, { type: 'apply', object: after, old: before }, live).map((e) => e.key).sort(), ['ns/new', 'ns/old']);
+  });
+
+  test('non-controller owners and owners of other kinds are ignored; deletes of children count', () => {
+    const child = obj('ConfigMap', 'v1', 'page', { ownerReferences: [owner('x', 'MyWeb', 'operator.k8s-summit.org/v1', false), owner('y', 'Other', 'other.io/v1')] });
+    assert.deepEqual(route(config, kinds.cm, { type: 'apply', object: child }, live), []);
+    const owned = obj('ConfigMap', 'v1', 'page', { ownerReferences: [owner('site', 'MyWeb', 'operator.k8s-summit.org/v2')] });
+    assert.equal(route(config, kinds.cm, { type: 'delete', object: owned, inferred: false }, live)[0]?.key, 'ns/site', 'any version of the owner group counts');
+  });
+});
+
+describe('route: watched kinds', () => {
+  test('label mapping: the label names the primary', () => {
+    const s = obj('Secret', 'v1', 'creds', { labels: { 'myweb.example/name': 'site' } });
+    assert.deepEqual(route(config, kinds.secret, { type: 'apply', object: s }, live).map((e) => [e.key, e.reason]), [['ns/site', 'mapped']]);
+  });
+
+  test('selector mapping: every primary whose selector matches the object (before or after)', () => {
+    const primaries = [
+      web('tool-a', {}, { spec: { selector: { matchLabels: { app: 'x' } } } }),
+      web('tool-b', {}, { spec: { selector: { matchExpressions: [{ key: 'app', operator: 'In', values: ['y'] }] } } }),
+      web('tool-c', { namespace: 'other' }, { spec: { selector: {} } }),
+      web('tool-d', {}, {}),
+    ];
+    const pod = obj('Pod', 'v1', 'p', { labels: { app: 'x' } });
+    const ctx = { initial: false, primaries: () => primaries };
+    assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: pod }, ctx).map((e) => e.key), ['ns/tool-a']);
+    const relabelled = obj('Pod', 'v1', 'p', { labels: { app: 'y' }, resourceVersion: '2' });
+    assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: relabelled, old: pod }, ctx).map((e) => e.key).sort(), ['ns/tool-a', 'ns/tool-b']);
+  });
+
+  test('selectorMatches follows Kubernetes semantics', () => {
+    assert.equal(selectorMatches({}, { a: 'b' }), true, 'empty selector matches everything');
+    assert.equal(selectorMatches(undefined, { a: 'b' }), false, 'no selector matches nothing');
+    assert.equal(selectorMatches({ a: 'b' }, { a: 'b', c: 'd' }), true, 'plain map is matchLabels');
+    assert.equal(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['b'] }] }, { a: 'b' }), false);
+    assert.equal(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'Exists' }] }, {}), false);
+    assert.equal(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'DoesNotExist' }] }, {}), true);
+    assert.equal(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] }, { a: '2' }), false);
+  });
+
+  test('a namespace list limits which primaries are enqueued', () => {
+    const limited = { ...config, namespaces: ['team-a'] };
+    assert.deepEqual(route(limited, kinds.web, { type: 'apply', object: web('a') }, live), []);
+    assert.equal(route(limited, kinds.web, { type: 'apply', object: web('a', { namespace: 'team-a' }) }, live).length, 1);
+  });
+});
