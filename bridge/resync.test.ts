@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeClock } from './clock.ts';
+import { ResyncSchedule } from './resync.ts';
+
+function run(keys: number, periodMs: number, periods: number) {
+  const clock = new FakeClock();
+  const perTick: number[] = [];
+  const perKey = new Map<string, number>();
+  let current = 0;
+  const schedule = new ResyncSchedule({
+    periodMs,
+    clock,
+    enqueue: (key) => {
+      current++;
+      perKey.set(key, (perKey.get(key) ?? 0) + 1);
+    },
+  });
+  for (let i = 0; i < keys; i++) schedule.track(`ns/obj-${i}`);
+  schedule.start();
+  for (let s = 0; s < (periodMs / 1000) * periods; s++) {
+    clock.advance(1000);
+    perTick.push(current);
+    current = 0;
+  }
+  schedule.stop();
+  return { perTick, perKey, schedule, clock };
+}
+
+test('every key is resynced exactly once per period', () => {
+  const { perKey } = run(1000, 300_000, 3);
+  assert.equal(perKey.size, 1000);
+  for (const [key, n] of perKey) assert.equal(n, 3, key);
+});
+
+test('1,000 objects over 300 s never make a burst: at most a few per second', () => {
+  const { perTick } = run(1000, 300_000, 1);
+  const max = Math.max(...perTick);
+  const mean = 1000 / 300;
+  assert.ok(max <= Math.ceil(mean) + 3, `max ${max} per second, mean ${mean.toFixed(2)}`);
+  assert.ok(perTick.filter((n) => n === 0).length < 30, 'no long gaps either');
+});
+
+test('untracked keys are no longer resynced; tracked ones join the schedule', () => {
+  const clock = new FakeClock();
+  const seen: string[] = [];
+  const s = new ResyncSchedule({ periodMs: 10_000, clock, enqueue: (k) => seen.push(k) });
+  s.track('a');
+  s.track('b');
+  s.start();
+  s.untrack('a');
+  s.track('c');
+  clock.advance(10_000);
+  assert.deepEqual(seen.sort(), ['b', 'c']);
+  assert.equal(s.size, 2);
+  s.stop();
+  assert.equal(clock.pendingTimers(), 0);
+});
+
+test('a period of 0 disables resync', () => {
+  const clock = new FakeClock();
+  const seen: string[] = [];
+  const s = new ResyncSchedule({ periodMs: 0, clock, enqueue: (k) => seen.push(k) });
+  s.track('a');
+  s.start();
+  clock.advance(1_000_000);
+  assert.deepEqual(seen, []);
+});
+
+test('changing the period re-spreads the keys over the new period', () => {
+  const clock = new FakeClock();
+  const seen = new Map<string, number>();
+  const s = new ResyncSchedule({ periodMs: 100_000, clock, enqueue: (k) => seen.set(k, (seen.get(k) ?? 0) + 1) });
+  for (let i = 0; i < 50; i++) s.track(`k${i}`);
+  s.setPeriod(10_000);
+  s.start();
+  clock.advance(10_000);
+  assert.equal(seen.size, 50);
+  s.stop();
+});

@@ -1,0 +1,101 @@
+// Periodic resync: every tracked key is handed to `enqueue` once per period, and the keys are
+// spread evenly over the period so that 1,000 objects make about 1,000/period deliveries per
+// second rather than one burst. Each key gets a slot from a low-discrepancy sequence (the
+// golden ratio), so the spread stays even as keys come and go, and a little random jitter so
+// that bridges restarted together do not line up.
+import type { Clock } from './clock.ts';
+
+const goldenFraction = (Math.sqrt(5) - 1) / 2;
+
+export interface ResyncOptions {
+  periodMs: number;
+  clock: Clock;
+  enqueue: (key: string) => void;
+  /** Resolution of the schedule (default 1 s). */
+  tickMs?: number;
+  random?: () => number;
+}
+
+export class ResyncSchedule {
+  private readonly clock: Clock;
+  private readonly enqueue: (key: string) => void;
+  private readonly tickMs: number;
+  private readonly random: () => number;
+  private periodMs: number;
+  // Invariant: every tracked key is in `slotOf` and in exactly the bucket `slotOf` names.
+  private buckets: Set<string>[] = [];
+  private readonly slotOf = new Map<string, number>();
+  private sequence = 0;
+  private cancel: (() => void) | undefined;
+  private epoch = 0;
+
+  constructor(options: ResyncOptions) {
+    this.clock = options.clock;
+    this.enqueue = options.enqueue;
+    this.tickMs = options.tickMs ?? 1000;
+    this.random = options.random ?? Math.random;
+    this.periodMs = options.periodMs;
+    this.buckets = this.emptyBuckets();
+  }
+
+  private emptyBuckets(): Set<string>[] {
+    return Array.from({ length: Math.max(1, Math.round(this.periodMs / this.tickMs)) }, () => new Set<string>());
+  }
+
+  private slotFor(): number {
+    const n = this.buckets.length;
+    const base = ((this.sequence++ * goldenFraction) % 1) * n;
+    // Jitter within about one slot either way.
+    return (Math.floor(base + (this.random() - 0.5) * 2) + n) % n;
+  }
+
+  track(key: string): void {
+    if (this.slotOf.has(key) || this.periodMs <= 0) return;
+    const slot = this.slotFor();
+    this.slotOf.set(key, slot);
+    this.buckets[slot]!.add(key);
+  }
+
+  untrack(key: string): void {
+    const slot = this.slotOf.get(key);
+    if (slot === undefined) return;
+    this.buckets[slot]!.delete(key);
+    this.slotOf.delete(key);
+  }
+
+  get size(): number {
+    return this.slotOf.size;
+  }
+
+  /** Changes the period, re-spreading every key over the new one. */
+  setPeriod(periodMs: number): void {
+    if (periodMs === this.periodMs) return;
+    const keys = [...this.slotOf.keys()];
+    this.periodMs = periodMs;
+    this.buckets = this.emptyBuckets();
+    this.slotOf.clear();
+    this.sequence = 0;
+    for (const key of keys) this.track(key);
+  }
+
+  start(): void {
+    if (this.cancel || this.periodMs <= 0) return;
+    this.epoch = this.clock.now();
+    this.schedule(1);
+  }
+
+  stop(): void {
+    this.cancel?.();
+    this.cancel = undefined;
+  }
+
+  private schedule(tick: number): void {
+    // Timers are set against the epoch, so delays in firing do not add up over a period.
+    const due = this.epoch + tick * this.tickMs;
+    this.cancel = this.clock.setTimer(() => {
+      const bucket = this.buckets[tick % this.buckets.length];
+      for (const key of bucket ?? []) this.enqueue(key);
+      this.schedule(tick + 1);
+    }, due - this.clock.now());
+  }
+}
