@@ -222,10 +222,14 @@ export class Watcher {
     return resourceVersion;
   }
 
-  /** Lists and watches return items without apiVersion/kind; fill them in. */
+  /**
+   * Lists return items without apiVersion/kind: fill them in. Drop managedFields, which no
+   * consumer reads and which are often the largest part of an object's metadata.
+   */
   private normalise(obj: KubeObject): KubeObject {
     obj.apiVersion = this.resource.apiVersion;
     obj.kind = this.resource.kind;
+    delete obj.metadata.managedFields;
     return obj;
   }
 

@@ -107,6 +107,8 @@ describe('WorkQueue', () => {
     assert.equal(delays[19], 1_000_000);
     assert.equal(q.retries('a'), 20);
     assert.equal(q.addRateLimited('b'), 5, 'other keys have their own backoff');
+    assert.equal(q.addRateLimited('b', 7000), 7000, 'a Retry-After longer than the backoff wins');
+    assert.equal(q.retries('b'), 2, 'and still counts as a retry');
     q.forget('a');
     assert.equal(q.addRateLimited('a'), 5, 'forget resets');
   });

@@ -118,9 +118,12 @@ export class WorkQueue {
     this.waiting.set(key, { at, priority, cancel });
   }
 
-  /** Adds `key` after its next backoff delay (a failure); returns the delay used. */
-  addRateLimited(key: string): number {
-    const delay = this.backoff.next(key);
+  /**
+   * Adds `key` after its next backoff delay (a failure), or after `minDelayMs` if that is
+   * longer (a Retry-After); returns the delay used.
+   */
+  addRateLimited(key: string, minDelayMs = 0): number {
+    const delay = Math.max(this.backoff.next(key), minDelayMs);
     this.observer.retried?.(key);
     this.addAfter(key, delay, 'high');
     return delay;

@@ -25,7 +25,7 @@ Run 'kfn cluster <command> --help' for a command's options.`;
 const upUsage = `Usage: kfn cluster up [options]
 
 Starts the local cluster, building its binaries first if the cache has none (the first build
-takes 20-40 minutes and about 6 GiB of disk). A second 'up' while it runs does nothing.
+takes about 10 minutes and 6 GiB of disk). A second 'up' while it runs does nothing.
 The admin kubeconfig is written to .kfn/cluster/kubeconfig; logs go to .kfn/cluster/logs/.
 
 Options:

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // The `kfn` command. In the repository: `npm run kfn -- <command> [options]`.
+import { bridgeCommand } from './bridge.ts';
 import { clusterCommand } from './cluster.ts';
 import { UsageError, type Command } from './command.ts';
 
-const commands: Command[] = [clusterCommand];
+const commands: Command[] = [clusterCommand, bridgeCommand];
 
 function topUsage(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

@@ -16,7 +16,7 @@ import { clusterModuleDir, compareVersions, kwokModuleDir, pinnedVersions, type 
 export const binaryNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'kubectl'] as const;
 export type BinaryName = (typeof binaryNames)[number];
 
-/** Free space a cold build needs: module cache (~1.5 GiB), build cache (~3 GiB), binaries. */
+/** Free space a cold build needs: module cache (~0.9 GiB), build cache (~3.6 GiB), binaries (~0.4 GiB). */
 const coldBuildBytes = 6 * 1024 ** 3;
 
 export interface BuildOptions {
@@ -204,7 +204,7 @@ export async function ensureBinaries(options: BuildOptions = {}): Promise<Binary
   mkdirSync(tmp, { recursive: true });
   const logFile = join(tmp, 'build.log');
   log(`Building the local control plane (Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, ${goVer}).`);
-  log(`A first build downloads about 1.5 GiB of Go modules and takes 20-40 minutes on 2 cores; later runs reuse ${root}.`);
+  log(`A first build downloads about 0.9 GiB of Go modules and takes about 10 minutes on 2 cores; later runs reuse ${root}.`);
 
   const started = Date.now();
   const heartbeatMs = (options.heartbeatSeconds ?? 60) * 1000;

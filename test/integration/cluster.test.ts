@@ -2,39 +2,18 @@
 // collector, CRD validation and RBAC all behave as on any cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import {
   applyYaml,
   expectApiError,
+  installCrd,
   kubeConfigForToken,
   requestServiceAccountToken,
   testCluster,
   testNamespace,
   uniqueName,
   waitFor,
-  type TestCluster,
 } from '../support/cluster.ts';
-
-/** Installs a namespaced CRD `<plural>.<group>` with the given spec schema; waits until Established. */
-async function installCrd(cluster: TestCluster, group: string, kind: string, specSchema: object): Promise<V1CustomResourceDefinition> {
-  const plural = `${kind.toLowerCase()}s`;
-  const crd = {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: specSchema } } } }],
-    },
-  };
-  await applyYaml(cluster.kc, JSON.stringify(crd));
-  return waitFor(`CRD ${crd.metadata.name} to be Established`, async () => {
-    const got = (await cluster.objects.read({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name: crd.metadata.name } })) as V1CustomResourceDefinition;
-    return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? got : undefined;
-  });
-}
 
 describe('local control plane', { concurrency: true }, () => {
   test('a fake node is Ready and schedulable', async () => {
@@ -117,8 +96,7 @@ spec:
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'gc-cr');
     const group = `${uniqueName('gc')}.kfn.test`;
-    const crd = await installCrd(cluster, group, 'Widget', { type: 'object', properties: { size: { type: 'integer' } } });
-    t.after(() => cluster.objects.delete({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: crd.metadata!.name! } }).catch(() => undefined));
+    await installCrd(t, cluster, group, 'Widget', { type: 'object', properties: { size: { type: 'integer' } } });
     // The garbage collector rediscovers API resources every 30 s, so for a kind this new it may
     // learn of the owner's deletion only at its next resync: allow for that in the timeout.
     const [owner] = await applyYaml(cluster.kc, `{apiVersion: ${group}/v1, kind: Widget, metadata: {name: w1}, spec: {size: 1}}`, ns);
@@ -144,12 +122,11 @@ spec:
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'crd');
     const group = `${uniqueName('schema')}.kfn.test`;
-    const crd = await installCrd(cluster, group, 'Gadget', {
+    await installCrd(t, cluster, group, 'Gadget', {
       type: 'object',
       required: ['image'],
       properties: { image: { type: 'string', minLength: 1 }, replicas: { type: 'integer', minimum: 1, maximum: 10 } },
     });
-    t.after(() => cluster.objects.delete({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: crd.metadata!.name! } }).catch(() => undefined));
     const custom = cluster.kc.makeApiClient(CustomObjectsApi);
     const create = (spec: object) =>
       custom.createNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural: 'gadgets', body: { apiVersion: `${group}/v1`, kind: 'Gadget', metadata: { name: uniqueName('g') }, spec } });

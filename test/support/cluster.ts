@@ -8,7 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { KubeApi, objectPath } from '../../bridge/kubeapi.ts';
 import { parseAllDocuments } from 'yaml';
 import { clusterPaths, clusterUp, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
 
@@ -65,22 +66,65 @@ export async function testNamespace(t: TestContext, cluster: TestCluster, prefix
 
 /**
  * Server-side applies every document of `yamlText` (field manager `kfn-test`, forced),
- * putting objects without a namespace into `namespace` (cluster-scoped kinds ignore it). Returns what the apiserver
- * answered, in order.
+ * putting objects without a namespace into `namespace` (cluster-scoped kinds ignore it).
+ * Returns what the apiserver answered, in order. Objects go over the wire as written: no
+ * typed model in between that could drop fields it does not know (x-kubernetes-*, say).
  */
 export async function applyYaml(kc: KubeConfig, yamlText: string, namespace?: string): Promise<KubernetesObject[]> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
+  const api = new KubeApi(kc);
   const applied: KubernetesObject[] = [];
   for (const doc of parseAllDocuments(yamlText)) {
     if (doc.errors.length) throw new Error(`invalid YAML: ${doc.errors[0]!.message}`);
     const obj = doc.toJS() as KubernetesObject | null;
     if (!obj) continue;
     if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) throw new Error(`every document needs apiVersion, kind and metadata.name: ${JSON.stringify(obj)}`);
-    // Used in the request path only for namespaced kinds; the apiserver drops it from others.
-    if (namespace && !obj.metadata.namespace) obj.metadata.namespace = namespace;
-    applied.push(await api.patch(obj, undefined, undefined, 'kfn-test', true, PatchStrategy.ServerSideApply));
+    const resource = await api.resource(obj.apiVersion, obj.kind);
+    const ns = resource.namespaced ? (obj.metadata.namespace ?? namespace) : undefined;
+    if (resource.namespaced && !ns) throw new Error(`${obj.kind} ${obj.metadata.name} needs a namespace`);
+    if (ns) obj.metadata.namespace = ns;
+    applied.push(
+      await api.request<KubernetesObject>('PATCH', objectPath(resource, obj.metadata.name, ns), {
+        body: obj,
+        contentType: 'application/apply-patch+yaml',
+        query: { fieldManager: 'kfn-test', force: true },
+      }),
+    );
   }
   return applied;
+}
+
+/**
+ * Installs a namespaced CRD `<kind>s.<group>` (version v1, status subresource) with `specSchema`
+ * as the schema of `spec`, waits until it is Established, and deletes it after the test.
+ */
+export async function installCrd(t: TestContext, cluster: TestCluster, group: string, kind: string, specSchema: object): Promise<V1CustomResourceDefinition> {
+  const plural = `${kind.toLowerCase()}s`;
+  const name = `${plural}.${group}`;
+  const crd = {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: specSchema, status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
+        },
+      ],
+    },
+  };
+  await applyYaml(cluster.kc, JSON.stringify(crd));
+  t.after(() => cluster.objects.delete({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name } }).catch(() => undefined));
+  return waitFor(`CRD ${name} to be Established`, async () => {
+    const got = (await cluster.objects.read({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name } })) as V1CustomResourceDefinition;
+    return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? got : undefined;
+  });
 }
 
 export interface WaitOptions {

@@ -1,0 +1,428 @@
+// The bridge: shared watches per kind, one work queue per Reconciler, deliveries to functions.
+//
+//   Watcher (one per kind) ──events──▶ route() ──keys──▶ WorkQueue (per Reconciler)
+//        store of objects                                  │  Workers (maxConcurrentReconciles)
+//   ResyncSchedule ─────────────── low-priority keys ──────┘        │
+//                                                                   ▼
+//        reconcileEvent() ─▶ sendReconcileEvent() ─▶ outcome: forget / requeue / backoff / terminal
+//
+// What a key's delivery says is decided when it is sent, from the newest state: the primary
+// as the watcher holds it now (or its last known version, if it was deleted) and the reason
+// recorded for the key's most recent observation. A retry of an unchanged observation has
+// the same event id.
+import { hostname } from 'node:os';
+import { systemClock, type Clock } from './clock.ts';
+import { kindId, watchedKinds, type KindRef, type ReconcilerConfig } from './config.ts';
+import { reconcileEvent, type Credentials, type ObjectRef, type Observation, type ReconcileReason } from './contract.ts';
+import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
+import type { Journal } from './journal.ts';
+import { ApiError, objectPath, type KubeApi, type KubeObject } from './kubeapi.ts';
+import type { BridgeMetrics } from './metrics.ts';
+import { ResyncSchedule } from './resync.ts';
+import { refOf, route, sameKind } from './routing.ts';
+import { storeKey, Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
+import { WorkQueue, Workers, type Priority } from './workqueue.ts';
+
+export interface Logger {
+  info(obj: Record<string, unknown>, msg: string): void;
+  warn(obj: Record<string, unknown>, msg: string): void;
+  error(obj: Record<string, unknown>, msg: string): void;
+}
+
+export interface BridgeOptions {
+  api: KubeApi;
+  log: Logger;
+  /** CloudEvent `source` (default kfn://<host>/bridge). */
+  source?: string;
+  clock?: Clock;
+  journal?: Journal;
+  metrics?: BridgeMetrics;
+  watcher?: Partial<WatcherOptions>;
+}
+
+/** Why the bridge wants a key delivered, and what caused it. */
+interface PendingObservation {
+  reason: ReconcileReason;
+  trigger?: ObjectRef;
+  observedAt: number;
+}
+
+/** One shared watch of a kind, with the Reconcilers that listen to it. */
+interface SharedWatch {
+  watcher: Watcher;
+  full: boolean;
+  users: Set<string>;
+  unsubscribe: () => void;
+}
+
+class ReconcilerRuntime {
+  readonly config: ReconcilerConfig;
+  readonly queue: WorkQueue;
+  private readonly workers: Workers;
+  private readonly resync: ResyncSchedule;
+  private readonly pending = new Map<string, PendingObservation>();
+  // Last known version of deleted primaries, until their `deleted` delivery succeeds.
+  private readonly tombstones = new Map<string, KubeObject>();
+  private readonly bridge: Bridge;
+  private credentials: Credentials | undefined;
+  private sinkUrl: string | undefined;
+  private warnedUnsigned = false;
+
+  constructor(bridge: Bridge, config: ReconcilerConfig) {
+    this.bridge = bridge;
+    this.config = config;
+    const metrics = bridge.options.metrics;
+    this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, observer: metrics?.queueObserver(config.name) });
+    this.resync = new ResyncSchedule({
+      periodMs: config.resyncPeriodSeconds * 1000,
+      clock: bridge.clock,
+      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
+    });
+    metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
+    this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key));
+    this.resync.start();
+  }
+
+  private get primaryStore(): Map<string, KubeObject> | undefined {
+    return this.bridge.watchOf(this.config.for)?.store;
+  }
+
+  /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
+  private observe(key: string, obs: PendingObservation, priority: Priority, override = true): void {
+    if (override || !this.pending.has(key)) this.pending.set(key, obs);
+    this.queue.add(key, priority);
+  }
+
+  onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
+    if (event.type === 'synced') return;
+    if (sameKind(kind, this.config.for)) {
+      const key = storeKey(event.object);
+      if (event.type === 'delete') {
+        this.tombstones.set(key, event.object);
+        this.resync.untrack(key);
+      } else {
+        this.tombstones.delete(key);
+        if (this.inNamespaces(event.object)) this.resync.track(key);
+      }
+    }
+    const now = this.bridge.clock.now();
+    const store = this.primaryStore;
+    for (const e of route(this.config, kind, event, { initial, primaries: () => store?.values() ?? [] })) {
+      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
+    }
+  }
+
+  private inNamespaces(obj: KubeObject): boolean {
+    return this.config.namespaces.length === 0 || !obj.metadata.namespace || this.config.namespaces.includes(obj.metadata.namespace);
+  }
+
+  private async deliver(key: string): Promise<void> {
+    const metrics = this.bridge.options.metrics;
+    const controller = this.config.name;
+    const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
+    const live = this.primaryStore?.get(key);
+    const tomb = this.tombstones.get(key);
+    const primary = live ?? tomb;
+    if (!primary) {
+      // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
+      this.finish(key, pending);
+      this.queue.forget(key);
+      return;
+    }
+    let reason: ReconcileReason = live ? pending.reason : 'deleted';
+    if (live && reason === 'deleted') reason = 'created';
+    const observation: Observation = {
+      reconciler: controller,
+      primary: refOf(primary),
+      reason,
+      trigger: reason === 'child' || reason === 'mapped' ? pending.trigger : undefined,
+      observedAt: pending.observedAt,
+    };
+    const attempt = this.queue.retries(key) + 1;
+    const { event, message } = reconcileEvent(observation, attempt, this.bridge.source);
+    metrics?.activeWorkers.inc({ controller });
+    let result: DeliveryResult;
+    let sink = '';
+    try {
+      sink = await this.resolveSink();
+      const credentials = await this.resolveCredentials();
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000 });
+    } catch (err) {
+      // The sink or the auth secret could not be resolved: retry like a failed delivery.
+      result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
+    } finally {
+      metrics?.activeWorkers.dec({ controller });
+    }
+    const { outcome } = result;
+    metrics?.reconcileTime.observe({ controller }, result.durationMs / 1000);
+    metrics?.deliveries.inc({ controller, reason, code: result.status === undefined ? 'none' : String(result.status) });
+    this.bridge.options.journal?.append({
+      time: new Date(this.bridge.clock.now()).toISOString(),
+      id: event.id,
+      reconciler: controller,
+      key,
+      reason,
+      attempt,
+      primary: observation.primary,
+      trigger: observation.trigger,
+      observedAt: new Date(observation.observedAt).toISOString(),
+      sink,
+      status: result.status,
+      outcome: outcome.kind,
+      why: 'why' in outcome ? outcome.why : undefined,
+      durationMs: result.durationMs,
+      response: 'response' in outcome ? outcome.response : undefined,
+    });
+    switch (outcome.kind) {
+      case 'done':
+        metrics?.reconcileTotal.inc({ controller, result: 'success' });
+        this.queue.forget(key);
+        this.finish(key, pending, reason === 'deleted');
+        return;
+      case 'requeue':
+        metrics?.reconcileTotal.inc({ controller, result: outcome.afterMs === undefined ? 'requeue' : 'requeue_after' });
+        this.finish(key, pending, reason === 'deleted');
+        if (outcome.afterMs === undefined) {
+          this.pending.set(key, { reason: 'requeue', observedAt: this.bridge.clock.now() });
+          this.queue.addRateLimited(key);
+        } else {
+          this.queue.forget(key);
+          if (!this.pending.has(key)) this.pending.set(key, { reason: 'requeue', observedAt: this.bridge.clock.now() + outcome.afterMs });
+          this.queue.addAfter(key, outcome.afterMs);
+        }
+        return;
+      case 'retry': {
+        metrics?.reconcileTotal.inc({ controller, result: 'error' });
+        metrics?.reconcileErrors.inc({ controller });
+        // The pending observation stays, so the retry carries the same event id.
+        const delay = this.queue.addRateLimited(key, outcome.afterMs ?? 0);
+        this.bridge.options.log.warn({ reconciler: controller, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
+        return;
+      }
+      case 'terminal':
+        metrics?.reconcileTotal.inc({ controller, result: 'error' });
+        metrics?.terminalErrors.inc({ controller });
+        this.queue.forget(key);
+        this.finish(key, pending, reason === 'deleted');
+        this.bridge.options.log.error({ reconciler: controller, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
+        if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${controller} function refused the ${reason} event: ${outcome.why}`);
+        return;
+    }
+  }
+
+  /** Drops the pending observation if no newer one arrived meanwhile. */
+  private finish(key: string, pending: PendingObservation, deleted = false): void {
+    if (this.pending.get(key) === pending) this.pending.delete(key);
+    if (deleted) this.tombstones.delete(key);
+  }
+
+  private async resolveSink(): Promise<string> {
+    if (this.config.sink.uri) return this.config.sink.uri;
+    if (this.sinkUrl) return this.sinkUrl;
+    const ref = this.config.sink.ref!;
+    const resource = await this.bridge.options.api.resource(ref.apiVersion, ref.kind);
+    const obj = await this.bridge.options.api.request<{ status?: { url?: string; address?: { url?: string } } }>('GET', objectPath(resource, ref.name, ref.namespace));
+    const url = obj.status?.address?.url ?? obj.status?.url;
+    if (!url) throw new Error(`sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} has no status.url yet`);
+    this.sinkUrl = url;
+    return url;
+  }
+
+  private async resolveCredentials(): Promise<Credentials> {
+    if (this.credentials) return this.credentials;
+    const auth = this.config.auth;
+    if (!auth) {
+      if (!this.warnedUnsigned) this.bridge.options.log.warn({ reconciler: this.config.name }, 'no spec.auth: events are sent unsigned, and functions refuse them unless run in insecure development mode');
+      this.warnedUnsigned = true;
+      this.credentials = { kind: 'none' };
+      return this.credentials;
+    }
+    const { name, namespace, key = 'secret' } = auth.secretRef;
+    let secret: { data?: Record<string, string> };
+    try {
+      secret = await this.bridge.options.api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
+    } catch (err) {
+      throw new Error(`cannot read the auth Secret ${namespace}/${name}: ${(err as Error).message}`);
+    }
+    const value = secret.data?.[key];
+    if (!value) throw new Error(`the auth Secret ${namespace}/${name} has no key "${key}"`);
+    const text = Buffer.from(value, 'base64').toString('utf8');
+    this.credentials = auth.type === 'bearer' ? { kind: 'bearer', token: text } : { kind: 'hmac', secret: text };
+    return this.credentials;
+  }
+
+  async stop(timeoutMs: number): Promise<boolean> {
+    this.resync.stop();
+    const finished = await this.workers.stop(timeoutMs);
+    this.queue.shutDown();
+    return finished;
+  }
+}
+
+export class Bridge {
+  readonly options: BridgeOptions;
+  readonly clock: Clock;
+  readonly source: string;
+  private readonly runtimes = new Map<string, ReconcilerRuntime>();
+  private readonly watches = new Map<string, SharedWatch>();
+  private stopTimeoutMs = 30_000;
+
+  constructor(options: BridgeOptions) {
+    this.options = options;
+    this.clock = options.clock ?? systemClock;
+    this.source = options.source ?? `kfn://${hostname()}/bridge`;
+  }
+
+  watchOf(ref: KindRef): Watcher | undefined {
+    return this.watches.get(kindId(ref))?.watcher;
+  }
+
+  reconcilers(): ReconcilerConfig[] {
+    return [...this.runtimes.values()].map((r) => r.config);
+  }
+
+  runtime(name: string): { queue: WorkQueue } | undefined {
+    return this.runtimes.get(name);
+  }
+
+  /** True once every watch has completed its first list. */
+  get ready(): boolean {
+    return [...this.watches.values()].every((w) => w.watcher.hasSynced);
+  }
+
+  /**
+   * Brings the running Reconcilers in line with `configs`: starts, restarts (when changed) and
+   * stops them. Returns the ones that could not start (e.g. a kind the API does not serve),
+   * by name; the others run regardless.
+   */
+  async setReconcilers(configs: ReconcilerConfig[]): Promise<Map<string, Error>> {
+    const wanted = new Map(configs.map((c) => [c.name, c]));
+    for (const [name, runtime] of this.runtimes) {
+      const next = wanted.get(name);
+      if (!next || JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name);
+    }
+    const failed = new Map<string, Error>();
+    for (const config of configs) {
+      if (this.runtimes.has(config.name)) continue;
+      try {
+        await this.addReconciler(config);
+      } catch (err) {
+        failed.set(config.name, err as Error);
+        await this.removeReconciler(config.name);
+      }
+    }
+    return failed;
+  }
+
+  private async addReconciler(config: ReconcilerConfig): Promise<void> {
+    const runtime = new ReconcilerRuntime(this, config);
+    this.runtimes.set(config.name, runtime);
+    for (const { ref, full } of watchedKinds(config)) {
+      const shared = await this.acquireWatch(ref, full, config.name);
+      // Replay what the shared watch already knows, as a new informer handler would see it.
+      if (shared.watcher.hasSynced) for (const object of shared.watcher.store.values()) runtime.onEvent(ref, { type: 'apply', object }, true);
+    }
+    this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref }, 'reconciler started');
+  }
+
+  private async removeReconciler(name: string): Promise<void> {
+    const runtime = this.runtimes.get(name);
+    if (!runtime) return;
+    this.runtimes.delete(name);
+    await runtime.stop(this.stopTimeoutMs);
+    for (const [id, shared] of this.watches) {
+      shared.users.delete(name);
+      if (shared.users.size === 0) {
+        shared.unsubscribe();
+        await shared.watcher.stop();
+        this.watches.delete(id);
+      }
+    }
+    this.options.log.info({ reconciler: name }, 'reconciler stopped');
+  }
+
+  private async acquireWatch(ref: KindRef, full: boolean, user: string): Promise<SharedWatch> {
+    const id = kindId(ref);
+    let shared = this.watches.get(id);
+    if (shared && full && !shared.full) {
+      // A new user needs whole objects: replace the metadata-only watch.
+      shared.unsubscribe();
+      await shared.watcher.stop();
+      this.watches.delete(id);
+      const users = shared.users;
+      shared = undefined;
+      const replaced = await this.startWatch(ref, true);
+      for (const u of users) replaced.users.add(u);
+      this.watches.set(id, replaced);
+      shared = replaced;
+    }
+    if (!shared) {
+      shared = await this.startWatch(ref, full);
+      this.watches.set(id, shared);
+    }
+    shared.users.add(user);
+    return shared;
+  }
+
+  private async startWatch(ref: KindRef, full: boolean): Promise<SharedWatch> {
+    const resource = await this.options.api.resource(ref.apiVersion, ref.kind);
+    const log = this.options.log;
+    const watcher = new Watcher(this.options.api, resource, {
+      projection: full ? 'full' : 'metadata',
+      log: (level, msg, fields) => log[level](fields ?? {}, msg),
+      ...this.options.watcher,
+    });
+    const metrics = this.options.metrics;
+    const unsubscribe = watcher.subscribe((event) => {
+      const initial = !watcher.hasSynced;
+      if (event.type === 'synced') {
+        if (event.relist) metrics?.relists.inc({ kind: ref.kind });
+      } else {
+        metrics?.watchEvents.inc({ kind: ref.kind, type: event.type });
+      }
+      for (const runtime of this.runtimes.values()) {
+        const c = runtime.config;
+        const interested = sameKind(c.for, ref) || c.owns.some((o) => sameKind(o, ref)) || c.watches.some((w) => sameKind(w, ref));
+        if (interested) runtime.onEvent(ref, event, initial);
+      }
+    });
+    watcher.start();
+    return { watcher, full, users: new Set(), unsubscribe };
+  }
+
+  /** Writes a Warning Event on an object; failures are logged, never thrown. */
+  async recordWarning(obj: KubeObject, reason: string, message: string): Promise<void> {
+    const namespace = obj.metadata.namespace ?? 'default';
+    const now = new Date(this.clock.now()).toISOString();
+    try {
+      await this.options.api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { generateName: `${obj.metadata.name}.`, namespace },
+          involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
+          reason,
+          message: message.slice(0, 1024),
+          type: 'Warning',
+          source: { component: 'kfn-bridge' },
+          reportingComponent: 'kfn.dev/bridge',
+          reportingInstance: hostname(),
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        },
+      });
+    } catch (err) {
+      this.options.log.warn({ object: `${obj.kind}/${storeKey(obj)}`, reason, error: err instanceof ApiError ? err.message : String(err) }, 'could not write a Kubernetes Event');
+    }
+  }
+
+  /** Stops taking work, lets in-flight deliveries finish (bounded), stops the watches. */
+  async stop(timeoutMs = 30_000): Promise<void> {
+    this.stopTimeoutMs = timeoutMs;
+    await Promise.all([...this.runtimes.values()].map((r) => r.stop(timeoutMs)));
+    this.runtimes.clear();
+    await Promise.all([...this.watches.values()].map((w) => (w.unsubscribe(), w.watcher.stop())));
+    this.watches.clear();
+  }
+}

@@ -1,0 +1,158 @@
+// Leader election with a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+// a candidate takes the lease when its holder has not renewed it for leaseDuration (judged by
+// the candidate's own clock since it last saw the lease change, so clock skew between
+// machines does not matter); the leader renews every retryPeriod and gives up — and the
+// process must stop at once — when it could not renew for renewDeadline.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError, type KubeApi } from './kubeapi.ts';
+
+export interface LeaderElectionOptions {
+  api: KubeApi;
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+interface Lease {
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+function microTime(ms: number): string {
+  // MicroTime: RFC 3339 with microseconds.
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+export class LeaderElector {
+  private readonly o: Required<Omit<LeaderElectionOptions, 'log'>> & Pick<LeaderElectionOptions, 'log'>;
+  private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
+  private stopped = false;
+  private leading = false;
+
+  constructor(options: LeaderElectionOptions) {
+    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  private get path(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases/${this.o.name}`;
+  }
+
+  /** One attempt to take or renew the lease; true when we hold it afterwards. */
+  async tryAcquireOrRenew(now = Date.now()): Promise<boolean> {
+    const { api, identity } = this.o;
+    const spec = (transitions: number, acquireTime: string) => ({
+      holderIdentity: identity,
+      leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+      acquireTime,
+      renewTime: microTime(now),
+      leaseTransitions: transitions,
+    });
+    let lease: Lease;
+    try {
+      lease = await api.request<Lease>('GET', this.path);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 404) throw err;
+      try {
+        const created = await api.request<Lease>('POST', `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`, {
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(now)) },
+        });
+        this.observe(created, now);
+        return true;
+      } catch (createErr) {
+        if (createErr instanceof ApiError && createErr.status === 409) return false; // someone else created it first
+        throw createErr;
+      }
+    }
+    const s = lease.spec ?? {};
+    if (s.holderIdentity !== this.observed.holder || s.renewTime !== this.observed.renewTime) this.observe(lease, now);
+    const heldByOther = !!s.holderIdentity && s.holderIdentity !== identity;
+    const expired = now - this.observed.at > (s.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
+    if (heldByOther && !expired) return false;
+    const transitions = (s.leaseTransitions ?? 0) + (s.holderIdentity === identity ? 0 : 1);
+    const acquireTime = s.holderIdentity === identity && s.acquireTime ? s.acquireTime : microTime(now);
+    try {
+      // The resourceVersion makes this an optimistic write: if another candidate wrote first, 409.
+      const updated = await api.request<Lease>('PUT', this.path, { body: { ...lease, spec: spec(transitions, acquireTime) } });
+      this.observe(updated, now);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 409) return false;
+      throw err;
+    }
+  }
+
+  private observe(lease: Lease, now: number): void {
+    this.observed = { holder: lease.spec?.holderIdentity, renewTime: lease.spec?.renewTime, resourceVersion: lease.metadata.resourceVersion, at: now };
+  }
+
+  /**
+   * Waits until this candidate holds the lease, then keeps renewing it in the background.
+   * `onLost` is called once if a renewal deadline passes; the caller must stop at once.
+   */
+  async run(onLeading: () => void | Promise<void>, onLost: (why: string) => void): Promise<void> {
+    while (!this.stopped) {
+      try {
+        if (await this.tryAcquireOrRenew()) break;
+      } catch (err) {
+        this.o.log?.('lease acquisition failed; retrying', { error: (err as Error).message });
+      }
+      await sleep(this.o.retryPeriodMs * (1 + Math.random() * 0.2));
+    }
+    if (this.stopped) return;
+    this.leading = true;
+    this.o.log?.('became leader', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
+    void this.renewLoop(onLost);
+    await onLeading();
+  }
+
+  private async renewLoop(onLost: (why: string) => void): Promise<void> {
+    let lastRenew = Date.now();
+    while (!this.stopped && this.leading) {
+      await sleep(this.o.retryPeriodMs);
+      if (this.stopped) return;
+      let why = 'another candidate holds the lease';
+      try {
+        if (await this.tryAcquireOrRenew()) {
+          lastRenew = Date.now();
+          continue;
+        }
+      } catch (err) {
+        why = (err as Error).message;
+      }
+      if (Date.now() - lastRenew >= this.o.renewDeadlineMs || why === 'another candidate holds the lease') {
+        this.leading = false;
+        onLost(`could not renew lease ${this.o.namespace}/${this.o.name} within ${this.o.renewDeadlineMs} ms (${why})`);
+        return;
+      }
+    }
+  }
+
+  /** Stops renewing; with `release`, clears the holder so a standby takes over at once. */
+  async stop(release = true): Promise<void> {
+    this.stopped = true;
+    if (!release || !this.leading) return;
+    this.leading = false;
+    try {
+      const lease = await this.o.api.request<Lease>('GET', this.path);
+      if (lease.spec?.holderIdentity === this.o.identity) {
+        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(Date.now()) } } });
+      }
+    } catch {
+      /* best effort: the lease expires by itself */
+    }
+  }
+}

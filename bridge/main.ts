@@ -1,0 +1,235 @@
+// The bridge process: configuration from Reconciler resources (or a file), leader election,
+// /healthz /readyz /metrics, JSON logs, and a bounded graceful shutdown.
+import { createServer, type Server } from 'node:http';
+import { hostname } from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
+import { Bridge, type Logger } from './bridge.ts';
+import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, reconcilerApiVersion, reconcilerKind, type ReconcilerConfig } from './config.ts';
+import { Journal } from './journal.ts';
+import { KubeApi, type KubeObject } from './kubeapi.ts';
+import { LeaderElector } from './leader.ts';
+import { BridgeMetrics } from './metrics.ts';
+import { Watcher, type WatcherOptions } from './watcher.ts';
+
+export interface BridgeProcessOptions {
+  kubeconfig?: string;
+  /** Reconcilers from this YAML file instead of the cluster's Reconciler resources. */
+  configFile?: string;
+  journal?: string;
+  /** host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; "0" disables). */
+  metricsAddr?: string;
+  leaderElect?: boolean;
+  leaseNamespace?: string;
+  leaseName?: string;
+  identity?: string;
+  shutdownTimeoutMs?: number;
+  logLevel?: string;
+  /** For tests: watch tuning. */
+  watcher?: Partial<WatcherOptions>;
+}
+
+export interface RunningBridge {
+  bridge: Bridge;
+  metrics: BridgeMetrics;
+  server?: Server;
+  address?: string;
+  stop(): Promise<void>;
+  /** Resolves when the bridge has stopped (after stop(), a signal or a lost lease). */
+  done: Promise<void>;
+}
+
+function loadKubeConfig(path?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  if (!kc.getCurrentCluster()) throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster');
+  return kc;
+}
+
+function parseAddr(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  const host = i > 0 ? addr.slice(0, i) : '127.0.0.1';
+  const port = Number(i >= 0 ? addr.slice(i + 1) : addr);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--metrics-addr must be host:port, not "${addr}"`);
+  return { host, port };
+}
+
+type Condition = { type: string; status: 'True' | 'False' | 'Unknown'; reason: string; message: string; observedGeneration?: number; lastTransitionTime: string };
+
+/** Writes a Reconciler's Ready condition (only when it changed: no write on every resync). */
+async function writeReconcilerStatus(api: KubeApi, obj: KubeObject, ready: boolean, reason: string, message: string): Promise<void> {
+  const current = ((obj.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === 'Ready');
+  const status = ready ? 'True' : 'False';
+  const generation = obj.metadata.generation;
+  if (current && current.status === status && current.reason === reason && current.message === message && current.observedGeneration === generation) return;
+  const condition: Condition = {
+    type: 'Ready',
+    status,
+    reason,
+    message,
+    observedGeneration: generation,
+    lastTransitionTime: current && current.status === status ? current.lastTransitionTime : new Date().toISOString(),
+  };
+  await api.request('PATCH', `/apis/${reconcilerApiVersion}/reconcilers/${obj.metadata.name}/status`, {
+    body: { status: { observedGeneration: generation, conditions: [condition] } },
+    contentType: 'application/merge-patch+json',
+  });
+}
+
+export async function startBridge(options: BridgeProcessOptions): Promise<RunningBridge> {
+  const log = pino({ level: options.logLevel ?? 'info', base: { component: 'kfn-bridge' } });
+  const logger: Logger = {
+    info: (o, m) => log.info(o, m),
+    warn: (o, m) => log.warn(o, m),
+    error: (o, m) => log.error(o, m),
+  };
+  const kc = loadKubeConfig(options.kubeconfig);
+  const api = new KubeApi(kc);
+  const metrics = new BridgeMetrics();
+  const journal = options.journal ? new Journal(options.journal) : undefined;
+  const identity = options.identity ?? `${hostname()}-${process.pid}`;
+  const bridge = new Bridge({ api, log: logger, journal, metrics, watcher: options.watcher });
+
+  // Where Reconcilers come from: a fixed file, or the cluster (changes apply without restart).
+  let fileConfigs: ReconcilerConfig[] | undefined;
+  if (options.configFile) fileConfigs = loadReconcilerFile(options.configFile);
+  let configWatcher: Watcher | undefined;
+  let configLoaded = false;
+
+  let stopping = false;
+  let resolveDone: () => void = () => {};
+  const done = new Promise<void>((resolve) => (resolveDone = resolve));
+  let elector: LeaderElector | undefined;
+  const leaseName = options.leaseName ?? 'kfn-bridge';
+
+  async function applyClusterConfig(): Promise<void> {
+    if (!configWatcher || stopping) return;
+    const objects = [...configWatcher.store.values()];
+    const valid: { config: ReconcilerConfig; obj: KubeObject }[] = [];
+    for (const obj of objects) {
+      try {
+        valid.push({ config: parseReconciler(obj), obj });
+      } catch (err) {
+        const message = err instanceof InvalidReconcilerError ? err.problems.join('; ') : (err as Error).message;
+        logger.warn({ reconciler: obj.metadata.name, problems: message }, 'invalid Reconciler ignored');
+        await writeReconcilerStatus(api, obj, false, 'InvalidSpec', message).catch((e) => logger.warn({ error: String(e) }, 'could not write Reconciler status'));
+      }
+    }
+    const failed = await bridge.setReconcilers(valid.map((v) => v.config));
+    for (const { config, obj } of valid) {
+      const error = failed.get(config.name);
+      const write = error ? writeReconcilerStatus(api, obj, false, 'WatchFailed', error.message) : writeReconcilerStatus(api, obj, true, 'Running', `delivering ${config.for.kind} events to ${config.sink.uri ?? `${config.sink.ref?.kind} ${config.sink.ref?.name}`}`);
+      await write.catch((e) => logger.warn({ error: String(e) }, 'could not write Reconciler status'));
+      if (error) logger.error({ reconciler: config.name, error: error.message }, 'reconciler could not start; retrying in 30 s');
+    }
+    configLoaded = true;
+  }
+
+  let configTimer: NodeJS.Timeout | undefined;
+  let applying = Promise.resolve();
+  const scheduleConfig = (delayMs = 200) => {
+    clearTimeout(configTimer);
+    configTimer = setTimeout(() => {
+      applying = applying.then(applyClusterConfig).catch((err) => logger.error({ error: String(err) }, 'applying Reconcilers failed'));
+    }, delayMs);
+    configTimer.unref();
+  };
+
+  async function lead(): Promise<void> {
+    metrics.leader.set({ name: leaseName }, 1);
+    if (fileConfigs) {
+      const failed = await bridge.setReconcilers(fileConfigs);
+      for (const [name, err] of failed) logger.error({ reconciler: name, error: err.message }, 'reconciler could not start');
+      configLoaded = true;
+      return;
+    }
+    const resource = await api.resource(reconcilerApiVersion, reconcilerKind).catch((err) => {
+      throw new Error(`${(err as Error).message}. Install it with: kubectl apply -f manifests/crds/ (or run with --config <file>)`);
+    });
+    configWatcher = new Watcher(api, resource, { projection: 'full', log: (level, msg, fields) => logger[level](fields ?? {}, msg), ...options.watcher });
+    configWatcher.subscribe((event) => {
+      // Status writes (ours) change no generation: only spec/metadata changes re-apply.
+      if (event.type === 'apply' && event.old && event.old.metadata.generation === event.object.metadata.generation) return;
+      scheduleConfig();
+    });
+    configWatcher.start();
+    await configWatcher.waitForSync();
+    scheduleConfig(0);
+    // Reconcilers whose kinds are not served yet (CRD installed later) are retried.
+    const retry = setInterval(() => scheduleConfig(0), 30_000);
+    retry.unref();
+    void done.then(() => clearInterval(retry));
+  }
+
+  // Health, readiness and metrics.
+  let server: Server | undefined;
+  let address: string | undefined;
+  if (options.metricsAddr !== '0') {
+    const { host, port } = parseAddr(options.metricsAddr ?? '127.0.0.1:8081');
+    server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/healthz') return void res.writeHead(200).end('ok');
+      if (path === '/readyz') {
+        // A standby is ready to take over; a leader is ready once its initial lists are in.
+        const ready = !stopping && (!elector || elector.isLeader ? configLoaded && bridge.ready : true);
+        return void res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'initial lists not complete');
+      }
+      if (path === '/metrics') {
+        metrics.registry.metrics().then(
+          (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+          (err) => res.writeHead(500).end(String(err)),
+        );
+        return;
+      }
+      res.writeHead(404).end('not found: try /healthz, /readyz or /metrics');
+    });
+    await new Promise<void>((resolve, reject) => {
+      server!.once('error', (err) => reject(new Error(`cannot listen on ${host}:${port} for /metrics: ${err.message}`)));
+      server!.listen(port, host, resolve);
+    });
+    const a = server.address();
+    address = typeof a === 'object' && a ? `${a.address}:${a.port}` : undefined;
+  }
+
+  async function stop(): Promise<void> {
+    if (stopping) return done;
+    stopping = true;
+    logger.info({ timeoutMs: options.shutdownTimeoutMs ?? 30_000 }, 'shutting down: finishing in-flight deliveries');
+    clearTimeout(configTimer);
+    await configWatcher?.stop();
+    await bridge.stop(options.shutdownTimeoutMs ?? 30_000);
+    await elector?.stop(true);
+    metrics.leader.set({ name: leaseName }, 0);
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server?.closeAllConnections();
+    logger.info({}, 'stopped');
+    resolveDone();
+  }
+
+  if (options.leaderElect) {
+    elector = new LeaderElector({
+      api,
+      namespace: options.leaseNamespace ?? process.env.POD_NAMESPACE ?? 'kfn-system',
+      name: leaseName,
+      identity,
+      log: (msg, fields) => logger.info(fields ?? {}, msg),
+    });
+    metrics.leader.set({ name: leaseName }, 0);
+    logger.info({ identity, lease: leaseName }, 'waiting for leadership');
+    void elector
+      .run(lead, (why) => {
+        // Another replica may be delivering already: stop at once, without finishing work.
+        logger.error({ why }, 'lost leadership; exiting');
+        metrics.leader.set({ name: leaseName }, 0);
+        process.exit(1);
+      })
+      .catch((err) => {
+        logger.error({ error: String(err) }, 'bridge failed');
+        void stop();
+      });
+  } else {
+    await lead();
+  }
+  return { bridge, metrics, server, address, stop, done };
+}

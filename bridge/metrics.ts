@@ -1,0 +1,102 @@
+// Prometheus metrics of the bridge. Where a metric means what controller-runtime's metric of
+// the same name means, it has that name and labels (`controller` is the Reconciler's name,
+// `name` the work queue's), so existing dashboards and alerts work unchanged.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { QueueObserver } from './workqueue.ts';
+
+export class BridgeMetrics {
+  readonly registry = new Registry();
+  readonly reconcileTotal = new Counter({
+    name: 'controller_runtime_reconcile_total',
+    help: 'Total number of reconciliations per controller, by result (success, error, requeue, requeue_after).',
+    labelNames: ['controller', 'result'],
+    registers: [this.registry],
+  });
+  readonly reconcileErrors = new Counter({
+    name: 'controller_runtime_reconcile_errors_total',
+    help: 'Total number of reconciliation errors per controller.',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly terminalErrors = new Counter({
+    name: 'controller_runtime_terminal_reconcile_errors_total',
+    help: 'Total number of terminal reconciliation errors (4xx answers) per controller.',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly reconcileTime = new Histogram({
+    name: 'controller_runtime_reconcile_time_seconds',
+    help: 'Length of time per reconciliation (one delivery to the function) per controller.',
+    labelNames: ['controller'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60],
+    registers: [this.registry],
+  });
+  readonly activeWorkers = new Gauge({
+    name: 'controller_runtime_active_workers',
+    help: 'Number of currently used workers per controller.',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly maxConcurrent = new Gauge({
+    name: 'controller_runtime_max_concurrent_reconciles',
+    help: 'Maximum number of concurrent reconciles per controller.',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly depth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'], registers: [this.registry] });
+  readonly adds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'], registers: [this.registry] });
+  readonly retries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'], registers: [this.registry] });
+  readonly queueDuration = new Histogram({
+    name: 'workqueue_queue_duration_seconds',
+    help: 'How long in seconds an item stays in workqueue before being requested.',
+    labelNames: ['name'],
+    buckets: [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 0.001, 0.01, 0.1, 1, 10, 100, 1000],
+    registers: [this.registry],
+  });
+  readonly workDuration = new Histogram({
+    name: 'workqueue_work_duration_seconds',
+    help: 'How long in seconds processing an item from workqueue takes.',
+    labelNames: ['name'],
+    buckets: [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 0.001, 0.01, 0.1, 1, 10, 100, 1000],
+    registers: [this.registry],
+  });
+  readonly leader = new Gauge({
+    name: 'leader_election_master_status',
+    help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.',
+    labelNames: ['name'],
+    registers: [this.registry],
+  });
+  readonly deliveries = new Counter({
+    name: 'kfn_bridge_deliveries_total',
+    help: 'Deliveries to functions by Reconciler, reason and HTTP status ("none" when no answer came).',
+    labelNames: ['controller', 'reason', 'code'],
+    registers: [this.registry],
+  });
+  readonly watchEvents = new Counter({
+    name: 'kfn_bridge_watch_events_total',
+    help: 'Watch events received, by kind and type.',
+    labelNames: ['kind', 'type'],
+    registers: [this.registry],
+  });
+  readonly relists = new Counter({
+    name: 'kfn_bridge_watch_relists_total',
+    help: 'Relists after 410 Gone, by kind.',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The observer a Reconciler's work queue reports to. */
+  queueObserver(name: string): QueueObserver {
+    return {
+      added: () => this.adds.inc({ name }),
+      depth: (d) => this.depth.set({ name }, d),
+      queued: (_k, ms) => this.queueDuration.observe({ name }, ms / 1000),
+      worked: (_k, ms) => this.workDuration.observe({ name }, ms / 1000),
+      retried: () => this.retries.inc({ name }),
+    };
+  }
+}

@@ -1,0 +1,58 @@
+// `kfn bridge`: run the watch → CloudEvents bridge.
+import { startBridge } from '../bridge/main.ts';
+import { parseCommandArgs, wantsHelp, type Command } from './command.ts';
+
+const usage = `Usage: kfn bridge [options]
+
+Watches the kinds named by Reconciler resources (kfn.dev/v1alpha1) and delivers reconcile
+CloudEvents to their functions, with per-object serialisation, backoff, resync and no lost
+changes across watch gaps. Changes to Reconcilers apply without a restart.
+
+Options:
+  --kubeconfig P        kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+  --config F            take Reconcilers from this YAML file instead of the cluster
+  --journal F           append one JSON line per delivery and outcome to F (rotates at 10 MiB)
+  --metrics-addr A      host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; 0 = off)
+  --leader-elect        run as one of several replicas: deliver only while holding the Lease
+  --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
+  --lease-name N        name of the Lease (default kfn-bridge)
+  --shutdown-timeout S  seconds to let in-flight deliveries finish on SIGTERM (default 30)
+  --log-level L         trace, debug, info (default), warn, error
+  -h, --help            show this help
+
+Logs are JSON lines on stdout.`;
+
+export const bridgeCommand: Command = {
+  name: 'bridge',
+  summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values } = parseCommandArgs('bridge', argv, {
+      kubeconfig: { type: 'string' },
+      config: { type: 'string' },
+      journal: { type: 'string' },
+      'metrics-addr': { type: 'string' },
+      'leader-elect': { type: 'boolean' },
+      'lease-namespace': { type: 'string' },
+      'lease-name': { type: 'string' },
+      'shutdown-timeout': { type: 'string' },
+      'log-level': { type: 'string' },
+    });
+    const shutdownSeconds = Number(values['shutdown-timeout'] ?? 30);
+    const running = await startBridge({
+      kubeconfig: values.kubeconfig,
+      configFile: values.config,
+      journal: values.journal,
+      metricsAddr: values['metrics-addr'],
+      leaderElect: values['leader-elect'] ?? false,
+      leaseNamespace: values['lease-namespace'],
+      leaseName: values['lease-name'],
+      shutdownTimeoutMs: Number.isFinite(shutdownSeconds) ? shutdownSeconds * 1000 : 30_000,
+      logLevel: values['log-level'],
+    });
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void running.stop());
+    await running.done;
+    return 0;
+  },
+};

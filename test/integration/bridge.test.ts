@@ -1,0 +1,177 @@
+// The bridge on the real cluster: what it delivers, when, and what it does with each answer.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { bridgeFixture } from '../support/bridge.ts';
+import { testCluster, waitFor } from '../support/cluster.ts';
+import { answerDone } from '../support/receiver.ts';
+
+describe('bridge', { concurrency: true }, () => {
+  test('delivers created, updated and deleted; status-only writes deliver nothing', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    await f.createWidget('w1');
+    const created = await waitFor('a created delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'created'));
+    assert.equal(created.namespace, f.ns);
+    assert.equal(created.generation, 1);
+    assert.equal(created.attempt, 1);
+    assert.equal(created.received.event.subject, `${f.ns}/w1`);
+
+    await f.patchWidget('w1', { status: { phase: 'Running' } }, 'status');
+    await f.patchWidget('w1', { spec: { size: 2 } });
+    const updated = await waitFor('an updated delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'updated'));
+    assert.equal(updated.generation, 2);
+    assert.equal(f.receiver.of('w1').length, 2, 'the status-only write caused no delivery');
+
+    await f.deleteWidget('w1');
+    await waitFor('a deleted delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'deleted'));
+    await sleep(500);
+    assert.equal(f.receiver.of('w1').filter((d) => d.reason === 'deleted').length, 1, 'deleted is delivered once');
+    assert.deepEqual(f.receiver.refused, []);
+  });
+
+  test('owned children enqueue their controller owner; watched objects map by label and by selector', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, {
+      spec: {
+        owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }],
+        watches: [
+          { apiVersion: 'v1', kind: 'Secret', mapping: { label: 'widget' } },
+          { apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec.selector' } },
+        ],
+      },
+    });
+    const owner = await f.createWidget('parent', { selector: { matchLabels: { app: 'picked' } } });
+    await waitFor('the created delivery', async () => f.receiver.of('parent').find((d) => d.reason === 'created'));
+    await cluster.core.createNamespacedConfigMap({
+      namespace: f.ns,
+      body: { metadata: { name: 'child', ownerReferences: [{ apiVersion: f.apiVersion, kind: 'Widget', name: 'parent', uid: owner.metadata.uid, controller: true }] } },
+    });
+    const child = await waitFor('a child delivery', async () => f.receiver.of('parent').find((d) => d.reason === 'child'));
+    assert.equal(child.trigger, 'ConfigMap/child');
+    assert.equal(child.received.data.trigger?.namespace, f.ns);
+
+    await cluster.core.createNamespacedSecret({ namespace: f.ns, body: { metadata: { name: 'creds', labels: { widget: 'parent' } } } });
+    await waitFor('a mapped delivery for the labelled Secret', async () => f.receiver.of('parent').find((d) => d.reason === 'mapped' && d.trigger === 'Secret/creds'));
+
+    await cluster.core.createNamespacedPod({ namespace: f.ns, body: { metadata: { name: 'p1', labels: { app: 'picked' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    await waitFor('a mapped delivery for the selected Pod', async () => f.receiver.of('parent').find((d) => d.reason === 'mapped' && d.trigger === 'Pod/p1'));
+    await cluster.core.createNamespacedPod({ namespace: f.ns, body: { metadata: { name: 'p2', labels: { app: 'other' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    await sleep(1000);
+    assert.equal(f.receiver.deliveries.filter((d) => d.trigger === 'Pod/p2').length, 0, 'a pod the selector does not match maps to nothing');
+  });
+
+  test('requeueAfterSeconds from the function is honoured', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    let answered = 0;
+    f.receiver.answer = (_d, res) => {
+      answered++;
+      res.writeHead(200).end(JSON.stringify({ result: 'done', requeueAfterSeconds: answered === 1 ? 1 : 0, changes: [] }));
+    };
+    await f.createWidget('later');
+    const requeued = await waitFor('a requeue delivery', async () => f.receiver.of('later').find((d) => d.reason === 'requeue'), { timeoutMs: 10_000 });
+    const first = f.receiver.of('later')[0]!;
+    const waited = requeued.receivedAt - first.receivedAt;
+    assert.ok(waited >= 950 && waited < 5000, `requeued after ${waited} ms (asked 1 s)`);
+  });
+
+  test('500 retries with backoff and the same event id; 429 honours Retry-After', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    let calls = 0;
+    f.receiver.answer = (d, res) => {
+      calls++;
+      if (d.name === 'flaky') return void (calls <= 3 ? res.writeHead(500).end('boom') : answerDone(d, res));
+      if (d.attempt === 1) return void res.writeHead(429, { 'retry-after': '2' }).end('slow down');
+      answerDone(d, res);
+    };
+    await f.createWidget('flaky');
+    await waitFor('the fourth attempt to succeed', async () => f.receiver.of('flaky').length >= 4 || undefined, { timeoutMs: 20_000 });
+    const flaky = f.receiver.of('flaky');
+    assert.deepEqual(flaky.map((d) => d.attempt), [1, 2, 3, 4]);
+    assert.equal(new Set(flaky.map((d) => d.id)).size, 1, 'a retry keeps its id');
+    await sleep(300);
+    assert.equal(f.receiver.of('flaky').length, 4, 'no more deliveries after success');
+
+    await f.createWidget('busy');
+    const retried = await waitFor('the retry after 429', async () => f.receiver.of('busy')[1]);
+    const gap = retried.receivedAt - f.receiver.of('busy')[0]!.receivedAt;
+    assert.ok(gap >= 1900, `waited ${gap} ms for Retry-After: 2`);
+    const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
+    assert.match(metrics, /controller_runtime_reconcile_errors_total\{controller="widgets"\} [4-9]/);
+    assert.match(metrics, /workqueue_retries_total\{name="widgets"\} [4-9]/);
+  });
+
+  test('400 is terminal: no retry, a Warning Event on the object, a metric', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    f.receiver.answer = (_d, res) => void res.writeHead(400).end('spec.size must be even');
+    await f.createWidget('odd');
+    await waitFor('the delivery', async () => f.receiver.of('odd')[0]);
+    const event = await waitFor('a Warning Event on the Widget', async () => {
+      const events = await cluster.core.listNamespacedEvent({ namespace: f.ns, fieldSelector: 'involvedObject.name=odd' });
+      return events.items.find((e) => e.type === 'Warning');
+    });
+    assert.equal(event.reason, 'ReconcileRejected');
+    assert.match(event.message ?? '', /HTTP 400: spec\.size must be even/);
+    await sleep(1000);
+    assert.equal(f.receiver.of('odd').length, 1, 'not retried');
+    const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
+    assert.match(metrics, /controller_runtime_terminal_reconcile_errors_total\{controller="widgets"\} 1/);
+    // The next change is delivered again.
+    f.receiver.answer = answerDone;
+    await f.patchWidget('odd', { spec: { size: 2 } });
+    await waitFor('the next change to be delivered', async () => f.receiver.of('odd').find((d) => d.reason === 'updated'));
+  });
+
+  test('a function that hangs past timeoutSeconds is retried', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 1 } });
+    f.receiver.answer = (d, res) => {
+      if (d.attempt === 1) return; // never answers
+      answerDone(d, res);
+    };
+    await f.createWidget('slow');
+    const retry = await waitFor('the retry after the timeout', async () => f.receiver.of('slow').find((d) => d.attempt === 2), { timeoutMs: 10_000 });
+    assert.equal(retry.id, f.receiver.of('slow')[0]!.id);
+  });
+
+  test('never two deliveries of one object at once; the last delivery sees the last change', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 4 } });
+    f.receiver.answer = async (d, res) => {
+      await sleep(150);
+      answerDone(d, res);
+    };
+    await f.createWidget('hot');
+    for (let i = 2; i <= 10; i++) await f.patchWidget('hot', { spec: { size: i } });
+    await waitFor('a delivery of generation 10', async () => f.receiver.of('hot').find((d) => d.generation === 10), { timeoutMs: 20_000 });
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1);
+    assert.ok(f.receiver.of('hot').length < 10, `changes during a delivery coalesce (${f.receiver.of('hot').length} deliveries for 10 changes)`);
+  });
+
+  test('readiness, metrics and the journal', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    await f.createWidget('observed');
+    await waitFor('the delivery', async () => f.receiver.of('observed')[0]);
+    await waitFor('/readyz to be ok', async () => (await fetch(`http://${f.running.address}/readyz`)).status === 200 || undefined);
+    assert.equal((await fetch(`http://${f.running.address}/healthz`)).status, 200);
+    const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
+    for (const name of ['controller_runtime_reconcile_total{controller="widgets",result="success"}', 'workqueue_adds_total{name="widgets"}', 'workqueue_depth{name="widgets"}', 'controller_runtime_reconcile_time_seconds_bucket', 'workqueue_queue_duration_seconds_bucket', 'workqueue_work_duration_seconds_bucket']) {
+      assert.ok(metrics.includes(name), `metrics include ${name}`);
+    }
+    const lines = await waitFor('a journal line', async () => {
+      const text = readFileSync(join(f.dir, 'journal.jsonl'), 'utf8').trim();
+      return text ? text.split('\n').map((l) => JSON.parse(l) as Record<string, unknown>) : undefined;
+    });
+    const entry = lines.find((l) => (l.primary as { name: string }).name === 'observed')!;
+    assert.equal(entry.outcome, 'done');
+    assert.equal(entry.status, 200);
+    assert.equal(entry.reason, 'created');
+    assert.equal(entry.id, f.receiver.of('observed')[0]!.id);
+  });
+});
