@@ -34,11 +34,13 @@ test('every key is resynced exactly once per period', () => {
 });
 
 test('1,000 objects over 300 s never make a burst: at most a few per second', () => {
-  const { perTick } = run(1000, 300_000, 1);
-  const max = Math.max(...perTick);
-  const mean = 1000 / 300;
-  assert.ok(max <= Math.ceil(mean) + 3, `max ${max} per second, mean ${mean.toFixed(2)}`);
-  assert.ok(perTick.filter((n) => n === 0).length < 30, 'no long gaps either');
+  for (let trial = 0; trial < 20; trial++) {
+    const { perTick } = run(1000, 300_000, 1);
+    const max = Math.max(...perTick);
+    const mean = 1000 / 300;
+    assert.ok(max <= Math.ceil(mean) + 2, `max ${max} per second, mean ${mean.toFixed(2)}`);
+    assert.ok(Math.min(...perTick) >= Math.floor(mean) - 2, 'no gaps either');
+  }
 });
 
 test('untracked keys are no longer resynced; tracked ones join the schedule', () => {

@@ -1,8 +1,8 @@
 // Periodic resync: every tracked key is handed to `enqueue` once per period, and the keys are
 // spread evenly over the period so that 1,000 objects make about 1,000/period deliveries per
 // second rather than one burst. Each key gets a slot from a low-discrepancy sequence (the
-// golden ratio), so the spread stays even as keys come and go, and a little random jitter so
-// that bridges restarted together do not line up.
+// golden ratio), so the spread stays even as keys come and go; the sequence starts at a random
+// point, so that bridges restarted together do not line up.
 import type { Clock } from './clock.ts';
 
 const goldenFraction = (Math.sqrt(5) - 1) / 2;
@@ -26,6 +26,7 @@ export class ResyncSchedule {
   private buckets: Set<string>[] = [];
   private readonly slotOf = new Map<string, number>();
   private sequence = 0;
+  private offset: number;
   private cancel: (() => void) | undefined;
   private epoch = 0;
 
@@ -36,6 +37,7 @@ export class ResyncSchedule {
     this.random = options.random ?? Math.random;
     this.periodMs = options.periodMs;
     this.buckets = this.emptyBuckets();
+    this.offset = this.random();
   }
 
   private emptyBuckets(): Set<string>[] {
@@ -43,10 +45,10 @@ export class ResyncSchedule {
   }
 
   private slotFor(): number {
-    const n = this.buckets.length;
-    const base = ((this.sequence++ * goldenFraction) % 1) * n;
-    // Jitter within about one slot either way.
-    return (Math.floor(base + (this.random() - 0.5) * 2) + n) % n;
+    // The random offset is the jitter: each process (and each period change) starts the
+    // sequence somewhere else, while keys stay evenly spaced within it.
+    const fraction = (this.offset + this.sequence++ * goldenFraction) % 1;
+    return Math.floor(fraction * this.buckets.length);
   }
 
   track(key: string): void {
@@ -75,6 +77,7 @@ export class ResyncSchedule {
     this.buckets = this.emptyBuckets();
     this.slotOf.clear();
     this.sequence = 0;
+    this.offset = this.random();
     for (const key of keys) this.track(key);
   }
 
