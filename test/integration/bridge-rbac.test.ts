@@ -1,0 +1,121 @@
+// The shipped manifests (manifests/): applied to the real cluster, their least-privilege RBAC
+// lets a bridge running under the kfn-bridge ServiceAccount's token do its whole job — read
+// Reconcilers and write their status, hold its Lease, read the auth Secret, watch the kinds it
+// is granted, write Events — configured from Reconciler resources, not a file.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { stringify } from 'yaml';
+import { startBridge } from '../../bridge/main.ts';
+import { KubeApi } from '../../bridge/kubeapi.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+import { answerDone, startReceiver } from '../support/receiver.ts';
+
+interface Condition {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+}
+
+test('the bridge runs under its ServiceAccount with only the shipped RBAC', async (t) => {
+  const cluster = await testCluster();
+  const api = new KubeApi(cluster.kc);
+  // kustomize as kubectl ships it (the cluster's own kubectl build).
+  const rendered = execFileSync(join(cluster.state.binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')], { encoding: 'utf8' });
+  await applyYaml(cluster.kc, rendered);
+  await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+
+  // A function's kinds, granted to the bridge through an aggregated ClusterRole.
+  const ns = await testNamespace(t, cluster, 'rbac-bridge');
+  const group = `${uniqueName('rbac')}.kfn.test`;
+  await installCrd(t, cluster, group, 'Widget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+  const grant = uniqueName('kfn-bridge-widgets');
+  await applyYaml(
+    cluster.kc,
+    stringify({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: grant, labels: { 'kfn.dev/aggregate-to-bridge': 'true' } },
+      rules: [{ apiGroups: [group], resources: ['widgets'], verbs: ['list', 'watch'] }],
+    }),
+  );
+  t.after(() => api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${grant}`).catch(() => undefined));
+  await waitFor('the grant to be aggregated into kfn-bridge', async () => {
+    const role = await api.request<{ rules?: { apiGroups?: string[] }[] }>('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/kfn-bridge');
+    return role.rules?.some((r) => r.apiGroups?.includes(group)) || undefined;
+  });
+
+  const secretName = uniqueName('fn-key');
+  const key = uniqueName('k');
+  await cluster.core.createNamespacedSecret({ namespace: 'kfn-system', body: { metadata: { name: secretName }, stringData: { secret: key } } });
+  t.after(() => cluster.core.deleteNamespacedSecret({ namespace: 'kfn-system', name: secretName }).catch(() => undefined));
+  const receiver = await startReceiver(t, { kind: 'hmac', secret: key });
+  receiver.answer = (d, res) => (d.name === 'refused' ? void res.writeHead(400).end('refused on purpose') : answerDone(d, res));
+
+  // The bridge, authenticated only as system:serviceaccount:kfn-system:kfn-bridge.
+  const token = await requestServiceAccountToken(cluster.kc, { namespace: 'kfn-system', name: 'kfn-bridge' }, 3600);
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-rbac-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const kubeconfig = join(dir, 'bridge.kubeconfig');
+  writeFileSync(kubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
+  const leaseName = uniqueName('kfn-bridge-test');
+  const running = await startBridge({ kubeconfig, leaderElect: true, leaseNamespace: 'kfn-system', leaseName, metricsAddr: '127.0.0.1:0', logLevel: process.env.KFN_TEST_LOG ?? 'warn', shutdownTimeoutMs: 5000 });
+  t.after(() => running.stop());
+
+  const reconciler = uniqueName('widgets');
+  const invalid = uniqueName('invalid');
+  const reconcilerBody = (name: string, kind: string) => ({
+    apiVersion: 'kfn.dev/v1alpha1',
+    kind: 'Reconciler',
+    metadata: { name },
+    spec: { for: { apiVersion: `${group}/v1`, kind }, sink: { uri: receiver.url }, namespaces: [ns], auth: { secretRef: { name: secretName, namespace: 'kfn-system' } } },
+  });
+  await applyYaml(cluster.kc, stringify(reconcilerBody(reconciler, 'Widget')));
+  await applyYaml(cluster.kc, stringify(reconcilerBody(invalid, 'not-a-kind')));
+  t.after(async () => {
+    for (const name of [reconciler, invalid]) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+  });
+
+  const readyOf = async (name: string) => {
+    const obj = await api.request<{ status?: { conditions?: Condition[] } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`);
+    return obj.status?.conditions?.find((c) => c.type === 'Ready');
+  };
+  const ready = await waitFor('the Reconciler to report Ready=True', async () => {
+    const c = await readyOf(reconciler);
+    return c?.status === 'True' ? c : undefined;
+  }, { timeoutMs: 60_000 });
+  assert.equal(ready.reason, 'Running');
+  const notReady = await waitFor('the invalid Reconciler to report Ready=False', async () => {
+    const c = await readyOf(invalid);
+    return c?.status === 'False' ? c : undefined;
+  });
+  assert.equal(notReady.reason, 'InvalidSpec');
+  assert.match(notReady.message, /spec\.for\.kind must be a Kind name/);
+
+  const widgets = `/apis/${group}/v1/namespaces/${ns}/widgets`;
+  await api.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'w1' }, spec: { size: 1 } } });
+  const delivered = await waitFor('a signed delivery for the Widget', async () => receiver.of('w1')[0]);
+  assert.equal(delivered.reason, 'created');
+  assert.deepEqual(receiver.refused, []);
+
+  await api.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'refused' }, spec: {} } });
+  await waitFor('a Warning Event written under the bridge identity', async () => {
+    const events = await cluster.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=refused' });
+    return events.items.find((e) => e.reason === 'ReconcileRejected');
+  });
+
+  const lease = await api.request<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/kfn-system/leases/${leaseName}`);
+  assert.ok(lease.spec.holderIdentity, 'the bridge holds its Lease');
+  const metrics = await fetch(`http://${running.address}/metrics`).then((r) => r.text());
+  assert.match(metrics, new RegExp(`leader_election_master_status\\{name="${leaseName}"\\} 1`));
+
+  // And nothing more than that: the ServiceAccount cannot, for instance, read Secrets elsewhere.
+  const asBridge = new KubeApi(kubeConfigForToken(cluster.kc, token));
+  await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets`), /forbidden/);
+  await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
+});
