@@ -569,31 +569,44 @@ function requireState(paths: ClusterPaths): ClusterState {
   return state;
 }
 
-/**
- * Stops kube-apiserver and starts it again with the same flags, keeping etcd and everything
- * else running; resolves once /readyz is ok. Clients see their watches and connections drop,
- * and the new apiserver's watch cache starts at etcd's current revision, so watches resumed
- * from older resourceVersions are refused with 410 Gone.
- */
-export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number; graceMs?: number } = {}): Promise<void> {
-  const paths = options.paths ?? clusterPaths();
-  const state = requireState(paths);
-  const index = state.processes.findIndex((p) => p.name === 'kube-apiserver');
+/** Stops one recorded component and starts it again with the same command line. */
+async function restartComponent(paths: ClusterPaths, state: ClusterState, name: string, graceMs: number, downtimeMs = 0): Promise<ProcessRecord> {
+  const index = state.processes.findIndex((p) => p.name === name);
   const old = state.processes[index];
-  if (!old) throw new Error('The cluster state records no kube-apiserver process.');
-  // While other components hold watches open, a graceful shutdown waits for them to drain;
-  // a few seconds of grace, then SIGKILL, is closer to a real crash and keeps tests quick.
-  await stopProcess(old, options.graceMs ?? 3000);
-  if (options.downtimeMs) await sleep(options.downtimeMs);
+  if (!old) throw new Error(`The cluster state records no ${name} process.`);
+  await stopProcess(old, graceMs);
+  if (downtimeMs) await sleep(downtimeMs);
   const fresh = startProcess(old.name, old.command, old.args, old.log);
   state.processes[index] = fresh;
   writeState(paths, state);
+  return fresh;
+}
+
+/**
+ * Stops kube-apiserver and starts it again with the same flags, keeping etcd running; resolves
+ * once /readyz is ok. Clients see their watches and connections drop, and the new apiserver's
+ * watch cache starts at etcd's current revision, so watches resumed from older
+ * resourceVersions are refused with 410 Gone.
+ *
+ * A new apiserver answers requests a moment before its authorizer has synced, and clients that
+ * reconnect in that moment get 403s; client-go components then back off for up to a minute or
+ * two. Unless `restartControllers` is false, kube-controller-manager, kube-scheduler and kwok
+ * are restarted too once the apiserver is ready, so the rest of the cluster is healthy at once.
+ */
+export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number; graceMs?: number; restartControllers?: boolean } = {}): Promise<void> {
+  const paths = options.paths ?? clusterPaths();
+  const state = requireState(paths);
+  // While other components hold watches open, a graceful shutdown waits for them to drain;
+  // a few seconds of grace, then SIGKILL, is closer to a real crash and keeps tests quick.
+  const fresh = await restartComponent(paths, state, 'kube-apiserver', options.graceMs ?? 3000, options.downtimeMs);
   const ca = caPem(paths);
   const token = adminToken(paths);
   await waitUntil('kube-apiserver /readyz after restart', 90_000, [fresh], async () => {
     const res = await apiserverRequest(state.server, ca, token, '/readyz');
     return res.status === 200 ? true : undefined;
   });
+  if (options.restartControllers === false) return;
+  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kwok']) await restartComponent(paths, state, name, 3000);
 }
 
 /**

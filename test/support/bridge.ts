@@ -1,7 +1,8 @@
-// Starting a bridge in a test: a Widget CRD of its own (so tests never see each other's
-// objects), a signing Secret, a receiver standing in for the function, and the bridge itself
-// (in-process, configured from a file, metrics on a free port).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// Bridges in tests: in this process (bridgeFixture) or as separate processes that can be
+// killed (spawnBridge), each with its own Widget CRD, namespace and receiver (widgetSetup).
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -10,20 +11,26 @@ import { KubeApi } from '../../bridge/kubeapi.ts';
 import { stringify } from 'yaml';
 import type { Credentials } from '../../bridge/contract.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
 import { installCrd, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
 import { startReceiver, type Receiver } from './receiver.ts';
 
-export interface BridgeFixture {
+export interface WidgetSetup {
   ns: string;
   group: string;
   apiVersion: string;
   receiver: Receiver;
-  running: RunningBridge;
   dir: string;
+  /** The bridge configuration file (one Reconciler, `widgets`, for Widgets in `ns`). */
+  configFile: string;
   custom: CustomObjectsApi;
   createWidget(name: string, spec?: Record<string, unknown>, labels?: Record<string, string>): Promise<{ metadata: { uid: string; name: string } }>;
   patchWidget(name: string, patch: Record<string, unknown>, subresource?: 'status'): Promise<void>;
   deleteWidget(name: string): Promise<void>;
+}
+
+export interface BridgeFixture extends WidgetSetup {
+  running: RunningBridge;
 }
 
 export interface FixtureOptions {
@@ -33,7 +40,12 @@ export interface FixtureOptions {
   auth?: 'hmac' | 'none';
 }
 
-export async function bridgeFixture(t: TestContext, cluster: TestCluster, options: FixtureOptions = {}): Promise<BridgeFixture> {
+/**
+ * Everything a bridge test needs but the bridge: a namespace, a Widget CRD of its own (so
+ * tests never see each other's objects), a signing Secret, a receiver standing in for the
+ * function, and a configuration file naming them.
+ */
+export async function widgetSetup(t: TestContext, cluster: TestCluster, options: FixtureOptions = {}): Promise<WidgetSetup> {
   const ns = await testNamespace(t, cluster);
   const group = `${uniqueName('bridge')}.kfn.test`;
   const apiVersion = `${group}/v1`;
@@ -51,17 +63,8 @@ export async function bridgeFixture(t: TestContext, cluster: TestCluster, option
     metadata: { name: 'widgets' },
     spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: receiver.url }, namespaces: [ns], ...auth, ...options.spec },
   };
-  writeFileSync(join(dir, 'bridge.yaml'), stringify(reconciler));
-  const running = await startBridge({
-    kubeconfig: cluster.paths.kubeconfig,
-    configFile: join(dir, 'bridge.yaml'),
-    metricsAddr: '127.0.0.1:0',
-    journal: join(dir, 'journal.jsonl'),
-    logLevel: 'warn',
-    shutdownTimeoutMs: 5000,
-    ...options.bridge,
-  });
-  t.after(() => running.stop());
+  const configFile = join(dir, 'bridge.yaml');
+  writeFileSync(configFile, stringify(reconciler));
   const custom = cluster.kc.makeApiClient(CustomObjectsApi);
   const api = new KubeApi(cluster.kc);
   const ref = { group, version: 'v1', namespace: ns, plural: 'widgets' };
@@ -70,8 +73,8 @@ export async function bridgeFixture(t: TestContext, cluster: TestCluster, option
     group,
     apiVersion,
     receiver,
-    running,
     dir,
+    configFile,
     custom,
     createWidget: (name, spec = { size: 1 }, labels) =>
       custom.createNamespacedCustomObject({ ...ref, body: { apiVersion, kind: 'Widget', metadata: { name, labels }, spec } }) as Promise<{ metadata: { uid: string; name: string } }>,
@@ -81,6 +84,74 @@ export async function bridgeFixture(t: TestContext, cluster: TestCluster, option
     },
     async deleteWidget(name) {
       await custom.deleteNamespacedCustomObject({ ...ref, name });
+    },
+  };
+}
+
+/** widgetSetup plus a bridge running in this process (metrics on a free port, a journal). */
+export async function bridgeFixture(t: TestContext, cluster: TestCluster, options: FixtureOptions = {}): Promise<BridgeFixture> {
+  const setup = await widgetSetup(t, cluster, options);
+  const running = await startBridge({
+    kubeconfig: cluster.paths.kubeconfig,
+    configFile: setup.configFile,
+    metricsAddr: '127.0.0.1:0',
+    journal: join(setup.dir, 'journal.jsonl'),
+    logLevel: 'warn',
+    shutdownTimeoutMs: 5000,
+    ...options.bridge,
+  });
+  t.after(() => running.stop());
+  return { ...setup, running };
+}
+
+export interface BridgeProcess {
+  pid: number;
+  metricsUrl: string;
+  log: string;
+  exited: Promise<number | null>;
+  kill(signal?: NodeJS.Signals): void;
+  /** 1 when this process holds the lease, 0 when standing by, undefined when not answering. */
+  leaderStatus(): Promise<number | undefined>;
+}
+
+/** A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * Runs `kfn bridge` as its own process (so a test can SIGKILL it), logging to a file in `dir`.
+ * It is killed when the test ends, if still running.
+ */
+export async function spawnBridge(t: TestContext, dir: string, name: string, args: string[]): Promise<BridgeProcess> {
+  const port = await freePort();
+  const log = join(dir, `${name}.log`);
+  const fd = openSync(log, 'a');
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--metrics-addr=127.0.0.1:${port}`, ...args], { stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  const metricsUrl = `http://127.0.0.1:${port}/metrics`;
+  return {
+    pid: child.pid!,
+    metricsUrl,
+    log,
+    exited,
+    kill: (signal = 'SIGKILL') => void child.kill(signal),
+    async leaderStatus() {
+      try {
+        const text = await fetch(metricsUrl, { signal: AbortSignal.timeout(1000) }).then((r) => r.text());
+        const m = text.match(/^leader_election_master_status\{[^}]*\} (\d)/m);
+        return m ? Number(m[1]) : undefined;
+      } catch {
+        return undefined;
+      }
     },
   };
 }

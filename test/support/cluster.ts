@@ -11,9 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { KubeApi, objectPath } from '../../bridge/kubeapi.ts';
 import { parseAllDocuments } from 'yaml';
-import { clusterPaths, clusterUp, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
+import { clusterPaths, clusterUp, restartApiserver as restartApiserverProcess, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
 
-export { compactEtcd, etcdReadAt, restartApiserver } from '../../cluster/controlplane.ts';
+export { compactEtcd, etcdReadAt } from '../../cluster/controlplane.ts';
 export { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 
 export interface TestCluster {
@@ -39,6 +39,24 @@ export function testCluster(): Promise<TestCluster> {
     return { kc, paths, state, core: kc.makeApiClient(CoreV1Api), objects: KubernetesObjectApi.makeApiClient(kc) };
   })();
   return shared;
+}
+
+/**
+ * Restarts kube-apiserver, then waits until the controllers have recovered too: clients that
+ * reconnect before the new apiserver's authorizer has synced get 403s and back off (client-go
+ * reflectors up to 30 s), so "the API answers" is not yet "the cluster works". The proof used:
+ * a new namespace gets its default ServiceAccount from kube-controller-manager.
+ */
+export async function restartApiserver(options: { downtimeMs?: number } = {}): Promise<void> {
+  const cluster = await testCluster();
+  await restartApiserverProcess({ paths: cluster.paths, ...options });
+  const name = uniqueName('kfn-settle');
+  await waitFor('the apiserver to accept writes after its restart', () => cluster.core.createNamespace({ body: { metadata: { name } } }), { timeoutMs: 60_000 });
+  try {
+    await waitFor('kube-controller-manager to recover after the apiserver restart', () => cluster.core.readNamespacedServiceAccount({ name: 'default', namespace: name }), { timeoutMs: 120_000, intervalMs: 500 });
+  } finally {
+    await cluster.core.deleteNamespace({ name }).catch(() => undefined);
+  }
 }
 
 /** A name for test objects: the prefix plus a short random suffix, valid as a DNS label. */
