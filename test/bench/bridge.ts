@@ -1,0 +1,172 @@
+// npm run bench:bridge — the bridge's two targets, measured on the real local cluster:
+//   1. latency from an object write to its delivery at a local receiver, with 1,000 objects
+//      changing (target p99 ≤ 50 ms);
+//   2. resident memory of a bridge process watching 10,000 objects (target ≤ 100 MB).
+// The bridge runs as its own process (as in production); the receiver answers at once.
+// Options: --objects N (default 1000), --changes N (default 1000), --rate N writes/s (default
+// 200), --memory-objects N (default 10000), --skip-memory.
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { parseReconcileRequest } from '../../bridge/contract.ts';
+import { KubeApi } from '../../bridge/kubeapi.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { applyYaml, testCluster, uniqueName } from '../support/cluster.ts';
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: 'string', default: '1000' },
+    changes: { type: 'string', default: '1000' },
+    rate: { type: 'string', default: '200' },
+    'memory-objects': { type: 'string', default: '10000' },
+    'skip-memory': { type: 'boolean', default: false },
+  },
+});
+const objects = Number(values.objects);
+const changes = Number(values.changes);
+const rate = Number(values.rate);
+const memoryObjects = Number(values['memory-objects']);
+
+const say = (line: string) => console.log(line);
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+
+const cluster = await testCluster();
+const api = new KubeApi(cluster.kc);
+const group = `${uniqueName('bench')}.kfn.test`;
+const apiVersion = `${group}/v1`;
+const ns = uniqueName('kfn-bench');
+const dir = mkdtempSync(join(tmpdir(), 'kfn-bench-'));
+
+await applyYaml(
+  cluster.kc,
+  stringify({
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `widgets.${group}` },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { kind: 'Widget', plural: 'widgets', singular: 'widget', listKind: 'WidgetList' },
+      versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+    },
+  }),
+);
+await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+for (let i = 0; i < 100; i++) {
+  try {
+    await api.resource(apiVersion, 'Widget');
+    break;
+  } catch {
+    await sleep(100);
+  }
+}
+const widgets = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
+
+/** Runs `fn` for 0..n-1 with `parallel` requests in flight. */
+async function inParallel(n: number, parallel: number, fn: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: parallel }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+// The receiver: records when each (name, generation) arrives.
+const arrivals = new Map<string, number>();
+let deliveries = 0;
+const server = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c: Buffer) => (body += c));
+  req.on('end', () => {
+    const now = performance.now();
+    const r = parseReconcileRequest(req.headers, body, { kind: 'none' });
+    deliveries++;
+    const key = `${r.data.primary.name}@${r.data.primary.generation}`;
+    if (!arrivals.has(key)) arrivals.set(key, now);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}');
+  });
+});
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const sink = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+
+function startBridgeProcess(name: string, extra: Record<string, unknown> = {}) {
+  const config = join(dir, `${name}.yaml`);
+  writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: sink }, namespaces: [ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0, ...extra } }));
+  const log = openSync(join(dir, `${name}.log`), 'a');
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--metrics-addr=0', '--log-level=error'], { stdio: ['ignore', log, log] });
+  closeSync(log);
+  return child;
+}
+
+function rssMiB(pid: number): number {
+  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function waitUntil(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+try {
+  // --- 1. latency ------------------------------------------------------------------------
+  say(`Creating ${objects} Widgets…`);
+  await inParallel(objects, 16, (i) => api.request('POST', widgets, { body: { apiVersion, kind: 'Widget', metadata: { name: `w${i}` }, spec: { n: 0 } } }));
+  const bridge = startBridgeProcess('latency');
+  await waitUntil('the initial deliveries', () => arrivals.size >= objects, 120_000);
+  say(`Bridge delivered the initial list of ${objects} objects. Changing ${changes} of them at ${rate}/s…`);
+  const written = new Map<string, { start: number; end: number }>();
+  const interval = 1000 / rate;
+  const t0 = performance.now();
+  await inParallel(changes, 16, async (i) => {
+    const due = t0 + i * interval;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    const name = `w${i % objects}`;
+    const generation = 2 + Math.floor(i / objects);
+    const start = performance.now();
+    await api.request('PATCH', `${widgets}/${name}`, { body: { spec: { n: i + 1 } }, contentType: 'application/merge-patch+json' });
+    written.set(`${name}@${generation}`, { start, end: performance.now() });
+  });
+  await waitUntil('every change to be delivered', () => [...written.keys()].every((k) => arrivals.has(k)), 60_000);
+  const fromWrite = [...written].map(([k, w]) => arrivals.get(k)! - w.end).sort((a, b) => a - b);
+  const fromRequest = [...written].map(([k, w]) => arrivals.get(k)! - w.start).sort((a, b) => a - b);
+  const rssLatency = rssMiB(bridge.pid!);
+  bridge.kill('SIGTERM');
+  say('');
+  say(`write → delivery latency, ${changes} changes over ${objects} objects at ${rate}/s (ms):`);
+  say(`  from the write's response:  p50 ${percentile(fromWrite, 50).toFixed(1)}  p90 ${percentile(fromWrite, 90).toFixed(1)}  p99 ${percentile(fromWrite, 99).toFixed(1)}  max ${fromWrite.at(-1)!.toFixed(1)}`);
+  say(`  from the write's request:   p50 ${percentile(fromRequest, 50).toFixed(1)}  p90 ${percentile(fromRequest, 90).toFixed(1)}  p99 ${percentile(fromRequest, 99).toFixed(1)}  max ${fromRequest.at(-1)!.toFixed(1)}`);
+  say(`  target p99 ≤ 50 ms: ${percentile(fromWrite, 99) <= 50 ? 'met' : 'NOT met'}; bridge RSS ${rssLatency.toFixed(0)} MiB`);
+
+  // --- 2. memory -------------------------------------------------------------------------
+  if (!values['skip-memory']) {
+    const extra = memoryObjects - objects;
+    say('');
+    say(`Creating ${extra} more Widgets (${memoryObjects} in all)…`);
+    const started = Date.now();
+    await inParallel(extra, 16, (i) => api.request('POST', widgets, { body: { apiVersion, kind: 'Widget', metadata: { name: `m${i}`, labels: { bench: 'memory' } }, spec: { n: 0 } } }));
+    say(`  created in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    const before = deliveries;
+    const watcher = startBridgeProcess('memory');
+    await waitUntil(`the initial list of ${memoryObjects} objects to be delivered`, () => deliveries - before >= memoryObjects, 300_000);
+    await sleep(2000);
+    const rss = rssMiB(watcher.pid!);
+    watcher.kill('SIGTERM');
+    say(`bridge RSS watching ${memoryObjects} objects (all delivered once): ${rss.toFixed(0)} MiB — target ≤ 100 MB: ${rss * 1.048576 <= 100 ? 'met' : 'NOT met'}`);
+  }
+} finally {
+  server.close();
+  await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  await api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`).catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(0);
