@@ -1,11 +1,10 @@
-// A small Kubernetes API client for what the bridge does that client-node does not offer:
-// metadata-only lists and watches (PartialObjectMetadata), streaming watch lines with our own
-// timeouts, and discovery of a kind's resource path. Authentication and TLS come from a
-// client-node KubeConfig, so in-cluster, token and kubeconfig setups all work the same.
+// A small Kubernetes API client for what the bridge needs: JSON requests, metadata-only lists
+// and watches (PartialObjectMetadata), streaming watch lines under our own timeouts, and
+// discovery of a kind's resource path. Connection details come from connection.ts.
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
-import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { fetch } from 'undici';
+import type { Connection } from './connection.ts';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -56,40 +55,37 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
 export class KubeApi {
-  readonly kc: KubeConfig;
+  readonly connection: Connection;
   private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
 
-  constructor(kc: KubeConfig) {
-    this.kc = kc;
+  constructor(connection: Connection) {
+    this.connection = connection;
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
-    const cluster = this.kc.getCurrentCluster();
-    if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const url = new URL(cluster.server.replace(/\/$/, '') + path);
+    const url = new URL(this.connection.server + path);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     return url;
   }
 
-  private async send(method: HttpMethod, path: string, options: RequestOptions) {
-    const url = this.url(path, options.query);
-    const ctx = new RequestContext(url.toString(), method);
-    await this.kc.applySecurityAuthentication(ctx);
-    const headers: Record<string, string> = { ...(ctx.getHeaders() as Record<string, string>), Accept: options.accept ?? 'application/json' };
+  private send(method: Method, path: string, options: RequestOptions) {
+    const headers: Record<string, string> = { ...this.connection.headers(), Accept: options.accept ?? 'application/json' };
     if (options.body !== undefined) headers['Content-Type'] = options.contentType ?? 'application/json';
-    return fetch(url, {
+    return fetch(this.url(path, options.query), {
       method,
       headers,
       body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
-      dispatcher: ctx.getDispatcher(),
+      dispatcher: this.connection.dispatcher,
       signal: options.signal,
     });
   }
 
   /** One request; JSON answer, or ApiError carrying the apiserver's Status. */
-  async request<T = unknown>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, options: RequestOptions = {}): Promise<T> {
-    const res = await this.send(HttpMethod[method], path, options);
+  async request<T = unknown>(method: Method, path: string, options: RequestOptions = {}): Promise<T> {
+    const res = await this.send(method, path, options);
     const text = await res.text();
     if (!res.ok) throw apiError(res.status, text, `${method} ${path}`);
     return (text ? JSON.parse(text) : undefined) as T;
@@ -101,7 +97,7 @@ export class KubeApi {
    * `onData` is called on every chunk (for inactivity watchdogs).
    */
   async stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void): Promise<void> {
-    const res = await this.send(HttpMethod.GET, path, options);
+    const res = await this.send('GET', path, options);
     if (res.status !== 200) throw apiError(res.status, await res.text(), `GET ${path}`);
     if (!res.body) return;
     const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);

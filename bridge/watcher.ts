@@ -273,7 +273,9 @@ export class Watcher {
       if (this.abort.signal.aborted) return { phase: 'stopped' };
       if (silent) {
         this.stats.watchdogRestarts++;
-        this.log('warn', 'watch silent for too long; restarting it', { inactivityMs: this.options.inactivityMs, resourceVersion });
+        // Presume the connection dead (half-open): a new request on it would hang the same way.
+        this.api.connection.reset();
+        this.log('warn', 'watch silent for too long; reconnecting', { inactivityMs: this.options.inactivityMs, resourceVersion });
         return { phase: 'watch', resourceVersion };
       }
       if (err instanceof ApiError && err.status === 410) return this.gone(resourceVersion);

@@ -52,7 +52,10 @@ export const bridgeCommand: Command = {
       logLevel: values['log-level'],
     });
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void running.stop());
+    // A bridge runs until stopped, even with nothing to watch yet.
+    const keepAlive = setInterval(() => {}, 1 << 30);
     await running.done;
+    clearInterval(keepAlive);
     return 0;
   },
 };

@@ -1,10 +1,18 @@
 #!/usr/bin/env node
 // The `kfn` command. In the repository: `npm run kfn -- <command> [options]`.
-import { bridgeCommand } from './bridge.ts';
-import { clusterCommand } from './cluster.ts';
+// Commands are loaded when run, so that `kfn bridge` carries none of the cluster tooling.
 import { UsageError, type Command } from './command.ts';
 
-const commands: Command[] = [clusterCommand, bridgeCommand];
+interface CommandEntry {
+  name: string;
+  summary: string;
+  load(): Promise<Command>;
+}
+
+const commands: CommandEntry[] = [
+  { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
+  { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
+];
 
 function topUsage(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -26,9 +34,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(topUsage());
     return name ? 0 : 2;
   }
-  const command = commands.find((c) => c.name === name);
-  if (!command) throw new UsageError(`kfn: unknown command "${name}"\n\n${topUsage()}`);
-  return command.run(rest);
+  const entry = commands.find((c) => c.name === name);
+  if (!entry) throw new UsageError(`kfn: unknown command "${name}"\n\n${topUsage()}`);
+  return (await entry.load()).run(rest);
 }
 
 try {

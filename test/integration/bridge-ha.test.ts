@@ -2,9 +2,8 @@
 // case each object's latest state reaches the function.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { KubeApi } from '../../bridge/kubeapi.ts';
 import { spawnBridge, widgetSetup } from '../support/bridge.ts';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster, waitFor, kubeApi } from '../support/cluster.ts';
 
 describe('bridge processes', { concurrency: true }, () => {
   test('two bridges: one delivers; SIGKILL it and the other takes over without losing a change', async (t) => {
@@ -43,7 +42,7 @@ describe('bridge processes', { concurrency: true }, () => {
     const c = await spawnBridge(t, f.dir, 'c', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--leader-elect', `--lease-namespace=${f.ns}`, '--lease-name=bridge']);
     await waitFor('bridge c to lead', async () => (await c.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
     // Another holder takes the lease (as an operator or a partitioned peer might).
-    const api = new KubeApi(cluster.kc);
+    const api = kubeApi(cluster.kc);
     const path = `/apis/coordination.k8s.io/v1/namespaces/${f.ns}/leases/bridge`;
     const lease = await api.request<{ spec: Record<string, unknown> }>('GET', path);
     await api.request('PUT', path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: 'someone-else', renewTime: new Date().toISOString().replace('Z', '000Z') } } });

@@ -10,9 +10,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
-import { KubeApi } from '../../bridge/kubeapi.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
-import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor, kubeApi } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 
 interface Condition {
@@ -24,7 +23,7 @@ interface Condition {
 
 test('the bridge runs under its ServiceAccount with only the shipped RBAC', async (t) => {
   const cluster = await testCluster();
-  const api = new KubeApi(cluster.kc);
+  const api = kubeApi(cluster.kc);
   // kustomize as kubectl ships it (the cluster's own kubectl build).
   const rendered = execFileSync(join(cluster.state.binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')], { encoding: 'utf8' });
   await applyYaml(cluster.kc, rendered);
@@ -115,7 +114,7 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   assert.match(metrics, new RegExp(`leader_election_master_status\\{name="${leaseName}"\\} 1`));
 
   // And nothing more than that: the ServiceAccount cannot, for instance, read Secrets elsewhere.
-  const asBridge = new KubeApi(kubeConfigForToken(cluster.kc, token));
+  const asBridge = kubeApi(kubeConfigForToken(cluster.kc, token));
   await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets`), /forbidden/);
   await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
 });

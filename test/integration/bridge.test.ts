@@ -4,9 +4,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { bridgeFixture } from '../support/bridge.ts';
-import { testCluster, waitFor } from '../support/cluster.ts';
-import { answerDone } from '../support/receiver.ts';
+import { stringify } from 'yaml';
+import { startBridge } from '../../bridge/main.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
+import { applyYaml, kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
+import { answerDone, startReceiver } from '../support/receiver.ts';
 
 describe('bridge', { concurrency: true }, () => {
   test('delivers created, updated and deleted; status-only writes deliver nothing', async (t) => {
@@ -173,5 +176,70 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(entry.status, 200);
     assert.equal(entry.reason, 'created');
     assert.equal(entry.id, f.receiver.of('observed')[0]!.id);
+  });
+});
+
+describe('bridge lifecycle', { concurrency: true }, () => {
+  test('Reconciler resources: changes apply without a restart, deletion stops the watch', async (t) => {
+    const cluster = await testCluster();
+    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    const api = kubeApi(cluster.kc);
+    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    const second = await startReceiver(t, { kind: 'none' });
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'error', shutdownTimeoutMs: 5000 });
+    t.after(() => running.stop());
+    const name = uniqueName('lifecycle');
+    const reconciler = (sink: string) =>
+      stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink: { uri: sink }, namespaces: [f.ns] } });
+    await applyYaml(cluster.kc, reconciler(f.receiver.url));
+    t.after(() => api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined));
+    await f.createWidget('one');
+    await waitFor('delivery to the first sink', async () => f.receiver.of('one')[0]);
+
+    await applyYaml(cluster.kc, reconciler(second.url));
+    await waitFor('the changed Reconciler to deliver to the second sink', async () => second.of('one')[0]);
+    await f.createWidget('two');
+    await waitFor('new objects to go to the second sink', async () => second.of('two')[0]);
+    assert.equal(f.receiver.of('two').length, 0);
+
+    await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`);
+    await waitFor('the Widget watch to stop', async () => running.bridge.watchOf({ apiVersion: f.apiVersion, kind: 'Widget' }) === undefined || undefined);
+    const before = second.deliveries.length;
+    await f.createWidget('three');
+    await sleep(1000);
+    assert.equal(second.deliveries.length, before, 'a deleted Reconciler delivers nothing');
+  });
+
+  test('resync re-delivers every object once per period', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 3 } });
+    for (const n of ['r1', 'r2', 'r3']) await f.createWidget(n);
+    await waitFor('two resyncs of each object', async () => ['r1', 'r2', 'r3'].every((n) => f.receiver.of(n).filter((d) => d.reason === 'resync').length >= 2) || undefined, { timeoutMs: 15_000 });
+    for (const n of ['r1', 'r2', 'r3']) {
+      const times = f.receiver.of(n).filter((d) => d.reason === 'resync').map((d) => d.receivedAt);
+      const gap = times[1]! - times[0]!;
+      assert.ok(gap > 2000 && gap < 4500, `${n}: resyncs ${gap} ms apart (period 3 s)`);
+    }
+  });
+
+  test('graceful shutdown: in-flight deliveries finish, nothing new starts', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 1 } });
+    let finished = 0;
+    f.receiver.answer = async (d, res) => {
+      await sleep(1500);
+      answerDone(d, res);
+      finished++;
+    };
+    await f.createWidget('inflight');
+    await f.createWidget('waiting');
+    await waitFor('the first delivery to be in flight', async () => f.receiver.deliveries[0]);
+    await f.running.stop();
+    assert.equal(finished, 1, 'stop() returned after the in-flight delivery was answered');
+    await sleep(300);
+    assert.equal(f.receiver.deliveries.length, 1, 'the waiting object was not started');
+    const journal = readFileSync(join(f.dir, 'journal.jsonl'), 'utf8');
+    assert.match(journal, /"outcome":"done"/, 'the in-flight delivery was recorded as done');
   });
 });

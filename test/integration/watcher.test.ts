@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startFaultProxy } from '../support/proxy.ts';
-import { testCluster, testNamespace, waitFor } from '../support/cluster.ts';
+import { testCluster, testNamespace, waitFor, kubeApi } from '../support/cluster.ts';
 import { recordWatch } from '../support/watch.ts';
 
 describe('Watcher', { concurrency: true }, () => {
@@ -75,8 +75,7 @@ describe('Watcher', { concurrency: true }, () => {
 
   test('a kind the apiserver does not serve is a clear error', async () => {
     const cluster = await testCluster();
-    const { KubeApi } = await import('../../bridge/kubeapi.ts');
-    const api = new KubeApi(cluster.kc);
+    const api = kubeApi(cluster.kc);
     await assert.rejects(api.resource('nope.kfn.test/v1', 'Thing'), /does not serve nope\.kfn\.test\/v1 \(is its CRD installed\?\)/);
     await assert.rejects(api.resource('v1', 'Thing'), /serves v1 but no kind Thing/);
   });

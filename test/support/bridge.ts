@@ -7,12 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { KubeApi } from '../../bridge/kubeapi.ts';
 import { stringify } from 'yaml';
 import type { Credentials } from '../../bridge/contract.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
-import { installCrd, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
+import { installCrd, testNamespace, uniqueName, type TestCluster, kubeApi } from './cluster.ts';
 import { startReceiver, type Receiver } from './receiver.ts';
 
 export interface WidgetSetup {
@@ -66,7 +65,7 @@ export async function widgetSetup(t: TestContext, cluster: TestCluster, options:
   const configFile = join(dir, 'bridge.yaml');
   writeFileSync(configFile, stringify(reconciler));
   const custom = cluster.kc.makeApiClient(CustomObjectsApi);
-  const api = new KubeApi(cluster.kc);
+  const api = kubeApi(cluster.kc);
   const ref = { group, version: 'v1', namespace: ns, plural: 'widgets' };
   return {
     ns,

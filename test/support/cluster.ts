@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { connectionFromOptions } from '../../bridge/connection.ts';
 import { KubeApi, objectPath } from '../../bridge/kubeapi.ts';
 import { parseAllDocuments } from 'yaml';
 import { clusterPaths, clusterUp, restartApiserver as restartApiserverProcess, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
@@ -39,6 +40,21 @@ export function testCluster(): Promise<TestCluster> {
     return { kc, paths, state, core: kc.makeApiClient(CoreV1Api), objects: KubernetesObjectApi.makeApiClient(kc) };
   })();
   return shared;
+}
+
+/** The bridge's API client for the cluster and credentials a client-node KubeConfig names. */
+export function kubeApi(kc: KubeConfig): KubeApi {
+  const cluster = kc.getCurrentCluster();
+  const user = kc.getCurrentUser();
+  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  return new KubeApi(
+    connectionFromOptions({
+      server: cluster.server,
+      ca: cluster.caData ? Buffer.from(cluster.caData, 'base64').toString('utf8') : undefined,
+      insecureSkipTlsVerify: cluster.skipTLSVerify,
+      token: user?.token,
+    }),
+  );
 }
 
 /**
@@ -89,7 +105,7 @@ export async function testNamespace(t: TestContext, cluster: TestCluster, prefix
  * typed model in between that could drop fields it does not know (x-kubernetes-*, say).
  */
 export async function applyYaml(kc: KubeConfig, yamlText: string, namespace?: string): Promise<KubernetesObject[]> {
-  const api = new KubeApi(kc);
+  const api = kubeApi(kc);
   const applied: KubernetesObject[] = [];
   for (const doc of parseAllDocuments(yamlText)) {
     if (doc.errors.length) throw new Error(`invalid YAML: ${doc.errors[0]!.message}`);

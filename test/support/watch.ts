@@ -1,7 +1,7 @@
 // Running a bridge Watcher in a test and looking at what it reported.
 import type { TestContext } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { KubeApi } from '../../bridge/kubeapi.ts';
+import { kubeApi } from './cluster.ts';
 import { Watcher, type WatchEvent, type WatcherOptions } from '../../bridge/watcher.ts';
 
 export interface RecordedWatch {
@@ -20,7 +20,7 @@ export async function recordWatch(
   namespace: string,
   options: Partial<WatcherOptions> = {},
 ): Promise<RecordedWatch> {
-  const api = new KubeApi(kc);
+  const api = kubeApi(kc);
   const resource = await api.resource(apiVersion, kind);
   const watcher = new Watcher(api, resource, { projection: 'metadata', backoffMs: [100, 1000], ...options });
   const events: WatchEvent[] = [];

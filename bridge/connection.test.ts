@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { stringify } from 'yaml';
+import { connectionFromKubeconfig, inClusterConnection, loadConnection } from './connection.ts';
+
+function kubeconfig(t: TestContext, user: Record<string, unknown>, cluster: Record<string, unknown> = { server: 'https://127.0.0.1:6443/', 'certificate-authority': 'ca.crt' }) {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-kc-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'ca.crt'), 'CA PEM');
+  writeFileSync(join(dir, 'token'), 'from-file\n');
+  const path = join(dir, 'config');
+  writeFileSync(
+    path,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'c',
+      contexts: [{ name: 'other', context: { cluster: 'x', user: 'x' } }, { name: 'c', context: { cluster: 'k', user: 'u' } }],
+      clusters: [{ name: 'k', cluster }],
+      users: [{ name: 'u', user }],
+    }),
+  );
+  return path;
+}
+
+test('a token user of the current context, CA read relative to the kubeconfig', (t) => {
+  const c = connectionFromKubeconfig(kubeconfig(t, { token: 'abc' }));
+  assert.equal(c.server, 'https://127.0.0.1:6443');
+  assert.deepEqual(c.headers(), { Authorization: 'Bearer abc' });
+});
+
+test('a tokenFile is read (and trimmed); basic auth works too', (t) => {
+  assert.deepEqual(connectionFromKubeconfig(kubeconfig(t, { tokenFile: 'token' })).headers(), { Authorization: 'Bearer from-file' });
+  assert.deepEqual(connectionFromKubeconfig(kubeconfig(t, { username: 'u', password: 'p' })).headers(), { Authorization: `Basic ${Buffer.from('u:p').toString('base64')}` });
+});
+
+test('exec plugins are refused with what to do instead', (t) => {
+  assert.throws(() => connectionFromKubeconfig(kubeconfig(t, { exec: { command: 'aws' } })), /exec or auth-provider plugin, which the kfn bridge does not run; give it a token or a client certificate/);
+});
+
+test('missing files and contexts are clear errors', (t) => {
+  assert.throws(() => connectionFromKubeconfig('/nonexistent/kubeconfig'), /cannot read kubeconfig \/nonexistent\/kubeconfig/);
+  const path = kubeconfig(t, { token: 'x' }, { 'certificate-authority-data': Buffer.from('CA').toString('base64') });
+  assert.throws(() => connectionFromKubeconfig(path), /cluster k has no server/);
+});
+
+test('in-cluster configuration needs the ServiceAccount environment', () => {
+  const saved = process.env.KUBERNETES_SERVICE_HOST;
+  delete process.env.KUBERNETES_SERVICE_HOST;
+  try {
+    assert.throws(() => inClusterConnection(), /not running in a cluster/);
+  } finally {
+    if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
+  }
+});
+
+test('loadConnection prefers the given path, then $KUBECONFIG', (t) => {
+  const path = kubeconfig(t, { token: 'env' });
+  const saved = process.env.KUBECONFIG;
+  process.env.KUBECONFIG = `${path}:/other`;
+  try {
+    assert.deepEqual(loadConnection().headers(), { Authorization: 'Bearer env' });
+    assert.equal(loadConnection(path).source, path);
+  } finally {
+    if (saved === undefined) delete process.env.KUBECONFIG;
+    else process.env.KUBECONFIG = saved;
+  }
+});

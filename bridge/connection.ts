@@ -1,0 +1,149 @@
+// How the bridge reaches the apiserver: a server URL, TLS settings and credentials, read from a
+// kubeconfig file or from the pod's ServiceAccount when running in a cluster. Written here
+// rather than taken from @kubernetes/client-node, whose full import costs the bridge about
+// 80 MiB of resident memory for the few things it needs.
+//
+// Supported: tokens (inline or tokenFile, re-read so rotated tokens work), client certificates,
+// CAs (inline or file), insecure-skip-tls-verify, and in-cluster configuration. Exec and
+// auth-provider plugins are not: such a kubeconfig gets an error saying so.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join } from 'node:path';
+import { Agent } from 'undici';
+import { parse } from 'yaml';
+
+export interface Connection {
+  server: string;
+  /** The connection pool (HTTP/2 where the apiserver offers it: one connection, many streams). */
+  readonly dispatcher: Agent;
+  /**
+   * Drops every connection and starts afresh. For a connection that went silent: with HTTP/2
+   * all requests share it, so aborting one request would leave the next on the same dead socket.
+   */
+  reset(): void;
+  /** Authorization headers for the next request (a token file is re-read at most every minute). */
+  headers(): Record<string, string>;
+  /** Where it came from, for messages. */
+  source: string;
+}
+
+export interface ConnectionOptions {
+  server: string;
+  ca?: string;
+  insecureSkipTlsVerify?: boolean;
+  token?: string;
+  tokenFile?: string;
+  cert?: string;
+  key?: string;
+  username?: string;
+  password?: string;
+  source?: string;
+}
+
+const inClusterDir = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+export function connectionFromOptions(o: ConnectionOptions): Connection {
+  const newAgent = () =>
+    new Agent({
+      connect: { ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: !o.insecureSkipTlsVerify },
+      keepAliveTimeout: 30_000,
+    });
+  let dispatcher = newAgent();
+  let token = o.token;
+  let readAt = 0;
+  return {
+    server: o.server.replace(/\/$/, ''),
+    get dispatcher() {
+      return dispatcher;
+    },
+    reset() {
+      const old = dispatcher;
+      dispatcher = newAgent();
+      void old.destroy().catch(() => undefined);
+    },
+    source: o.source ?? o.server,
+    headers(): Record<string, string> {
+      if (o.tokenFile && Date.now() - readAt > 60_000) {
+        token = readFileSync(o.tokenFile, 'utf8').trim();
+        readAt = Date.now();
+      }
+      if (token) return { Authorization: `Bearer ${token}` };
+      if (o.username !== undefined) return { Authorization: `Basic ${Buffer.from(`${o.username}:${o.password ?? ''}`).toString('base64')}` };
+      return {};
+    },
+  };
+}
+
+interface KubeconfigFile {
+  'current-context'?: string;
+  contexts?: { name: string; context: { cluster: string; user?: string } }[];
+  clusters?: { name: string; cluster: { server: string; 'certificate-authority'?: string; 'certificate-authority-data'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
+  users?: { name: string; user: Record<string, unknown> }[];
+}
+
+/** Reads a kubeconfig file's current context into a Connection. */
+export function connectionFromKubeconfig(path: string): Connection {
+  let doc: KubeconfigFile;
+  try {
+    doc = parse(readFileSync(path, 'utf8')) as KubeconfigFile;
+  } catch (err) {
+    throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
+  }
+  const base = dirname(path);
+  const file = (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
+  const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
+  const contextName = doc['current-context'];
+  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
+  if (!context) throw new Error(`kubeconfig ${path} has no current context${contextName ? ` named ${contextName}` : ''}`);
+  const cluster = doc.clusters?.find((c) => c.name === context.cluster)?.cluster;
+  if (!cluster?.server) throw new Error(`kubeconfig ${path}: cluster ${context.cluster} has no server`);
+  const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
+  if (user.exec || user['auth-provider']) {
+    throw new Error(`kubeconfig ${path}: user ${context.user} authenticates with an exec or auth-provider plugin, which the kfn bridge does not run; give it a token or a client certificate (e.g. a ServiceAccount token: kfn cluster token NS/SA --kubeconfig-out F)`);
+  }
+  const str = (k: string) => (typeof user[k] === 'string' ? (user[k] as string) : undefined);
+  return connectionFromOptions({
+    server: cluster.server,
+    ca: cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? file(cluster['certificate-authority']) : undefined,
+    insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
+    token: str('token'),
+    tokenFile: str('tokenFile') ? (isAbsolute(str('tokenFile')!) ? str('tokenFile') : join(base, str('tokenFile')!)) : undefined,
+    cert: str('client-certificate-data') ? b64(str('client-certificate-data')!) : str('client-certificate') ? file(str('client-certificate')!) : undefined,
+    key: str('client-key-data') ? b64(str('client-key-data')!) : str('client-key') ? file(str('client-key')!) : undefined,
+    username: str('username'),
+    password: str('password'),
+    source: path,
+  });
+}
+
+/** The in-cluster configuration of a pod: its ServiceAccount token (rotated) and the cluster CA. */
+export function inClusterConnection(): Connection {
+  const host = process.env.KUBERNETES_SERVICE_HOST;
+  const port = process.env.KUBERNETES_SERVICE_PORT;
+  if (!host || !port) throw new Error('not running in a cluster (KUBERNETES_SERVICE_HOST is not set)');
+  return connectionFromOptions({
+    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    ca: readFileSync(join(inClusterDir, 'ca.crt'), 'utf8'),
+    tokenFile: join(inClusterDir, 'token'),
+    source: 'in-cluster ServiceAccount',
+  });
+}
+
+/** --kubeconfig, else $KUBECONFIG (its first file), else ~/.kube/config, else in-cluster. */
+export function loadConnection(path?: string): Connection {
+  if (path) return connectionFromKubeconfig(path);
+  const fromEnv = process.env.KUBECONFIG?.split(':').find((p) => p);
+  if (fromEnv) return connectionFromKubeconfig(fromEnv);
+  const home = join(homedir(), '.kube', 'config');
+  try {
+    readFileSync(home);
+    return connectionFromKubeconfig(home);
+  } catch {
+    /* no default kubeconfig */
+  }
+  try {
+    return inClusterConnection();
+  } catch {
+    throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster');
+  }
+}
