@@ -1,6 +1,6 @@
 // The bridge on the real cluster: what it delivers, when, and what it does with each answer.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,7 +8,7 @@ import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
-import { applyYaml, kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
+import { applyYaml, installCrd, kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 
 describe('bridge', { concurrency: true }, () => {
@@ -241,5 +241,37 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     assert.equal(f.receiver.deliveries.length, 1, 'the waiting object was not started');
     const journal = readFileSync(join(f.dir, 'journal.jsonl'), 'utf8');
     assert.match(journal, /"outcome":"done"/, 'the in-flight delivery was recorded as done');
+  });
+});
+
+describe('bridge sharing and sinks', { concurrency: true }, () => {
+  test('two Reconcilers of one kind share one watch; a sink ref resolves to the object\'s status.url', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    // An addressable object (as a Knative Service is) whose status.url is the second receiver.
+    const second = await startReceiver(t, { kind: 'none' });
+    const group = `${uniqueName('sink')}.kfn.test`;
+    await installCrd(t, cluster, group, 'Endpoint', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+    const api = kubeApi(cluster.kc);
+    await api.request('POST', `/apis/${group}/v1/namespaces/${f.ns}/endpoints`, { body: { apiVersion: `${group}/v1`, kind: 'Endpoint', metadata: { name: 'fn' }, spec: {} } });
+    await api.request('PATCH', `/apis/${group}/v1/namespaces/${f.ns}/endpoints/fn/status`, { body: { status: { url: second.url } }, contentType: 'application/merge-patch+json' });
+    const config = join(f.dir, 'two.yaml');
+    const spec = (sink: object) => ({ for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink, namespaces: [f.ns] });
+    writeFileSync(
+      config,
+      [
+        stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'by-uri' }, spec: spec({ uri: f.receiver.url }) }),
+        stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'by-ref' }, spec: spec({ ref: { apiVersion: `${group}/v1`, kind: 'Endpoint', name: 'fn', namespace: f.ns } }) }),
+      ].join('---\n'),
+    );
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, configFile: config, metricsAddr: '127.0.0.1:0', logLevel: 'error', shutdownTimeoutMs: 5000 });
+    t.after(() => running.stop());
+    await f.createWidget('shared');
+    await waitFor('both Reconcilers to deliver', async () => (f.receiver.of('shared')[0] && second.of('shared')[0]) || undefined);
+    assert.equal(second.of('shared')[0]!.received.data.reconciler, 'by-ref');
+    const metrics = await fetch(`http://${running.address}/metrics`).then((r) => r.text());
+    const widgetEvents = metrics.split('\n').filter((l) => l.startsWith('kfn_bridge_watch_events_total{kind="Widget"'));
+    assert.equal(widgetEvents.length, 1, 'one watch of the kind');
+    assert.match(widgetEvents[0]!, / 1$/, 'which saw the object once, for both Reconcilers');
   });
 });
