@@ -147,6 +147,17 @@ export class KubeApi {
   }
 }
 
+/** Server-side applies one object (forced, under `fieldManager`); returns the result. */
+export async function applyObject<T = KubeObject>(api: KubeApi, obj: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }, fieldManager: string): Promise<T> {
+  const resource = await api.resource(obj.apiVersion, obj.kind);
+  if (resource.namespaced && !obj.metadata.namespace) throw new Error(`${obj.kind} ${obj.metadata.name} needs a namespace`);
+  return api.request<T>('PATCH', objectPath(resource, obj.metadata.name, resource.namespaced ? obj.metadata.namespace : undefined), {
+    body: obj,
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager, force: true },
+  });
+}
+
 /** The collection path of a resource, in one namespace or across all. */
 export function collectionPath(resource: ResourceInfo, namespace?: string): string {
   const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;

@@ -12,6 +12,8 @@ interface CommandEntry {
 const commands: CommandEntry[] = [
   { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
+  { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
+  { name: 'manifests', summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions', load: async () => (await import('./functions.ts')).manifestsCommand },
 ];
 
 function topUsage(): string {

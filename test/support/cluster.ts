@@ -10,7 +10,7 @@ import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { connectionFromOptions } from '../../bridge/connection.ts';
-import { KubeApi, objectPath } from '../../bridge/kubeapi.ts';
+import { applyObject, KubeApi } from '../../bridge/kubeapi.ts';
 import { parseAllDocuments } from 'yaml';
 import { clusterPaths, clusterUp, restartApiserver as restartApiserverProcess, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
 
@@ -112,17 +112,8 @@ export async function applyYaml(kc: KubeConfig, yamlText: string, namespace?: st
     const obj = doc.toJS() as KubernetesObject | null;
     if (!obj) continue;
     if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) throw new Error(`every document needs apiVersion, kind and metadata.name: ${JSON.stringify(obj)}`);
-    const resource = await api.resource(obj.apiVersion, obj.kind);
-    const ns = resource.namespaced ? (obj.metadata.namespace ?? namespace) : undefined;
-    if (resource.namespaced && !ns) throw new Error(`${obj.kind} ${obj.metadata.name} needs a namespace`);
-    if (ns) obj.metadata.namespace = ns;
-    applied.push(
-      await api.request<KubernetesObject>('PATCH', objectPath(resource, obj.metadata.name, ns), {
-        body: obj,
-        contentType: 'application/apply-patch+yaml',
-        query: { fieldManager: 'kfn-test', force: true },
-      }),
-    );
+    if (namespace && !obj.metadata.namespace) obj.metadata.namespace = namespace;
+    applied.push(await applyObject<KubernetesObject>(api, obj as Parameters<typeof applyObject>[1], 'kfn-test'));
   }
   return applied;
 }

@@ -1,0 +1,143 @@
+// `kfn serve` and `kfn manifests`: run one function locally; write (and apply) what functions
+// need in a cluster.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { stringify } from 'yaml';
+import { loadConnection } from '../bridge/connection.ts';
+import { ApiError, applyObject, KubeApi } from '../bridge/kubeapi.ts';
+import { repoRoot } from '../cluster/controlplane.ts';
+import { functionManifests } from '../functions/sdk/manifests.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { serve } from '../functions/sdk/server.ts';
+import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+
+/** Loads the reconciler a function folder exports by default from its index.ts. */
+export async function loadFunction(dir: string): Promise<Reconciler> {
+  const entry = join(resolve(dir), 'index.ts');
+  if (!existsSync(entry)) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
+  const mod = (await import(pathToFileURL(entry).href)) as { default?: Reconciler };
+  if (!mod.default?.reconcile || !mod.default.for) throw new UsageError(`${entry} must export default defineReconciler({...})`);
+  return mod.default;
+}
+
+/** The example functions: every folder under functions/ with an index.ts, except the SDK. */
+export function functionDirs(): string[] {
+  const root = join(repoRoot, 'functions');
+  return readdirSync(root, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && d.name !== 'sdk' && existsSync(join(root, d.name, 'index.ts')))
+    .map((d) => join(root, d.name))
+    .sort();
+}
+
+const serveUsage = `Usage: kfn serve <function dir> [options]
+
+Runs one reconcile function as an HTTP server, as Knative would. It reads the cluster from
+--kubeconfig / $KUBECONFIG (or in-cluster), and authenticates events with $KFN_AUTH_SECRET
+(HMAC) or $KFN_AUTH_TOKEN (bearer).
+
+Options:
+  --port N        port to listen on (default $PORT or 8080)
+  --host H        address to listen on (default 127.0.0.1)
+  --kubeconfig P  kubeconfig to use
+  --insecure      accept unsigned events (local development only)
+  -h, --help      show this help`;
+
+export const serveCommand: Command = {
+  name: 'serve',
+  summary: 'run one reconcile function as an HTTP server',
+  usage: serveUsage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(serveUsage), 0);
+    const { values, positionals } = parseCommandArgs('serve', argv, { port: { type: 'string' }, host: { type: 'string' }, kubeconfig: { type: 'string' }, insecure: { type: 'boolean' } }, true);
+    if (positionals.length !== 1) throw new UsageError(`kfn serve: expected one function folder, e.g. functions/myweb\n\n${serveUsage}`);
+    if (values.insecure) process.env.KFN_INSECURE = '1';
+    const reconciler = await loadFunction(positionals[0]!);
+    const port = parsePort('--port', values.port) ?? Number(process.env.PORT ?? 8080);
+    const api = new KubeApi(loadConnection(values.kubeconfig));
+    const server = await serve(reconciler, { port, hostname: values.host ?? '127.0.0.1', api });
+    console.error(`kfn serve: ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on http://${values.host ?? '127.0.0.1'}:${port}/`);
+    await new Promise<void>((done) => {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
+    });
+    return 0;
+  },
+};
+
+const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
+
+Writes, for each function (default: every folder under functions/), its CRD, its Reconciler,
+its ServiceAccount with least-privilege RBAC, and the bridge's list/watch grant.
+
+Options:
+  --out DIR          write one YAML file per function into DIR (default: print to stdout)
+  --apply            apply them to the cluster, and create each function's auth Secret if missing
+  --kubeconfig P     the cluster for --apply (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+  --namespace N      namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
+  --sink-uri URL     deliver to this URL instead of a Knative Service named kfn-fn-<function>
+  -h, --help         show this help`;
+
+export const manifestsCommand: Command = {
+  name: 'manifests',
+  summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions',
+  usage: manifestsUsage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(manifestsUsage), 0);
+    const { values, positionals } = parseCommandArgs(
+      'manifests',
+      argv,
+      { out: { type: 'string' }, apply: { type: 'boolean' }, kubeconfig: { type: 'string' }, namespace: { type: 'string' }, 'sink-uri': { type: 'string' } },
+      true,
+    );
+    const dirs = positionals.length ? positionals : functionDirs();
+    const namespace = values.namespace ?? 'kfn-system';
+    const api = values.apply ? new KubeApi(loadConnection(values.kubeconfig)) : undefined;
+    for (const dir of dirs) {
+      const reconciler = await loadFunction(dir);
+      const objects = functionManifests(reconciler, { namespace, sinkUri: values['sink-uri'] });
+      const text = objects.map((o) => stringify(o)).join('---\n');
+      if (values.out) {
+        mkdirSync(values.out, { recursive: true });
+        writeFileSync(join(values.out, `${basename(dir)}.yaml`), text);
+        console.error(`wrote ${join(values.out, `${basename(dir)}.yaml`)}`);
+      } else if (!api) {
+        process.stdout.write(`# ${reconciler.name}\n---\n${text}---\n`);
+      }
+      if (api) await applyFunction(api, reconciler.name, objects, namespace);
+    }
+    return 0;
+  },
+};
+
+/** Applies a function's manifests and makes sure its auth Secret exists. */
+export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
+  const manager = 'kfn-manifests';
+  await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, manager);
+  for (const obj of objects) {
+    const o = obj as { apiVersion: string; kind: string; metadata: { name: string } };
+    if (o.kind === 'Reconciler') {
+      // Its CRD may have just been installed: wait until it is served.
+      for (let i = 0; i < 50; i++) {
+        try {
+          await api.resource(o.apiVersion, o.kind);
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    }
+    await applyObject(api, o, manager);
+  }
+  const secret = `kfn-fn-${name}`;
+  try {
+    await api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${secret}`);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 404)) throw err;
+    await api.request('POST', `/api/v1/namespaces/${namespace}/secrets`, {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret, namespace }, stringData: { secret: randomBytes(32).toString('hex') } },
+    });
+    console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
+  }
+  console.error(`applied ${objects.length} objects for ${name}`);
+}

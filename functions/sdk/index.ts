@@ -1,0 +1,22 @@
+// The kfn functions SDK: everything a reconcile function imports.
+//
+//   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
+export { Type as t, type Static } from '@sinclair/typebox';
+export { crdOf, defineKind, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export {
+  ConfigMap,
+  Deployment,
+  HorizontalPodAutoscaler,
+  Job,
+  Pod,
+  Secret,
+  Service,
+  StatefulSet,
+  defineReconciler,
+  type Child,
+  type KindRef,
+  type ReconcileContext,
+  type ReconcileResult,
+  type Reconciler,
+} from './reconciler.ts';
+export { createApp, lambdaHandler, serve } from './server.ts';

@@ -1,0 +1,153 @@
+// A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
+// definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
+import type { Static, TObject, TSchema } from '@sinclair/typebox';
+
+export interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
+  jsonPath: string;
+  description?: string;
+  priority?: number;
+}
+
+export interface KindOptions<Spec extends TObject, Status extends TObject> {
+  group: string;
+  version: string;
+  kind: string;
+  /** Default: lower-case kind + "s". */
+  plural?: string;
+  scope?: 'Namespaced' | 'Cluster';
+  shortNames?: string[];
+  categories?: string[];
+  spec: Spec;
+  status: Status;
+  printerColumns?: PrinterColumn[];
+}
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  deletionTimestamp?: string;
+  creationTimestamp?: string;
+  ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean; blockOwnerDeletion?: boolean }[];
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+}
+
+/** The status every kfn kind has besides its own fields. */
+export interface StandardStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface Kind<Spec extends TObject = TObject, Status extends TObject = TObject> {
+  apiVersion: string;
+  kind: string;
+  group: string;
+  version: string;
+  plural: string;
+  namespaced: boolean;
+  options: KindOptions<Spec, Status>;
+  /** The object type: what a reconcile function receives. */
+  readonly Object?: { apiVersion: string; kind: string; metadata: ObjectMeta; spec: Static<Spec>; status?: Partial<Static<Status>> & StandardStatus };
+}
+
+/** The TypeScript type of a kind's objects: `type Web = ObjectOf<typeof MyWeb>`. */
+export type ObjectOf<K extends Kind> = NonNullable<K['Object']>;
+
+export function defineKind<Spec extends TObject, Status extends TObject>(options: KindOptions<Spec, Status>): Kind<Spec, Status> {
+  return {
+    apiVersion: `${options.group}/${options.version}`,
+    kind: options.kind,
+    group: options.group,
+    version: options.version,
+    plural: options.plural ?? `${options.kind.toLowerCase()}s`,
+    namespaced: (options.scope ?? 'Namespaced') === 'Namespaced',
+    options,
+  };
+}
+
+/**
+ * A TypeBox schema as plain OpenAPI for a CRD: TypeBox's symbol keys dropped, and nothing a
+ * structural schema forbids.
+ */
+export function openApi(schema: TSchema): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+}
+
+const conditionsSchema = {
+  type: 'array',
+  'x-kubernetes-list-type': 'map',
+  'x-kubernetes-list-map-keys': ['type'],
+  items: {
+    type: 'object',
+    required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+    properties: {
+      type: { type: 'string' },
+      status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+      reason: { type: 'string' },
+      message: { type: 'string' },
+      observedGeneration: { type: 'integer' },
+      lastTransitionTime: { type: 'string', format: 'date-time' },
+    },
+  },
+};
+
+/** The CustomResourceDefinition of a kind, with the status subresource and standard status. */
+export function crdOf(kind: Kind): Record<string, unknown> {
+  const o = kind.options;
+  const status = openApi(o.status) as { properties?: Record<string, unknown> };
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${kind.plural}.${kind.group}` },
+    spec: {
+      group: kind.group,
+      scope: o.scope ?? 'Namespaced',
+      names: {
+        kind: kind.kind,
+        listKind: `${kind.kind}List`,
+        plural: kind.plural,
+        singular: kind.kind.toLowerCase(),
+        ...(o.shortNames ? { shortNames: o.shortNames } : {}),
+        ...(o.categories ? { categories: o.categories } : {}),
+      },
+      versions: [
+        {
+          name: kind.version,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          ...(o.printerColumns ? { additionalPrinterColumns: o.printerColumns } : {}),
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              required: ['spec'],
+              properties: {
+                spec: openApi(o.spec),
+                status: {
+                  ...status,
+                  type: 'object',
+                  properties: { ...(status.properties ?? {}), observedGeneration: { type: 'integer' }, conditions: conditionsSchema },
+                },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}

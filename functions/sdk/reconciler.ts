@@ -1,0 +1,99 @@
+// What a user writes: one reconcile function per kind, returning what should exist.
+//
+//   export default defineReconciler({
+//     for: MyWeb,
+//     owns: [ConfigMap, Deployment, Service],
+//     reconcile(web, ctx) {
+//       return { children: [page(web), deployment(web), service(web)], ready: isAvailable(ctx) };
+//     },
+//   });
+//
+// The SDK (runtime.ts) does the rest for every event: reads the object fresh, adds or removes
+// the finalizer, server-side-applies the children, prunes the ones no longer returned,
+// writes the status with observedGeneration and a Ready condition — and writes nothing when
+// nothing would change.
+import type { Logger } from 'pino';
+import type { KubeApi, KubeObject } from '../../bridge/kubeapi.ts';
+import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
+import type { Kind, ObjectOf } from './kind.ts';
+
+export interface KindRef {
+  apiVersion: string;
+  kind: string;
+}
+
+export const ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap' } as const;
+export const Secret = { apiVersion: 'v1', kind: 'Secret' } as const;
+export const Service = { apiVersion: 'v1', kind: 'Service' } as const;
+export const Pod = { apiVersion: 'v1', kind: 'Pod' } as const;
+export const Deployment = { apiVersion: 'apps/v1', kind: 'Deployment' } as const;
+export const StatefulSet = { apiVersion: 'apps/v1', kind: 'StatefulSet' } as const;
+export const Job = { apiVersion: 'batch/v1', kind: 'Job' } as const;
+export const HorizontalPodAutoscaler = { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' } as const;
+
+/** A desired child: any Kubernetes object; namespace defaults to the parent's. */
+export interface Child {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string>; [field: string]: unknown };
+  [field: string]: unknown;
+}
+
+export type Readiness = boolean | { ready: boolean; reason: string; message?: string };
+
+export interface ReconcileResult<Status = Record<string, unknown>> {
+  /** Everything the object should own now; owned objects not listed are deleted. */
+  children?: Child[];
+  /** Status fields (observedGeneration and the Ready condition are added by the SDK). */
+  status?: Partial<Status>;
+  /** Ready condition: true/false, or with a reason and message. Default: true. */
+  ready?: Readiness;
+  /** Reconcile again after this long even if nothing changes. */
+  requeueAfterSeconds?: number;
+}
+
+export interface ReconcileContext {
+  reason: ReconcileReason;
+  attempt: number;
+  /** The child or watched object that caused this event, if any. */
+  trigger?: ObjectRef;
+  /** An owned object as it is now (listed before reconcile), by kind and name. */
+  owned<T = KubeObject>(ref: KindRef, name: string): T | undefined;
+  /** Reads any object (undefined if it does not exist). */
+  get<T = KubeObject>(ref: KindRef, name: string, namespace?: string): Promise<T | undefined>;
+  /** Lists objects of a kind, optionally in a namespace and by label selector. */
+  list<T = KubeObject>(ref: KindRef, options?: { namespace?: string; labelSelector?: string }): Promise<T[]>;
+  /** Records a Kubernetes Event on the object being reconciled. */
+  event(type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
+  /** The API client, for imperative work the declarative result cannot express. */
+  api: KubeApi;
+  log: Logger;
+}
+
+export interface WatchSpec extends KindRef {
+  mapping: { label: string } | { selectorField: string };
+}
+
+export interface ReconcilerDefinition<K extends Kind = Kind> {
+  /** The Reconciler's name and field manager suffix (default: the kind's plural). */
+  name?: string;
+  for: K;
+  owns?: KindRef[];
+  watches?: WatchSpec[];
+  reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>['status']>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>['status']>>>;
+  /** Runs before a deleted object may go; the finalizer is removed once it succeeds. */
+  finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
+}
+
+export interface Reconciler<K extends Kind = Kind> extends ReconcilerDefinition<K> {
+  name: string;
+  /** `kfn-<name>`: the one field manager of everything this reconciler writes. */
+  fieldManager: string;
+  /** `kfn.dev/<name>`, when `finalize` is defined. */
+  finalizer?: string;
+}
+
+export function defineReconciler<K extends Kind>(definition: ReconcilerDefinition<K>): Reconciler<K> {
+  const name = definition.name ?? definition.for.plural;
+  return { ...definition, name, fieldManager: `kfn-${name}`, finalizer: definition.finalize ? `kfn.dev/${name}` : undefined };
+}

@@ -1,0 +1,258 @@
+// One invocation: from a verified reconcile event to the writes it takes, and the answer.
+//
+//   GET the primary ── gone? done ─────────────────────────────────────────────┐
+//     deleting? ── finalize, then remove the finalizer ── done                 │
+//     finalizer missing? add it                                                │
+//     LIST owned children ── reconcile(obj, ctx) ── apply changed children ──  │
+//     prune children no longer desired ── write status if it changed ──────────┴─▶ answer
+//
+// Writes go through server-side apply with one field manager per reconciler and `force`.
+// Before each write the live object is compared with the desired one, and nothing is sent
+// when it already holds every desired field: an idle resync makes no writes at all.
+import type { Logger } from 'pino';
+import type { Change, ObjectRef, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
+import { ApiError, collectionPath, objectPath, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
+import type { Condition, Kind } from './kind.ts';
+import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './reconciler.ts';
+
+export const ownerUidLabel = 'kfn.dev/owner-uid';
+export const reconcilerLabel = 'kfn.dev/reconciler';
+
+/** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
+export class ReconcileError extends Error {
+  readonly step: string;
+  constructor(step: string, object: string, cause: unknown) {
+    super(`${step} for ${object} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.step = step;
+  }
+}
+
+/** True when `live` already holds every field of `desired` (extra fields in live are fine). */
+export function contains(live: unknown, desired: unknown): boolean {
+  if (desired === null || typeof desired !== 'object') return live === desired || (typeof desired === 'number' && String(desired) === live);
+  if (Array.isArray(desired)) {
+    return Array.isArray(live) && live.length === desired.length && desired.every((d, i) => contains(live[i], d));
+  }
+  if (live === null || typeof live !== 'object' || Array.isArray(live)) return false;
+  return Object.entries(desired).every(([k, v]) => v === undefined || contains((live as Record<string, unknown>)[k], v));
+}
+
+function describe(obj: { kind?: string; metadata: { namespace?: string; name: string } }): string {
+  return `${obj.kind ?? 'object'} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
+}
+
+function refOf(obj: KubeObject): ObjectRef {
+  return { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', namespace: obj.metadata.namespace, name: obj.metadata.name, uid: obj.metadata.uid };
+}
+
+function readiness(ready: Readiness | undefined): { ready: boolean; reason: string; message: string } {
+  if (ready === undefined || ready === true) return { ready: true, reason: 'Reconciled', message: 'all children are applied' };
+  if (ready === false) return { ready: false, reason: 'NotReady', message: 'waiting for children to become ready' };
+  return { ready: ready.ready, reason: ready.reason, message: ready.message ?? '' };
+}
+
+export interface InvocationOptions {
+  api: KubeApi;
+  log: Logger;
+  now?: () => Date;
+}
+
+export async function reconcileEvent(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions): Promise<ReconcileResponse> {
+  const { api } = options;
+  const now = options.now ?? (() => new Date());
+  const kind: Kind = reconciler.for;
+  const ref = received.data.primary;
+  const primaryPath = objectPath({ apiVersion: kind.apiVersion, kind: kind.kind, plural: kind.plural, namespaced: kind.namespaced, verbs: [] }, ref.name, ref.namespace);
+  const name = describe({ kind: kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
+  const log = options.log.child({ reconciler: reconciler.name, object: name, reason: received.reason, event: received.event.id });
+  const changes: Change[] = [];
+  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof ReconcileError) throw err;
+      throw new ReconcileError(what, name, err);
+    }
+  };
+
+  // 1. Current state, fresh from the apiserver. Gone: nothing to do (children are collected).
+  let obj: KubeObject;
+  try {
+    obj = await api.request<KubeObject>('GET', primaryPath);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) {
+      log.info({}, 'object is gone; nothing to do');
+      return { result: 'done', changes };
+    }
+    throw new ReconcileError('reading the object', name, err);
+  }
+  obj.apiVersion ??= kind.apiVersion;
+  obj.kind ??= kind.kind;
+  const uid = obj.metadata.uid!;
+
+  const liveChildren = new Map<string, KubeObject>();
+  const ctx: ReconcileContext = {
+    reason: received.reason,
+    attempt: received.attempt,
+    trigger: received.data.trigger,
+    owned: <T>(r: KindRef, n: string) => liveChildren.get(`${r.apiVersion}/${r.kind}/${n}`) as T | undefined,
+    get: async <T>(r: KindRef, n: string, namespace = obj.metadata.namespace) => {
+      const resource = await api.resource(r.apiVersion, r.kind);
+      try {
+        return await api.request<T>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return undefined;
+        throw err;
+      }
+    },
+    list: async <T>(r: KindRef, opts: { namespace?: string; labelSelector?: string } = {}) => {
+      const resource = await api.resource(r.apiVersion, r.kind);
+      const res = await api.request<{ items: T[] }>('GET', collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector } });
+      return res.items;
+    },
+    event: (type, reason, message) => recordEvent(api, obj, reconciler.name, type, reason, message, now()),
+    api,
+    log,
+  };
+
+  // 2. Deletion: run the finalizer, then let the object go.
+  const finalizer = reconciler.finalizer;
+  if (obj.metadata.deletionTimestamp) {
+    if (finalizer && obj.metadata.finalizers?.includes(finalizer)) {
+      await step('finalize', async () => reconciler.finalize!(obj as never, ctx));
+      await step('removing the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, false));
+      changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
+      log.info({}, 'finalized');
+    }
+    return { result: 'done', changes };
+  }
+  if (finalizer && !obj.metadata.finalizers?.includes(finalizer)) {
+    await step('adding the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, true));
+    changes.push({ action: 'finalizer', ref: refOf(obj), detail: `added ${finalizer}` });
+  }
+
+  // 3. What exists now, then what should.
+  const owned = reconciler.owns ?? [];
+  await step('listing owned objects', async () => {
+    for (const r of owned) {
+      for (const child of await ctx.list<KubeObject>(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` })) {
+        if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(`${r.apiVersion}/${r.kind}/${child.metadata.name}`, { ...child, apiVersion: r.apiVersion, kind: r.kind });
+      }
+    }
+  });
+  const result = await step('reconcile', async () => reconciler.reconcile(obj as never, ctx));
+
+  // 4. Children: apply what changed; an invalid one becomes Ready=False, not a retry storm.
+  let rejected: { reason: string; message: string } | undefined;
+  const desiredKeys = new Set<string>();
+  for (const child of result.children ?? []) {
+    const desired = childWithOwner(child, obj, reconciler.name);
+    const key = `${desired.apiVersion}/${desired.kind}/${desired.metadata.name}`;
+    desiredKeys.add(key);
+    const live = liveChildren.get(key);
+    if (live && contains(live, desired)) continue;
+    try {
+      await step(`applying ${describe(desired)}`, async () => {
+        const resource = await api.resource(desired.apiVersion, desired.kind);
+        await api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
+          body: desired,
+          contentType: 'application/apply-patch+yaml',
+          query: { fieldManager: reconciler.fieldManager, force: true },
+        });
+      });
+      changes.push({ action: 'applied', ref: { apiVersion: desired.apiVersion, kind: desired.kind, namespace: desired.metadata.namespace, name: desired.metadata.name } });
+    } catch (err) {
+      const cause = (err as Error).cause;
+      const apiErr = cause instanceof ApiError ? cause : undefined;
+      if (apiErr && apiErr.status === 422) {
+        rejected = { reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` };
+        log.warn({ child: describe(desired), error: apiErr.message }, 'the apiserver rejected a child');
+        continue;
+      }
+      throw err;
+    }
+  }
+  // 5. Prune what this object controls but no longer wants.
+  for (const [key, live] of liveChildren) {
+    if (desiredKeys.has(key) || rejected) continue;
+    await step(`pruning ${describe(live)}`, async () => {
+      const resource = await api.resource(live.apiVersion!, live.kind!);
+      try {
+        await api.request('DELETE', objectPath(resource, live.metadata.name, live.metadata.namespace), { query: { propagationPolicy: 'Background' } });
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+      }
+    });
+    changes.push({ action: 'pruned', ref: refOf(live) });
+  }
+
+  // 6. Status, with observedGeneration and a Ready condition, only when it changed.
+  const ready = rejected ? { ready: false, reason: rejected.reason, message: rejected.message } : readiness(result.ready);
+  const liveStatus = (obj.status ?? {}) as { conditions?: Condition[] };
+  const previous = liveStatus.conditions?.find((c) => c.type === 'Ready');
+  const condition: Condition = {
+    type: 'Ready',
+    status: ready.ready ? 'True' : 'False',
+    reason: ready.reason,
+    message: ready.message,
+    observedGeneration: obj.metadata.generation,
+    lastTransitionTime: previous && previous.status === (ready.ready ? 'True' : 'False') ? previous.lastTransitionTime : now().toISOString(),
+  };
+  const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition] };
+  if (!contains(liveStatus, status)) {
+    await step('writing the status', () =>
+      api.request('PATCH', `${primaryPath}/status`, {
+        body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status },
+        contentType: 'application/apply-patch+yaml',
+        query: { fieldManager: reconciler.fieldManager, force: true },
+      }),
+    );
+    changes.push({ action: 'status', ref: refOf(obj), detail: `Ready=${condition.status} (${condition.reason})` });
+  }
+  log.info({ changes: changes.length, ready: condition.status }, 'reconciled');
+  // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
+  if (rejected) return { result: 'requeue', changes, message: rejected.message };
+  return { result: 'done', changes, ...(result.requeueAfterSeconds ? { requeueAfterSeconds: result.requeueAfterSeconds } : {}) };
+}
+
+/** The child as it will be applied: namespace, controller ownerReference, kfn labels. */
+function childWithOwner(child: Child, owner: KubeObject, reconcilerName: string): Child {
+  const namespace = child.metadata.namespace ?? owner.metadata.namespace;
+  return {
+    ...child,
+    metadata: {
+      ...child.metadata,
+      ...(namespace ? { namespace } : {}),
+      labels: { ...child.metadata.labels, [ownerUidLabel]: owner.metadata.uid!, [reconcilerLabel]: reconcilerName, 'app.kubernetes.io/managed-by': 'kfn' },
+      ownerReferences: [{ apiVersion: owner.apiVersion!, kind: owner.kind!, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+    },
+  };
+}
+
+async function applyFinalizers(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject, present: boolean): Promise<void> {
+  // Applying only our finalizer under our field manager: other finalizers are someone else's.
+  await api.request('PATCH', path, {
+    body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, finalizers: present ? [reconciler.finalizer] : [] } },
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: `${reconciler.fieldManager}-finalizer`, force: true },
+  });
+}
+
+async function recordEvent(api: KubeApi, obj: KubeObject, component: string, type: 'Normal' | 'Warning', reason: string, message: string, now: Date): Promise<void> {
+  const namespace = obj.metadata.namespace ?? 'default';
+  await api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { generateName: `${obj.metadata.name}.`, namespace },
+      involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid },
+      reason,
+      message: message.slice(0, 1024),
+      type,
+      source: { component: `kfn-${component}` },
+      firstTimestamp: now.toISOString(),
+      lastTimestamp: now.toISOString(),
+      count: 1,
+    },
+  });
+}

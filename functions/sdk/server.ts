@@ -1,0 +1,81 @@
+// The function as an HTTP endpoint (Hono), and the two ways to run it: a Node HTTP server on
+// $PORT (Knative, `kfn serve`) and an AWS Lambda handler. Nothing here is runtime-specific
+// but the two small adapters at the bottom.
+import { serve as serveNode, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import { handle } from 'hono/aws-lambda';
+import pino, { type Logger } from 'pino';
+import { loadConnection } from '../../bridge/connection.ts';
+import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
+import { KubeApi } from '../../bridge/kubeapi.ts';
+import type { Reconciler } from './reconciler.ts';
+import { reconcileEvent } from './runtime.ts';
+
+export interface FunctionOptions {
+  credentials?: Credentials;
+  api?: KubeApi;
+  log?: Logger;
+}
+
+/**
+ * How requests are authenticated, from the environment: KFN_AUTH_SECRET (HMAC, the default of
+ * a Reconciler's spec.auth), KFN_AUTH_TOKEN (bearer), or KFN_INSECURE=1 for local development
+ * only. With none of them the function refuses to start rather than accept anyone's events.
+ */
+export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Credentials {
+  if (env.KFN_AUTH_SECRET) return { kind: 'hmac', secret: env.KFN_AUTH_SECRET };
+  if (env.KFN_AUTH_TOKEN) return { kind: 'bearer', token: env.KFN_AUTH_TOKEN };
+  if (env.KFN_INSECURE === '1' || env.KFN_INSECURE === 'true') return { kind: 'none' };
+  throw new Error(
+    'no authentication configured: set KFN_AUTH_SECRET to the secret of the Reconciler\'s spec.auth Secret (or KFN_AUTH_TOKEN for bearer auth); for local development only, KFN_INSECURE=1 accepts unsigned events',
+  );
+}
+
+export function createApp(reconciler: Reconciler, options: FunctionOptions = {}): Hono {
+  const log = options.log ?? pino({ base: { component: `kfn-fn-${reconciler.name}` } });
+  const credentials = options.credentials ?? credentialsFromEnv();
+  if (credentials.kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
+  let api = options.api;
+  const app = new Hono();
+  app.get('/healthz', (c) => c.text('ok'));
+  app.post('/', async (c) => {
+    const body = await c.req.text();
+    let received;
+    try {
+      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, credentials);
+    } catch (err) {
+      if (err instanceof ContractError) {
+        log.warn({ status: err.status, error: err.message }, 'refused a request');
+        return c.json({ error: err.message }, err.status as 400);
+      }
+      throw err;
+    }
+    const kind = received.data.primary;
+    if (kind.kind !== reconciler.for.kind || kind.apiVersion.split('/')[0] !== reconciler.for.group) {
+      return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
+    }
+    try {
+      api ??= new KubeApi(loadConnection());
+      return c.json(await reconcileEvent(reconciler, received, { api, log }));
+    } catch (err) {
+      log.error({ error: (err as Error).message }, 'reconcile failed');
+      return c.json({ error: (err as Error).message }, 500);
+    }
+  });
+  return app;
+}
+
+/** Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT. */
+export function serve(reconciler: Reconciler, options: FunctionOptions & { port?: number; hostname?: string } = {}): Promise<ServerType> {
+  const app = createApp(reconciler, options);
+  const port = options.port ?? Number(process.env.PORT ?? 8080);
+  return new Promise((resolve, reject) => {
+    const server = serveNode({ fetch: app.fetch, port, hostname: options.hostname ?? '0.0.0.0' }, () => resolve(server));
+    server.once('error', reject);
+  });
+}
+
+/** The function as an AWS Lambda handler (API Gateway, function URLs, ALB). */
+export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
+  return handle(createApp(reconciler, options));
+}
