@@ -89,9 +89,11 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     const cluster = await testCluster();
     const s = await myWebStack(t, cluster);
     const port = nextPort++;
+    const applyStarted = Date.now();
     const created = await s.api.request<Obj>('POST', s.webs, { body: web('site', port) });
     const kubectl = promisify(execFile);
     await kubectl(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, '-n', s.ns, 'wait', '--for=condition=Ready', 'myweb/site', '--timeout=90s']);
+    t.diagnostic(`apply → Ready (kubectl wait returned): ${Date.now() - applyStarted} ms`);
     const get = (path: string) => s.api.request<Obj>('GET', `/api/v1/namespaces/${s.ns}/${path}`);
     const getApps = (path: string) => s.api.request<Obj>('GET', `/apis/apps/v1/namespaces/${s.ns}/${path}`);
     const cm = await get('configmaps/site-page');
@@ -164,5 +166,43 @@ describe('MyWeb end to end', { concurrency: true }, () => {
       const obj = await s.api.request<Obj>('GET', `${s.webs}/clash`);
       return (obj.status?.conditions as { type: string; status: string }[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True') || undefined;
     }, { timeoutMs: 120_000 });
+  });
+
+  test('50 MyWebs: writes per create, and an idle resync makes zero writes', async (t) => {
+    const cluster = await testCluster();
+    const s = await myWebStack(t, cluster, { resyncPeriodSeconds: 8 });
+    const first = nextPort;
+    nextPort += 50;
+    const started = new Map<string, number>();
+    for (let i = 0; i < 50; i++) {
+      started.set(`w${i}`, Date.now());
+      await s.api.request('POST', s.webs, { body: web(`w${i}`, first + i) });
+    }
+    const readyAt = new Map<string, number>();
+    await waitFor('all 50 MyWebs to be Ready', async () => {
+      const list = await s.api.request<{ items: (Obj & { metadata: { name: string } })[] }>('GET', s.webs);
+      for (const w of list.items) {
+        const ready = (w.status?.conditions as { type: string; status: string }[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True');
+        if (ready && !readyAt.has(w.metadata.name)) readyAt.set(w.metadata.name, Date.now());
+      }
+      return readyAt.size === 50 || undefined;
+    }, { timeoutMs: 180_000, intervalMs: 200 });
+    const times = [...readyAt].map(([n, at]) => at - started.get(n)!).sort((a, b) => a - b);
+    t.diagnostic(`apply → Ready over 50 MyWebs: median ${times[25]} ms, max ${times[49]} ms`);
+    const writesUntilReady = journalLines(s.journal).filter((l) => l.outcome !== 'retry').reduce((n, l) => n + (l.response?.changes?.length ?? 0), 0);
+    t.diagnostic(`writes per created MyWeb until Ready: ${(writesUntilReady / 50).toFixed(1)} (children applied + status)`);
+
+    // Let everything settle, then watch one full resync period.
+    await sleep(3000);
+    const cursor = journalLines(s.journal).length;
+    await waitFor('a resync of every MyWeb', async () => {
+      const resynced = new Set(journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').map((l) => l.key));
+      return resynced.size === 50 || undefined;
+    }, { timeoutMs: 30_000 });
+    const resyncs = journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync');
+    const writes = resyncs.reduce((n, l) => n + (l.response?.changes?.length ?? 0), 0);
+    t.diagnostic(`idle resync: ${resyncs.length} deliveries, ${writes} writes`);
+    assert.equal(writes, 0, 'an idle resync writes nothing');
+    assert.ok(resyncs.every((l) => l.outcome === 'done'));
   });
 });

@@ -1,0 +1,100 @@
+// The function's HTTP surface without a cluster: what it refuses, and both adapters with real
+// request shapes. (Reconciling against the apiserver is covered end to end in test/e2e.)
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import pino from 'pino';
+import { authenticate, reconcileEvent, type Observation } from '../../bridge/contract.ts';
+import MyWebFunction from '../myweb/index.ts';
+import { contains } from './runtime.ts';
+import { createApp, credentialsFromEnv, lambdaHandler } from './server.ts';
+
+const silent = pino({ level: 'silent' });
+const credentials = { kind: 'hmac', secret: 'k' } as const;
+const observation: Observation = {
+  reconciler: 'myweb',
+  primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: 'demo', name: 'site', uid: 'u', resourceVersion: '1', generation: 1 },
+  reason: 'created',
+  observedAt: Date.parse('2026-01-01T00:00:00Z'),
+};
+const signed = () => authenticate(reconcileEvent(observation, 1, 'kfn://test').message, credentials);
+
+describe('function HTTP surface', () => {
+  const app = createApp(MyWebFunction, { credentials, log: silent });
+
+  test('refuses unsigned, badly signed and malformed requests with a clear 4xx', async () => {
+    const { headers, body } = signed();
+    const { 'kfn-signature': _, ...unsigned } = headers;
+    const cases: [Record<string, string>, string, number, RegExp][] = [
+      [unsigned, body, 401, /unsigned request/],
+      [{ ...headers, 'kfn-signature': 'v1=00' }, body, 401, /bad signature/],
+      [headers, body.replace('site', 'other'), 401, /bad signature/],
+      [{ 'content-type': 'application/json' }, 'not json at all', 401, /unsigned/],
+    ];
+    for (const [h, b, status, pattern] of cases) {
+      const res = await app.request('/', { method: 'POST', headers: h, body: b });
+      assert.equal(res.status, status);
+      assert.match(((await res.json()) as { error: string }).error, pattern);
+    }
+    const insecure = createApp(MyWebFunction, { credentials: { kind: 'none' }, log: silent });
+    const garbage = await insecure.request('/', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '\u0000garbage' });
+    assert.equal(garbage.status, 400);
+  });
+
+  test('refuses events for another kind', async () => {
+    const other = authenticate(reconcileEvent({ ...observation, primary: { ...observation.primary, kind: 'Other' } }, 1, 'kfn://test').message, credentials);
+    const res = await app.request('/', { method: 'POST', headers: other.headers, body: other.body });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: string }).error, /reconciles operator\.k8s-summit\.org\/v1 MyWeb, not/);
+  });
+
+  test('the Lambda adapter takes API Gateway v2 and v1 events (and refuses them unsigned)', async () => {
+    const handler = lambdaHandler(MyWebFunction, { credentials, log: silent });
+    const { headers, body } = signed();
+    const v2 = {
+      version: '2.0',
+      routeKey: '$default',
+      rawPath: '/',
+      rawQueryString: '',
+      headers: { ...headers, 'kfn-signature': 'v1=bad' },
+      requestContext: { http: { method: 'POST', path: '/', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: 'r', routeKey: '$default', stage: '$default', timeEpoch: 0 },
+      body,
+      isBase64Encoded: false,
+    };
+    const res2 = (await handler(v2 as never, {} as never)) as { statusCode: number; body: string };
+    assert.equal(res2.statusCode, 401);
+    assert.match(res2.body, /bad signature/);
+    const v1 = {
+      httpMethod: 'POST',
+      path: '/',
+      headers: { ...headers, 'kfn-signature': 'v1=bad' },
+      multiValueHeaders: {},
+      requestContext: { httpMethod: 'POST', path: '/', requestId: 'r', stage: 'prod' },
+      body: Buffer.from(body).toString('base64'),
+      isBase64Encoded: true,
+    };
+    const res1 = (await handler(v1 as never, {} as never)) as { statusCode: number; body: string };
+    assert.equal(res1.statusCode, 401);
+  });
+
+  test('GET /healthz answers', async () => {
+    assert.equal((await app.request('/healthz')).status, 200);
+  });
+});
+
+describe('SDK pieces', () => {
+  test('credentials come from the environment; none configured is a startup error', () => {
+    assert.deepEqual(credentialsFromEnv({ KFN_AUTH_SECRET: 's' }), { kind: 'hmac', secret: 's' });
+    assert.deepEqual(credentialsFromEnv({ KFN_AUTH_TOKEN: 't' }), { kind: 'bearer', token: 't' });
+    assert.deepEqual(credentialsFromEnv({ KFN_INSECURE: '1' }), { kind: 'none' });
+    assert.throws(() => credentialsFromEnv({}), /no authentication configured: set KFN_AUTH_SECRET/);
+  });
+
+  test('contains: live holds every desired field (defaults added by the apiserver are fine)', () => {
+    const desired = { spec: { replicas: 1, ports: [{ port: 80 }], template: { metadata: { labels: { a: 'b' } } } } };
+    assert.equal(contains({ spec: { replicas: 1, strategy: {}, ports: [{ port: 80, protocol: 'TCP' }], template: { metadata: { labels: { a: 'b' } } } } }, desired), true);
+    assert.equal(contains({ spec: { replicas: 3, ports: [{ port: 80 }], template: { metadata: { labels: { a: 'b' } } } } }, desired), false);
+    assert.equal(contains({ spec: { replicas: 1, ports: [], template: { metadata: { labels: { a: 'b' } } } } }, desired), false);
+    assert.equal(contains({ spec: { replicas: 1, ports: [{ port: 80 }, { port: 81 }], template: { metadata: { labels: { a: 'b' } } } } }, desired), false, 'an extra list item is a difference');
+    assert.equal(contains(undefined, desired), false);
+  });
+});
