@@ -10,6 +10,7 @@ interface CommandEntry {
 }
 
 const commands: CommandEntry[] = [
+  { name: 'demo', summary: 'start a cluster, the bridge, the functions and samples; show deliveries live (npm start)', load: async () => (await import('./demo.ts')).demoCommand },
   { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
   { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },

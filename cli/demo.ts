@@ -1,0 +1,231 @@
+// `kfn demo` (npm start): the whole system on one machine. A cluster ($KUBECONFIG if it
+// answers, else the local one, built on first use), the CRDs and Reconcilers, the bridge and
+// the functions as separate processes (each function under its own ServiceAccount token),
+// sample objects, and a live account of every delivery until Ctrl-C stops what it started.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseAllDocuments, stringify } from 'yaml';
+import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
+import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
+import { clusterDown, clusterPaths, clusterUp, displayPath, repoRoot } from '../cluster/controlplane.ts';
+import { functionManifests } from '../functions/sdk/manifests.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { applyFunction, functionDirs, loadFunction } from './functions.ts';
+
+const usage = `Usage: kfn demo [options]          (npm start)
+
+Starts everything and shows it working: a cluster ($KUBECONFIG if it is reachable, otherwise
+the local one, built on first run), the CRDs and Reconcilers, the bridge and the functions,
+and each function's samples.yaml; then prints every delivery (event → function → what changed
+→ status) until Ctrl-C, which stops everything the demo started.
+
+Options:
+  --function NAME     only this example (default: every folder under functions/)
+  --exit-when-ready   stop once every sample reports Ready=True (for scripts and tests)
+  -h, --help          show this help`;
+
+const namespace = 'kfn-demo';
+const systemNamespace = 'kfn-system';
+const say = (line: string) => console.log(line);
+const dim = (s: string) => (process.stdout.isTTY ? `\x1b[2m${s}\x1b[0m` : s);
+const bold = (s: string) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
+
+async function reachable(api: KubeApi): Promise<boolean> {
+  try {
+    await api.request('GET', '/version', { signal: AbortSignal.timeout(3000) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface JournalLine {
+  time: string;
+  reconciler: string;
+  key: string;
+  reason: string;
+  attempt: number;
+  primary: { kind: string };
+  status?: number;
+  outcome: string;
+  why?: string;
+  durationMs: number;
+  response?: { changes?: { action: string; ref: { kind: string; name: string }; detail?: string }[]; message?: string };
+}
+
+/** One readable line per delivery: event → function → what changed → status. */
+export function describeDelivery(l: JournalLine): string {
+  const time = l.time.slice(11, 19);
+  const head = `${dim(time)} ${bold(`${l.primary.kind} ${l.key}`)} ${l.reason}${l.attempt > 1 ? ` (attempt ${l.attempt})` : ''} → ${l.reconciler}`;
+  if (l.outcome === 'retry' || l.outcome === 'terminal') return `${head} → ${l.outcome === 'retry' ? 'will retry' : 'refused'}: ${l.why ?? ''}`;
+  const changes = l.response?.changes ?? [];
+  const applied = changes.filter((c) => c.action === 'applied' || c.action === 'pruned').map((c) => `${c.action === 'pruned' ? 'pruned ' : ''}${c.ref.kind}/${c.ref.name}`);
+  const status = changes.find((c) => c.action === 'status')?.detail;
+  const what = [applied.length ? `applied ${applied.join(', ')}` : '', status ? `status ${status}` : ''].filter(Boolean).join('; ') || 'no changes';
+  return `${head} → ${l.status} in ${l.durationMs} ms: ${what}${l.outcome === 'requeue' ? ` (requeue${l.response?.message ? `: ${l.response.message}` : ''})` : ''}`;
+}
+
+export const demoCommand: Command = {
+  name: 'demo',
+  summary: 'start a cluster, the bridge, the functions and samples, and show deliveries live',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' } });
+    const dirs = functionDirs().filter((d) => !values.function || d.endsWith(`/${values.function}`));
+    if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
+    const children: ChildProcess[] = [];
+    let startedCluster = false;
+    const work = join(repoRoot, '.kfn', 'demo');
+    rmSync(work, { recursive: true, force: true });
+    mkdirSync(work, { recursive: true });
+
+    const stopAll = async () => {
+      for (const c of children) c.kill('SIGTERM');
+      await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
+      if (startedCluster) {
+        say('Stopping the local cluster the demo started…');
+        await clusterDown({ log: () => {} });
+      }
+    };
+
+    try {
+      // 1. A cluster.
+      let kubeconfig = process.env.KUBECONFIG?.split(':')[0];
+      let api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
+      if (api && (await reachable(api))) {
+        say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
+      } else {
+        say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : 'Starting the local cluster (the first run builds it from source: about 10 minutes).');
+        const up = await clusterUp({ log: (l) => say(dim(`  ${l}`)) });
+        startedCluster = !up.reused;
+        kubeconfig = clusterPaths().kubeconfig;
+        api = new KubeApi(loadConnection(kubeconfig));
+        say(`Cluster ready at ${up.state.server} (kubeconfig ${displayPath(kubeconfig)}).`);
+      }
+
+      // 2. CRDs, RBAC, functions (each under its own ServiceAccount token), Reconcilers.
+      for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
+      await freshNamespace(api);
+      let port = 18080;
+      const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
+      for (const dir of dirs) {
+        const reconciler = await loadFunction(dir);
+        const sinkUri = `http://127.0.0.1:${port}/`;
+        const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
+        await applyFunction(api, reconciler.name, objects, systemNamespace);
+        const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${systemNamespace}/secrets/kfn-fn-${reconciler.name}`);
+        const token = await api.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${systemNamespace}/serviceaccounts/kfn-fn-${reconciler.name}/token`, {
+          body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } },
+        });
+        const fnKubeconfig = join(work, `${reconciler.name}.kubeconfig`);
+        writeFileSync(fnKubeconfig, kubeconfigFor(kubeconfig!, token.status.token), { mode: 0o600 });
+        const log = openSync(join(work, `${reconciler.name}.log`), 'a');
+        children.push(
+          spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${fnKubeconfig}`], {
+            stdio: ['ignore', log, log],
+            env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
+          }),
+        );
+        closeSync(log);
+        await waitForHealth(`${sinkUri}healthz`, join(work, `${reconciler.name}.log`));
+        say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${sinkUri} — log ${displayPath(join(work, `${reconciler.name}.log`))}`);
+        const samplesFile = join(dir, 'samples.yaml');
+        if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
+        port++;
+      }
+
+      // 3. The bridge, taking its Reconcilers from the cluster, journaling every delivery.
+      const journal = join(work, 'journal.jsonl');
+      const bridgeLog = openSync(join(work, 'bridge.log'), 'a');
+      children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${kubeconfig}`, `--journal=${journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
+      closeSync(bridgeLog);
+      say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(work, 'bridge.log'))}, journal ${displayPath(journal)}`);
+
+      // 4. Samples, then the live account.
+      for (const sample of samples) await applyObject(api, sample, 'kfn-demo');
+      say(`Applied ${samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(kubeconfig!)} -n ${namespace} get all,mywebs`);
+      say(dim(values['exit-when-ready'] ? 'Stopping once every sample is Ready.' : 'Press Ctrl-C to stop everything the demo started.'));
+      say('');
+      let interrupted = false;
+      const onSignal = () => (interrupted = true);
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      let offset = 0;
+      while (!interrupted) {
+        if (existsSync(journal)) {
+          const text = readFileSync(journal, 'utf8');
+          const fresh = text.slice(offset);
+          const end = fresh.lastIndexOf('\n') + 1;
+          for (const line of fresh.slice(0, end).split('\n').filter(Boolean)) say(describeDelivery(JSON.parse(line) as JournalLine));
+          offset += end;
+        }
+        for (const c of children) if (c.exitCode !== null) throw new Error(`a demo process exited (status ${c.exitCode}); see the logs in ${displayPath(work)}`);
+        if (values['exit-when-ready'] && (await allReady(api, samples))) {
+          say(bold(`All ${samples.length} samples are Ready.`));
+          break;
+        }
+        await sleep(300);
+      }
+      return 0;
+    } finally {
+      await stopAll();
+    }
+  },
+};
+
+async function waitForHealth(url: string, log: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    await sleep(100);
+  }
+  throw new Error(`the function did not start listening on ${url}; see ${displayPath(log)}`);
+}
+
+/** The demo namespace, emptied of a previous run's objects so the show starts from nothing. */
+async function freshNamespace(api: KubeApi): Promise<void> {
+  const path = `/api/v1/namespaces/${namespace}`;
+  const exists = await api.request('GET', path).then(
+    () => true,
+    () => false,
+  );
+  if (exists) {
+    say(`Removing the previous demo's namespace ${namespace}…`);
+    await api.request('DELETE', path).catch(() => undefined);
+    for (let i = 0; i < 240; i++) {
+      if (!(await api.request('GET', path).then(() => true, () => false))) break;
+      await sleep(250);
+    }
+  }
+  await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 'kfn-demo');
+}
+
+async function allReady(api: KubeApi, samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[]): Promise<boolean> {
+  for (const s of samples) {
+    const resource = await api.resource(s.apiVersion, s.kind);
+    const obj = await api.request<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `/apis/${s.apiVersion}/namespaces/${s.metadata.namespace}/${resource.plural}/${s.metadata.name}`).catch(() => undefined);
+    if (!obj?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return false;
+  }
+  return true;
+}
+
+/** A kubeconfig for the same cluster as `base`, authenticating with `token` only. */
+function kubeconfigFor(base: string, token: string): string {
+  const doc = parseAllDocuments(readFileSync(base, 'utf8'))[0]!.toJS() as {
+    'current-context': string;
+    contexts: { name: string; context: { cluster: string } }[];
+    clusters: { name: string; cluster: Record<string, unknown> }[];
+  };
+  const context = doc.contexts.find((c) => c.name === doc['current-context'])!.context;
+  const cluster = doc.clusters.find((c) => c.name === context.cluster)!;
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [cluster],
+    users: [{ name: 'function', user: { token } }],
+    contexts: [{ name: 'function', context: { cluster: cluster.name, user: 'function' } }],
+    'current-context': 'function',
+  });
+}

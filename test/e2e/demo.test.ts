@@ -1,0 +1,29 @@
+// `npm start` is the main job a newcomer runs: here it runs against the test cluster (through
+// KUBECONFIG), deploys every example with its samples, and stops itself once they are Ready.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { testCluster } from '../support/cluster.ts';
+
+test('the demo deploys the samples, narrates the deliveries, and stops what it started', async () => {
+  const cluster = await testCluster();
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready'], {
+    env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c));
+  child.stderr.on('data', (c: Buffer) => (output += c));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, output);
+  assert.match(output, /Using the cluster of KUBECONFIG/);
+  assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms: applied ConfigMap\/hello-page, Deployment\/hello, Service\/hello/, 'delivered at the first attempt');
+  assert.match(output, /status Ready=True/);
+  assert.match(output, /All \d+ samples are Ready\./);
+  // Nothing it started is left: its function and bridge ports are free again.
+  for (const port of [18080, 18081]) {
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) }), `port ${port} is closed`);
+  }
+});
