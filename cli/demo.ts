@@ -82,7 +82,11 @@ export const demoCommand: Command = {
     rmSync(work, { recursive: true, force: true });
     mkdirSync(work, { recursive: true });
 
+    const reconcilers: string[] = [];
+    let api: KubeApi | undefined;
     const stopAll = async () => {
+      // Its Reconcilers point at processes that are about to stop: remove them too.
+      for (const name of reconcilers) await api?.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
       for (const c of children) c.kill('SIGTERM');
       await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
       if (startedCluster) {
@@ -94,7 +98,7 @@ export const demoCommand: Command = {
     try {
       // 1. A cluster.
       let kubeconfig = process.env.KUBECONFIG?.split(':')[0];
-      let api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
+      api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
       if (api && (await reachable(api))) {
         say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
       } else {
@@ -109,13 +113,14 @@ export const demoCommand: Command = {
       // 2. CRDs, RBAC, functions (each under its own ServiceAccount token), Reconcilers.
       for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
       await freshNamespace(api);
-      let port = 18080;
+      let port = 18090;
       const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
       for (const dir of dirs) {
         const reconciler = await loadFunction(dir);
         const sinkUri = `http://127.0.0.1:${port}/`;
         const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
         await applyFunction(api, reconciler.name, objects, systemNamespace);
+        reconcilers.push(reconciler.name);
         const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${systemNamespace}/secrets/kfn-fn-${reconciler.name}`);
         const token = await api.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${systemNamespace}/serviceaccounts/kfn-fn-${reconciler.name}/token`, {
           body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } },

@@ -27,9 +27,24 @@ export class ReconcileError extends Error {
   }
 }
 
-/** True when `live` already holds every field of `desired` (extra fields in live are fine). */
+const quantityPattern = /^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$/;
+const quantityFactor: Record<string, number> = { n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+
+/** Kubernetes quantities the apiserver rewrites in canonical form ("1024Mi" is stored as "1Gi"). */
+export function sameQuantity(a: unknown, b: unknown): boolean {
+  const qa = typeof a === 'string' || typeof a === 'number' ? String(a).match(quantityPattern) : null;
+  const qb = typeof b === 'string' || typeof b === 'number' ? String(b).match(quantityPattern) : null;
+  if (!qa || !qb) return false;
+  const value = (q: RegExpMatchArray) => Number(q[1]) * quantityFactor[q[2] ?? '']!;
+  return Math.abs(value(qa) - value(qb)) <= 1e-9 * Math.max(1, Math.abs(value(qa)));
+}
+
+/**
+ * True when `live` already holds every field of `desired` (extra fields in live are fine).
+ * Quantities compare by value, since the apiserver stores them in canonical form.
+ */
 export function contains(live: unknown, desired: unknown): boolean {
-  if (desired === null || typeof desired !== 'object') return live === desired || (typeof desired === 'number' && String(desired) === live);
+  if (desired === null || typeof desired !== 'object') return live === desired || (typeof desired === 'number' && String(desired) === live) || (typeof desired === 'string' && typeof live === 'string' && sameQuantity(live, desired));
   if (Array.isArray(desired)) {
     return Array.isArray(live) && live.length === desired.length && desired.every((d, i) => contains(live[i], d));
   }

@@ -96,5 +96,8 @@ describe('SDK pieces', () => {
     assert.equal(contains({ spec: { replicas: 1, ports: [], template: { metadata: { labels: { a: 'b' } } } } }, desired), false);
     assert.equal(contains({ spec: { replicas: 1, ports: [{ port: 80 }, { port: 81 }], template: { metadata: { labels: { a: 'b' } } } } }, desired), false, 'an extra list item is a difference');
     assert.equal(contains(undefined, desired), false);
+    assert.equal(contains({ limits: { memory: '1Gi', cpu: '500m' } }, { limits: { memory: '1024Mi', cpu: '0.5' } }), true, 'quantities compare by value');
+    assert.equal(contains({ limits: { memory: '1Gi' } }, { limits: { memory: '1G' } }), false);
+    assert.equal(contains({ image: 'nginx:1.20' }, { image: 'nginx:1.25' }), false);
   });
 });

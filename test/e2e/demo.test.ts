@@ -23,7 +23,7 @@ test('the demo deploys the samples, narrates the deliveries, and stops what it s
   assert.match(output, /status Ready=True/);
   assert.match(output, /All \d+ samples are Ready\./);
   // Nothing it started is left: its function and bridge ports are free again.
-  for (const port of [18080, 18081]) {
+  for (const port of [18081, 18090]) {
     await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) }), `port ${port} is closed`);
   }
 });

@@ -1,63 +1,16 @@
 // MyWeb end to end, as in production: the bridge and the function run as separate processes,
 // the function under its own ServiceAccount token with the RBAC `kfn manifests` generates.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
 import { ApiError, applyObject } from '../../bridge/kubeapi.ts';
-import { applyFunction, loadFunction } from '../../cli/functions.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
-import { functionManifests } from '../../functions/sdk/manifests.ts';
-import { freePort, spawnBridge } from '../support/bridge.ts';
-import { kubeApi, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor, type TestCluster } from '../support/cluster.ts';
+import { testCluster, waitFor, type TestCluster } from '../support/cluster.ts';
+import { functionStack, journalLines } from '../support/functions.ts';
 
-interface Stack {
-  ns: string;
-  dir: string;
-  journal: string;
-  api: ReturnType<typeof kubeApi>;
-  webs: string;
-}
-
-/** CRD, RBAC, function process under its own token, bridge process; objects in namespace `ns`. */
-async function myWebStack(t: TestContext, cluster: TestCluster, extra: { resyncPeriodSeconds?: number } = {}): Promise<Stack> {
-  const api = kubeApi(cluster.kc);
-  const ns = await testNamespace(t, cluster, 'myweb');
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-myweb-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const reconciler = await loadFunction(join(repoRoot, 'functions', 'myweb'));
-  const port = await freePort();
-  // Function identity and Secret live in the test namespace; the Reconciler is cluster-scoped,
-  // so the test gives it its own name (the CRD is shared by all MyWeb tests).
-  const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
-  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler') as { metadata: { name: string }; spec: Record<string, unknown> };
-  await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
-  const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`);
-  const key = Buffer.from(secret.data.secret, 'base64').toString('utf8');
-  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: `kfn-fn-${reconciler.name}` }, 3600);
-  const fnKubeconfig = join(dir, 'fn.kubeconfig');
-  writeFileSync(fnKubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
-
-  const log = openSync(join(dir, 'function.log'), 'a');
-  const fn = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', join(repoRoot, 'functions', 'myweb'), `--port=${port}`, `--kubeconfig=${fnKubeconfig}`], {
-    stdio: ['ignore', log, log],
-    env: { ...process.env, KFN_AUTH_SECRET: key },
-  });
-  closeSync(log);
-  t.after(() => void fn.kill('SIGKILL'));
-  await waitFor('the function to listen', async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok || undefined);
-
-  const config = join(dir, 'bridge.yaml');
-  writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName('myweb') } }));
-  const journal = join(dir, 'journal.jsonl');
-  await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`]);
-  return { ns, dir, journal, api, webs: `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs` };
-}
+const myWebStack = (t: TestContext, cluster: TestCluster, extra: { resyncPeriodSeconds?: number } = {}) => functionStack(t, cluster, 'myweb', extra);
 
 const web = (name: string, port: number, html = '<h1>Hello, World!</h1>') => ({
   apiVersion: 'operator.k8s-summit.org/v1',
@@ -73,14 +26,6 @@ interface Obj {
   status?: Record<string, unknown>;
 }
 
-function journalLines(path: string): { reason: string; key: string; outcome: string; response?: { changes?: unknown[] } }[] {
-  try {
-    return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
-  } catch {
-    return [];
-  }
-}
-
 // Ports for these tests: a range no other test uses.
 let nextPort = 30100 + Math.floor(Math.random() * 100) * 20;
 
@@ -90,7 +35,7 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     const s = await myWebStack(t, cluster);
     const port = nextPort++;
     const applyStarted = Date.now();
-    const created = await s.api.request<Obj>('POST', s.webs, { body: web('site', port) });
+    const created = await s.api.request<Obj>('POST', s.objects, { body: web('site', port) });
     const kubectl = promisify(execFile);
     await kubectl(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, '-n', s.ns, 'wait', '--for=condition=Ready', 'myweb/site', '--timeout=90s']);
     t.diagnostic(`apply → Ready (kubectl wait returned): ${Date.now() - applyStarted} ms`);
@@ -102,13 +47,13 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     for (const child of [cm, dep, svc]) assert.ok(child.metadata.ownerReferences?.some((o) => o.uid === created.metadata.uid && o.controller));
     assert.equal(cm.data?.['index.html'], '<h1>Hello, World!</h1>');
     assert.equal((svc.spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort, port);
-    const status = (await s.api.request<Obj>('GET', `${s.webs}/site`)).status as { completed?: boolean };
+    const status = (await s.api.request<Obj>('GET', `${s.objects}/site`)).status as { completed?: boolean };
     assert.equal(status.completed, true);
 
     // Edit the page: ConfigMap updated, pods roll (new pod-template hash).
     const hashOf = (d: Obj) => ((d.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['myweb.kfn.dev/page-sha256']);
     const oldHash = hashOf(dep);
-    await s.api.request('PATCH', `${s.webs}/site`, { body: { spec: { pageContentHtml: '<h1>Edited</h1>' } }, contentType: 'application/merge-patch+json' });
+    await s.api.request('PATCH', `${s.objects}/site`, { body: { spec: { pageContentHtml: '<h1>Edited</h1>' } }, contentType: 'application/merge-patch+json' });
     await waitFor('the page ConfigMap to be updated', async () => (await get('configmaps/site-page')).data?.['index.html'] === '<h1>Edited</h1>' || undefined);
     await waitFor('the Deployment to roll to a new pod template', async () => hashOf(await getApps('deployments/site')) !== oldHash || undefined);
     await waitFor('a second ReplicaSet (the pods rolled)', async () => {
@@ -117,7 +62,7 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     });
     // Edit the port: Service updated.
     const newPort = nextPort++;
-    await s.api.request('PATCH', `${s.webs}/site`, { body: { spec: { nodePortNumber: newPort } }, contentType: 'application/merge-patch+json' });
+    await s.api.request('PATCH', `${s.objects}/site`, { body: { spec: { nodePortNumber: newPort } }, contentType: 'application/merge-patch+json' });
     await waitFor('the Service to move to the new port', async () => (((await get('services/site')).spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort === newPort) || undefined);
 
     // Drift: delete the Service, scale the Deployment by hand.
@@ -127,7 +72,7 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     await waitFor('the Deployment to be scaled back to 1', async () => (((await getApps('deployments/site')).spec as { replicas: number }).replicas === 1) || undefined);
 
     // Delete: the garbage collector removes the children.
-    await s.api.request('DELETE', `${s.webs}/site`);
+    await s.api.request('DELETE', `${s.objects}/site`);
     await waitFor('the children to be garbage-collected', async () => {
       for (const p of ['configmaps/site-page', 'services/site']) {
         try {
@@ -144,13 +89,13 @@ describe('MyWeb end to end', { concurrency: true }, () => {
   test('an out-of-range port is rejected by the CRD; a port in use gives Ready=False without a hot loop', async (t) => {
     const cluster = await testCluster();
     const s = await myWebStack(t, cluster);
-    await assert.rejects(s.api.request('POST', s.webs, { body: web('bad', 29999) }), /nodePortNumber in body should be greater than or equal to 30000/);
+    await assert.rejects(s.api.request('POST', s.objects, { body: web('bad', 29999) }), /nodePortNumber in body should be greater than or equal to 30000/);
 
     const taken = nextPort++;
     await applyObject(s.api, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'squatter', namespace: s.ns }, spec: { type: 'NodePort', selector: { x: 'y' }, ports: [{ port: 80, nodePort: taken }] } } as never, 'kfn-test');
-    await s.api.request('POST', s.webs, { body: web('clash', taken) });
+    await s.api.request('POST', s.objects, { body: web('clash', taken) });
     const ready = await waitFor('Ready=False with the apiserver reason', async () => {
-      const obj = await s.api.request<Obj>('GET', `${s.webs}/clash`);
+      const obj = await s.api.request<Obj>('GET', `${s.objects}/clash`);
       const c = (obj.status?.conditions as { type: string; status: string; reason: string; message: string }[] | undefined)?.find((x) => x.type === 'Ready');
       return c?.status === 'False' && c.reason === 'Invalid' ? c : undefined;
     });
@@ -163,7 +108,7 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     // Free the port: the next retry succeeds.
     await s.api.request('DELETE', `/api/v1/namespaces/${s.ns}/services/squatter`);
     await waitFor('Ready=True once the port is free', async () => {
-      const obj = await s.api.request<Obj>('GET', `${s.webs}/clash`);
+      const obj = await s.api.request<Obj>('GET', `${s.objects}/clash`);
       return (obj.status?.conditions as { type: string; status: string }[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True') || undefined;
     }, { timeoutMs: 120_000 });
   });
@@ -176,11 +121,11 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     const started = new Map<string, number>();
     for (let i = 0; i < 50; i++) {
       started.set(`w${i}`, Date.now());
-      await s.api.request('POST', s.webs, { body: web(`w${i}`, first + i) });
+      await s.api.request('POST', s.objects, { body: web(`w${i}`, first + i) });
     }
     const readyAt = new Map<string, number>();
     await waitFor('all 50 MyWebs to be Ready', async () => {
-      const list = await s.api.request<{ items: (Obj & { metadata: { name: string } })[] }>('GET', s.webs);
+      const list = await s.api.request<{ items: (Obj & { metadata: { name: string } })[] }>('GET', s.objects);
       for (const w of list.items) {
         const ready = (w.status?.conditions as { type: string; status: string }[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True');
         if (ready && !readyAt.has(w.metadata.name)) readyAt.set(w.metadata.name, Date.now());

@@ -1,0 +1,50 @@
+// MyApp (app.example.com/v1), the seed's simplest reconcile loop: spec.replicas and spec.image
+// become a Deployment of the same name. Create it when missing (scenario A), update it when
+// the image or replica count changes (B), do nothing when it is right (C), and let it go with
+// the MyApp (D: the garbage collector deletes what the MyApp controls).
+import { Deployment, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+
+export const MyApp = defineKind({
+  group: 'app.example.com',
+  version: 'v1',
+  kind: 'MyApp',
+  spec: t.Object({
+    replicas: t.Integer({ minimum: 0, default: 1 }),
+    image: t.String({ minLength: 1 }),
+  }),
+  status: t.Object({ readyReplicas: t.Optional(t.Integer()) }),
+  printerColumns: [
+    { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas' },
+    { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas' },
+    { name: 'Image', type: 'string', jsonPath: '.spec.image' },
+  ],
+});
+type App = ObjectOf<typeof MyApp>;
+
+const deployment = (app: App) => {
+  const labels = { 'app.kubernetes.io/name': 'myapp', 'app.kubernetes.io/instance': app.metadata.name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: app.metadata.name, labels },
+    spec: {
+      replicas: app.spec.replicas,
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: app.spec.image }] } },
+    },
+  };
+};
+
+export default defineReconciler({
+  name: 'myapp',
+  for: MyApp,
+  owns: [Deployment],
+  reconcile(app, ctx) {
+    const ready = ctx.owned<{ status?: { readyReplicas?: number } }>(Deployment, app.metadata.name)?.status?.readyReplicas ?? 0;
+    return {
+      children: [deployment(app)],
+      status: { readyReplicas: ready },
+      ready: ready === app.spec.replicas || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${app.spec.replicas} replicas ready` },
+    };
+  },
+});

@@ -1,0 +1,71 @@
+// MyResource (mygroup.example.com/v1alpha1): the seed's first controller. It owns a ConfigMap
+// and a Job running spec.image with spec.memory as its memory limit, and status.state follows
+// the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
+// edit starts a new Job and the old one is pruned.
+import { createHash } from 'node:crypto';
+import { ConfigMap, Job, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+
+export const MyResource = defineKind({
+  group: 'mygroup.example.com',
+  version: 'v1alpha1',
+  kind: 'MyResource',
+  shortNames: ['my', 'myres'],
+  categories: ['all'],
+  spec: t.Object({
+    image: t.String({ minLength: 1 }),
+    memory: t.Unsafe<number | string>({ 'x-kubernetes-int-or-string': true, pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$' }),
+  }),
+  status: t.Object({ state: t.Optional(t.String()) }),
+  printerColumns: [
+    { name: 'image', type: 'string', jsonPath: '.spec.image' },
+    { name: 'memory', type: 'string', jsonPath: '.spec.memory' },
+    { name: 'age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+});
+type Res = ObjectOf<typeof MyResource>;
+
+interface LiveJob {
+  status?: { active?: number; succeeded?: number; failed?: number; conditions?: { type: string; status: string }[] };
+}
+
+const jobName = (r: Res) => `${r.metadata.name}-${createHash('sha256').update(JSON.stringify(r.spec)).digest('hex').slice(0, 8)}`;
+
+/** The seed's states, from the Job's status. */
+function stateOf(job: LiveJob | undefined): string {
+  const done = (type: string) => job?.status?.conditions?.some((c) => c.type === type && c.status === 'True');
+  if (!job) return 'Pending';
+  if (done('Complete')) return 'Succeeded';
+  if (done('Failed')) return 'Failed';
+  return job.status?.active ? 'Running' : 'Pending';
+}
+
+export default defineReconciler({
+  name: 'myresource',
+  for: MyResource,
+  owns: [ConfigMap, Job],
+  reconcile(res, ctx) {
+    const memory = String(res.spec.memory);
+    const state = stateOf(ctx.owned<LiveJob>(Job, jobName(res)));
+    return {
+      children: [
+        { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: res.metadata.name }, data: { image: res.spec.image, memory } },
+        {
+          apiVersion: 'batch/v1',
+          kind: 'Job',
+          metadata: { name: jobName(res) },
+          spec: {
+            backoffLimit: 0,
+            template: {
+              spec: {
+                restartPolicy: 'Never',
+                containers: [{ name: 'main', image: res.spec.image, resources: { limits: { memory } }, envFrom: [{ configMapRef: { name: res.metadata.name } }] }],
+              },
+            },
+          },
+        },
+      ],
+      status: { state },
+      ready: state === 'Succeeded' || { ready: false, reason: `Job${state}`, message: `Job ${jobName(res)} is ${state}` },
+    };
+  },
+});

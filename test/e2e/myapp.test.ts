@@ -1,0 +1,53 @@
+// MyApp end to end: the seed's four scenarios of one reconcile loop.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError } from '../../bridge/kubeapi.ts';
+import { testCluster, waitFor } from '../support/cluster.ts';
+import { functionStack, journalLines } from '../support/functions.ts';
+
+interface Dep {
+  metadata: { resourceVersion: string; ownerReferences?: { uid: string }[] };
+  spec: { replicas: number; template: { spec: { containers: { image: string }[] } } };
+  status?: { readyReplicas?: number };
+}
+
+test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async (t) => {
+  const cluster = await testCluster();
+  const s = await functionStack(t, cluster, 'myapp', { resyncPeriodSeconds: 3 });
+  const deployment = () => s.api.request<Dep>('GET', `/apis/apps/v1/namespaces/${s.ns}/deployments/my-app-instance`);
+  // The seed's obvious mistakes are rejected by the CRD.
+  await assert.rejects(s.api.request('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'bad' }, spec: { replicas: -1, image: 'nginx' } } }), /replicas in body should be greater than or equal to 0/);
+  await assert.rejects(s.api.request('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'bad' }, spec: { replicas: 1 } } }), /spec\.image: Required value/);
+
+  // A: the Deployment does not exist → created.
+  const app = await s.api.request<{ metadata: { uid: string } }>('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'my-app-instance' }, spec: { replicas: 2, image: 'nginx:1.20' } } });
+  const created = await waitFor('scenario A: the Deployment is created and ready', async () => {
+    const d = await deployment();
+    return d.status?.readyReplicas === 2 ? d : undefined;
+  }, { timeoutMs: 60_000 });
+  assert.equal(created.spec.replicas, 2);
+  assert.equal(created.spec.template.spec.containers[0]!.image, 'nginx:1.20');
+  assert.equal(created.metadata.ownerReferences?.[0]?.uid, app.metadata.uid);
+  await waitFor('MyApp Ready', async () => {
+    const a = await s.api.request<{ status?: { readyReplicas?: number; conditions?: { type: string; status: string }[] } }>('GET', `${s.objects}/my-app-instance`);
+    return (a.status?.readyReplicas === 2 && a.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) || undefined;
+  });
+
+  // B: the image changes → the Deployment is updated.
+  await s.api.request('PATCH', `${s.objects}/my-app-instance`, { body: { spec: { image: 'nginx:1.25' } }, contentType: 'application/merge-patch+json' });
+  await waitFor('scenario B: the Deployment runs the new image', async () => (await deployment()).spec.template.spec.containers[0]!.image === 'nginx:1.25' || undefined);
+
+  // C: everything is right → resyncs come and go without a write.
+  await sleep(2000);
+  const settled = (await deployment()).metadata.resourceVersion;
+  const cursor = journalLines(s.journal).length;
+  await waitFor('two resyncs', async () => journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').length >= 2 || undefined, { timeoutMs: 15_000 });
+  const resyncs = journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync');
+  assert.deepEqual(resyncs.map((l) => l.response?.changes?.length ?? 0), resyncs.map(() => 0), 'scenario C: nothing to do, no writes');
+  assert.equal((await deployment()).metadata.resourceVersion, settled, 'the Deployment was not touched');
+
+  // D: the MyApp is deleted → its Deployment goes too.
+  await s.api.request('DELETE', `${s.objects}/my-app-instance`);
+  await waitFor('scenario D: the Deployment is deleted', async () => deployment().then(() => undefined, (err) => (err instanceof ApiError && err.status === 404) || undefined), { timeoutMs: 60_000 });
+});

@@ -1,0 +1,75 @@
+// An example function deployed as in production, for end-to-end tests: its CRD and RBAC from
+// `kfn manifests`, the function as its own process under its ServiceAccount token, and a
+// bridge process delivering to it, for objects in a namespace of the test's own.
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { stringify } from 'yaml';
+import type { KubeApi } from '../../bridge/kubeapi.ts';
+import { applyFunction, loadFunction } from '../../cli/functions.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { freePort, spawnBridge } from './bridge.ts';
+import { kubeApi, kubeConfigForToken, requestServiceAccountToken, testNamespace, uniqueName, waitFor, type TestCluster } from './cluster.ts';
+
+export interface FunctionStack {
+  ns: string;
+  dir: string;
+  journal: string;
+  api: KubeApi;
+  /** The collection path of the function's kind in the test namespace. */
+  objects: string;
+}
+
+export interface JournalLine {
+  reason: string;
+  key: string;
+  outcome: string;
+  attempt: number;
+  response?: { changes?: { action: string }[] };
+}
+
+export function journalLines(path: string): JournalLine[] {
+  try {
+    return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as JournalLine);
+  } catch {
+    return [];
+  }
+}
+
+export async function functionStack(t: TestContext, cluster: TestCluster, name: string, extra: { resyncPeriodSeconds?: number } = {}): Promise<FunctionStack> {
+  const api = kubeApi(cluster.kc);
+  const ns = await testNamespace(t, cluster, name);
+  const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const fnDir = join(repoRoot, 'functions', name);
+  const reconciler = await loadFunction(fnDir);
+  const port = await freePort();
+  // The function's identity and Secret live in the test namespace; the Reconciler goes into
+  // the bridge's file under a name of the test's own (the CRD is shared by the kind's tests).
+  const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
+  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')!;
+  await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
+  const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`);
+  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: `kfn-fn-${reconciler.name}` }, 3600);
+  const fnKubeconfig = join(dir, 'fn.kubeconfig');
+  writeFileSync(fnKubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
+
+  const log = openSync(join(dir, 'function.log'), 'a');
+  const fn = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', fnDir, `--port=${port}`, `--kubeconfig=${fnKubeconfig}`], {
+    stdio: ['ignore', log, log],
+    env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
+  });
+  closeSync(log);
+  t.after(() => void fn.kill('SIGKILL'));
+  await waitFor(`the ${name} function to listen`, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok || undefined);
+
+  const config = join(dir, 'bridge.yaml');
+  writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));
+  const journal = join(dir, 'journal.jsonl');
+  await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`]);
+  const kind = reconciler.for;
+  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}` };
+}
