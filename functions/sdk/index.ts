@@ -14,6 +14,7 @@ export {
   StatefulSet,
   defineReconciler,
   type Child,
+  type ConditionResult,
   type KindRef,
   type ReconcileContext,
   type ReconcileResult,

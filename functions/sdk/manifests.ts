@@ -67,6 +67,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
         rule(kind, ['get', 'patch', 'update'], `${kind.plural}/status`),
         ...owns.map((o) => rule(o, ['get', 'list', 'create', 'patch', 'update', 'delete'])),
         ...watches.map((w) => rule(w, ['get', 'list'])),
+        ...(reconciler.uses ?? []).map((u) => rule(u.kind, u.verbs, `${pluralOf(u.kind.kind)}${u.subresource ? `/${u.subresource}` : ''}`)),
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
       ],
     },

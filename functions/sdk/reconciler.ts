@@ -41,6 +41,14 @@ export interface Child {
 
 export type Readiness = boolean | { ready: boolean; reason: string; message?: string };
 
+/** A condition besides Ready: its type, whether it holds, why. */
+export interface ConditionResult {
+  type: string;
+  status: boolean;
+  reason: string;
+  message?: string;
+}
+
 export interface ReconcileResult<Status = Record<string, unknown>> {
   /** Everything the object should own now; owned objects not listed are deleted. */
   children?: Child[];
@@ -48,6 +56,8 @@ export interface ReconcileResult<Status = Record<string, unknown>> {
   status?: Partial<Status>;
   /** Ready condition: true/false, or with a reason and message. Default: true. */
   ready?: Readiness;
+  /** More conditions to report besides Ready (same shape in status.conditions). */
+  conditions?: ConditionResult[];
   /** Reconcile again after this long even if nothing changes. */
   requeueAfterSeconds?: number;
 }
@@ -80,9 +90,17 @@ export interface ReconcilerDefinition<K extends Kind = Kind> {
   for: K;
   owns?: KindRef[];
   watches?: WatchSpec[];
+  /** Other kinds the function reads or writes imperatively (through ctx.api), for its RBAC. */
+  uses?: { kind: KindRef; verbs: ('get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete')[]; subresource?: string }[];
   reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>['status']>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>['status']>>>;
-  /** Runs before a deleted object may go; the finalizer is removed once it succeeds. */
+  /**
+   * Runs before a deleted object may go; the finalizer is removed once it succeeds. A failing
+   * finalize is retried with backoff, but never blocks deletion forever: after
+   * `finalizeAttempts` attempts (default 10) the SDK records a Warning Event and lets the object
+   * go. The annotation `kfn.dev/skip-finalizer: "true"` lets it go at once, without cleanup.
+   */
   finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
+  finalizeAttempts?: number;
 }
 
 export interface Reconciler<K extends Kind = Kind> extends ReconcilerDefinition<K> {

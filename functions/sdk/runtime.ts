@@ -17,6 +17,8 @@ import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './
 
 export const ownerUidLabel = 'kfn.dev/owner-uid';
 export const reconcilerLabel = 'kfn.dev/reconciler';
+/** The documented way out of a finalizer whose cleanup cannot succeed. */
+export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
 
 /** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
 export class ReconcileError extends Error {
@@ -134,7 +136,20 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   const finalizer = reconciler.finalizer;
   if (obj.metadata.deletionTimestamp) {
     if (finalizer && obj.metadata.finalizers?.includes(finalizer)) {
-      await step('finalize', async () => reconciler.finalize!(obj as never, ctx));
+      const attempts = reconciler.finalizeAttempts ?? 10;
+      if (obj.metadata.annotations?.[skipFinalizerAnnotation] === 'true') {
+        log.warn({}, `${skipFinalizerAnnotation} is set: removing the finalizer without cleanup`);
+        await ctx.event('Warning', 'FinalizerSkipped', `${skipFinalizerAnnotation} is set: ${finalizer} removed without running cleanup`).catch(() => undefined);
+      } else {
+        try {
+          await step('finalize', async () => reconciler.finalize!(obj as never, ctx));
+        } catch (err) {
+          if (received.attempt < attempts) throw err;
+          // Bounded: cleanup that keeps failing must not keep the object forever.
+          log.error({ attempts, error: (err as Error).message }, 'finalize keeps failing; letting the object go');
+          await ctx.event('Warning', 'FinalizerGaveUp', `cleanup failed ${received.attempt} times, last: ${(err as Error).message}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
+        }
+      }
       await step('removing the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, false));
       changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
       log.info({}, 'finalized');
@@ -213,7 +228,19 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     observedGeneration: obj.metadata.generation,
     lastTransitionTime: previous && previous.status === (ready.ready ? 'True' : 'False') ? previous.lastTransitionTime : now().toISOString(),
   };
-  const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition] };
+  const extra: Condition[] = (result.conditions ?? []).map((c) => {
+    const was = liveStatus.conditions?.find((l) => l.type === c.type);
+    const value = c.status ? 'True' : 'False';
+    return {
+      type: c.type,
+      status: value,
+      reason: c.reason,
+      message: c.message ?? '',
+      observedGeneration: obj.metadata.generation,
+      lastTransitionTime: was && was.status === value ? was.lastTransitionTime : now().toISOString(),
+    };
+  });
+  const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
   if (!contains(liveStatus, status)) {
     await step('writing the status', () =>
       api.request('PATCH', `${primaryPath}/status`, {
