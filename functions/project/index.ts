@@ -1,0 +1,60 @@
+// Project (xyz.com/v1): spec.image runs as a Deployment; spec.password goes into a Secret that
+// the Deployment reads — never into a ConfigMap, a log line, the journal or the status.
+// status.Ready is the seed's boolean, beside the standard Ready condition.
+import { Deployment, Secret, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+
+export const Project = defineKind({
+  group: 'xyz.com',
+  version: 'v1',
+  kind: 'Project',
+  spec: t.Object({
+    image: t.String({ minLength: 1 }),
+    password: t.String({ minLength: 1 }),
+  }),
+  status: t.Object({ Ready: t.Optional(t.Boolean()) }),
+  printerColumns: [
+    { name: 'Image', type: 'string', jsonPath: '.spec.image' },
+    { name: 'Ready', type: 'boolean', jsonPath: '.status.Ready' },
+  ],
+});
+type Proj = ObjectOf<typeof Project>;
+
+const secretName = (p: Proj) => `${p.metadata.name}-credentials`;
+
+export default defineReconciler({
+  name: 'project',
+  for: Project,
+  owns: [Secret, Deployment],
+  reconcile(project, ctx) {
+    const labels = { 'app.kubernetes.io/name': 'project', 'app.kubernetes.io/instance': project.metadata.name };
+    const available = (ctx.owned<{ status?: { availableReplicas?: number } }>(Deployment, project.metadata.name)?.status?.availableReplicas ?? 0) >= 1;
+    return {
+      children: [
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName(project), labels }, type: 'Opaque', data: { password: Buffer.from(project.spec.password).toString('base64') } },
+        {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: project.metadata.name, labels },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: labels },
+            template: {
+              metadata: { labels },
+              spec: {
+                containers: [
+                  {
+                    name: 'web',
+                    image: project.spec.image,
+                    env: [{ name: 'PASSWORD', valueFrom: { secretKeyRef: { name: secretName(project), key: 'password' } } }],
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+      status: { Ready: available },
+      ready: available || { ready: false, reason: 'DeploymentNotAvailable', message: `waiting for Deployment ${project.metadata.name}` },
+    };
+  },
+});
