@@ -85,7 +85,32 @@ export function defineKind<Spec extends TObject, Status extends TObject>(options
  * structural schema forbids.
  */
 export function openApi(schema: TSchema): Record<string, unknown> {
-  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+  return structural(JSON.parse(JSON.stringify(schema))) as Record<string, unknown>;
+}
+
+/**
+ * Rewrites what TypeBox emits but CRD schemas reject: a Record's patternProperties become
+ * additionalProperties, a union of literals (anyOf of const) becomes an enum.
+ */
+function structural(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(structural);
+  if (typeof node !== 'object' || node === null) return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) out[k] = structural(v);
+  const anyOf = out.anyOf as { const?: unknown; type?: string }[] | undefined;
+  if (anyOf?.length && anyOf.every((a) => a.const !== undefined && a.type === anyOf[0]!.type)) {
+    delete out.anyOf;
+    out.type = anyOf[0]!.type;
+    out.enum = anyOf.map((a) => a.const);
+  }
+  const patterns = out.patternProperties as Record<string, unknown> | undefined;
+  if (patterns) {
+    const values = Object.values(patterns);
+    if (values.length !== 1) throw new Error('a CRD schema cannot express several property patterns; use one t.Record per map');
+    delete out.patternProperties;
+    out.additionalProperties = values[0];
+  }
+  return out;
 }
 
 const conditionsSchema = {

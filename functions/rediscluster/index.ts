@@ -1,0 +1,79 @@
+// RedisCluster (redis.io/v1beta1): the seed's "only size and config matter" operator. A
+// StatefulSet of `size` redis pods behind a headless Service, with spec.config rendered into
+// redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
+// pods). Status: ready replicas.
+import { createHash } from 'node:crypto';
+import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+
+const quantity = t.Unsafe<string | number>({ 'x-kubernetes-int-or-string': true });
+const resources = t.Object({ cpu: t.Optional(quantity), memory: t.Optional(quantity) });
+
+export const RedisCluster = defineKind({
+  group: 'redis.io',
+  version: 'v1beta1',
+  kind: 'RedisCluster',
+  spec: t.Object({
+    size: t.Integer({ minimum: 1 }),
+    imagePullPolicy: t.Union([t.Literal('Always'), t.Literal('IfNotPresent'), t.Literal('Never')], { default: 'IfNotPresent' }),
+    resources: t.Optional(t.Object({ limits: t.Optional(resources), requests: t.Optional(resources) })),
+    config: t.Record(t.String(), t.String(), { default: {} }),
+  }),
+  status: t.Object({ readyReplicas: t.Optional(t.Integer()) }),
+  printerColumns: [
+    { name: 'Size', type: 'integer', jsonPath: '.spec.size' },
+    { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas' },
+  ],
+});
+type Redis = ObjectOf<typeof RedisCluster>;
+
+/** redis.conf from spec.config, keys sorted so the same config always renders the same. */
+export function renderConfig(config: Record<string, string>): string {
+  return `${Object.keys(config).sort().map((k) => `${k} ${config[k]}`).join('\n')}\n`;
+}
+
+export default defineReconciler({
+  name: 'rediscluster',
+  for: RedisCluster,
+  owns: [ConfigMap, Service, StatefulSet],
+  reconcile(redis, ctx) {
+    const name = redis.metadata.name;
+    const labels = { 'app.kubernetes.io/name': 'redis', 'app.kubernetes.io/instance': name };
+    const conf = renderConfig(redis.spec.config);
+    const ready = ctx.owned<{ status?: { readyReplicas?: number } }>(StatefulSet, name)?.status?.readyReplicas ?? 0;
+    return {
+      children: [
+        { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-config`, labels }, data: { 'redis.conf': conf } },
+        { apiVersion: 'v1', kind: 'Service', metadata: { name: `${name}-headless`, labels }, spec: { clusterIP: 'None', selector: labels, ports: [{ name: 'redis', port: 6379 }] } },
+        {
+          apiVersion: 'apps/v1',
+          kind: 'StatefulSet',
+          metadata: { name, labels },
+          spec: {
+            serviceName: `${name}-headless`,
+            replicas: redis.spec.size,
+            selector: { matchLabels: labels },
+            template: {
+              metadata: { labels, annotations: { 'redis.kfn.dev/config-sha256': createHash('sha256').update(conf).digest('hex').slice(0, 16) } },
+              spec: {
+                containers: [
+                  {
+                    name: 'redis',
+                    image: 'redis:7',
+                    imagePullPolicy: redis.spec.imagePullPolicy,
+                    command: ['redis-server', '/etc/redis/redis.conf'],
+                    ports: [{ containerPort: 6379, name: 'redis' }],
+                    ...(redis.spec.resources ? { resources: redis.spec.resources } : {}),
+                    volumeMounts: [{ name: 'config', mountPath: '/etc/redis' }],
+                  },
+                ],
+                volumes: [{ name: 'config', configMap: { name: `${name}-config` } }],
+              },
+            },
+          },
+        },
+      ],
+      status: { readyReplicas: ready },
+      ready: ready === redis.spec.size || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${redis.spec.size} redis pods ready` },
+    };
+  },
+});
