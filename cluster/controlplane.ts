@@ -362,9 +362,13 @@ async function writeClusterFiles(paths: ClusterPaths, server: string, credential
   writeFileSync(join(paths.dir, 'kwok.yaml'), kwokConfig());
 }
 
-/** kwok's configuration; with no Stage documents kwok v0.7 uses its built-in fast stages. */
+/**
+ * kwok's configuration: its options, then the pod stages of cluster/kwok/stages.yaml (node
+ * stages are kwok's built-in ones, which it uses when given none).
+ */
 function kwokConfig(): string {
-  return stringify({ apiVersion: 'config.kwok.x-k8s.io/v1alpha1', kind: 'KwokConfiguration', options: {} });
+  const options = stringify({ apiVersion: 'config.kwok.x-k8s.io/v1alpha1', kind: 'KwokConfiguration', options: {} });
+  return `${options}---\n${readFileSync(join(import.meta.dirname, 'kwok', 'stages.yaml'), 'utf8')}`;
 }
 
 function nodeManifest() {

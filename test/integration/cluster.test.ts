@@ -201,4 +201,31 @@ spec:
     const pods = await cluster.core.listNamespacedPod({ namespace: ns, labelSelector: 'job-name=once' });
     assert.equal(pods.items[0]?.status?.phase, 'Succeeded');
   });
+
+  test('a Job whose pod is labelled kwok_fail fails (the fake node fails it, for tests)', async (t) => {
+    const cluster = await testCluster();
+    const ns = await testNamespace(t, cluster, 'job-fail');
+    await applyYaml(
+      cluster.kc,
+      `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: doomed}
+spec:
+  backoffLimit: 0
+  template:
+    metadata: {labels: {kwok_fail: "true"}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+`,
+      ns,
+    );
+    const batch = cluster.kc.makeApiClient(BatchV1Api);
+    const job = await waitFor('Job doomed to fail', async () => {
+      const j = await batch.readNamespacedJob({ name: 'doomed', namespace: ns });
+      return j.status?.conditions?.some((c) => c.type === 'Failed' && c.status === 'True') ? j : undefined;
+    }, { timeoutMs: 90_000 });
+    assert.equal(job.status?.failed, 1);
+  });
 });

@@ -28,6 +28,7 @@ export interface JournalLine {
   key: string;
   outcome: string;
   attempt: number;
+  durationMs: number;
   response?: { changes?: { action: string }[] };
 }
 

@@ -1,0 +1,88 @@
+// DatabaseBackup (backup.example.com/v1): the seed's long-running task as a state machine.
+// Pending → InProgress (starts a Job, records startTime) → Completed or Failed (from the Job,
+// records completionTime). The function never waits: it starts the Job and returns, is called
+// again when the Job changes (it owns it) or when its requeue comes due, and does nothing in
+// a terminal phase.
+import { Job, defineKind, defineReconciler, t, type Child, type ObjectOf } from '../sdk/index.ts';
+
+export const DatabaseBackup = defineKind({
+  group: 'backup.example.com',
+  version: 'v1',
+  kind: 'DatabaseBackup',
+  spec: t.Object({
+    databaseName: t.String({ minLength: 1 }),
+    backupPath: t.String({ minLength: 1 }),
+  }),
+  status: t.Object({
+    phase: t.Optional(t.Union([t.Literal('Pending'), t.Literal('InProgress'), t.Literal('Completed'), t.Literal('Failed')])),
+    startTime: t.Optional(t.String()),
+    completionTime: t.Optional(t.String()),
+    message: t.Optional(t.String()),
+  }),
+  printerColumns: [
+    { name: 'Database', type: 'string', jsonPath: '.spec.databaseName' },
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    { name: 'Started', type: 'date', jsonPath: '.status.startTime' },
+    { name: 'Completed', type: 'date', jsonPath: '.status.completionTime' },
+  ],
+});
+type Backup = ObjectOf<typeof DatabaseBackup>;
+
+/** How often an in-progress backup is checked even without a Job event. */
+const checkEverySeconds = 30;
+
+function backupJob(b: Backup): Child {
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name: `${b.metadata.name}-backup` },
+    spec: {
+      backoffLimit: 0,
+      template: {
+        // The backup's own labels travel to its pod (kwok_fail there makes the fake node fail it).
+        metadata: { labels: { ...b.metadata.labels, 'backup.example.com/backup': b.metadata.name } },
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{ name: 'backup', image: 'postgres:16', command: ['sh', '-c', 'pg_dump "$DATABASE" > /backup/dump.sql && upload "$BACKUP_PATH"'], env: [{ name: 'DATABASE', value: b.spec.databaseName }, { name: 'BACKUP_PATH', value: b.spec.backupPath }] }],
+        },
+      },
+    },
+  };
+}
+
+interface LiveJob {
+  status?: { conditions?: { type: string; status: string; message?: string }[] };
+}
+
+export default defineReconciler({
+  name: 'databasebackup',
+  for: DatabaseBackup,
+  owns: [Job],
+  reconcile(backup, ctx) {
+    // The status returned is the whole status this function owns (server-side apply): carry
+    // the recorded fields forward, change only what the transition changes.
+    const { phase = 'Pending', startTime, completionTime, message } = backup.status ?? {};
+    const recorded = { phase, startTime, completionTime, message };
+    const job = backupJob(backup);
+    const now = new Date().toISOString();
+    const inProgress = { ready: false, reason: 'InProgress', message: 'backup running' };
+    switch (phase) {
+      case 'Pending':
+        // Start the work and return at once.
+        return { children: [job], status: { phase: 'InProgress' as const, startTime: now }, ready: inProgress, requeueAfterSeconds: checkEverySeconds };
+      case 'InProgress': {
+        const live = ctx.owned<LiveJob>(Job, job.metadata.name);
+        const condition = (type: string) => live?.status?.conditions?.find((c) => c.type === type && c.status === 'True');
+        if (condition('Complete')) return { children: [job], status: { ...recorded, phase: 'Completed' as const, completionTime: now }, ready: true };
+        const failed = condition('Failed');
+        const why = failed?.message || 'the backup Job failed';
+        if (failed) return { children: [job], status: { ...recorded, phase: 'Failed' as const, completionTime: now, message: why }, ready: { ready: false, reason: 'BackupFailed', message: why } };
+        return { children: [job], status: recorded, ready: inProgress, requeueAfterSeconds: checkEverySeconds };
+      }
+      case 'Completed':
+        return { children: [job], status: recorded, ready: true };
+      case 'Failed':
+        return { children: [job], status: recorded, ready: { ready: false, reason: 'BackupFailed', message: message ?? 'the backup failed' } };
+    }
+  },
+});

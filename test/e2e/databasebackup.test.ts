@@ -1,0 +1,47 @@
+// DatabaseBackup end to end: the state machine to both terminal phases, without blocking.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { testCluster, waitFor } from '../support/cluster.ts';
+import { functionStack, journalLines } from '../support/functions.ts';
+
+interface Backup {
+  status?: { phase?: string; startTime?: string; completionTime?: string; message?: string; conditions?: { type: string; status: string; reason: string }[] };
+}
+
+test('DatabaseBackup: Pending → InProgress → Completed, and → Failed when the Job fails; terminal phases do nothing', async (t) => {
+  const cluster = await testCluster();
+  const s = await functionStack(t, cluster, 'databasebackup');
+  const body = (name: string, labels?: Record<string, string>) => ({ apiVersion: 'backup.example.com/v1', kind: 'DatabaseBackup', metadata: { name, labels }, spec: { databaseName: 'production-db', backupPath: 's3://my-bucket/backup.sql' } });
+  await assert.rejects(s.api.request('POST', s.objects, { body: { ...body('bad'), spec: { databaseName: 'x' } } }), /spec\.backupPath: Required value/);
+  const get = (name: string) => s.api.request<Backup>('GET', `${s.objects}/${name}`);
+
+  await s.api.request('POST', s.objects, { body: body('good') });
+  // The kwok_fail label reaches the Job's pod, which the fake node then fails.
+  await s.api.request('POST', s.objects, { body: body('bad-disk', { kwok_fail: 'true' }) });
+
+  const done = await waitFor('good to complete', async () => {
+    const b = await get('good');
+    return b.status?.phase === 'Completed' ? b : undefined;
+  }, { timeoutMs: 60_000 });
+  assert.ok(done.status!.startTime && done.status!.completionTime, 'startTime and completionTime are recorded');
+  assert.ok(Date.parse(done.status!.completionTime!) >= Date.parse(done.status!.startTime!));
+  assert.ok(done.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'True'));
+
+  const failed = await waitFor('bad-disk to fail', async () => {
+    const b = await get('bad-disk');
+    return b.status?.phase === 'Failed' ? b : undefined;
+  }, { timeoutMs: 60_000 });
+  assert.ok(failed.status!.completionTime);
+  assert.ok(failed.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'False' && c.reason === 'BackupFailed'));
+
+  // Terminal phases: deliveries (a Job event, a resync) change nothing.
+  const jobs = await s.api.request<{ items: unknown[] }>('GET', `/apis/batch/v1/namespaces/${s.ns}/jobs`);
+  assert.equal(jobs.items.length, 2, 'one Job per backup, never restarted');
+  const before = JSON.stringify([(await get('good')).status, (await get('bad-disk')).status]);
+  await sleep(2000);
+  assert.equal(JSON.stringify([(await get('good')).status, (await get('bad-disk')).status]), before);
+  const lines = journalLines(s.journal);
+  assert.ok(lines.length >= 4, 'the function was called as the Jobs progressed');
+  assert.ok(lines.every((l) => l.durationMs < 3000), `it never waited for a Job (slowest answer ${Math.max(...lines.map((l) => l.durationMs))} ms)`);
+});
