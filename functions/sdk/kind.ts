@@ -90,18 +90,22 @@ export function openApi(schema: TSchema): Record<string, unknown> {
 
 /**
  * Rewrites what TypeBox emits but CRD schemas reject: a Record's patternProperties become
- * additionalProperties, a union of literals (anyOf of const) becomes an enum.
+ * additionalProperties, a literal (const) or a union of literals becomes an enum.
  */
 function structural(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(structural);
   if (typeof node !== 'object' || node === null) return node;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(node)) out[k] = structural(v);
-  const anyOf = out.anyOf as { const?: unknown; type?: string }[] | undefined;
-  if (anyOf?.length && anyOf.every((a) => a.const !== undefined && a.type === anyOf[0]!.type)) {
+  if ('const' in out) {
+    out.enum = [out.const];
+    delete out.const;
+  }
+  const anyOf = out.anyOf as { enum?: unknown[]; type?: string }[] | undefined;
+  if (anyOf?.length && anyOf.every((a) => a.enum?.length === 1 && a.type === anyOf[0]!.type)) {
     delete out.anyOf;
     out.type = anyOf[0]!.type;
-    out.enum = anyOf.map((a) => a.const);
+    out.enum = anyOf.map((a) => a.enum![0]);
   }
   const patterns = out.patternProperties as Record<string, unknown> | undefined;
   if (patterns) {

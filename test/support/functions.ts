@@ -40,9 +40,10 @@ export function journalLines(path: string): JournalLine[] {
   }
 }
 
-export async function functionStack(t: TestContext, cluster: TestCluster, name: string, extra: { resyncPeriodSeconds?: number } = {}): Promise<FunctionStack> {
+export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: { resyncPeriodSeconds?: number; namespace?: string } = {}): Promise<FunctionStack> {
+  const { namespace, ...extra } = options;
   const api = kubeApi(cluster.kc);
-  const ns = await testNamespace(t, cluster, name);
+  const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const fnDir = join(repoRoot, 'functions', name);
