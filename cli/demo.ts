@@ -84,8 +84,20 @@ export const demoCommand: Command = {
 
     const reconcilers: string[] = [];
     let api: KubeApi | undefined;
+    const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
     const stopAll = async () => {
-      // Its Reconcilers point at processes that are about to stop: remove them too.
+      // Delete the samples while the functions still run, so that finalizers can do their work,
+      // then the Reconcilers, which point at processes that are about to stop.
+      if (api && samples.length && children.length) {
+        say('Deleting the samples…');
+        const paths = await Promise.all(samples.map(async (s) => `/apis/${s.apiVersion}/namespaces/${namespace}/${(await api!.resource(s.apiVersion, s.kind)).plural}/${s.metadata.name}`));
+        for (const path of paths) await api.request('DELETE', path).catch(() => undefined);
+        for (let i = 0; i < 80; i++) {
+          const left = await Promise.all(paths.map((p) => api!.request('GET', p).then(() => 1, () => 0)));
+          if (left.every((n) => n === 0)) break;
+          await sleep(250);
+        }
+      }
       for (const name of reconcilers) await api?.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
       for (const c of children) c.kill('SIGTERM');
       await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
@@ -114,7 +126,6 @@ export const demoCommand: Command = {
       for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
       await freshNamespace(api);
       let port = 18090;
-      const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
       for (const dir of dirs) {
         const reconciler = await loadFunction(dir);
         const sinkUri = `http://127.0.0.1:${port}/`;
