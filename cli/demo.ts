@@ -161,7 +161,12 @@ export const demoCommand: Command = {
       say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(work, 'bridge.log'))}, journal ${displayPath(journal)}`);
 
       // 4. Samples, then the live account.
-      for (const sample of samples) await applyObject(api, sample, 'kfn-demo');
+      const appliedAt = new Map<string, number>();
+      for (const sample of samples) {
+        await applyObject(api, sample, 'kfn-demo');
+        appliedAt.set(`${sample.kind}/${sample.metadata.name}`, Date.now());
+      }
+      const readyAt = new Map<string, number>();
       say(`Applied ${samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(kubeconfig!)} -n ${namespace} get all,mywebs`);
       say(dim(values['exit-when-ready'] ? 'Stopping once every sample is Ready.' : 'Press Ctrl-C to stop everything the demo started.'));
       say('');
@@ -179,9 +184,10 @@ export const demoCommand: Command = {
           offset += end;
         }
         for (const c of children) if (c.exitCode !== null) throw new Error(`a demo process exited (status ${c.exitCode}); see the logs in ${displayPath(work)}`);
-        if (values['exit-when-ready'] && (await allReady(api, samples))) {
-          say(bold(`All ${samples.length} samples are Ready.`));
-          break;
+        if (readyAt.size < samples.length && (await allReady(api, samples, readyAt))) {
+          say(bold(`All ${samples.length} samples are Ready. From apply to Ready:`));
+          for (const [key, at] of readyAt) say(`  ${key.padEnd(44)} ${((at - appliedAt.get(key)!) / 1000).toFixed(1)} s`);
+          if (values['exit-when-ready']) break;
         }
         await sleep(300);
       }
@@ -218,13 +224,16 @@ async function freshNamespace(api: KubeApi): Promise<void> {
   await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 'kfn-demo');
 }
 
-async function allReady(api: KubeApi, samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[]): Promise<boolean> {
+/** Records in `readyAt` when each sample is first seen Ready; true once all are. */
+async function allReady(api: KubeApi, samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[], readyAt: Map<string, number>): Promise<boolean> {
   for (const s of samples) {
+    const key = `${s.kind}/${s.metadata.name}`;
+    if (readyAt.has(key)) continue;
     const resource = await api.resource(s.apiVersion, s.kind);
     const obj = await api.request<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `/apis/${s.apiVersion}/namespaces/${s.metadata.namespace}/${resource.plural}/${s.metadata.name}`).catch(() => undefined);
-    if (!obj?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return false;
+    if (obj?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) readyAt.set(key, Date.now());
   }
-  return true;
+  return readyAt.size === samples.length;
 }
 
 /** A kubeconfig for the same cluster as `base`, authenticating with `token` only. */

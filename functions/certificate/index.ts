@@ -93,7 +93,7 @@ export default defineReconciler({
     const issuerReady = issuer?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
     if (!issuer || !issuerReady) {
       // Keep what exists; try again soon.
-      return { children: keep, ready: { ready: false, reason: 'IssuerNotReady', message: `Issuer ${cert.spec.issuerRef.name} ${issuer ? 'is not ready' : 'does not exist'}` }, requeueAfterSeconds: 10 };
+      return { children: keep, ready: { ready: false, reason: 'IssuerNotReady', message: `Issuer ${cert.spec.issuerRef.name} ${issuer ? 'is not ready' : 'does not exist'}` }, requeueAfterSeconds: 5 };
     }
     const ca = await signingCa(issuer, ctx);
     const now = new Date();
