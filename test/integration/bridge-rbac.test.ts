@@ -113,8 +113,11 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   const metrics = await fetch(`http://${running.address}/metrics`).then((r) => r.text());
   assert.match(metrics, new RegExp(`leader_election_master_status\\{name="${leaseName}"\\} 1`));
 
-  // And nothing more than that: the ServiceAccount cannot, for instance, read Secrets elsewhere.
+  // And nothing more than that: it cannot get a Secret outside its namespace (other functions'
+  // grants may let it list and watch kinds they own, never get or write them), nor write the
+  // objects it watches.
   const asBridge = kubeApi(kubeConfigForToken(cluster.kc, token));
-  await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets`), /forbidden/);
+  await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'private' }, stringData: { k: 'v' } } });
+  await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets/private`), /forbidden/);
   await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
 });
