@@ -2,10 +2,8 @@
 // image (replicas, or 0 when idle), a Service, the runtime config in a ConfigMap, and a
 // HorizontalPodAutoscaler while autoscaling is on (it is pruned when it turns off; while it
 // is on, the HPA owns the replica count).
-import { ConfigMap, Deployment, HorizontalPodAutoscaler, Service, defineKind, defineReconciler, t, type Child, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, HorizontalPodAutoscaler, Service, defineKind, defineReconciler, resourceRequirements, t, type Child, type ObjectOf } from '../sdk/index.ts';
 
-const quantity = t.Unsafe<string | number>({ 'x-kubernetes-int-or-string': true });
-const resources = t.Object({ cpu: t.Optional(quantity), memory: t.Optional(quantity) });
 
 export const MicroServiceDeploy = defineKind({
   group: 'custom.ops',
@@ -22,7 +20,7 @@ export const MicroServiceDeploy = defineKind({
     needAuth: t.Boolean({ default: false }),
     config: t.String({ default: '' }),
     creationTimestamp: t.Optional(t.String()),
-    resourceRequirements: t.Optional(t.Object({ limits: t.Optional(resources), requests: t.Optional(resources) })),
+    resourceRequirements: t.Optional(resourceRequirements()),
     idle: t.Boolean({ default: false }),
   }),
   status: t.Object({ availableReplicas: t.Optional(t.Integer()) }),

@@ -3,7 +3,7 @@
 // the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
 // edit starts a new Job and the old one is pruned.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Job, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Job, defineKind, defineReconciler, quantity, t, type ObjectOf } from '../sdk/index.ts';
 
 export const MyResource = defineKind({
   group: 'mygroup.example.com',
@@ -13,7 +13,7 @@ export const MyResource = defineKind({
   categories: ['all'],
   spec: t.Object({
     image: t.String({ minLength: 1 }),
-    memory: t.Unsafe<number | string>({ 'x-kubernetes-int-or-string': true, pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$' }),
+    memory: t.Unsafe<number | string>({ ...quantity(), pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$' }),
   }),
   status: t.Object({ state: t.Optional(t.String()) }),
   printerColumns: [

@@ -3,10 +3,8 @@
 // redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
 // pods). Status: ready replicas.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, resourceRequirements, t, type ObjectOf } from '../sdk/index.ts';
 
-const quantity = t.Unsafe<string | number>({ 'x-kubernetes-int-or-string': true });
-const resources = t.Object({ cpu: t.Optional(quantity), memory: t.Optional(quantity) });
 
 export const RedisCluster = defineKind({
   group: 'redis.io',
@@ -15,7 +13,7 @@ export const RedisCluster = defineKind({
   spec: t.Object({
     size: t.Integer({ minimum: 1 }),
     imagePullPolicy: t.Union([t.Literal('Always'), t.Literal('IfNotPresent'), t.Literal('Never')], { default: 'IfNotPresent' }),
-    resources: t.Optional(t.Object({ limits: t.Optional(resources), requests: t.Optional(resources) })),
+    resources: t.Optional(resourceRequirements()),
     config: t.Record(t.String(), t.String(), { default: {} }),
   }),
   status: t.Object({ readyReplicas: t.Optional(t.Integer()) }),

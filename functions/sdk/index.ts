@@ -2,7 +2,7 @@
 //
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
-export { crdOf, defineKind, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export { crdOf, defineKind, quantity, resourceRequirements, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
 export {
   ConfigMap,
   Deployment,

@@ -1,6 +1,7 @@
 // A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
 // definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
-import type { Static, TObject, TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import type { KubeObject } from '../../bridge/kubeapi.ts';
 
 export interface PrinterColumn {
   name: string;
@@ -24,19 +25,8 @@ export interface KindOptions<Spec extends TObject, Status extends TObject> {
   printerColumns?: PrinterColumn[];
 }
 
-export interface ObjectMeta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  deletionTimestamp?: string;
-  creationTimestamp?: string;
-  ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean; blockOwnerDeletion?: boolean }[];
-}
+/** Object metadata, as the bridge and the SDK read it. */
+export type ObjectMeta = KubeObject['metadata'];
 
 export interface Condition {
   type: string;
@@ -46,6 +36,15 @@ export interface Condition {
   observedGeneration?: number;
   lastTransitionTime: string;
 }
+
+/** A Kubernetes quantity ("500m", "1Gi", 2): a string or an integer. */
+export const quantity = () => Type.Unsafe<string | number>({ 'x-kubernetes-int-or-string': true });
+
+/** Container resource limits and requests, as in a pod spec. */
+export const resourceRequirements = () => {
+  const amounts = Type.Object({ cpu: Type.Optional(quantity()), memory: Type.Optional(quantity()) });
+  return Type.Object({ limits: Type.Optional(amounts), requests: Type.Optional(amounts) });
+};
 
 /** The status every kfn kind has besides its own fields. */
 export interface StandardStatus {
