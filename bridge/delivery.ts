@@ -1,5 +1,7 @@
 // Sending one reconcile event to a function and classifying the outcome per the contract.
-// Uses fetch directly (not the CloudEvents SDK's transport, which hides the status code).
+// Uses undici's fetch directly (not the CloudEvents SDK's transport, which hides the status
+// code) — the same client the bridge talks to the apiserver with, rather than a second copy.
+import { fetch } from 'undici';
 import { authenticate, classifyResponse, type Credentials, type DeliveryOutcome, type HttpMessage } from './contract.ts';
 
 export interface DeliveryResult {
