@@ -98,7 +98,8 @@ class ReconcilerRuntime {
     if (sameKind(kind, this.config.for)) {
       const key = storeKey(event.object);
       if (event.type === 'delete') {
-        this.tombstones.set(key, event.object);
+        // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves.
+        if (this.inNamespaces(event.object)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
       } else {
         this.tombstones.delete(key);
