@@ -21,6 +21,9 @@ import { Watcher, type WatcherOptions } from './watcher.ts';
  */
 export const bridgeNodeOptions = '--max-semi-space-size=1 --max-old-space-size=160';
 
+/** How often Reconcilers that could not start (their kind not served yet) are tried again. */
+const retrySeconds = 5;
+
 export interface BridgeProcessOptions {
   kubeconfig?: string;
   /** Reconcilers from this YAML file instead of the cluster's Reconciler resources. */
@@ -121,7 +124,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
       const error = failed.get(config.name);
       const write = error ? writeReconcilerStatus(api, obj, false, 'WatchFailed', error.message) : writeReconcilerStatus(api, obj, true, 'Running', `delivering ${config.for.kind} events to ${config.sink.uri ?? `${config.sink.ref?.kind} ${config.sink.ref?.name}`}`);
       await write.catch((e) => logger.warn({ error: String(e) }, 'could not write Reconciler status'));
-      if (error) logger.error({ reconciler: config.name, error: error.message }, 'reconciler could not start; retrying in 30 s');
+      if (error) logger.error({ reconciler: config.name, error: error.message }, `reconciler could not start; retrying in ${retrySeconds} s`);
     }
     configLoaded = true;
   }
@@ -139,8 +142,16 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   async function lead(): Promise<void> {
     metrics.leader.set({ name: leaseName }, 1);
     if (fileConfigs) {
-      const failed = await bridge.setReconcilers(fileConfigs);
-      for (const [name, err] of failed) logger.error({ reconciler: name, error: err.message }, 'reconciler could not start');
+      const configs = fileConfigs;
+      // Reconcilers whose kinds are not served yet (a CRD being installed) are retried, as
+      // they are in cluster mode; the ones that started are left as they are.
+      const apply = async () => {
+        if (stopping) return;
+        const failed = await bridge.setReconcilers(configs);
+        for (const [name, err] of failed) logger.error({ reconciler: name, error: err.message }, `reconciler could not start; retrying in ${retrySeconds} s`);
+        if (failed.size) setTimeout(() => void apply().catch((err) => logger.error({ error: String(err) }, 'applying Reconcilers failed')), retrySeconds * 1000).unref();
+      };
+      await apply();
       configLoaded = true;
       return;
     }
@@ -157,7 +168,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     await configWatcher.waitForSync();
     scheduleConfig(0);
     // Reconcilers whose kinds are not served yet (CRD installed later) are retried.
-    const retry = setInterval(() => scheduleConfig(0), 30_000);
+    const retry = setInterval(() => scheduleConfig(0), retrySeconds * 1000);
     retry.unref();
     void done.then(() => clearInterval(retry));
   }

@@ -1,6 +1,7 @@
 // The bridge on the real cluster: what it delivers, when, and what it does with each answer.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,7 +9,7 @@ import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
-import { applyYaml, installCrd, kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
+import { applyYaml, installCrd, kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 
 describe('bridge', { concurrency: true }, () => {
@@ -209,6 +210,22 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     await f.createWidget('three');
     await sleep(1000);
     assert.equal(second.deliveries.length, before, 'a deleted Reconciler delivers nothing');
+  });
+
+  test('a Reconciler whose kind is not served yet starts once its CRD is installed', async (t) => {
+    const cluster = await testCluster();
+    const ns = await testNamespace(t, cluster, 'late-crd');
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const group = `${uniqueName('late')}.kfn.test`;
+    const dir = mkdtempSync(join(tmpdir(), 'kfn-late-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'bridge.yaml'), stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'late' }, spec: { for: { apiVersion: `${group}/v1`, kind: 'Widget' }, sink: { uri: receiver.url }, namespaces: [ns] } }));
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, configFile: join(dir, 'bridge.yaml'), metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000 });
+    t.after(() => running.stop());
+    assert.equal(running.bridge.reconcilers().length, 0, 'not started: the kind is not served');
+    await installCrd(t, cluster, group, 'Widget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+    await kubeApi(cluster.kc).request('POST', `/apis/${group}/v1/namespaces/${ns}/widgets`, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'late' }, spec: {} } });
+    await waitFor('the delivery once the Reconciler has started', async () => receiver.of('late')[0], { timeoutMs: 30_000 });
   });
 
   test('resync re-delivers every object once per period', async (t) => {
