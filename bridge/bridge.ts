@@ -16,7 +16,7 @@ import { kindId, watchedKinds, type KindRef, type ReconcilerConfig } from './con
 import { reconcileEvent, type Credentials, type ObjectRef, type Observation, type ReconcileReason } from './contract.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { Journal } from './journal.ts';
-import { ApiError, objectPath, type KubeApi, type KubeObject } from './kubeapi.ts';
+import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject } from './kubeapi.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
 import { refOf, route, sameKind } from './routing.ts';
@@ -393,26 +393,8 @@ export class Bridge {
 
   /** Writes a Warning Event on an object; failures are logged, never thrown. */
   async recordWarning(obj: KubeObject, reason: string, message: string): Promise<void> {
-    const namespace = obj.metadata.namespace ?? 'default';
-    const now = new Date(this.clock.now()).toISOString();
     try {
-      await this.options.api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
-        body: {
-          apiVersion: 'v1',
-          kind: 'Event',
-          metadata: { generateName: `${obj.metadata.name}.`, namespace },
-          involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
-          reason,
-          message: message.slice(0, 1024),
-          type: 'Warning',
-          source: { component: 'kfn-bridge' },
-          reportingComponent: 'kfn.dev/bridge',
-          reportingInstance: hostname(),
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
+      await recordEvent(this.options.api, obj, { type: 'Warning', reason, message, component: 'kfn-bridge', now: new Date(this.clock.now()) });
     } catch (err) {
       this.options.log.warn({ object: `${obj.kind}/${storeKey(obj)}`, reason, error: err instanceof ApiError ? err.message : String(err) }, 'could not write a Kubernetes Event');
     }

@@ -158,6 +158,36 @@ export async function applyObject<T = KubeObject>(api: KubeApi, obj: { apiVersio
   });
 }
 
+export interface EventOptions {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+  /** Who reports it, e.g. kfn-bridge or kfn-myweb. */
+  component: string;
+  now?: Date;
+}
+
+/** Records a core/v1 Kubernetes Event on `obj` (in its namespace; `default` if cluster-scoped). */
+export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOptions): Promise<void> {
+  const namespace = obj.metadata.namespace ?? 'default';
+  const now = (event.now ?? new Date()).toISOString();
+  await api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { generateName: `${obj.metadata.name}.`, namespace },
+      involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
+      reason: event.reason,
+      message: event.message.slice(0, 1024),
+      type: event.type,
+      source: { component: event.component },
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    },
+  });
+}
+
 /** The collection path of a resource, in one namespace or across all. */
 export function collectionPath(resource: ResourceInfo, namespace?: string): string {
   const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;

@@ -3,16 +3,16 @@
 // the functions as separate processes (each function under its own ServiceAccount token),
 // sample objects, and a live account of every delivery until Ctrl-C stops what it started.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
 import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
 import { clusterDown, clusterPaths, clusterUp, displayPath, repoRoot } from '../cluster/controlplane.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { applyFunction, functionDirs, loadFunction } from './functions.ts';
+import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
 
 const usage = `Usage: kfn demo [options]          (npm start)
 
@@ -132,22 +132,9 @@ export const demoCommand: Command = {
         const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
         await applyFunction(api, reconciler.name, objects, systemNamespace);
         reconcilers.push(reconciler.name);
-        const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${systemNamespace}/secrets/kfn-fn-${reconciler.name}`);
-        const token = await api.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${systemNamespace}/serviceaccounts/kfn-fn-${reconciler.name}/token`, {
-          body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } },
-        });
-        const fnKubeconfig = join(work, `${reconciler.name}.kubeconfig`);
-        writeFileSync(fnKubeconfig, kubeconfigFor(kubeconfig!, token.status.token), { mode: 0o600 });
-        const log = openSync(join(work, `${reconciler.name}.log`), 'a');
-        children.push(
-          spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${fnKubeconfig}`], {
-            stdio: ['ignore', log, log],
-            env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
-          }),
-        );
-        closeSync(log);
-        await waitForHealth(`${sinkUri}healthz`, join(work, `${reconciler.name}.log`));
-        say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${sinkUri} — log ${displayPath(join(work, `${reconciler.name}.log`))}`);
+        const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: kubeconfig!, namespace: systemNamespace, workDir: work });
+        children.push(fn.process);
+        say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
         const samplesFile = join(dir, 'samples.yaml');
         if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
         port++;
@@ -198,14 +185,6 @@ export const demoCommand: Command = {
   },
 };
 
-async function waitForHealth(url: string, log: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
-    await sleep(100);
-  }
-  throw new Error(`the function did not start listening on ${url}; see ${displayPath(log)}`);
-}
-
 /** The demo namespace, emptied of a previous run's objects so the show starts from nothing. */
 async function freshNamespace(api: KubeApi): Promise<void> {
   const path = `/api/v1/namespaces/${namespace}`;
@@ -234,23 +213,4 @@ async function allReady(api: KubeApi, samples: { apiVersion: string; kind: strin
     if (obj?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) readyAt.set(key, Date.now());
   }
   return readyAt.size === samples.length;
-}
-
-/** A kubeconfig for the same cluster as `base`, authenticating with `token` only. */
-function kubeconfigFor(base: string, token: string): string {
-  const doc = parseAllDocuments(readFileSync(base, 'utf8'))[0]!.toJS() as {
-    'current-context': string;
-    contexts: { name: string; context: { cluster: string } }[];
-    clusters: { name: string; cluster: Record<string, unknown> }[];
-  };
-  const context = doc.contexts.find((c) => c.name === doc['current-context'])!.context;
-  const cluster = doc.clusters.find((c) => c.name === context.cluster)!;
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [cluster],
-    users: [{ name: 'function', user: { token } }],
-    contexts: [{ name: 'function', context: { cluster: cluster.name, user: 'function' } }],
-    'current-context': 'function',
-  });
 }

@@ -1,13 +1,16 @@
 // `kfn serve` and `kfn manifests`: run one function locally; write (and apply) what functions
 // need in a cluster.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
-import { loadConnection } from '../bridge/connection.ts';
+import { KubeConfig } from '@kubernetes/client-node';
+import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../bridge/kubeapi.ts';
 import { repoRoot } from '../cluster/controlplane.ts';
+import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/server.ts';
@@ -140,4 +143,41 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
     console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
   }
   console.error(`applied ${objects.length} objects for ${name}`);
+}
+
+export interface StartedFunction {
+  process: ChildProcess;
+  url: string;
+  log: string;
+}
+
+/**
+ * Starts a function as its own process (`kfn serve`) on 127.0.0.1:`port`, the way a deployment
+ * runs it: under its ServiceAccount's token (kfn-fn-<name> in `namespace`, from TokenRequest)
+ * and with its auth secret, both created by applyFunction. Resolves once it answers /healthz.
+ */
+export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string }): Promise<StartedFunction> {
+  const { dir, name, port, namespace, workDir } = options;
+  const admin = new KubeConfig();
+  admin.loadFromFile(options.adminKubeconfig);
+  const api = new KubeApi(connectionFromKubeconfig(options.adminKubeconfig));
+  const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${namespace}/secrets/kfn-fn-${name}`);
+  const token = await requestServiceAccountToken(admin, { namespace, name: `kfn-fn-${name}` }, 86400);
+  const kubeconfig = join(workDir, `${name}.kubeconfig`);
+  writeFileSync(kubeconfig, kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(), { mode: 0o600 });
+  const log = join(workDir, `${name}.log`);
+  const fd = openSync(log, 'a');
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`], {
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
+  });
+  closeSync(fd);
+  const url = `http://127.0.0.1:${port}/`;
+  for (let i = 0; i < 150; i++) {
+    if (child.exitCode !== null) break;
+    if (await fetch(`${url}healthz`).then((r) => r.ok, () => false)) return { process: child, url, log };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`function ${name} did not start listening on ${url}; see ${log}`);
 }

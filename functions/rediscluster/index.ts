@@ -3,7 +3,7 @@
 // redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
 // pods). Status: ready replicas.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, resourceRequirements, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, resourceRequirements, t } from '../sdk/index.ts';
 
 
 export const RedisCluster = defineKind({
@@ -22,8 +22,6 @@ export const RedisCluster = defineKind({
     { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas' },
   ],
 });
-type Redis = ObjectOf<typeof RedisCluster>;
-
 /** redis.conf from spec.config, keys sorted so the same config always renders the same. */
 export function renderConfig(config: Record<string, string>): string {
   return `${Object.keys(config).sort().map((k) => `${k} ${config[k]}`).join('\n')}\n`;

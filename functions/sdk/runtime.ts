@@ -10,8 +10,9 @@
 // Before each write the live object is compared with the desired one, and nothing is sent
 // when it already holds every desired field: an idle resync makes no writes at all.
 import type { Logger } from 'pino';
-import type { Change, ObjectRef, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
-import { ApiError, collectionPath, objectPath, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
+import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
+import { ApiError, collectionPath, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
+import { refOf } from '../../bridge/routing.ts';
 import type { Condition, Kind } from './kind.ts';
 import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './reconciler.ts';
 
@@ -56,10 +57,6 @@ export function contains(live: unknown, desired: unknown): boolean {
 
 function describe(obj: { kind?: string; metadata: { namespace?: string; name: string } }): string {
   return `${obj.kind ?? 'object'} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
-}
-
-function refOf(obj: KubeObject): ObjectRef {
-  return { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', namespace: obj.metadata.namespace, name: obj.metadata.name, uid: obj.metadata.uid };
 }
 
 function readiness(ready: Readiness | undefined): { ready: boolean; reason: string; message: string } {
@@ -127,7 +124,7 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
       const res = await api.request<{ items: T[] }>('GET', collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector } });
       return res.items;
     },
-    event: (type, reason, message) => recordEvent(api, obj, reconciler.name, type, reason, message, now()),
+    event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
     api,
     log,
   };
@@ -277,24 +274,5 @@ async function applyFinalizers(api: KubeApi, reconciler: Reconciler, path: strin
     body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, finalizers: present ? [reconciler.finalizer] : [] } },
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: `${reconciler.fieldManager}-finalizer`, force: true },
-  });
-}
-
-async function recordEvent(api: KubeApi, obj: KubeObject, component: string, type: 'Normal' | 'Warning', reason: string, message: string, now: Date): Promise<void> {
-  const namespace = obj.metadata.namespace ?? 'default';
-  await api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { generateName: `${obj.metadata.name}.`, namespace },
-      involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid },
-      reason,
-      message: message.slice(0, 1024),
-      type,
-      source: { component: `kfn-${component}` },
-      firstTimestamp: now.toISOString(),
-      lastTimestamp: now.toISOString(),
-      count: 1,
-    },
   });
 }

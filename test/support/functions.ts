@@ -1,18 +1,17 @@
 // An example function deployed as in production, for end-to-end tests: its CRD and RBAC from
 // `kfn manifests`, the function as its own process under its ServiceAccount token, and a
 // bridge process delivering to it, for objects in a namespace of the test's own.
-import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import type { KubeApi } from '../../bridge/kubeapi.ts';
-import { applyFunction, loadFunction } from '../../cli/functions.ts';
+import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { freePort, spawnBridge } from './bridge.ts';
-import { kubeApi, kubeConfigForToken, requestServiceAccountToken, testNamespace, uniqueName, waitFor, type TestCluster } from './cluster.ts';
+import { kubeApi, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
 
 export interface FunctionStack {
   ns: string;
@@ -54,19 +53,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
   const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')!;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
-  const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`);
-  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: `kfn-fn-${reconciler.name}` }, 3600);
-  const fnKubeconfig = join(dir, 'fn.kubeconfig');
-  writeFileSync(fnKubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
-
-  const log = openSync(join(dir, 'function.log'), 'a');
-  const fn = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', fnDir, `--port=${port}`, `--kubeconfig=${fnKubeconfig}`], {
-    stdio: ['ignore', log, log],
-    env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
-  });
-  closeSync(log);
-  t.after(() => void fn.kill('SIGKILL'));
-  await waitFor(`the ${name} function to listen`, async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok || undefined);
+  const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
+  t.after(() => void fn.process.kill('SIGKILL'));
 
   const config = join(dir, 'bridge.yaml');
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));
