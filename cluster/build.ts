@@ -11,13 +11,26 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmS
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { logTail } from './processes.ts';
-import { clusterModuleDir, compareVersions, kwokModuleDir, pinnedVersions, type PinnedVersions } from './versions.ts';
+import { clusterModuleDir, compareVersions, corednsModuleDir, imageModuleDir, kwokModuleDir, pinnedVersions, type PinnedVersions } from './versions.ts';
 
-export const binaryNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'kubectl'] as const;
+export const binaryNames = [
+  'etcd',
+  'kube-apiserver',
+  'kube-controller-manager',
+  'kube-scheduler',
+  'kubectl',
+  'kubelet',
+  'kube-proxy',
+  'kwok',
+  'coredns',
+  'kfn-image',
+  'pause',
+] as const;
+const moduleDirs = [clusterModuleDir, kwokModuleDir, corednsModuleDir, imageModuleDir];
 export type BinaryName = (typeof binaryNames)[number];
 
-/** Free space a cold build needs: module cache (~0.9 GiB), build cache (~3.6 GiB), binaries (~0.4 GiB). */
-const coldBuildBytes = 6 * 1024 ** 3;
+/** Free space a cold build needs: module cache (~1.1 GiB), build cache (~5 GiB), binaries (~0.6 GiB). */
+const coldBuildBytes = 8 * 1024 ** 3;
 
 export interface BuildOptions {
   log?: (line: string) => void;
@@ -63,10 +76,10 @@ function goVersion(go: string): string {
 /** The files whose content decides what gets built; their hash names the cache entry. */
 function buildInputs(): string[] {
   return [
-    join(clusterModuleDir, 'go.mod'),
-    join(clusterModuleDir, 'go.sum'),
-    join(kwokModuleDir, 'go.mod'),
-    join(kwokModuleDir, 'go.sum'),
+    ...moduleDirs.flatMap((dir) => [join(dir, 'go.mod'), join(dir, 'go.sum')]),
+    join(corednsModuleDir, 'main.go'),
+    join(imageModuleDir, 'main.go'),
+    join(imageModuleDir, 'pause', 'main.go'),
     import.meta.filename,
   ];
 }
@@ -74,7 +87,7 @@ function buildInputs(): string[] {
 export function cacheKey(versions: PinnedVersions, goVer: string): string {
   const hash = createHash('sha256');
   for (const file of buildInputs()) hash.update(readFileSync(file));
-  return `k8s-${versions.kubernetes}-etcd-${versions.etcd}-kwok-${versions.kwok}-${goVer}-${hash.digest('hex').slice(0, 12)}`;
+  return `k8s-${versions.kubernetes}-etcd-${versions.etcd}-${goVer}-${hash.digest('hex').slice(0, 12)}`;
 }
 
 function binarySet(dir: string, versions: PinnedVersions): BinarySet {
@@ -155,7 +168,12 @@ function buildSteps(versions: PinnedVersions): BuildStep[] {
     k8s('kube-controller-manager'),
     k8s('kube-scheduler'),
     k8s('kubectl'),
+    k8s('kubelet'),
+    k8s('kube-proxy'),
     { name: 'kwok', pkg: 'sigs.k8s.io/kwok/cmd/kwok', moduleDir: kwokModuleDir, ldflags: '-s -w' },
+    { name: 'coredns', pkg: '.', moduleDir: corednsModuleDir, ldflags: '-s -w' },
+    { name: 'kfn-image', pkg: '.', moduleDir: imageModuleDir, ldflags: '-s -w' },
+    { name: 'pause', pkg: './pause', moduleDir: imageModuleDir, ldflags: '-s -w' },
   ];
 }
 
@@ -203,16 +221,16 @@ export async function ensureBinaries(options: BuildOptions = {}): Promise<Binary
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   const logFile = join(tmp, 'build.log');
-  log(`Building the local control plane (Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, ${goVer}).`);
-  log(`A first build downloads about 0.9 GiB of Go modules and takes about 10 minutes on 2 cores; later runs reuse ${root}.`);
+  log(`Building the local cluster (Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, CoreDNS ${versions.coredns}, ${goVer}).`);
+  log(`A first build downloads about 1.1 GiB of Go modules and takes about 20 minutes on 2 cores; later runs reuse ${root}.`);
 
   const started = Date.now();
   const heartbeatMs = (options.heartbeatSeconds ?? 60) * 1000;
   const steps = buildSteps(versions);
   const timings: Record<string, number> = {};
   try {
-    log('[0/6] downloading Go modules');
-    for (const moduleDir of [clusterModuleDir, kwokModuleDir]) {
+    log(`[0/${binaryNames.length}] downloading Go modules`);
+    for (const moduleDir of moduleDirs) {
       await runGo(go, ['mod', 'download'], moduleDir, logFile, () => log(`      still downloading modules (${formatDuration(Date.now() - started)} elapsed)`), heartbeatMs);
     }
     for (const [i, step] of steps.entries()) {

