@@ -85,10 +85,16 @@ export class KubeApi {
 
   /** One request; JSON answer, or ApiError carrying the apiserver's Status. */
   async request<T = unknown>(method: Method, path: string, options: RequestOptions = {}): Promise<T> {
+    const text = await this.text(method, path, options);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** The response body as text (e.g. a pod's log), or an ApiError. */
+  async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
     const res = await this.send(method, path, options);
     const text = await res.text();
     if (!res.ok) throw apiError(res.status, text, `${method} ${path}`);
-    return (text ? JSON.parse(text) : undefined) as T;
+    return text;
   }
 
   /**

@@ -3,17 +3,21 @@ import { writeFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { ensureBinaries } from '../cluster/build.ts';
+import { spawnSync } from 'node:child_process';
 import { clusterDown, clusterPaths, clusterStatus, clusterUp, defaultPorts, displayPath, type ClusterPorts } from '../cluster/controlplane.ts';
+import { defaultNetwork, defaultNodePorts, installCommand, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
 import { kubeConfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 
 const usage = `Usage: kfn cluster <command> [options]
 
-The local control plane: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-and kwok (one fake, always-Ready node), built from Go modules and run on 127.0.0.1.
+The local cluster: real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+127.0.0.1, and one real node (kubelet, containerd, runc, CNI, kube-proxy, CoreDNS) on which
+pods really run; kwok adds fake nodes for scale. Built from Go modules and Debian packages.
 
 Commands:
-  up       build the binaries if needed, start the cluster, wait until it is ready
+  deps     install the Debian packages the node needs (containerd, runc, CNI plugins, …)
+  up       build the binaries and images if needed, start the cluster, wait until it is ready
   down     stop the processes 'up' started (by PID) and remove the cluster's state
   status   say what runs, where, and how much memory it uses (exit 3 when not running)
   env      print 'export KUBECONFIG=…' for the running cluster (use: eval "$(kfn cluster env)")
@@ -24,11 +28,20 @@ Run 'kfn cluster <command> --help' for a command's options.`;
 
 const upUsage = `Usage: kfn cluster up [options]
 
-Starts the local cluster, building its binaries first if the cache has none (the first build
-takes about 10 minutes and 6 GiB of disk). A second 'up' while it runs does nothing.
+Starts the local cluster, building its binaries and images first if the cache has none (the
+first build takes about 20 minutes and 8 GiB of disk). A second 'up' while it runs does nothing;
+an 'up' after a crash cleans up what was left and starts afresh. Needs root and the Debian
+packages that \`kfn cluster deps\` installs.
 The admin kubeconfig is written to .kfn/cluster/kubeconfig; logs go to .kfn/cluster/logs/.
 
 Options:
+  --fake-nodes N                add N kwok nodes (tainted ${'kfn.dev/fake-node=true:NoSchedule'}) for scale tests
+  --bridge-name NAME            the pods' Linux bridge (default ${defaultNetwork.bridge})
+  --pod-subnet CIDR             the node's pod /24; its .1 is the node IP (default ${defaultNetwork.podSubnet})
+  --kubelet-port N              kubelet HTTPS port on the node IP (default ${defaultNodePorts.kubelet})
+  --kubelet-healthz-port N      kubelet health port on 127.0.0.1 (default ${defaultNodePorts.kubeletHealthz})
+  --kube-proxy-metrics-port N   (default ${defaultNodePorts.kubeProxyMetrics})
+  --kube-proxy-healthz-port N   (default ${defaultNodePorts.kubeProxyHealthz})
   --apiserver-port N            kube-apiserver HTTPS port (default ${defaultPorts.apiserver})
   --etcd-port N                 etcd client port (default ${defaultPorts.etcd})
   --etcd-peer-port N            etcd peer port (default ${defaultPorts.etcdPeer})
@@ -53,7 +66,8 @@ Options:
   -h, --help            show this help`;
 
 const simpleUsage: Record<string, string> = {
-  down: 'Usage: kfn cluster down\n\nStops exactly the processes that `kfn cluster up` started (by recorded PID) and removes .kfn/cluster.',
+  down: 'Usage: kfn cluster down\n\nStops exactly the processes that `kfn cluster up` started (by recorded PID), removes the pods\' containers,\nmounts, network and cgroups, restores the sysctls the node changed, and removes .kfn/cluster.',
+  deps: `Usage: kfn cluster deps [--check]\n\nInstalls the Debian packages the real node needs (as root):\n  ${installCommand(nodePackages.map((p) => p.pkg))}\nWith --check, only says which are missing (exit 3 when some are).`,
   status: 'Usage: kfn cluster status\n\nShows whether the local cluster runs, its components, PIDs, memory, ports and files.\nExit status: 0 when running and ready, 3 otherwise.',
   env: 'Usage: kfn cluster env\n\nPrints shell lines that point kubectl and other clients at the local cluster:\n  eval "$(npm run --silent kfn -- cluster env)"',
   build: 'Usage: kfn cluster build\n\nBuilds the control-plane binaries from Go modules, or finds them in the cache, and prints the directory.',
@@ -73,6 +87,13 @@ async function up(argv: string[]): Promise<number> {
     'etcd-peer-port': { type: 'string' },
     'controller-manager-port': { type: 'string' },
     'scheduler-port': { type: 'string' },
+    'fake-nodes': { type: 'string' },
+    'bridge-name': { type: 'string' },
+    'pod-subnet': { type: 'string' },
+    'kubelet-port': { type: 'string' },
+    'kubelet-healthz-port': { type: 'string' },
+    'kube-proxy-metrics-port': { type: 'string' },
+    'kube-proxy-healthz-port': { type: 'string' },
   });
   const ports: Partial<ClusterPorts> = {};
   const set = (key: keyof ClusterPorts, flag: string, value: string | undefined) => {
@@ -84,7 +105,16 @@ async function up(argv: string[]): Promise<number> {
   set('etcdPeer', '--etcd-peer-port', values['etcd-peer-port']);
   set('controllerManager', '--controller-manager-port', values['controller-manager-port']);
   set('scheduler', '--scheduler-port', values['scheduler-port']);
-  const result = await clusterUp({ ports, log: say });
+  const nodePorts: Partial<NodePorts> = {};
+  for (const [key, flag] of [['kubelet', 'kubelet-port'], ['kubeletHealthz', 'kubelet-healthz-port'], ['kubeProxyMetrics', 'kube-proxy-metrics-port'], ['kubeProxyHealthz', 'kube-proxy-healthz-port']] as const) {
+    const port = parsePort(`--${flag}`, values[flag]);
+    if (port !== undefined) nodePorts[key] = port;
+  }
+  const fakeNodes = values['fake-nodes'] === undefined ? 0 : Number(values['fake-nodes']);
+  if (!Number.isInteger(fakeNodes) || fakeNodes < 0 || fakeNodes > 1000) throw new UsageError(`--fake-nodes must be a whole number from 0 to 1000, not "${values['fake-nodes']}"`);
+  if (values['bridge-name'] !== undefined && !/^[a-zA-Z0-9_-]{1,15}$/.test(values['bridge-name'])) throw new UsageError('--bridge-name must be a network interface name: 1 to 15 letters, digits, - or _');
+  const network = { ...(values['bridge-name'] ? { bridge: values['bridge-name'] } : {}), ...(values['pod-subnet'] ? { podSubnet: values['pod-subnet'] } : {}) };
+  const result = await clusterUp({ ports, nodePorts, network, fakeNodes, log: say });
   const kubeconfig = displayPath(result.paths.kubeconfig);
   if (result.reused) {
     say(`The local cluster is already running (${result.state.server}); nothing to do.`);
@@ -95,6 +125,30 @@ async function up(argv: string[]): Promise<number> {
   say(`  try:        kubectl --kubeconfig ${kubeconfig} get nodes`);
   say(`  or:         eval "$(npm run --silent kfn -- cluster env)"`);
   say('  stop with:  npm run kfn -- cluster down');
+  return 0;
+}
+
+async function deps(argv: string[]): Promise<number> {
+  if (wantsHelp(argv)) return (console.log(simpleUsage.deps), 0);
+  const { values } = parseCommandArgs('cluster deps', argv, { check: { type: 'boolean' } });
+  const missing = missingNodePackages();
+  if (!missing.length) {
+    say(`The node's Debian packages are installed (${nodePackages.map((p) => p.pkg).join(', ')}).`);
+    return 0;
+  }
+  if (values.check) {
+    say(`Missing Debian packages: ${missing.join(', ')}. Install them with:\n  ${installCommand(missing)}`);
+    return 3;
+  }
+  if (process.getuid?.() !== 0) throw new UsageError(`Installing packages needs root. Run as root:\n  ${installCommand(missing)}`, 1);
+  say(`Installing ${missing.join(', ')} with apt-get (about half a minute)…`);
+  for (const args of [['update'], ['install', '-y', '--no-install-recommends', ...missing]]) {
+    const out = spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    if (out.status !== 0) throw new UsageError(`apt-get ${args[0]} failed (exit ${out.status ?? out.signal}); see its output above.`, 1);
+  }
+  const still = missingNodePackages();
+  if (still.length) throw new UsageError(`After installing, still missing: ${still.join(', ')}.`, 1);
+  say('Installed.');
   return 0;
 }
 
@@ -176,7 +230,7 @@ async function token(argv: string[]): Promise<number> {
   return 0;
 }
 
-const subcommands: Record<string, (argv: string[]) => Promise<number>> = { up, down, status, env, build, token };
+const subcommands: Record<string, (argv: string[]) => Promise<number>> = { deps, up, down, status, env, build, token };
 
 export const clusterCommand: Command = {
   name: 'cluster',

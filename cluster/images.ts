@@ -49,6 +49,8 @@ export interface BuiltImage {
   seconds: number;
 }
 
+const defaultPath = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
 const passwd = `root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nnonroot:x:${nonRootUid}:${nonRootUid}:nonroot:/home/nonroot:/usr/sbin/nologin\n`;
 const group = `root:x:0:\nnogroup:x:65534:\nnonroot:x:${nonRootUid}:\n`;
 
@@ -128,6 +130,17 @@ export function baseRecipes(binaries: BinarySet): ImageRecipe[] {
       check: ['/usr/local/bin/node', '-e', 'process.exit(0)'],
       config: { Entrypoint: ['/usr/local/bin/node'], User: String(nonRootUid), WorkingDir: '/app', Env: ['NODE_ENV=production', 'PATH=/usr/local/bin:/usr/bin:/bin'] },
     },
+    {
+      // The application of the ReverseWordsApp example (seed 004), on the node image's files.
+      name: 'reversewords',
+      tag: 'latest',
+      debian: ['libstdc++6'],
+      files: [
+        [nodeBinary(), '/usr/local/bin/node'],
+        [join(import.meta.dirname, '..', 'functions', 'reversewordsapp', 'app.mjs'), '/app/app.mjs'],
+      ],
+      config: { Entrypoint: ['/usr/local/bin/node', '/app/app.mjs'], User: String(nonRootUid), WorkingDir: '/app' },
+    },
   ];
 }
 
@@ -172,8 +185,11 @@ function aptDepends(packages: string[]): string {
   return run('apt-cache', ['depends', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...packages], 'resolving Debian dependencies');
 }
 
-/** package → candidate version, failing with the command to run when apt knows nothing of it. */
-function candidateVersions(packages: string[]): Map<string, string> {
+/**
+ * package → candidate version. When apt knows nothing of some package (its lists were never
+ * fetched on this machine), refreshes them once as root; otherwise fails with the command to run.
+ */
+function candidateVersions(packages: string[], log: (line: string) => void, refreshed = false): Map<string, string> {
   const out = run('apt-cache', ['policy', ...packages], 'reading Debian package versions');
   const versions = new Map<string, string>();
   let current = '';
@@ -184,6 +200,11 @@ function candidateVersions(packages: string[]): Map<string, string> {
     if (cand && current && cand[1] !== '(none)') versions.set(current, cand[1]!);
   }
   const missing = packages.filter((p) => !versions.has(p));
+  if (missing.length && !refreshed && process.getuid?.() === 0) {
+    log(`  apt knows no ${missing.join(', ')}: refreshing the Debian package lists (apt-get update)`);
+    run('apt-get', ['update'], 'apt-get update');
+    return candidateVersions(packages, log, true);
+  }
   if (missing.length) {
     throw new Error(`Debian package(s) ${missing.join(', ')} not known to apt. Refresh the package lists with \`apt-get update\` (as root), then try again.`);
   }
@@ -223,7 +244,7 @@ function fileDigest(path: string): string {
 export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line: string) => void = () => {}): BuiltImage {
   const started = Date.now();
   const packages = recipe.debian?.length ? libraryClosure(recipe.debian, aptDepends) : [];
-  const versions = packages.length ? candidateVersions(packages) : new Map<string, string>();
+  const versions = packages.length ? candidateVersions(packages, log) : new Map<string, string>();
   const key = createHash('sha256')
     .update(JSON.stringify({ recipe, packages: [...versions], files: (recipe.files ?? []).map(([src, dst]) => [fileDigest(src), dst]) }))
     .update(readFileSync(import.meta.filename))
@@ -261,7 +282,8 @@ export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line:
     // A reproducible layer: sorted names, one mtime, root ownership.
     run('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', layer, '.'], `packing ${ref}`);
     const spec = join(work, 'spec.json');
-    writeFileSync(spec, JSON.stringify({ name: ref, out: join(work, 'image.tar'), layers: [layer], config: recipe.config }));
+    const env = recipe.config.Env?.some((e) => e.startsWith('PATH=')) ? recipe.config.Env : [defaultPath, ...(recipe.config.Env ?? [])];
+    writeFileSync(spec, JSON.stringify({ name: ref, out: join(work, 'image.tar'), layers: [layer], config: { ...recipe.config, Env: env } }));
     run(binaries.path('kfn-image'), [spec], `writing image ${ref}`);
     renameSync(join(work, 'image.tar'), tarball);
   } finally {

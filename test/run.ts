@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { clusterDown, clusterHealthy, clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
+import { testClusterOptions } from './support/cluster.ts';
 
 const { values, positionals } = parseArgs({
   options: { unit: { type: 'boolean', default: false }, concurrency: { type: 'string' } },
@@ -94,7 +95,7 @@ let exitCode = 1;
 try {
   if (needsCluster) {
     const wasHealthy = await clusterHealthy(paths);
-    const up = await clusterUp({ paths, log: (line) => console.error(`[cluster] ${line}`) });
+    const up = await clusterUp({ paths, ...testClusterOptions, log: (line) => console.error(`[cluster] ${line}`) });
     startedCluster = !wasHealthy && !up.reused;
     console.error(`[cluster] ${up.reused ? 'reusing the running' : 'started a'} local cluster at ${up.state.server}`);
     env.KUBECONFIG = paths.kubeconfig;

@@ -28,6 +28,23 @@ export const DatabaseBackup = defineKind({
 });
 type Backup = ObjectOf<typeof DatabaseBackup>;
 
+/** The image the local node builds (`kfn cluster up`); any image with a POSIX shell works. */
+const backupImage = 'kfn.local/busybox:1.35';
+
+/**
+ * The backup the Job really runs: dump (a stand-in for pg_dump: no database server runs in the
+ * local cluster), then upload to a destination it knows, or fail — a real non-zero exit, which
+ * fails the Job and so the backup.
+ */
+const backupScript = [
+  'set -e',
+  'echo "-- dump of $DATABASE taken $(date -u +%FT%TZ)" > /backup/dump.sql',
+  'case "$BACKUP_PATH" in',
+  '  s3://*|file://*) echo "uploaded $(wc -c < /backup/dump.sql) bytes to $BACKUP_PATH" ;;',
+  '  *) echo "cannot upload to $BACKUP_PATH: unsupported destination (use s3:// or file://)" >&2; exit 1 ;;',
+  'esac',
+].join('\n');
+
 /** How often an in-progress backup is checked even without a Job event. */
 const checkEverySeconds = 30;
 
@@ -39,11 +56,19 @@ function backupJob(b: Backup): Child {
     spec: {
       backoffLimit: 0,
       template: {
-        // The backup's own labels travel to its pod (kwok_fail there makes the fake node fail it).
-        metadata: { labels: { ...b.metadata.labels, 'backup.example.com/backup': b.metadata.name } },
+        metadata: { labels: { 'backup.example.com/backup': b.metadata.name } },
         spec: {
           restartPolicy: 'Never',
-          containers: [{ name: 'backup', image: 'postgres:16', command: ['sh', '-c', 'pg_dump "$DATABASE" > /backup/dump.sql && upload "$BACKUP_PATH"'], env: [{ name: 'DATABASE', value: b.spec.databaseName }, { name: 'BACKUP_PATH', value: b.spec.backupPath }] }],
+          containers: [
+            {
+              name: 'backup',
+              image: backupImage,
+              command: ['sh', '-c', backupScript],
+              env: [{ name: 'DATABASE', value: b.spec.databaseName }, { name: 'BACKUP_PATH', value: b.spec.backupPath }],
+              volumeMounts: [{ name: 'backup', mountPath: '/backup' }],
+            },
+          ],
+          volumes: [{ name: 'backup', emptyDir: {} }],
         },
       },
     },

@@ -11,7 +11,7 @@ export const MyWeb = defineKind({
   shortNames: ['web'],
   categories: ['all'],
   spec: t.Object({
-    image: t.String({ default: 'nginx', minLength: 1 }),
+    image: t.String({ default: 'kfn.local/nginx:1.22', minLength: 1 }),
     nodePortNumber: t.Integer({ minimum: 30000, maximum: 32767 }),
     pageContentHtml: t.String({ default: '' }),
   }),

@@ -13,7 +13,7 @@ export const PodBuggerTool = defineKind({
   kind: 'PodBuggerTool',
   spec: t.Object({
     selector: t.Object({ matchLabels: t.Optional(t.Record(t.String(), t.String())), matchExpressions: t.Optional(t.Array(requirement)) }),
-    image: t.String({ minLength: 1, default: 'busybox' }),
+    image: t.String({ minLength: 1, default: 'kfn.local/busybox:1.35' }),
   }),
   status: t.Object({ debuggedPods: t.Optional(t.Array(t.String())) }),
   printerColumns: [

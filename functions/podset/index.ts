@@ -27,7 +27,7 @@ const deployment = (set: PodSetObject) => ({
     selector: { matchLabels: labelsFor(set.metadata.name) },
     template: {
       metadata: { labels: labelsFor(set.metadata.name) },
-      spec: { containers: [{ name: 'podset', image: 'busybox', command: ['sleep', '3600'], ports: [{ containerPort: 1234, name: 'podset' }] }] },
+      spec: { containers: [{ name: 'podset', image: 'kfn.local/busybox:1.35', command: ['sleep', '3600'], ports: [{ containerPort: 1234, name: 'podset' }] }] },
     },
   },
 });

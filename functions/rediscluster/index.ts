@@ -54,7 +54,7 @@ export default defineReconciler({
                 containers: [
                   {
                     name: 'redis',
-                    image: 'redis:7',
+                    image: 'kfn.local/redis:7.0',
                     imagePullPolicy: redis.spec.imagePullPolicy,
                     command: ['redis-server', '/etc/redis/redis.conf'],
                     ports: [{ containerPort: 6379, name: 'redis' }],

@@ -42,7 +42,9 @@ const deployment = (app: App) => ({
         containers: [
           {
             name: 'reversewords',
-            image: `quay.io/mavazque/reversewords:${app.spec.appVersion}`,
+            image: `kfn.local/reversewords:${app.spec.appVersion}`,
+            // Explicit, so that "latest" uses an image already on the node instead of always pulling.
+            imagePullPolicy: 'IfNotPresent',
             ports: [{ containerPort: 8080, name: 'reverse' }],
             livenessProbe: probe,
             readinessProbe: probe,

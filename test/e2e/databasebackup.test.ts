@@ -12,13 +12,13 @@ interface Backup {
 test('DatabaseBackup: Pending → InProgress → Completed, and → Failed when the Job fails; terminal phases do nothing', async (t) => {
   const cluster = await testCluster();
   const s = await functionStack(t, cluster, 'databasebackup');
-  const body = (name: string, labels?: Record<string, string>) => ({ apiVersion: 'backup.example.com/v1', kind: 'DatabaseBackup', metadata: { name, labels }, spec: { databaseName: 'production-db', backupPath: 's3://my-bucket/backup.sql' } });
+  const body = (name: string, backupPath = 's3://my-bucket/backup.sql') => ({ apiVersion: 'backup.example.com/v1', kind: 'DatabaseBackup', metadata: { name }, spec: { databaseName: 'production-db', backupPath } });
   await assert.rejects(s.api.request('POST', s.objects, { body: { ...body('bad'), spec: { databaseName: 'x' } } }), /spec\.backupPath: Required value/);
   const get = (name: string) => s.api.request<Backup>('GET', `${s.objects}/${name}`);
 
   await s.api.request('POST', s.objects, { body: body('good') });
-  // The kwok_fail label reaches the Job's pod, which the fake node then fails.
-  await s.api.request('POST', s.objects, { body: body('bad-disk', { kwok_fail: 'true' }) });
+  // The backup container really runs and exits 1 for a destination it cannot upload to.
+  await s.api.request('POST', s.objects, { body: body('bad-disk', 'ftp://nowhere/backup.sql') });
 
   const done = await waitFor('good to complete', async () => {
     const b = await get('good');
@@ -27,12 +27,20 @@ test('DatabaseBackup: Pending → InProgress → Completed, and → Failed when 
   assert.ok(done.status!.startTime && done.status!.completionTime, 'startTime and completionTime are recorded');
   assert.ok(Date.parse(done.status!.completionTime!) >= Date.parse(done.status!.startTime!));
   assert.ok(done.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'True'));
+  // The backup really ran: its container's output, read through the kubelet.
+  const log = async (backup: string) => {
+    const pods = await s.api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${s.ns}/pods?labelSelector=backup.example.com/backup=${backup}`);
+    assert.equal(pods.items.length, 1, `one pod for ${backup}`);
+    return s.api.text('GET', `/api/v1/namespaces/${s.ns}/pods/${pods.items[0]!.metadata.name}/log`);
+  };
+  assert.match(await log('good'), /uploaded \d+ bytes to s3:\/\/my-bucket\/backup\.sql/);
 
   const failed = await waitFor('bad-disk to fail', async () => {
     const b = await get('bad-disk');
     return b.status?.phase === 'Failed' ? b : undefined;
   }, { timeoutMs: 60_000 });
   assert.ok(failed.status!.completionTime);
+  assert.match(await log('bad-disk'), /cannot upload to ftp:\/\/nowhere\/backup\.sql/);
   assert.ok(failed.status!.conditions!.some((c) => c.type === 'Ready' && c.status === 'False' && c.reason === 'BackupFailed'));
 
   // Terminal phases: deliveries (a Job event, a resync) change nothing.

@@ -9,7 +9,7 @@ import { functionStack } from '../support/functions.ts';
 test('MicroServiceDeploy: children, HPA while autoscaling, idle to zero, config updates', async (t) => {
   const cluster = await testCluster();
   const s = await functionStack(t, cluster, 'microservicedeploy');
-  const spec = { msName: 'ms-sample', fullName: 'ms-sample-v1s0', version: '1.0', path: 'v1', image: 'nginx', replicas: 2, autoscaling: true, needAuth: true, config: 'password=12345678', idle: false };
+  const spec = { msName: 'ms-sample', fullName: 'ms-sample-v1s0', version: '1.0', path: 'v1', image: 'kfn.local/nginx:1.22', replicas: 2, autoscaling: true, needAuth: true, config: 'password=12345678', idle: false };
   await assert.rejects(s.api.request('POST', s.objects, { body: { apiVersion: 'custom.ops/v1', kind: 'MicroServiceDeploy', metadata: { name: 'bad' }, spec: { ...spec, replicas: -2 } } }), /spec\.replicas in body should be greater than or equal to 0/);
   await s.api.request('POST', s.objects, { body: { apiVersion: 'custom.ops/v1', kind: 'MicroServiceDeploy', metadata: { name: 'ms-sample-v1s0' }, spec } });
   const ns = `/namespaces/${s.ns}`;

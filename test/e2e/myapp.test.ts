@@ -21,13 +21,13 @@ test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async
   await assert.rejects(s.api.request('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'bad' }, spec: { replicas: 1 } } }), /spec\.image: Required value/);
 
   // A: the Deployment does not exist → created.
-  const app = await s.api.request<{ metadata: { uid: string } }>('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'my-app-instance' }, spec: { replicas: 2, image: 'nginx:1.20' } } });
+  const app = await s.api.request<{ metadata: { uid: string } }>('POST', s.objects, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'my-app-instance' }, spec: { replicas: 2, image: 'kfn.local/nginx:1.22' } } });
   const created = await waitFor('scenario A: the Deployment is created and ready', async () => {
     const d = await deployment();
     return d.status?.readyReplicas === 2 ? d : undefined;
   }, { timeoutMs: 60_000 });
   assert.equal(created.spec.replicas, 2);
-  assert.equal(created.spec.template.spec.containers[0]!.image, 'nginx:1.20');
+  assert.equal(created.spec.template.spec.containers[0]!.image, 'kfn.local/nginx:1.22');
   assert.equal(created.metadata.ownerReferences?.[0]?.uid, app.metadata.uid);
   await waitFor('MyApp Ready', async () => {
     const a = await s.api.request<{ status?: { readyReplicas?: number; conditions?: { type: string; status: string }[] } }>('GET', `${s.objects}/my-app-instance`);
@@ -35,8 +35,8 @@ test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async
   });
 
   // B: the image changes → the Deployment is updated.
-  await s.api.request('PATCH', `${s.objects}/my-app-instance`, { body: { spec: { image: 'nginx:1.25' } }, contentType: 'application/merge-patch+json' });
-  await waitFor('scenario B: the Deployment runs the new image', async () => (await deployment()).spec.template.spec.containers[0]!.image === 'nginx:1.25' || undefined);
+  await s.api.request('PATCH', `${s.objects}/my-app-instance`, { body: { spec: { image: 'kfn.local/busybox:1.35' } }, contentType: 'application/merge-patch+json' });
+  await waitFor('scenario B: the Deployment runs the new image', async () => (await deployment()).spec.template.spec.containers[0]!.image === 'kfn.local/busybox:1.35' || undefined);
 
   // C: everything is right → resyncs come and go without a write.
   await sleep(2000);

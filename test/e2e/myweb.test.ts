@@ -16,7 +16,7 @@ const web = (name: string, port: number, html = '<h1>Hello, World!</h1>') => ({
   apiVersion: 'operator.k8s-summit.org/v1',
   kind: 'MyWeb',
   metadata: { name },
-  spec: { image: 'nginx', nodePortNumber: port, pageContentHtml: html },
+  spec: { image: 'kfn.local/nginx:1.22', nodePortNumber: port, pageContentHtml: html },
 });
 
 interface Obj {

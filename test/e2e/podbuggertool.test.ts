@@ -12,11 +12,11 @@ interface LivePod {
 test('PodBuggerTool: pods matching the selector get a debug container, once; status lists them', async (t) => {
   const cluster = await testCluster();
   const s = await functionStack(t, cluster, 'podbuggertool');
-  const pod = (name: string, labels: Record<string, string>) => s.api.request('POST', `/api/v1/namespaces/${s.ns}/pods`, { body: { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels }, spec: { containers: [{ name: 'main', image: 'nginx' }] } } });
+  const pod = (name: string, labels: Record<string, string>) => s.api.request('POST', `/api/v1/namespaces/${s.ns}/pods`, { body: { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels }, spec: { containers: [{ name: 'main', image: 'kfn.local/nginx:1.22' }] } } });
   await pod('before-1', { app: 'shop', tier: 'web' });
   await pod('ignored', { app: 'other' });
   await s.api.request('POST', s.objects, {
-    body: { apiVersion: 'apps.jicki.cn/v1alpha1', kind: 'PodBuggerTool', metadata: { name: 'bugger' }, spec: { selector: { matchLabels: { app: 'shop' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['web', 'api'] }] }, image: 'busybox:1.36' } },
+    body: { apiVersion: 'apps.jicki.cn/v1alpha1', kind: 'PodBuggerTool', metadata: { name: 'bugger' }, spec: { selector: { matchLabels: { app: 'shop' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['web', 'api'] }] }, image: 'kfn.local/busybox:1.35' } },
   });
   const debugged = async () => ((await s.api.request<{ status?: { debuggedPods?: string[] } }>('GET', `${s.objects}/bugger`)).status?.debuggedPods ?? []).join();
   await waitFor('the existing matching pod to be debugged', async () => (await debugged()) === 'before-1' || undefined, { timeoutMs: 60_000 });
@@ -24,7 +24,7 @@ test('PodBuggerTool: pods matching the selector get a debug container, once; sta
   await pod('after-1', { app: 'shop', tier: 'api' });
   await waitFor('the new matching pod to be debugged too', async () => (await debugged()) === 'after-1,before-1' || undefined, { timeoutMs: 60_000 });
   const p = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/before-1`);
-  assert.deepEqual(p.spec.ephemeralContainers?.map((c) => [c.name, c.image]), [['podbugger-bugger', 'busybox:1.36']]);
+  assert.deepEqual(p.spec.ephemeralContainers?.map((c) => [c.name, c.image]), [['podbugger-bugger', 'kfn.local/busybox:1.35']]);
   const ignored = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/ignored`);
   assert.equal(ignored.spec.ephemeralContainers, undefined, 'a pod the selector does not match is left alone');
   // Once: more events (a label change on a debugged pod) add nothing.

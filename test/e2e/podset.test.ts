@@ -24,7 +24,7 @@ test('PodSet: status.nodes follows its running pods through scale up, a pod dele
   const pods = await runningPods();
   const sample = await s.api.request<{ metadata: { labels: Record<string, string> }; spec: { containers: { image: string; command: string[] }[] } }>('GET', `/api/v1/namespaces/${s.ns}/pods/${pods[0]}`);
   assert.deepEqual([sample.metadata.labels.app, sample.metadata.labels.podSet_cr], ['podSet', 'ps']);
-  assert.deepEqual([sample.spec.containers[0]!.image, ...sample.spec.containers[0]!.command], ['busybox', 'sleep', '3600']);
+  assert.deepEqual([sample.spec.containers[0]!.image, ...sample.spec.containers[0]!.command], ['kfn.local/busybox:1.35', 'sleep', '3600']);
 
   await s.api.request('PATCH', `${s.objects}/ps`, { body: { spec: { size: 4 } }, contentType: 'application/merge-patch+json' });
   await inSync(4);

@@ -12,7 +12,7 @@ test('Project: Secret + Deployment reading it; the password appears in no Config
   const s = await functionStack(t, cluster, 'project', { resyncPeriodSeconds: 3 });
   const password = `pw-${uniqueName('secret')}`;
   await assert.rejects(s.api.request('POST', s.objects, { body: { apiVersion: 'xyz.com/v1', kind: 'Project', metadata: { name: 'bad' }, spec: { password } } }), /spec\.image: Required value/);
-  await s.api.request('POST', s.objects, { body: { apiVersion: 'xyz.com/v1', kind: 'Project', metadata: { name: 'abc-department' }, spec: { image: 'abc-web-server:0.1.2', password } } });
+  await s.api.request('POST', s.objects, { body: { apiVersion: 'xyz.com/v1', kind: 'Project', metadata: { name: 'abc-department' }, spec: { image: 'kfn.local/nginx:1.22', password } } });
   const project = await waitFor('status.Ready', async () => {
     const p = await s.api.request<{ status?: { Ready?: boolean } }>('GET', `${s.objects}/abc-department`);
     return p.status?.Ready === true ? p : undefined;

@@ -29,7 +29,7 @@ test('ReverseWordsApp: children, appPods, conditions, finalizer cleanup, bounded
   assert.deepEqual(ready.metadata.finalizers, ['kfn.dev/reversewordsapp']);
   const dep = await s.api.request<{ spec: { template: { spec: { containers: { image: string; ports: { containerPort: number }[]; livenessProbe: { httpGet: { path: string } } }[] } } } }>('GET', `/apis/apps/v1/namespaces/${s.ns}/deployments/dp-rw`);
   const c = dep.spec.template.spec.containers[0]!;
-  assert.equal(c.image, 'quay.io/mavazque/reversewords:latest', 'appVersion defaults to latest');
+  assert.equal(c.image, 'kfn.local/reversewords:latest', 'appVersion defaults to latest');
   assert.equal(c.ports[0]!.containerPort, 8080);
   assert.equal(c.livenessProbe.httpGet.path, '/health');
   const svc = await s.api.request<{ spec: { type: string; ports: { port: number }[] } }>('GET', `/api/v1/namespaces/${s.ns}/services/service-rw`);

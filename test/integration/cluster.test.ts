@@ -1,5 +1,5 @@
-// The local control plane is a real Kubernetes: controllers, scheduler, fake kubelet, garbage
-// collector, CRD validation and RBAC all behave as on any cluster.
+// The local cluster is a real Kubernetes: controllers, scheduler, a real kubelet running real
+// containers, garbage collector, CRD validation and RBAC all behave as on any cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -16,12 +16,15 @@ import {
 } from '../support/cluster.ts';
 
 describe('local control plane', { concurrency: true }, () => {
-  test('a fake node is Ready and schedulable', async () => {
+  test('the real node is Ready: registered by its kubelet, running containerd, with the node IP on the pod bridge', async () => {
     const cluster = await testCluster();
-    const nodes = await cluster.core.listNode();
-    assert.equal(nodes.items.length, 1, 'one kwok node');
-    const ready = nodes.items[0]!.status?.conditions?.find((c) => c.type === 'Ready');
-    assert.equal(ready?.status, 'True');
+    const node = await cluster.core.readNode({ name: 'kfn-node-0' });
+    assert.equal(node.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+    assert.match(node.status?.nodeInfo?.containerRuntimeVersion ?? '', /^containerd:\/\//);
+    assert.equal(node.status?.nodeInfo?.kubeletVersion, cluster.state.kubernetes);
+    assert.equal(node.status?.addresses?.find((a) => a.type === 'InternalIP')?.address, '10.244.0.1');
+    assert.equal(node.metadata?.annotations?.['kwok.x-k8s.io/node'], undefined, 'not a kwok node');
+    assert.ok(!node.spec?.taints?.length, 'schedulable, untainted');
   });
 
   test('a Deployment of 3 replicas reaches 3 ready replicas', async (t) => {
@@ -39,7 +42,7 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
-      containers: [{name: nginx, image: nginx:1.27}]
+      containers: [{name: nginx, image: kfn.local/nginx:1.22}]
 `,
       ns,
     );
@@ -53,7 +56,9 @@ spec:
     assert.equal(pods.items.length, 3);
     for (const pod of pods.items) {
       assert.equal(pod.status?.phase, 'Running', `pod ${pod.metadata?.name} runs`);
-      assert.equal(pod.spec?.nodeName, 'kfn-node-0', 'scheduled by kube-scheduler onto the kwok node');
+      assert.equal(pod.spec?.nodeName, 'kfn-node-0', 'scheduled by kube-scheduler onto the real node');
+      assert.match(pod.status?.podIP ?? '', /^10\.244\.0\.\d+$/, 'an address from the node\'s pod subnet');
+      assert.ok(pod.status?.containerStatuses?.[0]?.containerID?.startsWith('containerd://'), 'a real container');
     }
   });
 
@@ -72,7 +77,7 @@ spec:
   template:
     metadata: {labels: {app: owner}}
     spec:
-      containers: [{name: c, image: busybox, command: [sleep, "3600"]}]
+      containers: [{name: c, image: kfn.local/busybox:1.35, command: [sleep, "3600"]}]
 `,
       ns,
     );
@@ -188,7 +193,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
-      containers: [{name: c, image: busybox, command: ["true"]}]
+      containers: [{name: c, image: kfn.local/busybox:1.35, command: [sh, -c, "echo ran as $(id -u) on $(hostname)"]}]
 `,
       ns,
     );
@@ -200,9 +205,11 @@ spec:
     assert.equal(job.status?.succeeded, 1);
     const pods = await cluster.core.listNamespacedPod({ namespace: ns, labelSelector: 'job-name=once' });
     assert.equal(pods.items[0]?.status?.phase, 'Succeeded');
+    const log = await cluster.core.readNamespacedPodLog({ name: pods.items[0]!.metadata!.name!, namespace: ns });
+    assert.equal(log, `ran as 0 on ${pods.items[0]!.metadata!.name}\n`, 'the container really ran (its output, read through the kubelet)');
   });
 
-  test('a Job whose pod is labelled kwok_fail fails (the fake node fails it, for tests)', async (t) => {
+  test("a Job whose container exits non-zero fails, with the container's exit code", async (t) => {
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'job-fail');
     await applyYaml(
@@ -214,10 +221,9 @@ metadata: {name: doomed}
 spec:
   backoffLimit: 0
   template:
-    metadata: {labels: {kwok_fail: "true"}}
     spec:
       restartPolicy: Never
-      containers: [{name: c, image: busybox}]
+      containers: [{name: c, image: kfn.local/busybox:1.35, command: [sh, -c, "exit 3"]}]
 `,
       ns,
     );
@@ -227,5 +233,7 @@ spec:
       return j.status?.conditions?.some((c) => c.type === 'Failed' && c.status === 'True') ? j : undefined;
     }, { timeoutMs: 90_000 });
     assert.equal(job.status?.failed, 1);
+    const pods = await cluster.core.listNamespacedPod({ namespace: ns, labelSelector: 'job-name=doomed' });
+    assert.equal(pods.items[0]?.status?.containerStatuses?.[0]?.state?.terminated?.exitCode, 3);
   });
 });

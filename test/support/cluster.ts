@@ -25,6 +25,9 @@ export interface TestCluster {
   objects: KubernetesObjectApi;
 }
 
+/** How tests start the cluster: the real node, and fake nodes for the tests that need many pods. */
+export const testClusterOptions = { fakeNodes: 2 };
+
 let shared: Promise<TestCluster> | undefined;
 
 /**
@@ -34,7 +37,7 @@ let shared: Promise<TestCluster> | undefined;
 export function testCluster(): Promise<TestCluster> {
   shared ??= (async () => {
     const paths = clusterPaths();
-    const { state } = await clusterUp({ paths, log: (line) => console.error(`[cluster] ${line}`) });
+    const { state } = await clusterUp({ paths, ...testClusterOptions, log: (line) => console.error(`[cluster] ${line}`) });
     const kc = new KubeConfig();
     kc.loadFromFile(paths.kubeconfig);
     return { kc, paths, state, core: kc.makeApiClient(CoreV1Api), objects: KubernetesObjectApi.makeApiClient(kc) };
