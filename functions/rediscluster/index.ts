@@ -22,8 +22,15 @@ export const RedisCluster = defineKind({
     { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas' },
   ],
 });
-/** redis.conf from spec.config, keys sorted so the same config always renders the same. */
-export function renderConfig(config: Record<string, string>): string {
+/**
+ * Settings every pod needs, under spec.config: the other pods and clients reach redis over the
+ * pod network, which its protected mode refuses when no password is set.
+ */
+const podDefaults: Record<string, string> = { 'protected-mode': 'no' };
+
+/** redis.conf from spec.config over podDefaults, keys sorted so the same config always renders the same. */
+export function renderConfig(spec: Record<string, string>): string {
+  const config = { ...podDefaults, ...spec };
   return `${Object.keys(config).sort().map((k) => `${k} ${config[k]}`).join('\n')}\n`;
 }
 

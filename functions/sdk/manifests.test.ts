@@ -11,7 +11,7 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
   assert.deepEqual(crd.names.categories, ['all']);
   const spec = crd.versions[0]!.schema.openAPIV3Schema.properties.spec.properties;
   assert.deepEqual([spec.nodePortNumber!.minimum, spec.nodePortNumber!.maximum], [30000, 32767]);
-  assert.equal(spec.image!.default, 'nginx');
+  assert.equal(spec.image!.default, 'kfn.local/nginx:1.22');
   assert.ok(crd.versions[0]!.subresources, 'status subresource');
   const reconciler = objs[1]!.spec as { for: { kind: string }; owns: { kind: string }[]; sink: { ref: { name: string } }; auth: { secretRef: { name: string } } };
   assert.equal(reconciler.for.kind, 'MyWeb');

@@ -49,6 +49,12 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     assert.equal((svc.spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort, port);
     const status = (await s.api.request<Obj>('GET', `${s.objects}/site`)).status as { completed?: boolean };
     assert.equal(status.completed, true);
+    // nginx really serves the page, through kube-proxy's NodePort on 127.0.0.1.
+    const served = async () => {
+      const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(2000) });
+      return res.ok ? res.text() : undefined;
+    };
+    assert.equal(await waitFor(`the page on 127.0.0.1:${port}`, served), '<h1>Hello, World!</h1>');
 
     // Edit the page: ConfigMap updated, pods roll (new pod-template hash).
     const hashOf = (d: Obj) => ((d.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['myweb.kfn.dev/page-sha256']);
@@ -56,6 +62,7 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     await s.api.request('PATCH', `${s.objects}/site`, { body: { spec: { pageContentHtml: '<h1>Edited</h1>' } }, contentType: 'application/merge-patch+json' });
     await waitFor('the page ConfigMap to be updated', async () => (await get('configmaps/site-page')).data?.['index.html'] === '<h1>Edited</h1>' || undefined);
     await waitFor('the Deployment to roll to a new pod template', async () => hashOf(await getApps('deployments/site')) !== oldHash || undefined);
+    await waitFor('the edited page to be served once the pods rolled', async () => ((await served()) === '<h1>Edited</h1>') || undefined, { timeoutMs: 90_000 });
     await waitFor('a second ReplicaSet (the pods rolled)', async () => {
       const rs = await s.api.request<{ items: unknown[] }>('GET', `/apis/apps/v1/namespaces/${s.ns}/replicasets`);
       return rs.items.length >= 2 || undefined;

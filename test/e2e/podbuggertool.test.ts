@@ -7,6 +7,7 @@ import { functionStack } from '../support/functions.ts';
 
 interface LivePod {
   spec: { ephemeralContainers?: { name: string; image: string }[] };
+  status?: { ephemeralContainerStatuses?: { name: string; state?: { running?: { startedAt: string } } }[] };
 }
 
 test('PodBuggerTool: pods matching the selector get a debug container, once; status lists them', async (t) => {
@@ -25,6 +26,11 @@ test('PodBuggerTool: pods matching the selector get a debug container, once; sta
   await waitFor('the new matching pod to be debugged too', async () => (await debugged()) === 'after-1,before-1' || undefined, { timeoutMs: 60_000 });
   const p = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/before-1`);
   assert.deepEqual(p.spec.ephemeralContainers?.map((c) => [c.name, c.image]), [['podbugger-bugger', 'kfn.local/busybox:1.35']]);
+  // The kubelet really starts it in the target pod.
+  await waitFor('the debug container to run in pod before-1', async () => {
+    const live = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/before-1`);
+    return live.status?.ephemeralContainerStatuses?.find((c) => c.name === 'podbugger-bugger')?.state?.running || undefined;
+  }, { timeoutMs: 60_000 });
   const ignored = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/ignored`);
   assert.equal(ignored.spec.ephemeralContainers, undefined, 'a pod the selector does not match is left alone');
   // Once: more events (a label change on a debugged pod) add nothing.
