@@ -14,6 +14,8 @@ const commands: CommandEntry[] = [
   { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
   { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
+  { name: 'deploy', summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them', load: async () => (await import('./deploy.ts')).deployCommand },
+  { name: 'image', summary: 'build the bridge and function images and import them into the local node', load: async () => (await import('./deploy.ts')).imageCommand },
   { name: 'manifests', summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions', load: async () => (await import('./functions.ts')).manifestsCommand },
 ];
 

@@ -39,6 +39,8 @@ export interface ImageRecipe {
   check?: string[];
   /** Create busybox's applet links (for an image made from busybox-static). */
   busyboxLinks?: boolean;
+  /** An image whose layer goes below this one's (shared, so containerd stores it once). */
+  base?: ImageRecipe;
   config: ImageConfig;
 }
 
@@ -92,9 +94,22 @@ function nodeVersion(): string {
   return out.stdout.trim().replace(/^v/, '');
 }
 
+/** Node on Debian's libc, as a non-root user: the base of the bridge's and functions' images. */
+export function nodeRecipe(): ImageRecipe {
+  return {
+    name: 'node',
+    tag: nodeVersion().split('.')[0]!,
+    debian: ['libstdc++6', 'busybox-static'],
+    busyboxLinks: true,
+    files: [[nodeBinary(), '/usr/local/bin/node']],
+    check: ['/usr/local/bin/node', '-e', 'process.exit(0)'],
+    config: { Entrypoint: ['/usr/local/bin/node'], User: String(nonRootUid), WorkingDir: '/app', Env: ['NODE_ENV=production', 'PATH=/usr/local/bin:/usr/bin:/bin'] },
+  };
+}
+
 /** The images every local node has: the sandbox, DNS, and what the examples run. */
 export function baseRecipes(binaries: BinarySet): ImageRecipe[] {
-  const node = nodeVersion();
+  const node = nodeRecipe();
   return [
     { name: 'pause', tag: '1', files: [[binaries.path('pause'), '/pause']], config: { Entrypoint: ['/pause'], User: '65535' } },
     {
@@ -121,25 +136,14 @@ export function baseRecipes(binaries: BinarySet): ImageRecipe[] {
       check: ['/usr/bin/redis-server', '--version'],
       config: { Cmd: ['redis-server'], User: String(nonRootUid), WorkingDir: '/tmp' },
     },
+    node,
     {
-      name: 'node',
-      tag: node.split('.')[0]!,
-      debian: ['libstdc++6', 'busybox-static'],
-      busyboxLinks: true,
-      files: [[nodeBinary(), '/usr/local/bin/node']],
-      check: ['/usr/local/bin/node', '-e', 'process.exit(0)'],
-      config: { Entrypoint: ['/usr/local/bin/node'], User: String(nonRootUid), WorkingDir: '/app', Env: ['NODE_ENV=production', 'PATH=/usr/local/bin:/usr/bin:/bin'] },
-    },
-    {
-      // The application of the ReverseWordsApp example (seed 004), on the node image's files.
+      // The application of the ReverseWordsApp example (seed 004), on the node image.
       name: 'reversewords',
       tag: 'latest',
-      debian: ['libstdc++6'],
-      files: [
-        [nodeBinary(), '/usr/local/bin/node'],
-        [join(import.meta.dirname, '..', 'functions', 'reversewordsapp', 'app.mjs'), '/app/app.mjs'],
-      ],
-      config: { Entrypoint: ['/usr/local/bin/node', '/app/app.mjs'], User: String(nonRootUid), WorkingDir: '/app' },
+      base: node,
+      files: [[join(import.meta.dirname, '..', 'functions', 'reversewordsapp', 'app.mjs'), '/app/app.mjs']],
+      config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/app.mjs'] },
     },
   ];
 }
@@ -236,54 +240,97 @@ function imageCacheDir(): string {
   return join(cacheRoot(), '..', 'images');
 }
 
+const digests = new Map<string, string>();
+
+/** sha256 of a file, or of a directory's files and their names; memoised by path, size and mtime. */
 function fileDigest(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
+  const st = statSync(path);
+  const memo = `${path}:${st.size}:${st.mtimeMs}`;
+  let digest = digests.get(memo);
+  if (digest) return digest;
+  const hash = createHash('sha256');
+  if (st.isDirectory()) {
+    for (const entry of readdirSync(path, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name)).sort()) {
+      hash.update(entry.slice(path.length)).update(readFileSync(entry));
+    }
+  } else {
+    hash.update(readFileSync(path));
+  }
+  digest = hash.digest('hex');
+  if (!st.isDirectory()) digests.set(memo, digest);
+  return digest;
 }
 
-/** Builds one image (or finds it in the cache) and returns the tarball `ctr images import` reads. */
-export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line: string) => void = () => {}): BuiltImage {
-  const started = Date.now();
-  const packages = recipe.debian?.length ? libraryClosure(recipe.debian, aptDepends) : [];
-  const versions = packages.length ? candidateVersions(packages, log) : new Map<string, string>();
-  const key = createHash('sha256')
-    .update(JSON.stringify({ recipe, packages: [...versions], files: (recipe.files ?? []).map(([src, dst]) => [fileDigest(src), dst]) }))
+/** What decides a layer's content: the recipe's files and packages, and this builder. */
+function layerKey(recipe: ImageRecipe, versions: Map<string, string>): string {
+  const { config: _config, base: _base, tag: _tag, ...content } = recipe;
+  return createHash('sha256')
+    .update(JSON.stringify({ content, packages: [...versions], files: (recipe.files ?? []).map(([src, dst]) => [fileDigest(src), dst]) }))
     .update(readFileSync(import.meta.filename))
     .digest('hex')
     .slice(0, 16);
-  const ref = imageRef(recipe);
-  const dir = imageCacheDir();
-  const tarball = join(dir, `${recipe.name}-${recipe.tag}-${key}.tar`);
-  if (existsSync(tarball)) return { ref, tarball, seconds: 0 };
+}
 
-  log(`  building image ${ref}${packages.length ? ` from ${packages.length} Debian packages` : ''}`);
+/** The recipe's own layer as a tar file (cached by content): its root filesystem, checked, packed. */
+function buildLayer(recipe: ImageRecipe, log: (line: string) => void): { tar: string; key: string } {
+  const packages = recipe.debian?.length ? libraryClosure(recipe.debian, aptDepends) : [];
+  const versions = packages.length ? candidateVersions(packages, log) : new Map<string, string>();
+  const key = layerKey(recipe, versions);
+  const dir = join(imageCacheDir(), 'layers');
+  const tar = join(dir, `${recipe.name}-${key}.tar`);
+  if (existsSync(tar)) return { tar, key };
   mkdirSync(dir, { recursive: true });
-  const work = `${tarball}.building-${process.pid}`;
+  const work = `${tar}.building-${process.pid}`;
   const rootfs = join(work, 'rootfs');
   rmSync(work, { recursive: true, force: true });
   mkdirSync(rootfs, { recursive: true });
   try {
     for (const deb of downloadDebs(versions)) run('dpkg-deb', ['-x', deb, rootfs], `unpacking ${deb}`);
-    for (const d of ['etc', 'tmp', 'home/nonroot', 'app']) mkdirSync(join(rootfs, d), { recursive: true });
-    chmodSync(join(rootfs, 'tmp'), 0o1777);
-    writeFileSync(join(rootfs, 'etc', 'passwd'), passwd);
-    writeFileSync(join(rootfs, 'etc', 'group'), group);
+    if (!recipe.base) {
+      for (const d of ['etc', 'tmp', 'home/nonroot', 'app']) mkdirSync(join(rootfs, d), { recursive: true });
+      chmodSync(join(rootfs, 'tmp'), 0o1777);
+      writeFileSync(join(rootfs, 'etc', 'passwd'), passwd);
+      writeFileSync(join(rootfs, 'etc', 'group'), group);
+    }
     for (const [src, dst] of recipe.files ?? []) {
       mkdirSync(dirname(join(rootfs, dst)), { recursive: true });
-      cpSync(src, join(rootfs, dst));
-      chmodSync(join(rootfs, dst), statSync(src).mode & 0o777);
+      cpSync(src, join(rootfs, dst), { recursive: true });
+      if (!statSync(src).isDirectory()) chmodSync(join(rootfs, dst), statSync(src).mode & 0o777);
     }
     for (const [path, content] of Object.entries(recipe.write ?? {})) {
       mkdirSync(dirname(join(rootfs, path)), { recursive: true });
       writeFileSync(join(rootfs, path), content);
     }
     if (recipe.busyboxLinks) linkBusybox(rootfs);
-    if (recipe.check) run('chroot', [rootfs, ...recipe.check], `checking image ${ref} (${recipe.check.join(' ')})`);
-    const layer = join(work, 'layer.tar');
+    if (recipe.check) run('chroot', [rootfs, ...recipe.check], `checking image ${imageRef(recipe)} (${recipe.check.join(' ')})`);
     // A reproducible layer: sorted names, one mtime, root ownership.
-    run('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', layer, '.'], `packing ${ref}`);
+    run('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', rootfs, '-cf', join(work, 'layer.tar'), '.'], `packing ${recipe.name}`);
+    renameSync(join(work, 'layer.tar'), tar);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return { tar, key };
+}
+
+/** Builds one image (or finds it in the cache) and returns the tarball `ctr images import` reads. */
+export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line: string) => void = () => {}): BuiltImage {
+  const started = Date.now();
+  const ref = imageRef(recipe);
+  const layers = [...(recipe.base ? [buildLayer(recipe.base, log)] : []), buildLayer(recipe, log)];
+  const env = recipe.config.Env?.some((e) => e.startsWith('PATH=')) ? recipe.config.Env : [defaultPath, ...(recipe.config.Env ?? [])];
+  const config = { ...recipe.config, Env: env };
+  const key = createHash('sha256').update(JSON.stringify({ ref, layers: layers.map((l) => l.key), config })).digest('hex').slice(0, 16);
+  const dir = imageCacheDir();
+  const tarball = join(dir, `${recipe.name}-${recipe.tag}-${key}.tar`);
+  if (existsSync(tarball)) return { ref, tarball, seconds: 0 };
+
+  log(`  building image ${ref}`);
+  const work = `${tarball}.building-${process.pid}`;
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  try {
     const spec = join(work, 'spec.json');
-    const env = recipe.config.Env?.some((e) => e.startsWith('PATH=')) ? recipe.config.Env : [defaultPath, ...(recipe.config.Env ?? [])];
-    writeFileSync(spec, JSON.stringify({ name: ref, out: join(work, 'image.tar'), layers: [layer], config: { ...recipe.config, Env: env } }));
+    writeFileSync(spec, JSON.stringify({ name: ref, out: join(work, 'image.tar'), layers: layers.map((l) => l.tar), config }));
     run(binaries.path('kfn-image'), [spec], `writing image ${ref}`);
     renameSync(join(work, 'image.tar'), tarball);
   } finally {

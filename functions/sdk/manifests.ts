@@ -87,3 +87,65 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
     },
   ];
 }
+
+export interface WorkloadOptions {
+  namespace?: string;
+  /** The function's image, e.g. kfn.local/fn-myweb:0.1.0 (`kfn deploy` builds it). */
+  image: string;
+  /** Changes when the image's content does, so that a redeploy rolls the pods. */
+  imageId?: string;
+}
+
+/** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink. */
+export const functionServiceUrl = (reconciler: Reconciler, namespace = 'kfn-system') => `http://kfn-fn-${reconciler.name}.${namespace}.svc.cluster.local/`;
+
+/**
+ * The function as a Deployment + Service (`kfn deploy`, clusters without Knative): its own
+ * ServiceAccount, the auth secret from the Secret `kfn manifests --apply` creates, $PORT 8080,
+ * ready once /healthz answers.
+ */
+export function functionWorkload(reconciler: Reconciler, options: WorkloadOptions): Record<string, unknown>[] {
+  const ns = options.namespace ?? 'kfn-system';
+  const account = `kfn-fn-${reconciler.name}`;
+  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  return [
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: account, namespace: ns, labels },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels, ...(options.imageId ? { annotations: { 'kfn.dev/image-id': options.imageId } } : {}) },
+          spec: {
+            serviceAccountName: account,
+            securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+            containers: [
+              {
+                name: 'function',
+                image: options.image,
+                imagePullPolicy: 'IfNotPresent',
+                env: [
+                  { name: 'PORT', value: '8080' },
+                  { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } },
+                ],
+                ports: [{ name: 'http', containerPort: 8080 }],
+                readinessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 2 },
+                livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 10 },
+                resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+                securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+              },
+            ],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: account, namespace: ns, labels },
+      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+    },
+  ];
+}

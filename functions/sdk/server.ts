@@ -75,6 +75,18 @@ export function serve(reconciler: Reconciler, options: FunctionOptions & { port?
   });
 }
 
+/**
+ * The function as its container runs it (`kfn deploy`): HTTP on $PORT on every interface, the
+ * in-cluster API connection, and on SIGTERM it stops taking requests and finishes those in flight.
+ */
+export async function runInContainer(reconciler: Reconciler): Promise<void> {
+  const server = await serve(reconciler, { hostname: '0.0.0.0' });
+  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${process.env.PORT ?? 8080}`);
+  await new Promise<void>((done) => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
+  });
+}
+
 /** The function as an AWS Lambda handler (API Gateway, function URLs, ALB). */
 export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
   return handle(createApp(reconciler, options));
