@@ -1,0 +1,69 @@
+// kfn in the cluster, as a user installs it: the bridge image built and imported
+// (`kfn image build bridge`), `kubectl apply -k manifests/` (2 replicas, one leader delivering),
+// a function deployed with `kfn deploy` as a Deployment + Service, and a MyWeb reconciled by
+// them, its page served by nginx on its NodePort. Serial: an in-cluster bridge takes every
+// Reconciler in the cluster, so it must not run beside the other tests' Reconcilers.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { kubeApi, testCluster, testNamespace, waitFor } from '../support/cluster.ts';
+
+const exec = promisify(execFile);
+
+interface Pod {
+  metadata: { name: string };
+  status?: { phase?: string; conditions?: { type: string; status: string }[] };
+}
+
+test('the bridge from manifests/ and a function from kfn deploy, both as pods, reconcile a MyWeb', async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const kubectl = (...args: string[]) => exec(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, ...args]);
+  const kfn = (...args: string[]) => exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig }, maxBuffer: 16 * 1024 * 1024 });
+  const ns = await testNamespace(t, cluster, 'incluster');
+  t.after(async () => {
+    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
+    await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
+    await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
+  });
+
+  await kfn('image', 'build', 'bridge');
+  await kubectl('apply', '-k', join(repoRoot, 'manifests'));
+  const bridgePods = await waitFor('2 bridge pods ready', async () => {
+    const pods = await api.request<{ items: Pod[] }>('GET', '/api/v1/namespaces/kfn-system/pods?labelSelector=app.kubernetes.io/name=kfn-bridge');
+    const ready = pods.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    return ready.length === 2 ? ready : undefined;
+  }, { timeoutMs: 120_000 });
+  const lease = await waitFor('a bridge to hold the Lease', async () => {
+    const l = await api.request<{ spec?: { holderIdentity?: string } }>('GET', '/apis/coordination.k8s.io/v1/namespaces/kfn-system/leases/kfn-bridge');
+    return l.spec?.holderIdentity;
+  });
+  const leader = bridgePods.find((p) => lease.startsWith(p.metadata.name));
+  assert.ok(leader, `the Lease holder ${lease} is one of the bridge pods`);
+
+  const { stderr } = await kfn('deploy', 'functions/myweb', '--watch-namespace', ns);
+  assert.match(stderr, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
+  const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
+  assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
+
+  const port = 32000 + Math.floor(Math.random() * 700);
+  await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
+    body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site' }, spec: { nodePortNumber: port, pageContentHtml: '<h1>served by pods</h1>' } },
+  });
+  await kubectl('-n', ns, 'wait', '--for=condition=Ready', 'myweb/site', '--timeout=90s');
+  const page = await waitFor(`the page on 127.0.0.1:${port}`, async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? res.text() : undefined;
+  });
+  assert.equal(page, '<h1>served by pods</h1>');
+
+  // One delivering bridge: only the leader started the Reconciler; the function's pod did the work.
+  const logs = await Promise.all(bridgePods.map((p) => api.text('GET', `/api/v1/namespaces/kfn-system/pods/${p.metadata.name}/log`)));
+  const started = bridgePods.filter((_, i) => logs[i]!.includes('"reconciler":"myweb"') && logs[i]!.includes('reconciler started'));
+  assert.deepEqual(started.map((p) => p.metadata.name), [leader.metadata.name]);
+  const fnLog = (await kubectl('-n', 'kfn-system', 'logs', 'deployment/kfn-fn-myweb')).stdout;
+  assert.match(fnLog, new RegExp(`"object":"MyWeb ${ns}/site","reason":"created"`));
+});
