@@ -44,7 +44,6 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const fnDir = join(repoRoot, 'functions', name);
   const reconciler = await loadFunction(fnDir);
   const port = await freePort();
@@ -60,6 +59,9 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));
   const journal = join(dir, 'journal.jsonl');
   await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`]);
+  // After hooks run in the order they were added: the function and the bridge are killed
+  // before their directory goes (a bridge still journaling made the removal fail).
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const kind = reconciler.for;
   return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}` };
 }
