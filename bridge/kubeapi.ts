@@ -109,6 +109,10 @@ export class KubeApi {
     const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
     if (onData) body.on('data', onData);
     const lines = createInterface({ input: body, crlfDelay: Infinity });
+    // An aborted or broken body is re-emitted by readline as an 'error' event, which crashes the
+    // process when nobody listens: keep it, let the loop end, and reject with it below.
+    let failed: unknown;
+    lines.on('error', (err) => (failed ??= err));
     for await (const line of lines) {
       if (!line.trim()) continue;
       let value: unknown;
@@ -119,6 +123,7 @@ export class KubeApi {
       }
       onLine(value);
     }
+    if (failed) throw failed;
   }
 
   /** The resources of a group/version (cached; refreshed when a kind is not found). */

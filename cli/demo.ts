@@ -1,15 +1,21 @@
 // `kfn demo` (npm start): the whole system on one machine. A cluster ($KUBECONFIG if it
 // answers, else the local one, built on first use), the CRDs and Reconcilers, the bridge and
-// the functions as separate processes (each function under its own ServiceAccount token),
-// sample objects, and a live account of every delivery until Ctrl-C stops what it started.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+// the functions — on the local cluster as pods (the bridge from manifests/, each function a
+// Deployment under its own ServiceAccount), elsewhere or with --local as processes on this
+// machine — sample objects, and a live account of every delivery until Ctrl-C stops what it
+// started.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
 import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
-import { clusterDown, clusterPaths, clusterUp, displayPath, repoRoot } from '../cluster/controlplane.ts';
+import { ensureBinaries } from '../cluster/build.ts';
+import { clusterDown, clusterPaths, clusterUp, displayPath, readState, repoRoot } from '../cluster/controlplane.ts';
+import { importImages } from '../cluster/images.ts';
+import { nodePaths } from '../cluster/node.ts';
+import { bridgeImage, deployFunctions } from './deploy.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
@@ -21,8 +27,14 @@ the local one, built on first run), the CRDs and Reconcilers, the bridge and the
 and each function's samples.yaml; then prints every delivery (event → function → what changed
 → status) until Ctrl-C, which stops everything the demo started.
 
+On the local cluster the bridge and the functions run as pods: the bridge image is built and
+the shipped manifests/ applied (2 replicas, one leader), each function is deployed as with
+\`kfn deploy\`. On another cluster, or with --local, they run as processes on this machine
+(faster to start; each function still under its own ServiceAccount token).
+
 Options:
   --function NAME     only this example (default: every folder under functions/)
+  --local             run the bridge and the functions as local processes
   --exit-when-ready   stop once every sample reports Ready=True (for scripts and tests)
   -h, --help          show this help`;
 
@@ -73,7 +85,7 @@ export const demoCommand: Command = {
   usage,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' } });
+    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' } });
     const dirs = functionDirs().filter((d) => !values.function || d.endsWith(`/${values.function}`));
     if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
     const children: ChildProcess[] = [];
@@ -83,12 +95,14 @@ export const demoCommand: Command = {
     mkdirSync(work, { recursive: true });
 
     const reconcilers: string[] = [];
+    let inCluster = false;
+    let follow: AbortController | undefined;
     let api: KubeApi | undefined;
     const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
     const stopAll = async () => {
       // Delete the samples while the functions still run, so that finalizers can do their work,
       // then the Reconcilers, which point at processes that are about to stop.
-      if (api && samples.length && children.length) {
+      if (api && samples.length && (children.length || inCluster)) {
         say('Deleting the samples…');
         const paths = await Promise.all(samples.map(async (s) => `/apis/${s.apiVersion}/namespaces/${namespace}/${(await api!.resource(s.apiVersion, s.kind)).plural}/${s.metadata.name}`));
         for (const path of paths) await api.request('DELETE', path).catch(() => undefined);
@@ -99,6 +113,11 @@ export const demoCommand: Command = {
         }
       }
       for (const name of reconcilers) await api?.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+      if (inCluster && api) {
+        say('Removing the bridge and the functions from the cluster…');
+        await api.request('DELETE', `/api/v1/namespaces/${systemNamespace}`).catch(() => undefined);
+        for (let i = 0; i < 240 && (await api.request('GET', `/api/v1/namespaces/${systemNamespace}`).then(() => true, () => false)); i++) await sleep(250);
+      }
       for (const c of children) c.kill('SIGTERM');
       await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
       if (startedCluster) {
@@ -122,30 +141,54 @@ export const demoCommand: Command = {
         say(`Cluster ready at ${up.state.server} (kubeconfig ${displayPath(kubeconfig)}).`);
       }
 
-      // 2. CRDs, RBAC, functions (each under its own ServiceAccount token), Reconcilers.
+      // 2. The Reconciler CRD and a fresh namespace for the samples.
       for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
       await freshNamespace(api);
-      let port = 18090;
+      const journal = join(work, 'journal.jsonl');
+      const local = readState(clusterPaths());
+      inCluster = !values.local && !!local && kubeconfig === clusterPaths().kubeconfig;
+      if (inCluster) {
+        // 3. In the cluster: the bridge from manifests/ (its journal on its output, which the
+        // demo follows), each function as a Deployment + Service.
+        const binaries = await ensureBinaries({ log: (l) => say(dim(`  ${l}`)) });
+        importImages(nodePaths(clusterPaths().dir).containerdSocket, [(await bridgeImage(binaries, (l) => say(dim(`  ${l}`)))).tarball]);
+        const rendered = execFileSync(join(local!.binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')], { encoding: 'utf8' });
+        for (const doc of parseAllDocuments(rendered)) {
+          const obj = doc.toJS() as { kind: string; spec?: { template: { spec: { containers: { args: string[] }[] } } } };
+          if (obj.kind === 'Deployment') obj.spec!.template.spec.containers[0]!.args.push('--journal=/dev/stdout');
+          await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-demo');
+        }
+        say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (2 replicas, leader election), from manifests/`);
+        await deployFunctions(dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, log: (l) => say(dim(`  ${l}`)) });
+        for (const dir of dirs) {
+          const reconciler = await loadFunction(dir);
+          reconcilers.push(reconciler.name);
+          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as Deployment ${systemNamespace}/kfn-fn-${reconciler.name}`);
+        }
+        follow = followBridgeJournal(api, journal);
+      } else {
+        // 3. Local processes: each function under its ServiceAccount's token, then the bridge.
+        let port = 18090;
+        for (const dir of dirs) {
+          const reconciler = await loadFunction(dir);
+          const sinkUri = `http://127.0.0.1:${port}/`;
+          const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
+          await applyFunction(api, reconciler.name, objects, systemNamespace);
+          reconcilers.push(reconciler.name);
+          const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: kubeconfig!, namespace: systemNamespace, workDir: work });
+          children.push(fn.process);
+          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
+          port++;
+        }
+        const bridgeLog = openSync(join(work, 'bridge.log'), 'a');
+        children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${kubeconfig}`, `--journal=${journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
+        closeSync(bridgeLog);
+        say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(work, 'bridge.log'))}, journal ${displayPath(journal)}`);
+      }
       for (const dir of dirs) {
-        const reconciler = await loadFunction(dir);
-        const sinkUri = `http://127.0.0.1:${port}/`;
-        const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
-        await applyFunction(api, reconciler.name, objects, systemNamespace);
-        reconcilers.push(reconciler.name);
-        const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: kubeconfig!, namespace: systemNamespace, workDir: work });
-        children.push(fn.process);
-        say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
         const samplesFile = join(dir, 'samples.yaml');
         if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
-        port++;
       }
-
-      // 3. The bridge, taking its Reconcilers from the cluster, journaling every delivery.
-      const journal = join(work, 'journal.jsonl');
-      const bridgeLog = openSync(join(work, 'bridge.log'), 'a');
-      children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${kubeconfig}`, `--journal=${journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
-      closeSync(bridgeLog);
-      say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(work, 'bridge.log'))}, journal ${displayPath(journal)}`);
 
       // 4. Samples, then the live account.
       const appliedAt = new Map<string, number>();
@@ -180,10 +223,45 @@ export const demoCommand: Command = {
       }
       return 0;
     } finally {
+      follow?.abort();
       await stopAll();
     }
   },
 };
+
+/**
+ * Follows the log of the bridge that holds the Lease and appends its journal lines (the
+ * bridge writes them to its output) to `journal`, which the live account reads. Follows the
+ * new leader after a takeover; stops when aborted.
+ */
+function followBridgeJournal(api: KubeApi, journal: string): AbortController {
+  const abort = new AbortController();
+  // A log read again after the stream ended starts from the beginning: each entry once.
+  const seen = new Set<string>();
+  void (async () => {
+    while (!abort.signal.aborted) {
+      try {
+        const lease = await api.request<{ spec?: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${systemNamespace}/leases/kfn-bridge`);
+        const pods = await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${systemNamespace}/pods?labelSelector=app.kubernetes.io/name=kfn-bridge`);
+        const leader = pods.items.find((p) => lease.spec?.holderIdentity?.startsWith(p.metadata.name));
+        if (leader) {
+          await api.stream(`/api/v1/namespaces/${systemNamespace}/pods/${leader.metadata.name}/log?follow=true`, { signal: abort.signal }, (line) => {
+            if (!line || typeof line !== 'object' || !('outcome' in line)) return;
+            const entry = line as unknown as { id: string; attempt: number; time: string };
+            const key = `${entry.id}|${entry.attempt}|${entry.time}`;
+            if (seen.has(key)) return;
+            seen.add(key);
+            appendFileSync(journal, `${JSON.stringify(line)}\n`);
+          });
+        }
+      } catch {
+        /* no leader yet, or the log ended (takeover): look again */
+      }
+      await sleep(1000);
+    }
+  })();
+  return abort;
+}
 
 /** The demo namespace, emptied of a previous run's objects so the show starts from nothing. */
 async function freshNamespace(api: KubeApi): Promise<void> {

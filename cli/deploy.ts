@@ -145,6 +145,7 @@ export const deployCommand: Command = {
 export interface DeployOptions {
   namespace: string;
   namespaces?: string[];
+  resyncPeriodSeconds?: number;
   timeoutSeconds?: number;
   log?: (line: string) => void;
 }
@@ -160,7 +161,12 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const image = await functionImage(dir, binaries, log);
     importImages(socket, [image.tarball]);
     const reconciler = await loadFunction(dir);
-    const objects = functionManifests(reconciler, { namespace: options.namespace, sinkUri: functionServiceUrl(reconciler, options.namespace), namespaces: options.namespaces });
+    const objects = functionManifests(reconciler, {
+      namespace: options.namespace,
+      sinkUri: functionServiceUrl(reconciler, options.namespace),
+      namespaces: options.namespaces,
+      resyncPeriodSeconds: options.resyncPeriodSeconds,
+    });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     for (const obj of functionWorkload(reconciler, { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') })) {
       await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
@@ -178,6 +184,13 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
         throw new Error(`function ${name} did not become available in ${options.timeoutSeconds ?? 120}s; see \`kubectl -n ${options.namespace} describe deployment kfn-fn-${name}\` and its pod's log`);
       }
       await sleep(500);
+    }
+    // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
+    // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
+    const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${options.namespace}/services/kfn-fn-${name}`);
+    while (!(await fetch(`http://${svc.spec.clusterIP}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false))) {
+      if (Date.now() > deadline) throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz; see \`kubectl -n ${options.namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+      await sleep(250);
     }
     log(`Function ${name} runs in the cluster: Deployment and Service ${options.namespace}/kfn-fn-${name}`);
   }

@@ -1,5 +1,7 @@
 // `npm start` is the main job a newcomer runs: here it runs against the test cluster (through
-// KUBECONFIG), deploys every example with its samples, and stops itself once they are Ready.
+// KUBECONFIG), deploys every example with its samples, and stops itself once they are Ready —
+// with the bridge and functions as local processes (--local) here, as pods in
+// demo-incluster.serial.test.ts.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,7 +11,7 @@ import { testCluster } from '../support/cluster.ts';
 
 test('the demo deploys the samples, narrates the deliveries, and stops what it started', async () => {
   const cluster = await testCluster();
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready'], {
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready', '--local'], {
     env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,31 @@
+// `npm start` on the local cluster: the bridge from manifests/ and every function as pods, the
+// samples Ready, the deliveries narrated from the leading bridge's journal, and everything it
+// put in the cluster removed when it stops. Serial: the in-cluster bridge takes every
+// Reconciler in the cluster.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { kubeApi, testCluster } from '../support/cluster.ts';
+
+test('the demo runs the bridge and the functions as pods and stops what it started', async () => {
+  const cluster = await testCluster();
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready'], {
+    env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c));
+  child.stderr.on('data', (c: Buffer) => (output += c));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, output);
+  assert.match(output, /Bridge: Deployment kfn-system\/kfn-bridge \(2 replicas, leader election\), from manifests\//);
+  assert.match(output, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
+  assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms: applied ConfigMap\/hello-page, Deployment\/hello, Service\/hello/, 'narrated from the bridge pod\'s journal');
+  assert.match(output, /All \d+ samples are Ready\./);
+  const api = kubeApi(cluster.kc);
+  await assert.rejects(api.request('GET', '/api/v1/namespaces/kfn-system'), /404|not found/i, 'the bridge and the functions are gone');
+  const reconcilers = await api.request<{ items: unknown[] }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers');
+  assert.equal(reconcilers.items.length, 0, 'no Reconciler left behind');
+});
