@@ -215,6 +215,34 @@ function candidateVersions(packages: string[], log: (line: string) => void, refr
   return versions;
 }
 
+/**
+ * The exact packages and versions for `roots` (libraryClosure + candidateVersions). Each apt
+ * look-up costs about a second, so the answer is kept in the image cache for as long as apt's
+ * package lists are unchanged (`apt-get update` changes them).
+ */
+function resolvePackages(roots: string[], log: (line: string) => void): Map<string, string> {
+  const file = join(imageCacheDir(), 'resolved.json');
+  let lists = '';
+  try {
+    lists = String(statSync('/var/lib/apt/lists').mtimeMs);
+  } catch {
+    /* no lists: resolve every time, and apt says what is wrong */
+  }
+  const key = `${lists}:${[...roots].sort().join(',')}`;
+  let known: Record<string, [string, string][]> = {};
+  try {
+    known = JSON.parse(readFileSync(file, 'utf8')) as typeof known;
+  } catch {
+    /* first use */
+  }
+  if (lists && known[key]) return new Map(known[key]);
+  const versions = candidateVersions(libraryClosure(roots, aptDepends), log);
+  mkdirSync(imageCacheDir(), { recursive: true });
+  writeFileSync(`${file}.${process.pid}`, JSON.stringify({ ...known, [key]: [...versions] }));
+  renameSync(`${file}.${process.pid}`, file);
+  return versions;
+}
+
 function debCacheDir(): string {
   return join(cacheRoot(), '..', 'debs');
 }
@@ -273,8 +301,7 @@ function layerKey(recipe: ImageRecipe, versions: Map<string, string>): string {
 
 /** The recipe's own layer as a tar file (cached by content): its root filesystem, checked, packed. */
 function buildLayer(recipe: ImageRecipe, log: (line: string) => void): { tar: string; key: string } {
-  const packages = recipe.debian?.length ? libraryClosure(recipe.debian, aptDepends) : [];
-  const versions = packages.length ? candidateVersions(packages, log) : new Map<string, string>();
+  const versions = recipe.debian?.length ? resolvePackages(recipe.debian, log) : new Map<string, string>();
   const key = layerKey(recipe, versions);
   const dir = join(imageCacheDir(), 'layers');
   const tar = join(dir, `${recipe.name}-${key}.tar`);
