@@ -170,10 +170,19 @@ export function libraryClosure(roots: string[], depends: (packages: string[]) =>
   let frontier = [...roots];
   while (frontier.length) {
     const next: string[] = [];
+    // "  Depends: libc6", "  PreDepends: libbar"; " |Depends: a" then "  Depends: b" is "a | b":
+    // the first alternative is taken. "<name>" is a virtual package.
+    let inAlternatives = false;
     for (const line of depends(frontier).split('\n')) {
-      // "  Depends: libc6" / " |Depends: libfoo" (an alternative) / "  PreDepends: libbar"
       const m = line.match(/^\s(\s|\|)(?:Pre)?Depends: (<)?([a-z0-9][a-z0-9+.-]*)/);
-      if (!m || m[1] === '|' || m[2]) continue;
+      if (!m) {
+        inAlternatives = false;
+        continue;
+      }
+      const alternative = m[1] === '|';
+      const later = inAlternatives;
+      inAlternatives = alternative;
+      if (later || m[2]) continue;
       const pkg = m[3]!.replace(/:any$/, '');
       if (/^(lib|zlib)/.test(pkg) && !seen.has(pkg)) {
         seen.add(pkg);
