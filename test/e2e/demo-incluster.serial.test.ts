@@ -3,22 +3,13 @@
 // put in the cluster removed when it stops. Serial: the in-cluster bridge takes every
 // Reconciler in the cluster.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../cluster/controlplane.ts';
 import { kubeApi, testCluster } from '../support/cluster.ts';
+import { runDemo } from '../support/demo.ts';
 
 test('the demo runs the bridge and the functions as pods and stops what it started', async () => {
   const cluster = await testCluster();
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready'], {
-    env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (c: Buffer) => (output += c));
-  child.stderr.on('data', (c: Buffer) => (output += c));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const { code, output } = await runDemo(cluster);
   assert.equal(code, 0, output);
   assert.match(output, /Bridge: Deployment kfn-system\/kfn-bridge \(2 replicas, leader election\), from manifests\//);
   assert.match(output, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);

@@ -3,22 +3,13 @@
 // with the bridge and functions as local processes (--local) here, as pods in
 // demo-incluster.serial.test.ts.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../cluster/controlplane.ts';
 import { testCluster } from '../support/cluster.ts';
+import { runDemo } from '../support/demo.ts';
 
 test('the demo deploys the samples, narrates the deliveries, and stops what it started', async () => {
   const cluster = await testCluster();
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'demo', '--exit-when-ready', '--local'], {
-    env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (c: Buffer) => (output += c));
-  child.stderr.on('data', (c: Buffer) => (output += c));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const { code, output } = await runDemo(cluster, '--local');
   assert.equal(code, 0, output);
   assert.match(output, /Using the cluster of KUBECONFIG/);
   assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms: applied ConfigMap\/hello-page, Deployment\/hello, Service\/hello/, 'delivered at the first attempt');
