@@ -8,14 +8,48 @@ export interface Clock {
   setTimer(fn: () => void, ms: number): () => void;
 }
 
-export const systemClock: Clock = {
+/**
+ * The longest delay one platform timer takes: Node (like browsers) stores it in 32 bits and
+ * runs a longer one after 1 ms — a requeue 75 days ahead would fire at once, forever.
+ */
+export const maxTimerMs = 2 ** 31 - 1;
+
+/** The platform's timer functions, as the system clock uses them (a parameter for tests). */
+export interface TimerPrimitives {
+  now(): number;
+  /** Starts a timer (one that does not keep the process alive); returns its handle. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(timer: unknown): void;
+}
+
+/**
+ * A clock on the platform's timers that takes a delay of any length: a delay beyond
+ * maxTimerMs is waited out in steps of at most maxTimerMs, each checked against now().
+ */
+export function timerClock(timers: TimerPrimitives): Clock {
+  return {
+    now: () => timers.now(),
+    setTimer(fn, ms) {
+      const due = timers.now() + Math.max(0, ms);
+      let timer: unknown;
+      const arm = (wait: number) => {
+        timer = timers.setTimeout(() => {
+          const left = due - timers.now();
+          if (left > 0) arm(left);
+          else fn();
+        }, Math.min(Math.max(0, wait), maxTimerMs));
+      };
+      arm(ms);
+      return () => timers.clearTimeout(timer);
+    },
+  };
+}
+
+export const systemClock: Clock = timerClock({
   now: () => Date.now(),
-  setTimer(fn, ms) {
-    const timer = setTimeout(fn, Math.max(0, ms));
-    timer.unref?.();
-    return () => clearTimeout(timer);
-  },
-};
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+  clearTimeout: (timer) => clearTimeout(timer as NodeJS.Timeout),
+});
 
 interface PendingTimer {
   at: number;

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { maxTimerMs, timerClock, type TimerPrimitives } from './clock.ts';
+
+/** Platform timers as Node has them — a delay over 2^31-1 ms runs after 1 ms — on a hand-moved time. */
+function nodeLikeTimers() {
+  let now = 0;
+  const pending: { at: number; fn: () => void }[] = [];
+  const requested: number[] = [];
+  const primitives: TimerPrimitives = {
+    now: () => now,
+    setTimeout(fn, ms) {
+      requested.push(ms);
+      const t = { at: now + (ms > maxTimerMs ? 1 : ms), fn };
+      pending.push(t);
+      return t;
+    },
+    clearTimeout(t) {
+      const i = pending.indexOf(t as (typeof pending)[number]);
+      if (i >= 0) pending.splice(i, 1);
+    },
+  };
+  const advance = (ms: number) => {
+    const target = now + ms;
+    for (;;) {
+      pending.sort((a, b) => a.at - b.at);
+      const next = pending[0];
+      if (!next || next.at > target) break;
+      pending.shift();
+      now = next.at;
+      next.fn();
+    }
+    now = target;
+  };
+  return { primitives, advance, requested, pending };
+}
+
+const day = 24 * 3600 * 1000;
+
+test('a delay longer than one platform timer fires once, when due, not at once', () => {
+  const t = nodeLikeTimers();
+  const clock = timerClock(t.primitives);
+  let fired = 0;
+  clock.setTimer(() => fired++, 75 * day);
+  t.advance(1000);
+  assert.equal(fired, 0, 'a 75-day requeue does not fire after a second');
+  t.advance(74 * day);
+  assert.equal(fired, 0);
+  t.advance(day - 1001);
+  assert.equal(fired, 0, 'not a millisecond early');
+  t.advance(1);
+  assert.equal(fired, 1);
+  t.advance(100 * day);
+  assert.equal(fired, 1, 'and only once');
+  assert.ok(t.requested.every((ms) => ms <= maxTimerMs), `no platform timer beyond ${maxTimerMs} ms (asked: ${t.requested.join(', ')})`);
+});
+
+test('a long delay can be cancelled between its steps; short delays are one timer', () => {
+  const t = nodeLikeTimers();
+  const clock = timerClock(t.primitives);
+  let fired = 0;
+  const cancel = clock.setTimer(() => fired++, 60 * day);
+  t.advance(30 * day);
+  cancel();
+  t.advance(60 * day);
+  assert.equal(fired, 0);
+  assert.equal(t.pending.length, 0);
+  clock.setTimer(() => fired++, 250);
+  assert.equal(t.requested.at(-1), 250);
+  t.advance(250);
+  assert.equal(fired, 1);
+});
