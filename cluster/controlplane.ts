@@ -519,6 +519,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     const nodePortsWanted = { ...defaultNodePorts, ...options.nodePorts };
     await checkPorts(ports, nodePortsWanted);
     gatewayOf(network.podSubnet);
+    await recoverAbandonedNode(paths, network.bridge, log);
     checkNetworkFree(network);
     const binaries = await ensureBinaries({ log });
     const images = buildBaseImages(binaries, log);
@@ -541,6 +542,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     mkdirSync(paths.dir, { recursive: true });
     // Recorded before the host is touched, so that `down` (or the next `up`) can restore it.
     writeFileSync(nodePaths(paths.dir).hostSnapshot, `${JSON.stringify(takeHostSnapshot(), null, 2)}\n`);
+    recordNodeOwner(network.bridge, paths.dir);
     try {
       await writeClusterFiles(paths, state, credentials, images.sandbox);
       writeState(paths, state);
@@ -662,6 +664,49 @@ async function stopAll(paths: ClusterPaths, state: ClusterState | undefined, log
   return stopped;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Which cluster directory a node's bridge belongs to, kept in /run (gone at reboot, like the
+// kernel state it describes), so that an `up` from another checkout — CI's fresh clone, say —
+// can clean up after a cluster whose processes were killed without `down`.
+
+const ownerFile = (bridge: string) => join('/run', 'kfn', `${bridge}.json`);
+
+function recordNodeOwner(bridge: string, dir: string): void {
+  mkdirSync(join('/run', 'kfn'), { recursive: true });
+  writeFileSync(ownerFile(bridge), JSON.stringify({ dir }));
+}
+
+function forgetNodeOwner(bridge: string, dir: string): void {
+  try {
+    if ((JSON.parse(readFileSync(ownerFile(bridge), 'utf8')) as { dir: string }).dir === dir) rmSync(ownerFile(bridge), { force: true });
+  } catch {
+    /* none recorded */
+  }
+}
+
+/**
+ * When the bridge belongs to another cluster directory whose processes are all gone, removes
+ * what that cluster left on the host (with its own record of the host), so this `up` can start.
+ * A running cluster there is an error that says how to stop it.
+ */
+async function recoverAbandonedNode(paths: ClusterPaths, bridge: string, log: (line: string) => void): Promise<void> {
+  let dir: string;
+  try {
+    dir = (JSON.parse(readFileSync(ownerFile(bridge), 'utf8')) as { dir: string }).dir;
+  } catch {
+    return;
+  }
+  if (dir === paths.dir) return;
+  const other = clusterPaths(dir);
+  const state = readState(other);
+  if (state?.processes.some(isRunning)) {
+    throw new Error(`The bridge ${bridge} belongs to the local cluster in ${dir}, which is running. Stop it (KFN_CLUSTER_DIR=${dir} kfn cluster down), or give this one another --bridge-name and --pod-subnet.`);
+  }
+  log(`Removing what a stopped local cluster (${displayPath(dir)}) left on this host.`);
+  await stopAll(other, state, log);
+  rmSync(ownerFile(bridge), { force: true });
+}
+
 export interface DownResult {
   stopped: string[];
   removed: boolean;
@@ -674,6 +719,7 @@ export async function clusterDown(options: { paths?: ClusterPaths; log?: (line: 
   return withLock(paths, log, async () => {
     const state = readState(paths);
     const stopped = await stopAll(paths, state, log);
+    forgetNodeOwner(state?.network.bridge ?? defaultNetwork.bridge, paths.dir);
     const removed = existsSync(paths.dir);
     rmSync(paths.dir, { recursive: true, force: true });
     return { stopped, removed };
