@@ -793,6 +793,15 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
     return res.status === 200 ? true : undefined;
   });
   if (options.restartControllers === false) return;
+  // /readyz is ok before the RBAC authorizer has synced; a component that connects then gets
+  // 403s and backs off for a minute or two. Wait until a component's own token is authorized.
+  const proxyToken = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n').find((l) => l.includes(',system:kube-proxy,'))?.split(',')[0];
+  if (proxyToken) {
+    await waitUntil('the restarted apiserver to authorize kube-proxy', 60_000, [fresh], async () => {
+      const res = await apiserverRequest(state.server, ca, proxyToken, '/api/v1/services?limit=1');
+      return res.status === 200 ? true : undefined;
+    });
+  }
   for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok']) {
     if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, 3000);
   }
