@@ -518,7 +518,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     const network = { ...defaultNetwork, ...options.network };
     const nodePortsWanted = { ...defaultNodePorts, ...options.nodePorts };
     await checkPorts(ports, nodePortsWanted);
-    gatewayOf(network.podSubnet);
+    gatewayOf(network.podSubnet); // a malformed --pod-subnet fails here, before anything starts
     await recoverAbandonedNode(paths, network.bridge, log);
     checkNetworkFree(network);
     const binaries = await ensureBinaries({ log });

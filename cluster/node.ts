@@ -17,7 +17,7 @@
 // directory, removes the bridge, kfn's nft table, the chains that were not there before and
 // the cgroups it created, and restores the sysctls.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
@@ -529,13 +529,5 @@ export function readHostSnapshot(paths: NodePaths): HostSnapshot | undefined {
     return JSON.parse(readFileSync(paths.hostSnapshot, 'utf8')) as HostSnapshot;
   } catch {
     return undefined;
-  }
-}
-
-export function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
   }
 }
