@@ -104,12 +104,15 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   obj.kind ??= kind.kind;
   const uid = obj.metadata.uid!;
 
+  // Children are known by group, kind and name — never by version: the same object read as
+  // autoscaling/v2 and returned as autoscaling/v1 is one child, not one to prune and one to apply.
+  const childKey = (apiVersion: string, kind: string, name: string) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${kind}/${name}`;
   const liveChildren = new Map<string, KubeObject>();
   const ctx: ReconcileContext = {
     reason: received.reason,
     attempt: received.attempt,
     trigger: received.data.trigger,
-    owned: <T>(r: KindRef, n: string) => liveChildren.get(`${r.apiVersion}/${r.kind}/${n}`) as T | undefined,
+    owned: <T>(r: KindRef, n: string) => liveChildren.get(childKey(r.apiVersion, r.kind, n)) as T | undefined,
     get: async <T>(r: KindRef, n: string, namespace = obj.metadata.namespace) => {
       const resource = await api.resource(r.apiVersion, r.kind);
       try {
@@ -163,7 +166,7 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   await step('listing owned objects', async () => {
     for (const r of owned) {
       for (const child of await ctx.list<KubeObject>(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` })) {
-        if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(`${r.apiVersion}/${r.kind}/${child.metadata.name}`, { ...child, apiVersion: r.apiVersion, kind: r.kind });
+        if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(childKey(r.apiVersion, r.kind, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
       }
     }
   });
@@ -174,7 +177,11 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   const desiredKeys = new Set<string>();
   for (const child of result.children ?? []) {
     const desired = childWithOwner(child, obj, reconciler.name);
-    const key = `${desired.apiVersion}/${desired.kind}/${desired.metadata.name}`;
+    if (!owned.some((r) => childKey(r.apiVersion, r.kind, '') === childKey(desired.apiVersion, desired.kind, ''))) {
+      // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
+      throw new ReconcileError(`applying ${describe(desired)}`, name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
+    }
+    const key = childKey(desired.apiVersion, desired.kind, desired.metadata.name);
     desiredKeys.add(key);
     const live = liveChildren.get(key);
     if (live && contains(live, desired)) continue;
@@ -199,8 +206,9 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
       throw err;
     }
   }
-  // 5. Prune what this object controls but no longer wants.
-  for (const [key, live] of liveChildren) {
+  // 5. Prune what this object controls but no longer wants. A result without `children` says
+  // nothing about them (nothing is pruned); `children: []` means none.
+  for (const [key, live] of result.children ? liveChildren : []) {
     if (desiredKeys.has(key) || rejected) continue;
     await step(`pruning ${describe(live)}`, async () => {
       const resource = await api.resource(live.apiVersion!, live.kind!);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
-import { ConfigMap, createApp, defineKind, defineReconciler, t } from '../../functions/sdk/index.ts';
+import { ConfigMap, createApp, defineKind, defineReconciler, HorizontalPodAutoscaler, t } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
@@ -77,5 +77,63 @@ describe('SDK runtime', () => {
     await waitFor('the Gizmo to be gone once its finalizer is removed', async () => api.request('GET', `${path}/g`).then(() => undefined, () => true));
     const gone = await deliver('g', 'deleted');
     assert.deepEqual(gone.body, { result: 'done', changes: [] }, 'a gone object needs nothing');
+  });
+
+  test('children are known by group and kind, not version; no children returned prunes nothing; a kind not in owns is an error', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-keys');
+    const group = `${uniqueName('keys')}.kfn.test`;
+    const Scaler = defineKind({ group, version: 'v1', kind: 'Scaler', spec: t.Object({ mode: t.String() }), status: t.Object({}) });
+    await applyObject(api, crdOf(Scaler) as never, 'kfn-test');
+    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/scalers.${group}`).catch(() => undefined));
+    await waitFor('the Scaler CRD to be served', () => api.resource(Scaler.apiVersion, 'Scaler'));
+    const fn = defineReconciler({
+      for: Scaler,
+      owns: [ConfigMap, HorizontalPodAutoscaler], // autoscaling/v2
+      reconcile(s) {
+        if (s.spec.mode === 'status-only') return { status: {} };
+        if (s.spec.mode === 'stray') return { children: [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'stray' }, stringData: { a: 'b' } }] };
+        return {
+          children: [
+            { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cfg' }, data: { a: 'b' } },
+            // Returned at autoscaling/v1 while owns names v2: the same object either way.
+            { apiVersion: 'autoscaling/v1', kind: 'HorizontalPodAutoscaler', metadata: { name: 'hpa' }, spec: { scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'x' }, minReplicas: 1, maxReplicas: 3 } },
+          ],
+        };
+      },
+    });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    const path = `/apis/${Scaler.apiVersion}/namespaces/${ns}/scalers`;
+    const deliver = async () => {
+      const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `${path}/s`);
+      const { headers, body } = authenticate(
+        reconcileEvent({ reconciler: 'scalers', primary: { apiVersion: Scaler.apiVersion, kind: 'Scaler', namespace: ns, name: 's', uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion }, reason: 'updated', observedAt: Date.now() }, 1, 'kfn://test').message,
+        { kind: 'hmac', secret: 's' },
+      );
+      const res = await app.request('/', { method: 'POST', headers, body });
+      return { status: res.status, body: (await res.json()) as { changes?: { action: string; ref: { name: string } }[]; error?: string } };
+    };
+    const hpaUid = () => api.request<{ metadata: { uid: string } }>('GET', `/apis/autoscaling/v2/namespaces/${ns}/horizontalpodautoscalers/hpa`).then((h) => h.metadata.uid);
+
+    await api.request('POST', path, { body: { apiVersion: Scaler.apiVersion, kind: 'Scaler', metadata: { name: 's' }, spec: { mode: 'both' } } });
+    assert.equal((await deliver()).status, 200);
+    const uid = await hpaUid();
+    for (let i = 0; i < 2; i++) {
+      const again = await deliver();
+      assert.deepEqual(again.body.changes!.filter((c) => c.action === 'pruned'), [], 'the v1-returned HPA is not pruned as a stranger');
+    }
+    assert.equal(await hpaUid(), uid, 'never deleted and recreated');
+
+    await api.request('PATCH', `${path}/s`, { body: { spec: { mode: 'status-only' } }, contentType: 'application/merge-patch+json' });
+    const statusOnly = await deliver();
+    assert.equal(statusOnly.status, 200);
+    assert.deepEqual(statusOnly.body.changes!.filter((c) => c.action === 'pruned'), [], 'a result without children prunes nothing');
+    await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/cfg`);
+
+    await api.request('PATCH', `${path}/s`, { body: { spec: { mode: 'stray' } }, contentType: 'application/merge-patch+json' });
+    const stray = await deliver();
+    assert.equal(stray.status, 500);
+    assert.match(stray.body.error!, /Secret \(v1\) is not in the reconciler's owns/);
   });
 });
