@@ -228,13 +228,27 @@ const nodePortFlags: Record<keyof NodePorts, string> = {
   kubeProxyHealthz: '--kube-proxy-healthz-port',
 };
 
+/**
+ * True when the port is free or becomes free within a few seconds: a component of a cluster
+ * that was just killed (a crash, then `up`) holds its sockets a moment after /proc stops
+ * showing its command line.
+ */
+async function portFreeSoon(port: number, waitMs = 5000): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    if (await portFree(port)) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(250);
+  }
+}
+
 async function checkPorts(ports: ClusterPorts, nodePorts: NodePorts): Promise<void> {
   const seen = new Map<number, string>();
   const flags: Record<string, string> = { ...portFlags, ...nodePortFlags };
   for (const [key, port] of Object.entries({ ...ports, ...nodePorts })) {
     if (seen.has(port)) throw new Error(`Port ${port} is given for both ${seen.get(port)} and ${key}; each component needs its own port.`);
     seen.set(port, key);
-    if (!(await portFree(port))) {
+    if (!(await portFreeSoon(port))) {
       throw new Error(
         `Port ${port} on 127.0.0.1 (for ${key}) is already in use by another program. ` +
           `Stop that program, or choose another port with \`kfn cluster up ${flags[key]} <port>\`.`,
@@ -478,10 +492,13 @@ export interface UpResult {
   seconds: number;
 }
 
-function adminToken(paths: ClusterPaths): string {
-  const line = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n')[0] ?? '';
-  return line.split(',')[0] ?? '';
+/** The static token of `user` in tokens.csv (token,user,uid,"groups"), or '' when none. */
+function tokenOf(paths: ClusterPaths, user: string): string {
+  const line = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n').find((l) => l.split(',')[1] === user);
+  return line?.split(',')[0] ?? '';
 }
+
+const adminToken = (paths: ClusterPaths) => tokenOf(paths, 'kfn-admin');
 
 function caPem(paths: ClusterPaths): string {
   return readFileSync(join(paths.pki, 'ca.crt'), 'utf8');
@@ -547,7 +564,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
       await writeClusterFiles(paths, state, credentials, images.sandbox);
       writeState(paths, state);
       setUpHostNetwork(network, ports.apiserver);
-      await boot(paths, state, binaries, images.tarballs, log);
+      await boot(paths, state, binaries, images, log);
     } catch (err) {
       log(`Start-up failed; stopping what was started. Logs: ${displayPath(paths.logs)} (kept until the next \`cluster up\`).`);
       await stopAll(paths, state, log);
@@ -578,7 +595,7 @@ interface NodeStatus {
   status?: { conditions?: { type: string; status: string; message?: string }[] };
 }
 
-async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySet, images: string[], log: (line: string) => void): Promise<void> {
+async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySet, images: { coredns: string; tarballs: string[] }, log: (line: string) => void): Promise<void> {
   const start = (name: string) => {
     const record = startProcess(name, componentCommand(name, binaries), componentArgs(name, paths, state), join(paths.logs, `${name}.log`));
     state.processes.push(record);
@@ -601,7 +618,7 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
   log(`Starting kube-apiserver on ${state.server}`);
   const apiserver = start('kube-apiserver');
   await waitUntil('containerd to serve', 30_000, [containerd], async () => (existsSync(node.containerdSocket) ? true : undefined));
-  importImages(node.containerdSocket, images);
+  importImages(node.containerdSocket, images.tarballs);
   await waitUntil('kube-apiserver /readyz', 90_000, [etcd, apiserver], async () => {
     const res = await api('/readyz');
     if (res.status === 200) return true;
@@ -634,7 +651,7 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
     const res = await api('/api/v1/namespaces/default/serviceaccounts/default');
     return res.status === 200 ? true : undefined;
   });
-  for (const obj of dnsManifests(imageRef({ name: 'coredns', tag: binaries.versions.coredns.replace(/^v/, '') }), state.network.dnsServiceIp)) {
+  for (const obj of dnsManifests(images.coredns, state.network.dnsServiceIp)) {
     const res = await api(collectionPath(obj), 'POST', obj);
     if (res.status !== 201 && res.status !== 409) throw new Error(`creating ${String(obj.kind)} for cluster DNS failed (${res.status}): ${res.body}`);
   }
@@ -795,7 +812,7 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
   if (options.restartControllers === false) return;
   // /readyz is ok before the RBAC authorizer has synced; a component that connects then gets
   // 403s and backs off for a minute or two. Wait until a component's own token is authorized.
-  const proxyToken = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n').find((l) => l.includes(',system:kube-proxy,'))?.split(',')[0];
+  const proxyToken = tokenOf(paths, 'system:kube-proxy');
   if (proxyToken) {
     await waitUntil('the restarted apiserver to authorize kube-proxy', 60_000, [fresh], async () => {
       const res = await apiserverRequest(state.server, ca, proxyToken, '/api/v1/services?limit=1');

@@ -46,7 +46,10 @@ if (selected.length === 0) {
   process.exit(1);
 }
 const needsCluster = selected.some((f) => clusterRoots.some((root) => f.startsWith(root + '/')));
-const serial = selected.filter((f) => f.endsWith('.serial.test.ts'));
+// End-to-end serial files first, on the cluster as the parallel run left it; then the ones that
+// restart the apiserver or the whole cluster. (Seen twice in ~8 full runs: after the restarts,
+// a new Service stayed unrouted for minutes; not yet explained.)
+const serial = selected.filter((f) => f.endsWith('.serial.test.ts')).sort((a, b) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/')));
 const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts'));
 
 interface Totals {
