@@ -83,13 +83,24 @@ interface KubeconfigFile {
 
 /** Reads a kubeconfig file's current context into a Connection. */
 export function connectionFromKubeconfig(path: string): Connection {
-  let doc: KubeconfigFile;
+  let text: string;
   try {
-    doc = parse(readFileSync(path, 'utf8')) as KubeconfigFile;
+    text = readFileSync(path, 'utf8');
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
   }
-  const base = dirname(path);
+  return connectionFromKubeconfigText(text, path, dirname(path));
+}
+
+/** A kubeconfig's current context from its text (e.g. an environment variable); relative file paths resolve against `base`. */
+export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd()): Connection {
+  let doc: KubeconfigFile;
+  try {
+    doc = parse(text) as KubeconfigFile;
+    if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
+  } catch (err) {
+    throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
+  }
   const file = (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
   const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
   const contextName = doc['current-context'];

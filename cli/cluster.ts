@@ -35,6 +35,7 @@ packages that \`kfn cluster deps\` installs.
 The admin kubeconfig is written to .kfn/cluster/kubeconfig; logs go to .kfn/cluster/logs/.
 
 Options:
+  --knative                     also install Knative Serving and Traefik (as \`kfn knative install\`)
   --fake-nodes N                add N kwok nodes (tainted ${'kfn.dev/fake-node=true:NoSchedule'}) for scale tests
   --bridge-name NAME            the pods' Linux bridge (default ${defaultNetwork.bridge})
   --pod-subnet CIDR             the node's pod /24; its .1 is the node IP (default ${defaultNetwork.podSubnet})
@@ -94,6 +95,7 @@ async function up(argv: string[]): Promise<number> {
     'kubelet-healthz-port': { type: 'string' },
     'kube-proxy-metrics-port': { type: 'string' },
     'kube-proxy-healthz-port': { type: 'string' },
+    knative: { type: 'boolean' },
   });
   const ports: Partial<ClusterPorts> = {};
   const set = (key: keyof ClusterPorts, flag: string, value: string | undefined) => {
@@ -121,6 +123,7 @@ async function up(argv: string[]): Promise<number> {
   } else {
     say(`Local cluster up: Kubernetes ${result.state.kubernetes} at ${result.state.server} (${result.seconds.toFixed(1)}s).`);
   }
+  if (values.knative) await (await import('./knative.ts')).installOnLocalCluster({ log: say });
   say(`  kubeconfig: ${kubeconfig}`);
   say(`  try:        kubectl --kubeconfig ${kubeconfig} get nodes`);
   say(`  or:         eval "$(npm run --silent kfn -- cluster env)"`);
@@ -182,6 +185,15 @@ async function status(argv: string[]): Promise<number> {
     console.log(`  ${c.name.padEnd(24)}  ${String(c.pid).padEnd(7)}  ${(c.running ? 'running' : 'stopped').padEnd(8)}  ${formatMiB(c.residentBytes).padStart(7)}  ${displayPath(c.log)}`);
   }
   console.log(`  ${'total'.padEnd(24)}  ${''.padEnd(7)}  ${''.padEnd(8)}  ${formatMiB(total).padStart(7)}`);
+  if (s.healthy) {
+    const { knativeStatus } = await import('../cluster/knative.ts');
+    const { connectionFromKubeconfig } = await import('../bridge/connection.ts');
+    const { KubeApi } = await import('../bridge/kubeapi.ts');
+    const kn = await knativeStatus(new KubeApi(connectionFromKubeconfig(s.paths.kubeconfig)));
+    console.log('');
+    if (kn) (await import('./knative.ts')).printKnativeStatus(kn, (l) => console.log(`  ${l}`));
+    else console.log('  Knative: not installed (`npm run kfn -- knative install`)');
+  }
   if (!s.healthy) console.log('\nSome components are not running or the API server is not ready; see the logs, or restart with `kfn cluster down && kfn cluster up`.');
   return s.healthy ? 0 : 3;
 }

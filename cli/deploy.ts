@@ -13,7 +13,8 @@ import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths, displayPath, repoRoot } from '../cluster/controlplane.ts';
 import { buildImage, importImages, nodeRecipe, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
-import { functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
@@ -108,11 +109,15 @@ const deployUsage = `Usage: kfn deploy <function dir …> | --all [options]
 
 Runs functions in the local cluster: builds each one's image and imports it into the node,
 applies its CRD, least-privilege RBAC, ServiceAccount and auth Secret (as \`kfn manifests
---apply\`), a Deployment + Service running it, and its Reconciler with the Service as sink.
-Waits until each function's Deployment is available. The bridge must run in the cluster to
-deliver to it: \`kfn image build bridge && kubectl apply -k manifests/\`.
+--apply\`), the workload running it, and its Reconciler delivering to it:
+  --target deployment (default)  a Deployment + Service; the Reconciler's sink.uri is the Service
+  --target knative               a Knative Service that scales to zero (needs \`kfn knative
+                                 install\`); the Reconciler's sink.ref names it
+Waits until each function is available. The bridge must run in the cluster to deliver to it:
+\`kfn image build bridge && kubectl apply -k manifests/\`.
 
 Options:
+  --target T       deployment or knative (default deployment)
   --all            every function under functions/
   --namespace N    where the functions run (default kfn-system)
   --watch-namespace N   only objects in N are reconciled (repeatable; default: every namespace)
@@ -128,7 +133,7 @@ export const deployCommand: Command = {
     const { values, positionals } = parseCommandArgs(
       'deploy',
       argv,
-      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' } },
+      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' } },
       true,
     );
     const dirs = values.all ? functionDirs() : positionals;
@@ -137,25 +142,37 @@ export const deployCommand: Command = {
     const timeoutSeconds = values.timeout === undefined ? 120 : Number(values.timeout);
     if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw new UsageError('--timeout must be a positive number of seconds');
     const namespace = values.namespace ?? 'kfn-system';
-    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds });
+    const target = values.target ?? 'deployment';
+    if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
+    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target });
     return 0;
   },
 };
 
 export interface DeployOptions {
   namespace: string;
+  /** A Deployment + Service (default), or a Knative Service. */
+  target?: 'deployment' | 'knative';
+  /** Knative only: pods kept when idle (default 0, scale to zero). */
+  minScale?: number;
+  /** Knative only: seconds an idle last pod is kept before scaling to zero. */
+  retentionSeconds?: number;
   namespaces?: string[];
   resyncPeriodSeconds?: number;
   timeoutSeconds?: number;
   log?: (line: string) => void;
 }
 
-/** Builds, imports and applies each function, then waits for its Deployment. */
+/** Builds, imports and applies each function, then waits until it is available. */
 export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
   const log = options.log ?? say;
+  const knative = options.target === 'knative';
   const socket = await localNode();
-  const binaries = await ensureBinaries({ log });
   const api = new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
+  if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
+    throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);
+  }
+  const binaries = await ensureBinaries({ log });
   const deployed: string[] = [];
   for (const dir of dirs) {
     const image = await functionImage(dir, binaries, log);
@@ -163,35 +180,62 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const reconciler = await loadFunction(dir);
     const objects = functionManifests(reconciler, {
       namespace: options.namespace,
-      sinkUri: functionServiceUrl(reconciler, options.namespace),
+      sinkUri: knative ? undefined : functionServiceUrl(reconciler, options.namespace),
       namespaces: options.namespaces,
       resyncPeriodSeconds: options.resyncPeriodSeconds,
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
-    for (const obj of functionWorkload(reconciler, { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') })) {
-      await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
-    }
+    const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
+    const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds })] : functionWorkload(reconciler, workload);
+    for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
   }
   const deadline = Date.now() + (options.timeoutSeconds ?? 120) * 1000;
   for (const name of deployed) {
-    const path = `/apis/apps/v1/namespaces/${options.namespace}/deployments/kfn-fn-${name}`;
-    for (;;) {
-      const d = await api.request<{ metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } }>('GET', path);
-      const s = d.status ?? {};
-      if (s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas) break;
-      if (Date.now() > deadline) {
-        throw new Error(`function ${name} did not become available in ${options.timeoutSeconds ?? 120}s; see \`kubectl -n ${options.namespace} describe deployment kfn-fn-${name}\` and its pod's log`);
-      }
-      await sleep(500);
+    if (knative) await waitKnativeService(api, options.namespace, `kfn-fn-${name}`, deadline, options.timeoutSeconds ?? 120);
+    else await waitDeployment(api, options.namespace, name, deadline, options.timeoutSeconds ?? 120);
+    log(`Function ${name} runs in the cluster: ${knative ? 'Knative Service' : 'Deployment and Service'} ${options.namespace}/kfn-fn-${name}`);
+  }
+}
+
+async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number, timeoutSeconds: number): Promise<void> {
+  const path = `/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`;
+  for (;;) {
+    const d = await api.request<{ metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } }>('GET', path);
+    const s = d.status ?? {};
+    if (s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas) break;
+    if (Date.now() > deadline) {
+      throw new Error(`function ${name} did not become available in ${timeoutSeconds}s; see \`kubectl -n ${namespace} describe deployment kfn-fn-${name}\` and its pod's log`);
     }
-    // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
-    // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
-    const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${options.namespace}/services/kfn-fn-${name}`);
-    while (!(await fetch(`http://${svc.spec.clusterIP}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false))) {
-      if (Date.now() > deadline) throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz; see \`kubectl -n ${options.namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
-      await sleep(250);
+    await sleep(500);
+  }
+  // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
+  // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
+  const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`);
+  while (!(await fetch(`http://${svc.spec.clusterIP}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false))) {
+    if (Date.now() > deadline) throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+    await sleep(250);
+  }
+}
+
+interface KnativeServiceObject {
+  metadata: { generation: number };
+  status?: { observedGeneration?: number; url?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+/** Waits until the Knative Service is Ready for its latest generation; a failed revision fails at once with Knative's reason. */
+export async function waitKnativeService(api: KubeApi, namespace: string, name: string, deadline: number, timeoutSeconds: number): Promise<KnativeServiceObject> {
+  for (;;) {
+    const ksvc = await api.request<KnativeServiceObject>('GET', `/apis/serving.knative.dev/v1/namespaces/${namespace}/services/${name}`);
+    const ready = ksvc.status?.conditions?.find((c) => c.type === 'Ready');
+    const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
+    if (current && ready?.status === 'True') return ksvc;
+    if (current && ready?.status === 'False' && Date.now() > deadline - timeoutSeconds * 500) {
+      throw new Error(`Knative Service ${namespace}/${name} is not Ready: ${ready.reason}: ${ready.message ?? ''} (see \`kubectl -n ${namespace} get ksvc,revisions,pods\`)`);
     }
-    log(`Function ${name} runs in the cluster: Deployment and Service ${options.namespace}/kfn-fn-${name}`);
+    if (Date.now() > deadline) {
+      throw new Error(`Knative Service ${namespace}/${name} did not become Ready in ${timeoutSeconds}s (Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''})`);
+    }
+    await sleep(500);
   }
 }

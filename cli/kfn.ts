@@ -15,7 +15,9 @@ const commands: CommandEntry[] = [
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
   { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
   { name: 'deploy', summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them', load: async () => (await import('./deploy.ts')).deployCommand },
+  { name: 'build', summary: 'build functions into Lambda deployment packages (zip)', load: async () => (await import('./build.ts')).buildCommand },
   { name: 'image', summary: 'build the bridge and function images and import them into the local node', load: async () => (await import('./deploy.ts')).imageCommand },
+  { name: 'knative', summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status', load: async () => (await import('./knative.ts')).knativeCommand },
   { name: 'manifests', summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions', load: async () => (await import('./functions.ts')).manifestsCommand },
 ];
 

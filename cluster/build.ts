@@ -9,7 +9,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+
+const repoDir = join(import.meta.dirname, '..');
 import { logTail } from './processes.ts';
 import { clusterModuleDir, compareVersions, corednsModuleDir, imageModuleDir, kwokModuleDir, pinnedVersions, type PinnedVersions } from './versions.ts';
 
@@ -73,21 +75,14 @@ function goVersion(go: string): string {
   return spawnSync(go, ['env', 'GOVERSION'], { encoding: 'utf8', env: goEnv() }).stdout.trim();
 }
 
-/** The files whose content decides what gets built; their hash names the cache entry. */
+/** The files whose content decides what gets built; their hash (with the steps') names the cache entry. */
 function buildInputs(): string[] {
   return [
     ...moduleDirs.flatMap((dir) => [join(dir, 'go.mod'), join(dir, 'go.sum')]),
     join(corednsModuleDir, 'main.go'),
     join(imageModuleDir, 'main.go'),
     join(imageModuleDir, 'pause', 'main.go'),
-    import.meta.filename,
   ];
-}
-
-export function cacheKey(versions: PinnedVersions, goVer: string): string {
-  const hash = createHash('sha256');
-  for (const file of buildInputs()) hash.update(readFileSync(file));
-  return `k8s-${versions.kubernetes}-etcd-${versions.etcd}-${goVer}-${hash.digest('hex').slice(0, 12)}`;
 }
 
 function binarySet(dir: string, versions: PinnedVersions): BinarySet {
@@ -97,18 +92,8 @@ function binarySet(dir: string, versions: PinnedVersions): BinarySet {
 /** Returns the cached binaries if they are complete, without building or touching Go. */
 export function cachedBinaries(): BinarySet | undefined {
   const versions = pinnedVersions();
-  let go: string;
-  try {
-    go = findGo();
-  } catch {
-    return undefined;
-  }
-  const dir = join(cacheRoot(), cacheKey(versions, goVersion(go)));
-  return isComplete(dir) ? binarySet(dir, versions) : undefined;
-}
-
-function isComplete(dir: string): boolean {
-  return existsSync(join(dir, 'manifest.json')) && binaryNames.every((n) => existsSync(join(dir, n)));
+  const dir = cachedBuild(clusterBuildSpec(versions));
+  return dir ? binarySet(dir, versions) : undefined;
 }
 
 function formatDuration(ms: number): string {
@@ -197,21 +182,58 @@ function runGo(go: string, args: string[], cwd: string, logFile: string, onHeart
   });
 }
 
+/** One cache entry of binaries built from Go modules: what to build and how to describe it. */
+export interface BuildSpec {
+  /** Names the cache entry, e.g. `k8s-v1.35.4-etcd-v3.6.5`. */
+  label: string;
+  /** What the log calls it: "the local cluster". */
+  title: string;
+  /** The first log line's detail: versions, what a cold build costs. */
+  intro: string[];
+  moduleDirs: string[];
+  /** Every file whose content decides the build (hashed into the entry's name). */
+  inputs: string[];
+  steps: { name: string; pkg: string; moduleDir: string; ldflags: string }[];
+  /** Adds files beside the binaries once they are built (e.g. manifests from the modules). */
+  finish?: (dir: string, go: string) => void;
+}
+
+/** The entry for `spec` under the cache root, by its inputs and the Go toolchain. */
+export function buildDirOf(spec: BuildSpec, goVer: string): string {
+  const hash = createHash('sha256');
+  for (const file of spec.inputs) hash.update(readFileSync(file));
+  // The steps too (packages, flags, module folders relative to the repo): a new way of building is a new entry.
+  hash.update(JSON.stringify(spec.steps.map((s) => ({ ...s, moduleDir: relative(repoDir, s.moduleDir) }))));
+  return join(cacheRoot(), `${spec.label}-${goVer}-${hash.digest('hex').slice(0, 12)}`);
+}
+
+const specComplete = (spec: BuildSpec, dir: string) => existsSync(join(dir, 'manifest.json')) && spec.steps.every((s) => existsSync(join(dir, s.name)));
+
+/** The complete cache entry of `spec`, if there is one, without building. */
+export function cachedBuild(spec: BuildSpec): string | undefined {
+  let go: string;
+  try {
+    go = findGo();
+  } catch {
+    return undefined;
+  }
+  const dir = buildDirOf(spec, goVersion(go));
+  return specComplete(spec, dir) ? dir : undefined;
+}
+
 /**
- * Returns the control-plane binaries, building them first when the cache has no complete
- * entry for the pinned versions. Progress goes to `log`, one line per step.
+ * Returns the directory holding `spec`'s binaries, building them first when the cache has no
+ * complete entry. Progress goes to `log`, one line per step and a heartbeat during long steps.
  */
-export async function ensureBinaries(options: BuildOptions = {}): Promise<BinarySet> {
+export async function ensureBuild(spec: BuildSpec, options: BuildOptions = {}): Promise<string> {
   const log = options.log ?? ((line: string) => console.error(line));
-  const versions = pinnedVersions();
   const go = findGo();
   const goVer = goVersion(go);
-  if (compareVersions(goVer, versions.minimumGo) < 0) {
-    throw new Error(`${goVer} is too old to build Kubernetes ${versions.kubernetes}: it needs Go ${versions.minimumGo} or newer.`);
-  }
+  const minimumGo = pinnedVersions().minimumGo;
+  if (compareVersions(goVer, minimumGo) < 0) throw new Error(`${goVer} is too old to build ${spec.title}: it needs Go ${minimumGo} or newer.`);
   const root = cacheRoot();
-  const dir = join(root, cacheKey(versions, goVer));
-  if (isComplete(dir)) return binarySet(dir, versions);
+  const dir = buildDirOf(spec, goVer);
+  if (specComplete(spec, dir)) return dir;
 
   mkdirSync(root, { recursive: true });
   const goEnvPaths = spawnSync(go, ['env', 'GOMODCACHE', 'GOCACHE'], { encoding: 'utf8', env: goEnv() }).stdout.trim().split('\n');
@@ -221,21 +243,20 @@ export async function ensureBinaries(options: BuildOptions = {}): Promise<Binary
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   const logFile = join(tmp, 'build.log');
-  log(`Building the local cluster (Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, CoreDNS ${versions.coredns}, ${goVer}).`);
-  log(`A first build downloads about 1.1 GiB of Go modules and takes about 20 minutes on 2 cores; later runs reuse ${root}.`);
+  log(`Building ${spec.title} (${spec.intro[0]}, ${goVer}).`);
+  for (const line of spec.intro.slice(1)) log(line);
 
   const started = Date.now();
   const heartbeatMs = (options.heartbeatSeconds ?? 60) * 1000;
-  const steps = buildSteps(versions);
   const timings: Record<string, number> = {};
   try {
-    log(`[0/${binaryNames.length}] downloading Go modules`);
-    for (const moduleDir of moduleDirs) {
+    log(`[0/${spec.steps.length}] downloading Go modules`);
+    for (const moduleDir of spec.moduleDirs) {
       await runGo(go, ['mod', 'download'], moduleDir, logFile, () => log(`      still downloading modules (${formatDuration(Date.now() - started)} elapsed)`), heartbeatMs);
     }
-    for (const [i, step] of steps.entries()) {
+    for (const [i, step] of spec.steps.entries()) {
       const stepStart = Date.now();
-      log(`[${i + 1}/${steps.length}] building ${step.name}`);
+      log(`[${i + 1}/${spec.steps.length}] building ${step.name}`);
       await runGo(
         go,
         ['build', '-ldflags', step.ldflags, '-o', join(tmp, step.name), step.pkg],
@@ -247,6 +268,7 @@ export async function ensureBinaries(options: BuildOptions = {}): Promise<Binary
       timings[step.name] = Math.round((Date.now() - stepStart) / 1000);
       log(`      ${step.name} built in ${formatDuration(Date.now() - stepStart)} (${formatBytes(statSync(join(tmp, step.name)).size)})`);
     }
+    spec.finish?.(tmp, go);
   } catch (err) {
     const kept = `${dir}.failed.log`;
     try {
@@ -255,12 +277,39 @@ export async function ensureBinaries(options: BuildOptions = {}): Promise<Binary
       /* the log may not exist if go never started */
     }
     rmSync(tmp, { recursive: true, force: true });
-    throw new Error(`Building the control plane failed: ${(err as Error).message}.\nLast lines of the Go output (full log: ${kept}):\n${logTail(kept, 30)}`);
+    throw new Error(`Building ${spec.title} failed: ${(err as Error).message}.\nLast lines of the Go output (full log: ${kept}):\n${logTail(kept, 30)}`);
   }
-  const sizes = Object.fromEntries(binaryNames.map((n) => [n, statSync(join(tmp, n)).size]));
-  writeFileSync(join(tmp, 'manifest.json'), `${JSON.stringify({ versions, go: goVer, builtAt: new Date().toISOString(), buildSeconds: timings, sizes }, null, 2)}\n`);
+  const sizes = Object.fromEntries(spec.steps.map((s) => [s.name, statSync(join(tmp, s.name)).size]));
+  writeFileSync(join(tmp, 'manifest.json'), `${JSON.stringify({ label: spec.label, go: goVer, builtAt: new Date().toISOString(), buildSeconds: timings, sizes }, null, 2)}\n`);
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
-  log(`Control plane built in ${formatDuration(Date.now() - started)} into ${dir}`);
-  return binarySet(dir, versions);
+  log(`${spec.title[0]!.toUpperCase()}${spec.title.slice(1)} built in ${formatDuration(Date.now() - started)} into ${dir}`);
+  return dir;
+}
+
+/** Runs `go` with the build environment in `cwd` and returns its standard output. */
+export function goOutput(go: string, args: string[], cwd: string): string {
+  const out = spawnSync(go, args, { cwd, encoding: 'utf8', env: goEnv() });
+  if (out.status !== 0) throw new Error(`go ${args.join(' ')} failed in ${cwd}: ${(out.stderr || out.stdout).trim()}`);
+  return out.stdout;
+}
+
+export function clusterBuildSpec(versions: PinnedVersions): BuildSpec {
+  return {
+    label: `k8s-${versions.kubernetes}-etcd-${versions.etcd}`,
+    title: 'the local cluster',
+    intro: [
+      `Kubernetes ${versions.kubernetes}, etcd ${versions.etcd}, kwok ${versions.kwok}, CoreDNS ${versions.coredns}`,
+      `A first build downloads about 1.1 GiB of Go modules and takes about 20 minutes on 2 cores; later runs reuse ${cacheRoot()}.`,
+    ],
+    moduleDirs,
+    inputs: buildInputs(),
+    steps: buildSteps(versions),
+  };
+}
+
+/** Returns the control-plane binaries, building them first when the cache has none. */
+export async function ensureBinaries(options: BuildOptions = {}): Promise<BinarySet> {
+  const versions = pinnedVersions();
+  return binarySet(await ensureBuild(clusterBuildSpec(versions), options), versions);
 }

@@ -5,10 +5,13 @@
 import { crdOf } from './kind.ts';
 import type { KindRef, Reconciler } from './reconciler.ts';
 
+/** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
+export const reconcileDefaults = { maxConcurrentReconciles: 1, timeoutSeconds: 30 };
+
 export interface ManifestOptions {
   /** Namespace of the function's ServiceAccount and auth Secret (default kfn-system). */
   namespace?: string;
-  /** Where the bridge delivers: a URL, or a Knative Service of the function's name (default). */
+  /** Where the bridge delivers: a URL, or the Knative Service `kfn-fn-<name>` in `namespace` (default). */
   sinkUri?: string;
   /** Namespaces the Reconciler is limited to (default: all). */
   namespaces?: string[];
@@ -55,6 +58,8 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
         auth: { secretRef: { name: account, namespace: ns } },
         ...(options.namespaces?.length ? { namespaces: options.namespaces } : {}),
         ...(options.resyncPeriodSeconds !== undefined ? { resyncPeriodSeconds: options.resyncPeriodSeconds } : {}),
+        ...(reconciler.maxConcurrentReconciles !== undefined ? { maxConcurrentReconciles: reconciler.maxConcurrentReconciles } : {}),
+        ...(reconciler.timeoutSeconds !== undefined ? { timeoutSeconds: reconciler.timeoutSeconds } : {}),
       },
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels } },
@@ -121,22 +126,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
           spec: {
             serviceAccountName: account,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [
-              {
-                name: 'function',
-                image: options.image,
-                imagePullPolicy: 'IfNotPresent',
-                env: [
-                  { name: 'PORT', value: '8080' },
-                  { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } },
-                ],
-                ports: [{ name: 'http', containerPort: 8080 }],
-                readinessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 2 },
-                livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 10 },
-                resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
-                securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
-              },
-            ],
+            containers: [functionContainer(account, options, false)],
           },
         },
       },
@@ -148,4 +138,55 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
       spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
     },
   ];
+}
+
+/** The function's container, the same on a Deployment and on Knative (which sets PORT itself). */
+function functionContainer(account: string, options: WorkloadOptions, knative: boolean) {
+  const probe = { httpGet: { path: '/healthz', ...(knative ? {} : { port: 'http' }) } };
+  return {
+    name: 'function',
+    image: options.image,
+    imagePullPolicy: 'IfNotPresent',
+    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }],
+    ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
+    readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
+    ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 10 } }),
+    resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
+  };
+}
+
+export interface KnativeWorkloadOptions extends WorkloadOptions {
+  /** Pods kept when idle: 0 lets Knative scale the function to zero (the default). */
+  minScale?: number;
+  /** Seconds without requests before the last pod goes (Knative's scale-to-zero-pod-retention-period). */
+  retentionSeconds?: number;
+}
+
+/** The function as a Knative Service (`kfn deploy --target knative`); the Reconciler's default sink ref names it. */
+export function functionKnativeService(reconciler: Reconciler, options: KnativeWorkloadOptions): Record<string, unknown> {
+  const ns = options.namespace ?? 'kfn-system';
+  const account = `kfn-fn-${reconciler.name}`;
+  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  const annotations: Record<string, string> = {
+    'autoscaling.knative.dev/min-scale': String(options.minScale ?? 0),
+    ...(options.retentionSeconds !== undefined ? { 'autoscaling.knative.dev/scale-to-zero-pod-retention-period': `${options.retentionSeconds}s` } : {}),
+    ...(options.imageId ? { 'kfn.dev/image-id': options.imageId } : {}),
+  };
+  return {
+    apiVersion: 'serving.knative.dev/v1',
+    kind: 'Service',
+    metadata: { name: account, namespace: ns, labels },
+    spec: {
+      template: {
+        metadata: { labels, annotations },
+        spec: {
+          serviceAccountName: account,
+          containerConcurrency: reconciler.maxConcurrentReconciles ?? reconcileDefaults.maxConcurrentReconciles,
+          timeoutSeconds: reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds,
+          containers: [functionContainer(account, options, true)],
+        },
+      },
+    },
+  };
 }

@@ -101,6 +101,13 @@ export interface ReconcilerDefinition<K extends Kind = Kind> {
    */
   finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
   finalizeAttempts?: number;
+  /**
+   * Reconciles the bridge runs at once for this function (default 1; never two for one object).
+   * On Knative it is also the Service's containerConcurrency.
+   */
+  maxConcurrentReconciles?: number;
+  /** Seconds one reconcile may take before the bridge retries it (default 30); Knative's timeoutSeconds too. */
+  timeoutSeconds?: number;
 }
 
 export interface Reconciler<K extends Kind = Kind> extends ReconcilerDefinition<K> {

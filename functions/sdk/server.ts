@@ -5,7 +5,7 @@ import { serve as serveNode, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { handle } from 'hono/aws-lambda';
 import pino, { type Logger } from 'pino';
-import { loadConnection } from '../../bridge/connection.ts';
+import { connectionFromKubeconfigText, loadConnection } from '../../bridge/connection.ts';
 import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
 import { KubeApi } from '../../bridge/kubeapi.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -87,7 +87,23 @@ export async function runInContainer(reconciler: Reconciler): Promise<void> {
   });
 }
 
-/** The function as an AWS Lambda handler (API Gateway, function URLs, ALB). */
+/**
+ * The Kubernetes connection of a function running outside any cluster (a Lambda): the kubeconfig
+ * in $KFN_KUBECONFIG (its text — a ServiceAccount token, never the admin's), else the usual
+ * --kubeconfig/$KUBECONFIG/~/.kube/config chain.
+ */
+export function lambdaConnection(env: NodeJS.ProcessEnv = process.env) {
+  if (env.KFN_KUBECONFIG) return connectionFromKubeconfigText(env.KFN_KUBECONFIG, '$KFN_KUBECONFIG');
+  return loadConnection();
+}
+
+/** The function as an AWS Lambda handler (Function URLs, API Gateway, ALB): `export const handler = lambdaHandler(reconciler)`. */
 export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
-  return handle(createApp(reconciler, options));
+  let app: Hono | undefined;
+  // Built on the first invocation, so that a configuration error is that invocation's error (and
+  // in the function's log) rather than an init failure Lambda retries without saying why.
+  return (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
+    app ??= createApp(reconciler, { ...options, api: options.api ?? new KubeApi(lambdaConnection()) });
+    return handle(app)(event, context);
+  };
 }

@@ -1,0 +1,71 @@
+// `kfn build`: a function as a deployable artifact. `--target lambda` → a Lambda deployment
+// package (zip): one esbuild bundle, index.mjs, exporting `handler` (Function URL payload 2.0,
+// API Gateway v1/v2 and ALB events, through Hono's adapter). `--target image` → the container
+// image `kfn deploy` runs (as `kfn image build`).
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { build } from 'esbuild';
+import { repoRoot } from '../cluster/controlplane.ts';
+import { functionDirs, loadFunction } from './functions.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { zip } from './zip.ts';
+
+const say = (line: string) => console.error(line);
+const requireBanner = "import { createRequire as kfnCreateRequire } from 'node:module'; const require = kfnCreateRequire(import.meta.url);";
+
+export interface LambdaPackage {
+  name: string;
+  zip: string;
+  bytes: number;
+}
+
+/** Bundles a function into a Lambda deployment package (`<out>/<name>.zip`, handler index.handler). */
+export async function buildLambdaPackage(dir: string, out = join(repoRoot, '.kfn', 'build', 'lambda')): Promise<LambdaPackage> {
+  const reconciler = await loadFunction(dir);
+  const work = join(out, reconciler.name);
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  const entry = join(work, 'entry.ts');
+  writeFileSync(
+    entry,
+    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
+  );
+  // Lambda's Node 22/24 runtimes load index.mjs as ESM; everything the function needs is inside.
+  await build({ entryPoints: [entry], bundle: true, platform: 'node', target: 'node22', format: 'esm', outfile: join(work, 'index.mjs'), banner: { js: requireBanner }, logLevel: 'warning', legalComments: 'none' });
+  const file = join(out, `${reconciler.name}.zip`);
+  writeFileSync(file, zip([{ name: 'index.mjs', data: readFileSync(join(work, 'index.mjs')) }]));
+  rmSync(work, { recursive: true, force: true });
+  return { name: reconciler.name, zip: file, bytes: statSync(file).size };
+}
+
+const usage = `Usage: kfn build --target lambda <function dir …> | --all [options]
+
+Builds each function into a Lambda deployment package: <out>/<name>.zip holding index.mjs, one
+bundle of the function and the SDK, handler \`index.handler\` (runtime nodejs22.x or newer). It
+answers Function URLs (payload 2.0), API Gateway and ALB events. The function reaches Kubernetes
+with the kubeconfig in its KFN_KUBECONFIG variable and checks the bridge's signature with
+KFN_AUTH_SECRET; see docs/deploy.md for giving it both with least privilege.
+
+Options:
+  --target lambda   the only target of this command (images: \`kfn image build\`)
+  --all             every function under functions/
+  --out DIR         where the zips go (default .kfn/build/lambda)
+  -h, --help        show this help`;
+
+export const buildCommand: Command = {
+  name: 'build',
+  summary: 'build functions into Lambda deployment packages (zip)',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values, positionals } = parseCommandArgs('build', argv, { target: { type: 'string' }, all: { type: 'boolean' }, out: { type: 'string' } }, true);
+    if (values.target !== 'lambda') throw new UsageError(`kfn build: --target lambda is required${values.target ? ` (not "${values.target}"; container images: kfn image build)` : ''}\n\n${usage}`);
+    const dirs = values.all ? functionDirs() : positionals;
+    if (!dirs.length) throw new UsageError(`kfn build: name the functions to build, or --all\n\n${usage}`);
+    for (const dir of dirs) {
+      const pkg = await buildLambdaPackage(dir, values.out ? resolve(values.out) : undefined);
+      say(`${pkg.name}: ${pkg.zip} (${(pkg.bytes / 1024).toFixed(0)} KiB, handler index.handler)`);
+    }
+    return 0;
+  },
+};
