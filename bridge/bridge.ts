@@ -38,7 +38,15 @@ export interface BridgeOptions {
   journal?: Journal;
   metrics?: BridgeMetrics;
   watcher?: Partial<WatcherOptions>;
+  /**
+   * Called when a Reconciler's sink ref cannot take deliveries (missing, not Ready, no address)
+   * with what is wrong, and with undefined once deliveries succeed again.
+   */
+  onSinkProblem?: (reconciler: string, problem: string | undefined) => void;
 }
+
+/** The sink a Reconciler names cannot take deliveries; the message says which object and why. */
+export class SinkError extends Error {}
 
 /** Why the bridge wants a key delivered, and what caused it. */
 interface PendingObservation {
@@ -66,6 +74,7 @@ class ReconcilerRuntime {
   private readonly bridge: Bridge;
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
+  private sinkProblem: string | undefined;
   private warnedUnsigned = false;
 
   constructor(bridge: Bridge, config: ReconcilerConfig) {
@@ -150,11 +159,15 @@ class ReconcilerRuntime {
       result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000 });
     } catch (err) {
       // The sink or the auth secret could not be resolved: retry like a failed delivery.
+      if (err instanceof SinkError) this.reportSink(err.message);
       result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
     } finally {
       metrics?.activeWorkers.dec({ controller });
     }
     const { outcome } = result;
+    // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
+    if (outcome.kind === 'retry') this.sinkUrl = undefined;
+    else if (result.status !== undefined) this.reportSink(undefined);
     metrics?.reconcileTime.observe({ controller }, result.durationMs / 1000);
     metrics?.deliveries.inc({ controller, reason, code: result.status === undefined ? 'none' : String(result.status) });
     this.bridge.options.journal?.append({
@@ -221,12 +234,36 @@ class ReconcilerRuntime {
     if (this.config.sink.uri) return this.config.sink.uri;
     if (this.sinkUrl) return this.sinkUrl;
     const ref = this.config.sink.ref!;
-    const resource = await this.bridge.options.api.resource(ref.apiVersion, ref.kind);
-    const obj = await this.bridge.options.api.request<{ status?: { url?: string; address?: { url?: string } } }>('GET', objectPath(resource, ref.name, ref.namespace));
+    const what = `sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} (${ref.apiVersion})`;
+    let obj: { status?: { url?: string; address?: { url?: string }; conditions?: { type: string; status: string; reason?: string; message?: string }[] } };
+    try {
+      const resource = await this.bridge.options.api.resource(ref.apiVersion, ref.kind);
+      obj = await this.bridge.options.api.request('GET', objectPath(resource, ref.name, ref.namespace));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) throw new SinkError(`${what} does not exist; create it, or correct the Reconciler's spec.sink.ref`);
+      if (err instanceof ApiError && err.status === 403) throw new SinkError(`${what} cannot be read by the bridge (${err.message}); grant it get on that object`);
+      if (/does not serve/.test((err as Error).message)) throw new SinkError(`${what}: the API server does not serve that kind (is Knative Serving installed?)`);
+      throw err;
+    }
+    const conditions = obj.status?.conditions ?? [];
+    const ready = conditions.find((c) => c.type === 'Ready');
+    if (ready?.status === 'False') {
+      // Knative's Ready says little ("no ready Revision"); the failing part says why.
+      const cause = conditions.find((c) => c.type !== 'Ready' && c.status === 'False' && c.message && c.message !== ready.message);
+      const text = (c: typeof ready) => `${c.reason ?? 'NotReady'}${c.message ? `: ${c.message.trim()}` : ''}`;
+      throw new SinkError(`${what} is not Ready: ${text(ready)}${cause ? ` (${cause.type}: ${text(cause)})` : ''}`);
+    }
     const url = obj.status?.address?.url ?? obj.status?.url;
-    if (!url) throw new Error(`sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} has no status.url yet`);
+    if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
     this.sinkUrl = url;
     return url;
+  }
+
+  /** Tells the bridge's owner when the sink's health changes (the Reconciler's status shows it). */
+  private reportSink(problem: string | undefined): void {
+    if (problem === this.sinkProblem) return;
+    this.sinkProblem = problem;
+    this.bridge.options.onSinkProblem?.(this.config.name, problem);
   }
 
   private async resolveCredentials(): Promise<Credentials> {

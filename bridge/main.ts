@@ -62,6 +62,8 @@ function parseAddr(addr: string): { host: string; port: number } {
 type Condition = { type: string; status: 'True' | 'False' | 'Unknown'; reason: string; message: string; observedGeneration?: number; lastTransitionTime: string };
 
 /** Writes a Reconciler's Ready condition (only when it changed: no write on every resync). */
+const runningMessage = (config: ReconcilerConfig) => `delivering ${config.for.kind} events to ${config.sink.uri ?? `${config.sink.ref?.kind} ${config.sink.ref?.namespace ? `${config.sink.ref.namespace}/` : ''}${config.sink.ref?.name}`}`;
+
 async function writeReconcilerStatus(api: KubeApi, obj: KubeObject, ready: boolean, reason: string, message: string): Promise<void> {
   const current = ((obj.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === 'Ready');
   const status = ready ? 'True' : 'False';
@@ -92,7 +94,32 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const metrics = new BridgeMetrics();
   const journal = options.journal ? new Journal(options.journal) : undefined;
   const identity = options.identity ?? `${hostname()}-${process.pid}`;
-  const bridge = new Bridge({ api, log: logger, journal, metrics, watcher: options.watcher });
+  // What is wrong with each Reconciler's sink, shown as its Ready condition until deliveries work again.
+  const sinkProblems = new Map<string, string>();
+  const bridge = new Bridge({
+    api,
+    log: logger,
+    journal,
+    metrics,
+    watcher: options.watcher,
+    onSinkProblem: (name, problem) => {
+      if (problem) sinkProblems.set(name, problem);
+      else sinkProblems.delete(name);
+      const obj = configWatcher?.store.get(name);
+      if (!obj) return;
+      if (problem) logger.warn({ reconciler: name, problem }, 'the sink cannot take deliveries');
+      const config = (() => {
+        try {
+          return parseReconciler(obj);
+        } catch {
+          return undefined;
+        }
+      })();
+      void (problem ? writeReconcilerStatus(api, obj, false, 'SinkNotReady', problem) : config ? writeReconcilerStatus(api, obj, true, 'Running', runningMessage(config)) : Promise.resolve()).catch((e) =>
+        logger.warn({ error: String(e) }, 'could not write Reconciler status'),
+      );
+    },
+  });
 
   // Where Reconcilers come from: a fixed file, or the cluster (changes apply without restart).
   let fileConfigs: ReconcilerConfig[] | undefined;
@@ -122,7 +149,12 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     const failed = await bridge.setReconcilers(valid.map((v) => v.config));
     for (const { config, obj } of valid) {
       const error = failed.get(config.name);
-      const write = error ? writeReconcilerStatus(api, obj, false, 'WatchFailed', error.message) : writeReconcilerStatus(api, obj, true, 'Running', `delivering ${config.for.kind} events to ${config.sink.uri ?? `${config.sink.ref?.kind} ${config.sink.ref?.name}`}`);
+      const sinkProblem = sinkProblems.get(config.name);
+      const write = error
+        ? writeReconcilerStatus(api, obj, false, 'WatchFailed', error.message)
+        : sinkProblem
+          ? writeReconcilerStatus(api, obj, false, 'SinkNotReady', sinkProblem)
+          : writeReconcilerStatus(api, obj, true, 'Running', runningMessage(config));
       await write.catch((e) => logger.warn({ error: String(e) }, 'could not write Reconciler status'));
       if (error) logger.error({ reconciler: config.name, error: error.message }, `reconciler could not start; retrying in ${retrySeconds} s`);
     }

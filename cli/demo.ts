@@ -4,18 +4,16 @@
 // Deployment under its own ServiceAccount), elsewhere or with --local as processes on this
 // machine — sample objects, and a live account of every delivery until Ctrl-C stops what it
 // started.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
 import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
-import { ensureBinaries } from '../cluster/build.ts';
 import { clusterDown, clusterPaths, clusterUp, displayPath, readState, repoRoot } from '../cluster/controlplane.ts';
-import { importImages } from '../cluster/images.ts';
-import { nodePaths } from '../cluster/node.ts';
-import { bridgeImage, deployFunctions } from './deploy.ts';
+import { deployFunctions } from './deploy.ts';
+import { followBridgeJournal, installBridge } from './incluster.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
@@ -35,6 +33,8 @@ the shipped manifests/ applied (2 replicas, one leader), each function is deploy
 Options:
   --function NAME     only this example (default: every folder under functions/)
   --local             run the bridge and the functions as local processes
+  --knative           on the local cluster, run each function as a Knative Service that scales
+                      to zero (installs Knative Serving and Traefik first if needed)
   --exit-when-ready   stop once every sample reports Ready=True (for scripts and tests)
   -h, --help          show this help`;
 
@@ -85,7 +85,8 @@ export const demoCommand: Command = {
   usage,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' } });
+    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' }, knative: { type: 'boolean' } });
+    if (values.knative && values.local) throw new UsageError('kfn demo: --knative runs the functions in the cluster; it cannot go with --local');
     const dirs = functionDirs().filter((d) => !values.function || d.endsWith(`/${values.function}`));
     if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
     const children: ChildProcess[] = [];
@@ -147,25 +148,24 @@ export const demoCommand: Command = {
       const journal = join(work, 'journal.jsonl');
       const local = readState(clusterPaths());
       inCluster = !values.local && !!local && kubeconfig === clusterPaths().kubeconfig;
+      if (values.knative && !inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (unset KUBECONFIG, or point it at .kfn/cluster/kubeconfig); on your own Knative cluster use `kfn deploy --target knative`.');
       if (inCluster) {
         // 3. In the cluster: the bridge from manifests/ (its journal on its output, which the
         // demo follows), each function as a Deployment + Service.
-        const binaries = await ensureBinaries({ log: (l) => say(dim(`  ${l}`)) });
-        importImages(nodePaths(clusterPaths().dir).containerdSocket, [(await bridgeImage(binaries, (l) => say(dim(`  ${l}`)))).tarball]);
-        const rendered = execFileSync(join(local!.binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')], { encoding: 'utf8' });
-        for (const doc of parseAllDocuments(rendered)) {
-          const obj = doc.toJS() as { kind: string; spec?: { template: { spec: { containers: { args: string[] }[] } } } };
-          if (obj.kind === 'Deployment') obj.spec!.template.spec.containers[0]!.args.push('--journal=/dev/stdout');
-          await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-demo');
-        }
+        await installBridge(api, local!.binDir, 'kfn-demo', (l) => say(dim(`  ${l}`)));
         say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (2 replicas, leader election), from manifests/`);
-        await deployFunctions(dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, log: (l) => say(dim(`  ${l}`)) });
+        const target = values.knative ? 'knative' : 'deployment';
+        if (values.knative) {
+          const { knativeStatus } = await import('../cluster/knative.ts');
+          if (!(await knativeStatus(api))?.every((s) => s.ready)) await (await import('./knative.ts')).installOnLocalCluster({ log: (l) => say(dim(`  ${l}`)) });
+        }
+        await deployFunctions(dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, target, log: (l) => say(dim(`  ${l}`)) });
         for (const dir of dirs) {
           const reconciler = await loadFunction(dir);
           reconcilers.push(reconciler.name);
-          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as Deployment ${systemNamespace}/kfn-fn-${reconciler.name}`);
+          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as ${values.knative ? 'Knative Service' : 'Deployment'} ${systemNamespace}/kfn-fn-${reconciler.name}`);
         }
-        follow = followBridgeJournal(api, journal);
+        follow = followBridgeJournal(api, systemNamespace, (entry) => appendFileSync(journal, `${JSON.stringify(entry)}\n`));
       } else {
         // 3. Local processes: each function under its ServiceAccount's token, then the bridge.
         let port = 18090;
@@ -234,35 +234,6 @@ export const demoCommand: Command = {
  * bridge writes them to its output) to `journal`, which the live account reads. Follows the
  * new leader after a takeover; stops when aborted.
  */
-function followBridgeJournal(api: KubeApi, journal: string): AbortController {
-  const abort = new AbortController();
-  // A log read again after the stream ended starts from the beginning: each entry once.
-  const seen = new Set<string>();
-  void (async () => {
-    while (!abort.signal.aborted) {
-      try {
-        const lease = await api.request<{ spec?: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${systemNamespace}/leases/kfn-bridge`);
-        const pods = await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${systemNamespace}/pods?labelSelector=app.kubernetes.io/name=kfn-bridge`);
-        const leader = pods.items.find((p) => lease.spec?.holderIdentity?.startsWith(p.metadata.name));
-        if (leader) {
-          await api.stream(`/api/v1/namespaces/${systemNamespace}/pods/${leader.metadata.name}/log?follow=true`, { signal: abort.signal }, (line) => {
-            if (!line || typeof line !== 'object' || !('outcome' in line)) return;
-            const entry = line as unknown as { id: string; attempt: number; time: string };
-            const key = `${entry.id}|${entry.attempt}|${entry.time}`;
-            if (seen.has(key)) return;
-            seen.add(key);
-            appendFileSync(journal, `${JSON.stringify(line)}\n`);
-          });
-        }
-      } catch {
-        /* no leader yet, or the log ended (takeover): look again */
-      }
-      await sleep(1000);
-    }
-  })();
-  return abort;
-}
-
 /** The demo namespace, emptied of a previous run's objects so the show starts from nothing. */
 async function freshNamespace(api: KubeApi): Promise<void> {
   const path = `/api/v1/namespaces/${namespace}`;

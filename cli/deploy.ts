@@ -157,6 +157,8 @@ export interface DeployOptions {
   minScale?: number;
   /** Knative only: seconds an idle last pod is kept before scaling to zero. */
   retentionSeconds?: number;
+  /** Knative only: the autoscaler's window in seconds (idle this long → zero). */
+  windowSeconds?: number;
   namespaces?: string[];
   resyncPeriodSeconds?: number;
   timeoutSeconds?: number;
@@ -186,7 +188,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
-    const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds })] : functionWorkload(reconciler, workload);
+    const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
   }
@@ -230,8 +232,12 @@ export async function waitKnativeService(api: KubeApi, namespace: string, name: 
     const ready = ksvc.status?.conditions?.find((c) => c.type === 'Ready');
     const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
     if (current && ready?.status === 'True') return ksvc;
-    if (current && ready?.status === 'False' && Date.now() > deadline - timeoutSeconds * 500) {
-      throw new Error(`Knative Service ${namespace}/${name} is not Ready: ${ready.reason}: ${ready.message ?? ''} (see \`kubectl -n ${namespace} get ksvc,revisions,pods\`)`);
+    // Knative says False only once a revision has failed (Unknown while it deploys).
+    if (current && ready?.status === 'False') {
+      const cause = ksvc.status?.conditions?.find((c) => c.type !== 'Ready' && c.status === 'False' && c.message !== ready.message);
+      throw new Error(
+        `Knative Service ${namespace}/${name} is not Ready: ${ready.reason}: ${ready.message ?? ''}${cause ? ` (${cause.type}: ${cause.reason}: ${cause.message?.trim() ?? ''})` : ''}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`,
+      );
     }
     if (Date.now() > deadline) {
       throw new Error(`Knative Service ${namespace}/${name} did not become Ready in ${timeoutSeconds}s (Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''})`);

@@ -2,7 +2,7 @@
 // need in a cluster.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
@@ -11,7 +11,7 @@ import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.t
 import { ApiError, applyObject, KubeApi } from '../bridge/kubeapi.ts';
 import { repoRoot } from '../cluster/controlplane.ts';
 import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
-import { functionManifests } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/server.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
@@ -68,6 +68,8 @@ export const serveCommand: Command = {
   },
 };
 
+const packageVersion = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
 const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
 
 Writes, for each function (default: every folder under functions/), its CRD, its Reconciler,
@@ -79,6 +81,10 @@ Options:
   --kubeconfig P     the cluster for --apply (default: $KUBECONFIG, ~/.kube/config, in-cluster)
   --namespace N      namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
   --sink-uri URL     deliver to this URL instead of a Knative Service named kfn-fn-<function>
+  --target knative   add the function's Knative Service (kfn-fn-<function>, scales to zero), the
+                     Reconciler's sink
+  --image-prefix P   where the Knative Service pulls the function's image from: P/fn-<function>:<version>
+                     (default kfn.local, the images \`kfn image build\` imports into the local node)
   -h, --help         show this help`;
 
 export const manifestsCommand: Command = {
@@ -90,16 +96,19 @@ export const manifestsCommand: Command = {
     const { values, positionals } = parseCommandArgs(
       'manifests',
       argv,
-      { out: { type: 'string' }, apply: { type: 'boolean' }, kubeconfig: { type: 'string' }, namespace: { type: 'string' }, 'sink-uri': { type: 'string' } },
+      { out: { type: 'string' }, apply: { type: 'boolean' }, kubeconfig: { type: 'string' }, namespace: { type: 'string' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' } },
       true,
     );
+    if (values.target !== undefined && values.target !== 'knative') throw new UsageError(`--target must be knative, not "${values.target}" (Deployments: \`kfn deploy\`)`);
+    if (values.target && values['sink-uri']) throw new UsageError('--target knative delivers to the Knative Service; it cannot go with --sink-uri');
     const dirs = positionals.length ? positionals : functionDirs();
     const namespace = values.namespace ?? 'kfn-system';
     const api = values.apply ? new KubeApi(loadConnection(values.kubeconfig)) : undefined;
     for (const dir of dirs) {
       const reconciler = await loadFunction(dir);
       const objects = functionManifests(reconciler, { namespace, sinkUri: values['sink-uri'] });
-      const text = objects.map((o) => stringify(o)).join('---\n');
+      if (values.target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${packageVersion}` }));
+      const text = objects.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
       if (values.out) {
         mkdirSync(values.out, { recursive: true });
         writeFileSync(join(values.out, `${basename(dir)}.yaml`), text);

@@ -43,7 +43,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
   const owns = reconciler.owns ?? [];
   const watches = reconciler.watches ?? [];
   const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': name };
-  const sink = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
+  const sink: { uri?: string; ref?: KindRef & { name: string; namespace: string } } = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
   return [
     crdOf(kind),
     {
@@ -88,7 +88,13 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name: `kfn-bridge-${name}`, labels: { ...labels, 'kfn.dev/aggregate-to-bridge': 'true' } },
-      rules: [rule(kind, ['list', 'watch'], kind.plural), ...owns.map((o) => rule(o, ['list', 'watch'])), ...watches.map((w) => rule(w, ['list', 'watch']))],
+      rules: [
+        rule(kind, ['list', 'watch'], kind.plural),
+        ...owns.map((o) => rule(o, ['list', 'watch'])),
+        ...watches.map((w) => rule(w, ['list', 'watch'])),
+        // The bridge reads the sink's address (status.address.url / status.url) from that one object.
+        ...(sink.ref ? [{ ...rule(sink.ref, ['get']), resourceNames: [sink.ref.name] }] : []),
+      ],
     },
   ];
 }
@@ -159,8 +165,10 @@ function functionContainer(account: string, options: WorkloadOptions, knative: b
 export interface KnativeWorkloadOptions extends WorkloadOptions {
   /** Pods kept when idle: 0 lets Knative scale the function to zero (the default). */
   minScale?: number;
-  /** Seconds without requests before the last pod goes (Knative's scale-to-zero-pod-retention-period). */
+  /** Seconds the last pod is kept after the autoscaler decides on zero (scale-to-zero-pod-retention-period). */
   retentionSeconds?: number;
+  /** The autoscaler's window in seconds (6–3600, Knative's default 60): how long without requests before scaling to zero. */
+  windowSeconds?: number;
 }
 
 /** The function as a Knative Service (`kfn deploy --target knative`); the Reconciler's default sink ref names it. */
@@ -171,6 +179,7 @@ export function functionKnativeService(reconciler: Reconciler, options: KnativeW
   const annotations: Record<string, string> = {
     'autoscaling.knative.dev/min-scale': String(options.minScale ?? 0),
     ...(options.retentionSeconds !== undefined ? { 'autoscaling.knative.dev/scale-to-zero-pod-retention-period': `${options.retentionSeconds}s` } : {}),
+    ...(options.windowSeconds !== undefined ? { 'autoscaling.knative.dev/window': `${options.windowSeconds}s` } : {}),
     ...(options.imageId ? { 'kfn.dev/image-id': options.imageId } : {}),
   };
   return {

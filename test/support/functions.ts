@@ -10,6 +10,8 @@ import type { KubeApi } from '../../bridge/kubeapi.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { buildLambdaPackage } from '../../cli/build.ts';
+import { lambdaEnvironment, startLambda, unzipPackage } from './lambda.ts';
 import { freePort, spawnBridge } from './bridge.ts';
 import { kubeApi, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
 
@@ -39,8 +41,11 @@ export function journalLines(path: string): JournalLine[] {
   }
 }
 
-export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: { resyncPeriodSeconds?: number; namespace?: string } = {}): Promise<FunctionStack> {
-  const { namespace, ...extra } = options;
+/** How the function runs: its own process (`kfn serve`), or a Lambda under AWS's runtime client. */
+export type FunctionRuntime = 'process' | 'lambda';
+
+export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: { resyncPeriodSeconds?: number; namespace?: string; runtime?: FunctionRuntime } = {}): Promise<FunctionStack> {
+  const { namespace, runtime, ...extra } = options;
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
@@ -50,10 +55,26 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // The function's identity and Secret live in the test namespace; the Reconciler goes into
   // the bridge's file under a name of the test's own (the CRD is shared by the kind's tests).
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
-  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')!;
+  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string } } };
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
-  const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
-  t.after(() => void fn.process.kill('SIGKILL'));
+  if (runtime === 'lambda') {
+    // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
+    // URL; the ServiceAccount's kubeconfig and the auth secret in its environment.
+    const pkg = await buildLambdaPackage(fnDir, join(dir, 'build'));
+    const code = join(dir, 'task');
+    unzipPackage(pkg.zip, code);
+    const env = await lambdaEnvironment(cluster, reconciler.name, ns);
+    const lambda = await startLambda({ codeDir: code, env, functionName: `kfn-fn-${reconciler.name}`, concurrency: 4 });
+    t.after(async () => {
+      t.diagnostic(`lambda ${reconciler.name}: ${lambda.invocations} invocations, ${lambda.coldStarts} cold starts, ${lambda.throttles} throttled`);
+      writeFileSync(join(dir, 'lambda.log'), lambda.logs());
+      await lambda.stop();
+    });
+    reconcilerObj.spec.sink.uri = lambda.url;
+  } else {
+    const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
+    t.after(() => void fn.process.kill('SIGKILL'));
+  }
 
   const config = join(dir, 'bridge.yaml');
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));

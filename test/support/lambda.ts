@@ -13,7 +13,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import { nodeBinary } from '../../cluster/images.ts';
+import { kubeApi, kubeConfigForToken, requestServiceAccountToken, type TestCluster } from './cluster.ts';
 
 const apiPrefix = '/2018-06-01/runtime';
 export const ricVersion = '4.0.2';
@@ -345,4 +347,21 @@ export function unzipPackage(zip: string, dir: string): void {
   const out = spawnSync('unzip', ['-q', zip, '-d', dir], { encoding: 'utf8' });
   if (out.status !== 0) throw new Error(`unzip ${zip} failed: ${out.stderr}`);
   if (!existsSync(join(dir, 'index.mjs'))) throw new Error(`${zip} has no index.mjs: ${readFileSync(zip).length} bytes`);
+}
+
+/**
+ * What a function's Lambda gets in its environment, as docs/deploy.md says to set it up: the
+ * auth secret of its Reconciler, and KFN_KUBECONFIG, a kubeconfig holding a token of its own
+ * ServiceAccount (TokenRequest, 24 h) — never the admin's credentials.
+ */
+export async function lambdaEnvironment(cluster: TestCluster, name: string, namespace: string): Promise<Record<string, string>> {
+  const admin = new KubeConfig();
+  admin.loadFromFile(cluster.paths.kubeconfig);
+  const api = kubeApi(cluster.kc);
+  const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${namespace}/secrets/kfn-fn-${name}`);
+  const token = await requestServiceAccountToken(admin, { namespace, name: `kfn-fn-${name}` }, 86400);
+  return {
+    KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8'),
+    KFN_KUBECONFIG: kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(),
+  };
 }
