@@ -3,7 +3,7 @@ import { connectionFromKubeconfig } from '../bridge/connection.ts';
 import { KubeApi } from '../bridge/kubeapi.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths } from '../cluster/controlplane.ts';
-import { installKnative, knativeStatus, knativeVersions } from '../cluster/knative.ts';
+import { cachedKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
@@ -19,6 +19,7 @@ its ingress (Traefik's Knative provider). Functions then run as Knative Services
 Commands:
   install   build (first time about 10 minutes), import the images, apply, wait until ready
   status    the Knative and ingress components and whether each is available (exit 3 if not)
+  uninstall remove Knative Serving (and with its CRDs every Knative Service) and Traefik
 
 Options:
   --timeout S   seconds to wait for the components (install; default 300)
@@ -57,6 +58,15 @@ export const knativeCommand: Command = {
       if (!status) return (console.log('Knative: not installed (`npm run kfn -- knative install`).'), 3);
       printKnativeStatus(status, console.log);
       return status.every((s) => s.ready) ? 0 : 3;
+    }
+    if (sub === 'uninstall') {
+      const paths = clusterPaths();
+      if (!(await clusterHealthy(paths))) throw new UsageError('The local cluster is not running.', 3);
+      const k = cachedKnativeBinaries();
+      if (!k) throw new UsageError('Knative was not built on this machine (its manifests come from the build): nothing kfn installed to remove.', 1);
+      await uninstallKnative(new KubeApi(connectionFromKubeconfig(paths.kubeconfig)), k, { log: say });
+      say('Knative Serving and Traefik removed.');
+      return 0;
     }
     throw new UsageError(`kfn knative: unknown command "${sub}"\n\n${usage}`);
   },

@@ -10,7 +10,7 @@ import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { applyObject, type KubeApi } from '../bridge/kubeapi.ts';
+import { ApiError, applyObject, objectPath, type KubeApi } from '../bridge/kubeapi.ts';
 import { cachedBuild, ensureBuild, goOutput, type BuildOptions, type BuildSpec, type BinarySet } from './build.ts';
 import { buildImage, imageRef, importImages, nonRootUid, type BuiltImage, type ImageRecipe } from './images.ts';
 import { requiredVersion } from './versions.ts';
@@ -390,4 +390,32 @@ export async function installKnative(options: InstallOptions & { binaries: Binar
   await applyKnative(options.api, k, options);
   log(`Knative Serving ${k.versions.serving} with Traefik ${k.versions.traefik} is ready (${((Date.now() - started) / 1000).toFixed(1)}s)`);
   return k;
+}
+
+/**
+ * Removes what applyKnative applied (Knative Serving, its CRDs and so every Knative Service,
+ * and Traefik), waiting until its namespaces are gone.
+ */
+export async function uninstallKnative(api: KubeApi, k: KnativeBinaries, options: { log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
+  const log = options.log ?? (() => {});
+  const images = knativeImages(k);
+  const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik)].reverse();
+  log(`Removing Knative Serving and Traefik (${objects.length} objects)`);
+  // Webhooks first, so nothing is refused or held while the rest goes.
+  const order = [...objects.filter((o) => /WebhookConfiguration$/.test(o.kind)), ...objects.filter((o) => !/WebhookConfiguration$/.test(o.kind))];
+  for (const obj of order) {
+    try {
+      const resource = await api.resource(obj.apiVersion, obj.kind);
+      await api.request('DELETE', objectPath(resource, obj.metadata.name, resource.namespaced ? obj.metadata.namespace : undefined));
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404) && !/does not serve/.test((err as Error).message)) throw err;
+    }
+  }
+  const deadline = Date.now() + (options.timeoutSeconds ?? 180) * 1000;
+  for (const ns of [knativeNamespace, ingressNamespace]) {
+    while (await api.request('GET', `/api/v1/namespaces/${ns}`).then(() => true, () => false)) {
+      if (Date.now() > deadline) throw new Error(`namespace ${ns} is still terminating; see \`kubectl get ns ${ns} -o yaml\``);
+      await sleep(500);
+    }
+  }
 }

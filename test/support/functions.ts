@@ -1,7 +1,7 @@
 // An example function deployed as in production, for end-to-end tests: its CRD and RBAC from
 // `kfn manifests`, the function as its own process under its ServiceAccount token, and a
 // bridge process delivering to it, for objects in a namespace of the test's own.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -67,7 +67,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
     const lambda = await startLambda({ codeDir: code, env, functionName: `kfn-fn-${reconciler.name}`, concurrency: 4 });
     t.after(async () => {
       t.diagnostic(`lambda ${reconciler.name}: ${lambda.invocations} invocations, ${lambda.coldStarts} cold starts, ${lambda.throttles} throttled`);
-      writeFileSync(join(dir, 'lambda.log'), lambda.logs());
+      mkdirSync(join(repoRoot, '.kfn', 'logs'), { recursive: true });
+      writeFileSync(join(repoRoot, '.kfn', 'logs', `lambda-${ns}-${reconciler.name}.log`), lambda.logs());
       await lambda.stop();
     });
     reconcilerObj.spec.sink.uri = lambda.url;

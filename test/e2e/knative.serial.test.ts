@@ -1,0 +1,192 @@
+// Functions as Knative Services on Knative Serving (built from its Go modules, Traefik as the
+// ingress), the bridge in the cluster delivering to each Service's address. Serial: the
+// in-cluster bridge takes every Reconciler in the cluster.
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import type { JournalEntry } from '../../bridge/journal.ts';
+import type { KubeApi } from '../../bridge/kubeapi.ts';
+import { deployFunctions } from '../../cli/deploy.ts';
+import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
+import { installOnLocalCluster } from '../../cli/knative.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
+import { kubeApi, testCluster, testNamespace, waitFor, type TestCluster } from '../support/cluster.ts';
+import { runDemo } from '../support/demo.ts';
+
+const exec = promisify(execFile);
+const system = 'kfn-system';
+const log = (line: string) => console.error(`[knative] ${line}`);
+
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+describe('functions on Knative Serving', () => {
+  let cluster: TestCluster;
+  let api: KubeApi;
+  const journal: JournalEntry[] = [];
+  let follow: AbortController | undefined;
+  const kubectl = (args: string[], input?: string) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, ...args]);
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c));
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(input ?? '');
+    });
+  const reconcilerReady = async (name: string) => (await api.request<{ status?: { conditions?: Condition[] } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`)).status?.conditions?.find((c) => c.type === 'Ready');
+
+  before(async () => {
+    cluster = await testCluster();
+    api = kubeApi(cluster.kc);
+    // Built on first use (about 10 minutes cold), then applied; a second install is a no-op.
+    await installOnLocalCluster({ log });
+    await installBridge(api, cluster.state.binDir, 'kfn-test', log);
+    await waitFor('the bridge to hold its Lease', async () => (await api.request<{ spec?: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${system}/leases/kfn-bridge`).catch(() => undefined))?.spec?.holderIdentity, { timeoutMs: 120_000 });
+    follow = followBridgeJournal(api, system, (e) => journal.push(e));
+  });
+
+  after(async () => {
+    follow?.abort();
+    for (const name of ['myweb', 'crashy', 'lost']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+    await api.request('DELETE', '/apis/rbac.authorization.k8s.io/v1/clusterroles/kfn-test-knative-sinks').catch(() => undefined);
+    await api.request('DELETE', `/api/v1/namespaces/${system}`).catch(() => undefined);
+    await waitFor(`namespace ${system} to be gone`, () => api.request('GET', `/api/v1/namespaces/${system}`).then(() => undefined, () => true), { timeoutMs: 180_000 });
+  });
+
+  test('Knative and Traefik run as pods; its webhook accepts what kfn writes and refuses a broken Service', async (t) => {
+    const status = await knativeStatus(api);
+    assert.ok(status?.every((s) => s.ready), `every component available: ${JSON.stringify(status)}`);
+    const pods = await api.request<{ items: { spec: { nodeName: string; containers: { image: string }[] }; status: { phase: string } }[] }>('GET', `/api/v1/namespaces/${knativeNamespace}/pods`);
+    assert.ok(pods.items.length >= 4 && pods.items.every((p) => p.status.phase === 'Running' && p.spec.nodeName === 'kfn-node-0' && p.spec.containers[0]!.image.startsWith('kfn.local/knative-')), 'real pods on the real node, images built here');
+
+    const ns = await testNamespace(t, cluster, 'kn-webhook');
+    const { stdout: manifests } = await exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'manifests', 'functions/myweb', '--target', 'knative', '--namespace', ns], { cwd: repoRoot });
+    // Knative's webhook validates a Service by a dry-run Pod under its ServiceAccount, which a
+    // dry run of the whole file does not create: the account exists first, as in a real apply.
+    await api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'kfn-fn-myweb' } } });
+    const accepted = await kubectl(['apply', '--dry-run=server', '-f', '-'], manifests);
+    assert.equal(accepted.code, 0, accepted.stderr);
+    assert.match(accepted.stdout, new RegExp(`service.serving.knative.dev/kfn-fn-myweb (created|configured|unchanged) \\(server dry run\\)`));
+    const broken = manifests.replace('name: KFN_AUTH_SECRET', 'name: K_SERVICE');
+    const refused = await kubectl(['apply', '--dry-run=server', '-f', '-'], broken);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /admission webhook "validation\.webhook\.serving\.knative\.dev" denied the request: validation failed: "K_SERVICE" is a reserved environment variable/);
+  });
+
+  test('scale to zero: the function has no pod, an object is created, the delivery wakes it, the object becomes Ready', async (t) => {
+    const ns = await testNamespace(t, cluster, 'kn-zero');
+    await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, log });
+    const ready = await kubectl(['-n', system, 'wait', 'ksvc/kfn-fn-myweb', '--for=condition=Ready', '--timeout=60s']);
+    assert.equal(ready.code, 0, ready.stderr);
+    const ksvc = await api.request<{ status: { url: string; address: { url: string } } }>('GET', `/apis/serving.knative.dev/v1/namespaces/${system}/services/kfn-fn-myweb`);
+    assert.equal(ksvc.status.url, `http://kfn-fn-myweb.${system}.svc.cluster.local`);
+    const reconciler = await api.request<{ spec: { sink: { ref?: { kind: string; name: string } } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
+    assert.deepEqual(reconciler.spec.sink.ref && { kind: reconciler.spec.sink.ref.kind, name: reconciler.spec.sink.ref.name }, { kind: 'Service', name: 'kfn-fn-myweb' });
+
+    const fnPods = async () => (await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${system}/pods?labelSelector=serving.knative.dev/service=kfn-fn-myweb`)).items;
+    await waitFor('the function to scale to zero', async () => (await fnPods()).length === 0 || undefined, { timeoutMs: 150_000, intervalMs: 1000 });
+
+    const port = 31500 + (process.pid % 150);
+    const written = Date.now();
+    await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'woken' }, spec: { nodePortNumber: port, pageContentHtml: '<h1>from zero</h1>' } },
+    });
+    const done = await waitFor('the bridge to deliver the creation', async () => journal.find((e) => e.key === `${ns}/woken` && e.outcome === 'done' && e.reason === 'created'), { timeoutMs: 120_000 });
+    assert.equal(done.sink, `${ksvc.status.address.url}`, 'delivered to the Knative Service address');
+    assert.ok((await fnPods()).length >= 1, 'the delivery started a pod');
+    const wait = await kubectl(['-n', ns, 'wait', 'myweb/woken', '--for=condition=Ready', '--timeout=90s']);
+    assert.equal(wait.code, 0, wait.stderr);
+    t.diagnostic(`cold start: write → function answered in ${Date.parse(done.time) - written} ms (delivery ${done.durationMs} ms, attempt ${done.attempt})`);
+  });
+
+  test('a function that crashes on start: Knative\'s reason reaches the Reconciler and the bridge backs off', async (t) => {
+    const ns = await testNamespace(t, cluster, 'kn-crash');
+    // The bridge may read the two sinks of this test and the next (as kfn manifests grants it for its own).
+    await api.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      body: {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: 'kfn-test-knative-sinks', labels: { 'kfn.dev/aggregate-to-bridge': 'true' } },
+        rules: [{ apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-crashy', 'kfn-fn-nowhere'] }],
+      },
+    }).catch(() => undefined);
+    await api.request('POST', `/apis/serving.knative.dev/v1/namespaces/${system}/services`, {
+      body: {
+        apiVersion: 'serving.knative.dev/v1',
+        kind: 'Service',
+        metadata: { name: 'kfn-fn-crashy' },
+        spec: { template: { spec: { containers: [{ image: 'kfn.local/node:24', args: ['-e', "console.error('cannot start: no configuration'); process.exit(3)"] }] } } },
+      },
+    });
+    await api.request('POST', '/apis/kfn.dev/v1alpha1/reconcilers', {
+      body: {
+        apiVersion: 'kfn.dev/v1alpha1',
+        kind: 'Reconciler',
+        metadata: { name: 'crashy' },
+        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-crashy', namespace: system } }, timeoutSeconds: 10 },
+      },
+    });
+    await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'never' }, spec: { nodePortNumber: 31499, pageContentHtml: 'x' } },
+    });
+    const condition = await waitFor('the Reconciler to say its sink is not Ready', async () => {
+      const c = await reconcilerReady('crashy');
+      return c?.status === 'False' && c.reason === 'SinkNotReady' ? c : undefined;
+    }, { timeoutMs: 180_000, intervalMs: 1000 });
+    assert.match(condition.message!, /sink Service kfn-system\/kfn-fn-crashy \(serving\.knative\.dev\/v1\) is not Ready: RevisionMissing/);
+    assert.match(condition.message!, /cannot start: no configuration/, 'the container\'s own last words, through Knative');
+
+    // Backoff, not a hot loop: over 30 s of a sink that stays broken, few attempts, spaced ever wider.
+    const mine = () => journal.filter((e) => e.reconciler === 'crashy' && e.key === `${ns}/never`);
+    const startCount = mine().length;
+    await new Promise((r) => setTimeout(r, 30_000));
+    const during = mine().slice(startCount);
+    assert.ok(during.length <= 8, `at most 8 attempts in 30 s, not ${during.length}`);
+    const attempts = mine().map((e) => e.attempt);
+    assert.deepEqual(attempts, [...attempts].sort((a, b) => a - b), 'one object, attempts counted up');
+    const times = mine().slice(-4).map((e) => Date.parse(e.time));
+    if (times.length === 4) assert.ok(times[3]! - times[2]! >= times[1]! - times[0]!, `gaps grow: ${times.map((x) => x - times[0]!)}`);
+    assert.equal((await reconcilerReady('crashy'))?.reason, 'SinkNotReady');
+    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/crashy');
+    await api.request('DELETE', `/apis/serving.knative.dev/v1/namespaces/${system}/services/kfn-fn-crashy`);
+  });
+
+  test('a sink ref to a Service that does not exist: the Reconciler says which', async (t) => {
+    const ns = await testNamespace(t, cluster, 'kn-lost');
+    await api.request('POST', '/apis/kfn.dev/v1alpha1/reconcilers', {
+      body: {
+        apiVersion: 'kfn.dev/v1alpha1',
+        kind: 'Reconciler',
+        metadata: { name: 'lost' },
+        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-nowhere', namespace: system } } },
+      },
+    });
+    await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'orphan' }, spec: { nodePortNumber: 31498, pageContentHtml: 'x' } },
+    });
+    const condition = await waitFor('the Reconciler to name the missing sink', async () => {
+      const c = await reconcilerReady('lost');
+      return c?.status === 'False' && c.reason === 'SinkNotReady' ? c : undefined;
+    }, { timeoutMs: 60_000 });
+    assert.equal(condition.message, `sink Service kfn-system/kfn-fn-nowhere (serving.knative.dev/v1) does not exist; create it, or correct the Reconciler's spec.sink.ref`);
+    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/lost');
+  });
+
+  test('every example, each function a Knative Service (npm start -- --knative)', async () => {
+    follow?.abort();
+    const { code, output } = await runDemo(cluster, '--knative');
+    assert.equal(code, 0, output);
+    assert.match(output, /Function myweb \(MyWeb\) as Knative Service kfn-system\/kfn-fn-myweb/);
+    assert.match(output, /All \d+ samples are Ready\./);
+    assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms/);
+  });
+});
