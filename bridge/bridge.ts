@@ -17,6 +17,7 @@ import { reconcileEvent, type Credentials, type ObjectRef, type Observation, typ
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { Journal } from './journal.ts';
 import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject } from './kubeapi.ts';
+import { sigv4Signer, type RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
 import { refOf, route, sameKind } from './routing.ts';
@@ -75,6 +76,7 @@ class ReconcilerRuntime {
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
   private sinkProblem: string | undefined;
+  private sigv4: RequestSigner | undefined;
   private warnedUnsigned = false;
 
   constructor(bridge: Bridge, config: ReconcilerConfig) {
@@ -156,7 +158,8 @@ class ReconcilerRuntime {
     try {
       sink = await this.resolveSink();
       const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000 });
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000, signer: this.signer() });
+      if (result.refusedSignature && result.outcome.kind === 'retry') this.reportSink(result.outcome.why);
     } catch (err) {
       // The sink or the auth secret could not be resolved: retry like a failed delivery.
       if (err instanceof SinkError) this.reportSink(err.message);
@@ -168,6 +171,7 @@ class ReconcilerRuntime {
     // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
     if (outcome.kind === 'retry') this.sinkUrl = undefined;
     else if (result.status !== undefined) this.reportSink(undefined);
+
     metrics?.reconcileTime.observe({ controller }, result.durationMs / 1000);
     metrics?.deliveries.inc({ controller, reason, code: result.status === undefined ? 'none' : String(result.status) });
     this.bridge.options.journal?.append({
@@ -257,6 +261,14 @@ class ReconcilerRuntime {
     if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
     this.sinkUrl = url;
     return url;
+  }
+
+  /** The SigV4 signer of a sink with awsIam, made once (its credentials chain caches and refreshes). */
+  private signer(): RequestSigner | undefined {
+    const aws = this.config.sink.awsIam;
+    if (!aws) return undefined;
+    this.sigv4 ??= sigv4Signer(aws);
+    return this.sigv4;
   }
 
   /** Tells the bridge's owner when the sink's health changes (the Reconciler's status shows it). */

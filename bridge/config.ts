@@ -22,6 +22,8 @@ export interface WatchSpec extends KindRef {
 export interface SinkSpec {
   uri?: string;
   ref?: { apiVersion: string; kind: string; name: string; namespace?: string };
+  /** Sign deliveries with AWS SigV4 (Lambda Function URLs with AuthType AWS_IAM). */
+  awsIam?: { region: string; service: string };
 }
 
 export interface AuthSpec {
@@ -145,6 +147,12 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     if (typeof r.apiVersion !== 'string' || typeof r.kind !== 'string' || typeof r.name !== 'string') problems.push('spec.sink.ref needs apiVersion, kind and name');
     else sink.ref = { apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: typeof r.namespace === 'string' ? r.namespace : undefined };
   } else problems.push('spec.sink needs exactly one of uri or ref');
+  if (sinkIn && sinkIn.awsIam !== undefined) {
+    const a = sinkIn.awsIam;
+    if (!isObject(a) || typeof a.region !== 'string' || !/^[a-z]{2}(-[a-z]+)+-\d+$/.test(a.region)) problems.push(`spec.sink.awsIam.region must be an AWS region such as eu-west-1, not ${JSON.stringify(isObject(a) ? a.region : a)}`);
+    else if (a.service !== undefined && (typeof a.service !== 'string' || !a.service)) problems.push('spec.sink.awsIam.service must be a signing service name (lambda for Function URLs)');
+    else sink.awsIam = { region: a.region, service: typeof a.service === 'string' ? a.service : 'lambda' };
+  }
 
   let auth: AuthSpec | undefined;
   if (spec.auth !== undefined) {

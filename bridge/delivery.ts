@@ -3,12 +3,15 @@
 // code) — the same client the bridge talks to the apiserver with, rather than a second copy.
 import { fetch } from 'undici';
 import { authenticate, classifyResponse, type Credentials, type DeliveryOutcome, type HttpMessage } from './contract.ts';
+import type { RequestSigner } from './sigv4.ts';
 
 export interface DeliveryResult {
   outcome: DeliveryOutcome;
   /** HTTP status, or undefined when no response came (timeout, refused connection). */
   status?: number;
   durationMs: number;
+  /** The sink's front door refused the request's signature (SigV4). */
+  refusedSignature?: boolean;
 }
 
 export interface SendOptions {
@@ -17,23 +20,35 @@ export interface SendOptions {
   credentials: Credentials;
   timeoutMs: number;
   now?: () => number;
+  /** Adds a signature for the sink's front door (AWS SigV4 for a Lambda Function URL with AWS_IAM). */
+  signer?: RequestSigner;
 }
 
 /** POSTs the event; never throws: every failure becomes an outcome. */
 export async function sendReconcileEvent(options: SendOptions): Promise<DeliveryResult> {
   const now = options.now ?? Date.now;
   const started = now();
-  const { headers, body } = authenticate(options.message, options.credentials);
+  const authenticated = authenticate(options.message, options.credentials);
+  const { body } = authenticated;
   try {
+    const headers = options.signer ? await options.signer(options.url, authenticated.headers, body) : authenticated.headers;
     const res = await fetch(options.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(options.timeoutMs), redirect: 'manual' });
     const text = await res.text();
+    if (options.signer && (res.status === 401 || res.status === 403)) {
+      // The front door refused the signature, not the function the event: not this object's
+      // fault, and fixable (credentials, policy), so it is retried with backoff.
+      const why = `HTTP ${res.status} from ${new URL(options.url).host}: the AWS SigV4-signed request was refused (${text.slice(0, 200)}); check that the bridge's AWS credentials belong to a principal allowed lambda:InvokeFunctionUrl on this function, and spec.sink.awsIam.region`;
+      return { outcome: { kind: 'retry', why }, status: res.status, durationMs: now() - started, refusedSignature: true };
+    }
     return { outcome: classifyResponse(res.status, res.headers, text, now()), status: res.status, durationMs: now() - started };
   } catch (err) {
     const e = err as Error & { cause?: { code?: string; message?: string } };
     const why =
       e.name === 'TimeoutError' || e.name === 'AbortError'
         ? `no answer within ${options.timeoutMs} ms`
-        : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
+        : e.name === 'CredentialsProviderError'
+          ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
+          : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
     return { outcome: { kind: 'retry', why }, durationMs: now() - started };
   }
 }

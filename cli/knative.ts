@@ -3,7 +3,7 @@ import { connectionFromKubeconfig } from '../bridge/connection.ts';
 import { KubeApi } from '../bridge/kubeapi.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths } from '../cluster/controlplane.ts';
-import { cachedKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
+import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
@@ -18,6 +18,7 @@ its ingress (Traefik's Knative provider). Functions then run as Knative Services
 
 Commands:
   install   build (first time about 10 minutes), import the images, apply, wait until ready
+  build     only build (or find cached) Knative's and Traefik's binaries, printing where they are
   status    the Knative and ingress components and whether each is available (exit 3 if not)
   uninstall remove Knative Serving (and with its CRDs every Knative Service) and Traefik
 
@@ -58,6 +59,11 @@ export const knativeCommand: Command = {
       if (!status) return (console.log('Knative: not installed (`npm run kfn -- knative install`).'), 3);
       printKnativeStatus(status, console.log);
       return status.every((s) => s.ready) ? 0 : 3;
+    }
+    if (sub === 'build') {
+      const k = await ensureKnativeBinaries({ log: say });
+      console.log(k.dir);
+      return 0;
     }
     if (sub === 'uninstall') {
       const paths = clusterPaths();

@@ -15,7 +15,9 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { clusterDown, clusterHealthy, clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
+import { ensureKnativeBinaries } from '../cluster/knative.ts';
 import { testClusterOptions } from './support/cluster.ts';
+import { ensureRuntimeClient } from './support/lambda.ts';
 
 const { values, positionals } = parseArgs({
   options: { unit: { type: 'boolean', default: false }, concurrency: { type: 'string' } },
@@ -103,6 +105,11 @@ try {
     console.error(`[cluster] ${up.reused ? 'reusing the running' : 'started a'} local cluster at ${up.state.server}`);
     env.KUBECONFIG = paths.kubeconfig;
   }
+  // What some tests need beyond the cluster, prepared here with progress rather than inside a
+  // test's time limit: Knative and Traefik (built from Go modules, ~10 min cold), and AWS's
+  // Lambda runtime interface client (compiled on install, ~3 min cold).
+  if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
+  if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
   const concurrency = Number(values.concurrency ?? 3);
   const first = await runNodeTest(parallel, concurrency, env);
   const second = await runNodeTest(serial, 1, env);

@@ -14,6 +14,8 @@ import { reconcileEvent } from './runtime.ts';
 export interface FunctionOptions {
   credentials?: Credentials;
   api?: KubeApi;
+  /** Makes the Kubernetes client on the first reconcile (default: --kubeconfig/$KUBECONFIG/in-cluster). */
+  connect?: () => KubeApi;
   log?: Logger;
 }
 
@@ -55,7 +57,7 @@ export function createApp(reconciler: Reconciler, options: FunctionOptions = {})
       return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
     }
     try {
-      api ??= new KubeApi(loadConnection());
+      api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
       return c.json(await reconcileEvent(reconciler, received, { api, log }));
     } catch (err) {
       log.error({ error: (err as Error).message }, 'reconcile failed');
@@ -103,7 +105,7 @@ export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions =
   // Built on the first invocation, so that a configuration error is that invocation's error (and
   // in the function's log) rather than an init failure Lambda retries without saying why.
   return (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
-    app ??= createApp(reconciler, { ...options, api: options.api ?? new KubeApi(lambdaConnection()) });
+    app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
     return handle(app)(event, context);
   };
 }

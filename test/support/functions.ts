@@ -11,7 +11,7 @@ import { applyFunction, loadFunction, startFunction } from '../../cli/functions.
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
-import { lambdaEnvironment, startLambda, unzipPackage } from './lambda.ts';
+import { lambdaEnvironment, startLambda, unzipPackage, type LambdaOptions, type LocalLambda } from './lambda.ts';
 import { freePort, spawnBridge } from './bridge.ts';
 import { kubeApi, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
 
@@ -44,8 +44,18 @@ export function journalLines(path: string): JournalLine[] {
 /** How the function runs: its own process (`kfn serve`), or a Lambda under AWS's runtime client. */
 export type FunctionRuntime = 'process' | 'lambda';
 
-export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: { resyncPeriodSeconds?: number; namespace?: string; runtime?: FunctionRuntime } = {}): Promise<FunctionStack> {
-  const { namespace, runtime, ...extra } = options;
+export interface StackOptions {
+  resyncPeriodSeconds?: number;
+  namespace?: string;
+  runtime?: FunctionRuntime;
+  /** Lambda only: the Function URL's options (IAM auth, injected faults). */
+  lambda?: Pick<LambdaOptions, 'iam' | 'failFirst' | 'concurrency'>;
+  /** The bridge's AWS credentials (environment), for sinks with awsIam. */
+  bridgeEnv?: Record<string, string>;
+}
+
+export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
+  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, ...extra } = options;
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
@@ -55,7 +65,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // The function's identity and Secret live in the test namespace; the Reconciler goes into
   // the bridge's file under a name of the test's own (the CRD is shared by the kind's tests).
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
-  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string } } };
+  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } } } };
+  let lambda: LocalLambda | undefined;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
@@ -64,14 +75,16 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
     const code = join(dir, 'task');
     unzipPackage(pkg.zip, code);
     const env = await lambdaEnvironment(cluster, reconciler.name, ns);
-    const lambda = await startLambda({ codeDir: code, env, functionName: `kfn-fn-${reconciler.name}`, concurrency: 4 });
+    const started = await startLambda({ codeDir: code, env, functionName: `kfn-fn-${reconciler.name}`, concurrency: 4, ...lambdaOptions });
+    lambda = started;
     t.after(async () => {
-      t.diagnostic(`lambda ${reconciler.name}: ${lambda.invocations} invocations, ${lambda.coldStarts} cold starts, ${lambda.throttles} throttled`);
+      t.diagnostic(`lambda ${reconciler.name}: ${started.invocations} invocations, ${started.coldStarts} cold starts, ${started.throttles} throttled`);
       mkdirSync(join(repoRoot, '.kfn', 'logs'), { recursive: true });
-      writeFileSync(join(repoRoot, '.kfn', 'logs', `lambda-${ns}-${reconciler.name}.log`), lambda.logs());
-      await lambda.stop();
+      writeFileSync(join(repoRoot, '.kfn', 'logs', `lambda-${ns}-${reconciler.name}.log`), started.logs());
+      await started.stop();
     });
-    reconcilerObj.spec.sink.uri = lambda.url;
+    reconcilerObj.spec.sink.uri = started.url;
+    if (lambdaOptions?.iam) reconcilerObj.spec.sink.awsIam = { region: lambdaOptions.iam.region };
   } else {
     const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
     t.after(() => void fn.process.kill('SIGKILL'));
@@ -80,10 +93,10 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const config = join(dir, 'bridge.yaml');
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));
   const journal = join(dir, 'journal.jsonl');
-  await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`]);
+  await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv);
   // After hooks run in the order they were added: the function and the bridge are killed
   // before their directory goes (a bridge still journaling made the removal fail).
   t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const kind = reconciler.for;
-  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}` };
+  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda };
 }

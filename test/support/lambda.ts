@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { verifySigV4 } from '../../bridge/sigv4.ts';
 import { nodeBinary } from '../../cluster/images.ts';
 import { kubeApi, kubeConfigForToken, requestServiceAccountToken, type TestCluster } from './cluster.ts';
 
@@ -50,6 +51,10 @@ export interface LambdaOptions {
   functionName?: string;
   /** Seconds a 429 asks callers to wait (a Retry-After header), when set. */
   throttleRetryAfterSeconds?: number;
+  /** The Function URL's AuthType AWS_IAM: requests must carry a SigV4 signature by this key, else 403. */
+  iam?: { region: string; accessKeyId: string; secretAccessKey: string };
+  /** Answers this many requests with this status before invoking the function (faults). */
+  failFirst?: { count: number; status: number; retryAfterSeconds?: number };
 }
 
 export interface LocalLambda {
@@ -58,6 +63,11 @@ export interface LocalLambda {
   coldStarts: number;
   invocations: number;
   throttles: number;
+  /** Requests refused for a bad SigV4 signature (iam), and why the last one was. */
+  refused: number;
+  lastRefusal: string;
+  /** Requests answered by failFirst. */
+  injected: number;
   /** The runtime clients' output, for a failing test to show. */
   logs(): string;
   /** Stops every execution environment (the next request starts a new one: a cold start). */
@@ -170,7 +180,7 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
   const queue: Invocation[] = [];
   const environments: Environment[] = [];
   const exited: string[] = [];
-  const counters = { coldStarts: 0, invocations: 0, throttles: 0 };
+  const counters = { coldStarts: 0, invocations: 0, throttles: 0, refused: 0, injected: 0, lastRefusal: '' };
   let stopping = false;
 
   const dispatch = () => {
@@ -231,7 +241,6 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
   const startEnvironment = async (): Promise<void> => {
     counters.coldStarts++;
     const env = { log: [] } as unknown as Environment;
-    environments.push(env);
     env.server = runtimeApiFor(env);
     await new Promise<void>((r) => env.server.listen(0, '127.0.0.1', r));
     const apiAddress = `127.0.0.1:${(env.server.address() as { port: number }).port}`;
@@ -255,6 +264,7 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     env.process = child;
+    environments.push(env);
     const keep = (chunk: Buffer) => {
       env.log.push(chunk.toString('utf8'));
       if (env.log.length > 500) env.log.splice(0, env.log.length - 500);
@@ -275,9 +285,29 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
     });
   };
 
+  let failuresLeft = options.failFirst?.count ?? 0;
+  let starting = 0;
   const url: Server = createServer(async (req, res) => {
     const body = await readBody(req);
     if (stopping) return void res.writeHead(503).end();
+    if (options.iam) {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k] = v;
+      const refused = await verifySigV4({ method: req.method ?? 'POST', url: req.url ?? '/', headers, body: body.toString('utf8') }, { ...options.iam, service: 'lambda' });
+      if (refused) {
+        counters.refused++;
+        counters.lastRefusal = refused;
+        res.writeHead(403, { 'content-type': 'application/json', 'x-amzn-errortype': 'AccessDeniedException' }).end(JSON.stringify({ Message: 'Forbidden' }));
+        return;
+      }
+    }
+    if (failuresLeft > 0) {
+      failuresLeft--;
+      counters.injected++;
+      const f = options.failFirst!;
+      res.writeHead(f.status, { 'content-type': 'application/json', ...(f.retryAfterSeconds !== undefined ? { 'retry-after': String(f.retryAfterSeconds) } : {}) }).end(JSON.stringify({ Message: f.status === 429 ? 'Rate Exceeded.' : 'Service Unavailable' }));
+      return;
+    }
     const busy = environments.filter((e) => e.busy).length + queue.length;
     if (busy >= concurrency) {
       counters.throttles++;
@@ -291,7 +321,14 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
     const result = new Promise<Parameters<Invocation['resolve']>[0]>((resolve) => queue.push({ id, event: functionUrlEvent(req, body, id), deadlineMs: Date.now() + timeoutMs, resolve }));
     // A new execution environment when none is idle, as Lambda scales out.
     const idle = environments.filter((e) => !e.busy).length;
-    if (idle < queue.length && environments.length < concurrency) void startEnvironment();
+    if (idle + starting < queue.length && environments.length + starting < concurrency) {
+      starting++;
+      startEnvironment().finally(() => starting--).catch((err: Error) => {
+        // No environment could start: what waits fails as Lambda's service error would.
+        exited.push(`[could not start an execution environment: ${err.message}]\n`);
+        for (const inv of queue.splice(0)) inv.resolve({ ok: false, errorType: 'ServiceException', payload: JSON.stringify({ errorMessage: err.message }) });
+      });
+    }
     dispatch();
     const timer = setTimeout(() => {
       const i = queue.findIndex((q) => q.id === id);
@@ -328,6 +365,15 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
     },
     get throttles() {
       return counters.throttles;
+    },
+    get refused() {
+      return counters.refused;
+    },
+    get injected() {
+      return counters.injected;
+    },
+    get lastRefusal() {
+      return counters.lastRefusal;
     },
     logs: () => [...exited, ...environments.flatMap((e) => e.log)].join(''),
     freeze: killAll,
