@@ -75,3 +75,12 @@ test('a config file holds several Reconcilers; duplicates and YAML errors are re
   assert.throws(() => loadReconcilerFile(file), /bridge\.yaml: invalid YAML/);
   assert.throws(() => loadReconcilerFile(join(dir, 'missing.yaml')), /cannot read the bridge configuration/);
 });
+
+test('spec.sink.awsIam: SigV4 for a region (service lambda by default); a bad region is refused', () => {
+  const withIam = (awsIam: unknown) => ({ ...valid, spec: { ...valid.spec, sink: { uri: 'https://abc.lambda-url.eu-west-1.on.aws/', awsIam } } });
+  assert.deepEqual(parseReconciler(withIam({ region: 'eu-west-1' })).sink.awsIam, { region: 'eu-west-1', service: 'lambda' });
+  assert.deepEqual(parseReconciler(withIam({ region: 'us-gov-west-1', service: 'execute-api' })).sink.awsIam, { region: 'us-gov-west-1', service: 'execute-api' });
+  assert.throws(() => parseReconciler(withIam({ region: 'Europe' })), /spec\.sink\.awsIam\.region must be an AWS region such as eu-west-1, not "Europe"/);
+  assert.throws(() => parseReconciler(withIam('yes')), /spec\.sink\.awsIam\.region/);
+  assert.equal(parseReconciler(valid).sink.awsIam, undefined);
+});

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
-import { functionManifests, pluralOf } from './manifests.ts';
+import { functionKnativeService, functionManifests, pluralOf } from './manifests.ts';
 
 test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC and the bridge grant', () => {
   const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system' }) as { kind: string; metadata: { name: string; labels?: Record<string, string> }; rules?: { apiGroups: string[]; resources: string[]; verbs: string[] }[]; spec?: Record<string, unknown> }[];
@@ -26,7 +26,34 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
   assert.equal(verbsFor('secrets').length, 0, 'no access to what it does not declare');
   const bridgeRole = objs[5]!;
   assert.equal(bridgeRole.metadata.labels?.['kfn.dev/aggregate-to-bridge'], 'true');
-  assert.ok(bridgeRole.rules!.every((r) => r.verbs.join() === 'list,watch'));
+  const [sinkRule, ...watchRules] = [...bridgeRole.rules!].reverse() as ({ resourceNames?: string[] } & (typeof bridgeRole.rules)[number])[];
+  assert.ok(watchRules.every((r) => r.verbs.join() === 'list,watch'));
+  assert.deepEqual(sinkRule, { apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-myweb'] }, 'the bridge may read its sink, that one object only');
+  const withUri = functionManifests(MyWebFunction, { sinkUri: 'http://x/' }).at(-1) as { rules: { verbs: string[] }[] };
+  assert.ok(withUri.rules.every((r) => r.verbs.join() === 'list,watch'), 'a URL sink needs no read');
+});
+
+test('a function as a Knative Service: its account, concurrency and timeout from the Reconciler, Knative owns PORT, scale to zero', () => {
+  const fn = { ...MyWebFunction, maxConcurrentReconciles: 4, timeoutSeconds: 45 };
+  const ksvc = functionKnativeService(fn, { namespace: 'fns', image: 'registry.example/fn-myweb:1', imageId: 'abc', windowSeconds: 6 }) as {
+    metadata: { name: string; namespace: string };
+    spec: { template: { metadata: { annotations: Record<string, string> }; spec: { serviceAccountName: string; containerConcurrency: number; timeoutSeconds: number; containers: { image: string; env: { name: string }[]; ports: { name: string; containerPort: number }[]; readinessProbe: { httpGet: { path: string; port?: unknown } } }[] } } };
+  };
+  assert.deepEqual([ksvc.metadata.name, ksvc.metadata.namespace], ['kfn-fn-myweb', 'fns']);
+  const t = ksvc.spec.template;
+  assert.equal(t.spec.serviceAccountName, 'kfn-fn-myweb');
+  assert.equal(t.spec.containerConcurrency, 4);
+  assert.equal(t.spec.timeoutSeconds, 45);
+  assert.deepEqual(t.metadata.annotations, { 'autoscaling.knative.dev/min-scale': '0', 'autoscaling.knative.dev/window': '6s', 'kfn.dev/image-id': 'abc' });
+  const c = t.spec.containers[0]!;
+  assert.equal(c.image, 'registry.example/fn-myweb:1');
+  assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET'], 'PORT is Knative\'s to set');
+  assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 8080 }]);
+  assert.deepEqual(c.readinessProbe.httpGet, { path: '/healthz' }, 'Knative probes the serving port itself');
+  const defaults = functionKnativeService(MyWebFunction, { image: 'i' }) as typeof ksvc;
+  assert.deepEqual([defaults.spec.template.spec.containerConcurrency, defaults.spec.template.spec.timeoutSeconds], [1, 30]);
+  const reconciler = functionManifests(fn).find((o) => o.kind === 'Reconciler') as { spec: { maxConcurrentReconciles: number; timeoutSeconds: number } };
+  assert.deepEqual([reconciler.spec.maxConcurrentReconciles, reconciler.spec.timeoutSeconds], [4, 45], 'the bridge honours the same numbers');
 });
 
 test('pluralOf follows the API names of common kinds', () => {
