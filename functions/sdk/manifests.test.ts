@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
 import { functionKnativeService, functionManifests, pluralOf } from './manifests.ts';
+import type { Reconciler } from './reconciler.ts';
 
 test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC and the bridge grant', () => {
   const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system' }) as { kind: string; metadata: { name: string; labels?: Record<string, string> }; rules?: { apiGroups: string[]; resources: string[]; verbs: string[] }[]; spec?: Record<string, unknown> }[];
@@ -26,7 +27,7 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
   assert.equal(verbsFor('secrets').length, 0, 'no access to what it does not declare');
   const bridgeRole = objs[5]!;
   assert.equal(bridgeRole.metadata.labels?.['kfn.dev/aggregate-to-bridge'], 'true');
-  const [sinkRule, ...watchRules] = [...bridgeRole.rules!].reverse() as ({ resourceNames?: string[] } & (typeof bridgeRole.rules)[number])[];
+  const [sinkRule, ...watchRules] = [...bridgeRole.rules!].reverse() as { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[];
   assert.ok(watchRules.every((r) => r.verbs.join() === 'list,watch'));
   assert.deepEqual(sinkRule, { apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-myweb'] }, 'the bridge may read its sink, that one object only');
   const withUri = functionManifests(MyWebFunction, { sinkUri: 'http://x/' }).at(-1) as { rules: { verbs: string[] }[] };
@@ -34,7 +35,7 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
 });
 
 test('a function as a Knative Service: its account, concurrency and timeout from the Reconciler, Knative owns PORT, scale to zero', () => {
-  const fn = { ...MyWebFunction, maxConcurrentReconciles: 4, timeoutSeconds: 45 };
+  const fn = { ...MyWebFunction, maxConcurrentReconciles: 4, timeoutSeconds: 45 } as unknown as Reconciler;
   const ksvc = functionKnativeService(fn, { namespace: 'fns', image: 'registry.example/fn-myweb:1', imageId: 'abc', windowSeconds: 6 }) as {
     metadata: { name: string; namespace: string };
     spec: { template: { metadata: { annotations: Record<string, string> }; spec: { serviceAccountName: string; containerConcurrency: number; timeoutSeconds: number; containers: { image: string; env: { name: string }[]; ports: { name: string; containerPort: number }[]; readinessProbe: { httpGet: { path: string; port?: unknown } } }[] } } };
