@@ -3,7 +3,7 @@
 // imported into the local cluster's node; a function run as a Deployment + Service under its
 // own ServiceAccount, its Reconciler delivering to that Service.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { build } from 'esbuild';
@@ -80,6 +80,8 @@ local cluster's node (containerd), where pods use them with imagePullPolicy IfNo
   bridge            kfn.local/bridge:${version} (what \`kubectl apply -k manifests/\` runs)
   functions/<name>  kfn.local/fn-<name>:${version} (what \`kfn deploy\` runs)
   --all             the bridge and every function under functions/
+  --out DIR         also copy the image tarballs (docker-archive) into DIR, to push to a
+                    registry; without a running local cluster, only this
 The node's own images (pause, CoreDNS, nginx, redis, busybox, node, …) are built by
 \`kfn cluster up\`. Every image is cached by content in ~/.cache/kfn/images/.`;
 
@@ -89,18 +91,26 @@ export const imageCommand: Command = {
   usage: imageUsage,
   async run(argv) {
     if (wantsHelp(argv) || argv[0] !== 'build') return (console.log(imageUsage), wantsHelp(argv) ? 0 : 2);
-    const parsed = parseCommandArgs('image build', argv.slice(1), { all: { type: 'boolean' } }, true);
+    const parsed = parseCommandArgs('image build', argv.slice(1), { all: { type: 'boolean' }, out: { type: 'string' } }, true);
     const values = parsed.values;
     const positionals: string[] = parsed.positionals;
     const wantBridge = values.all || positionals.includes('bridge');
     const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
     if (!wantBridge && !dirs.length) throw new UsageError(`kfn image build: name what to build\n\n${imageUsage}`);
-    const socket = await localNode();
+    const socket = values.out && !(await clusterHealthy(clusterPaths())) ? undefined : await localNode();
     const binaries = await ensureBinaries({ log: say });
     const images: BuiltImage[] = [];
     if (wantBridge) images.push(await bridgeImage(binaries));
     for (const dir of dirs) images.push(await functionImage(dir, binaries));
-    imported(images, socket);
+    if (socket) imported(images, socket);
+    if (values.out) {
+      mkdirSync(values.out, { recursive: true });
+      for (const i of images) {
+        const name = `${i.ref.split('/').at(-1)!.replace(':', '-')}.tar`;
+        copyFileSync(i.tarball, join(values.out, name));
+        say(`  ${i.ref} → ${join(values.out, name)}`);
+      }
+    }
     return 0;
   },
 };

@@ -122,10 +122,20 @@ export const manifestsCommand: Command = {
   },
 };
 
-/** Applies a function's manifests and makes sure its auth Secret exists. */
+/** Applies a function's manifests and makes sure its auth Secret exists (first: a workload among them may use it). */
 export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
   const manager = 'kfn-manifests';
   await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, manager);
+  const secret = `kfn-fn-${name}`;
+  try {
+    await api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${secret}`);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 404)) throw err;
+    await api.request('POST', `/api/v1/namespaces/${namespace}/secrets`, {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret, namespace }, stringData: { secret: randomBytes(32).toString('hex') } },
+    });
+    console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
+  }
   for (const obj of objects) {
     const o = obj as { apiVersion: string; kind: string; metadata: { name: string } };
     if (o.kind === 'Reconciler') {
@@ -140,16 +150,6 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
       }
     }
     await applyObject(api, o, manager);
-  }
-  const secret = `kfn-fn-${name}`;
-  try {
-    await api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${secret}`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-    await api.request('POST', `/api/v1/namespaces/${namespace}/secrets`, {
-      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret, namespace }, stringData: { secret: randomBytes(32).toString('hex') } },
-    });
-    console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
   }
   console.error(`applied ${objects.length} objects for ${name}`);
 }
