@@ -8,10 +8,10 @@ import { build } from 'esbuild';
 import { repoRoot } from '../cluster/controlplane.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { requireBanner } from './deploy.ts';
 import { zip } from './zip.ts';
 
 const say = (line: string) => console.error(line);
-const requireBanner = "import { createRequire as kfnCreateRequire } from 'node:module'; const require = kfnCreateRequire(import.meta.url);";
 
 export interface LambdaPackage {
   name: string;

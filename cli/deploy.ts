@@ -23,7 +23,7 @@ const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')
 const buildDir = join(repoRoot, '.kfn', 'build');
 
 /** Lets bundled ESM load the CommonJS packages it includes (pino, prom-client). */
-const requireBanner = "import { createRequire as kfnCreateRequire } from 'node:module'; const require = kfnCreateRequire(import.meta.url);";
+export const requireBanner = "import { createRequire as kfnCreateRequire } from 'node:module'; const require = kfnCreateRequire(import.meta.url);";
 
 /** The bridge image: the `kfn` CLI bundle (npm run build) on the Node image; manifests/ runs it. */
 export async function bridgeImage(binaries: BinarySet, log = say): Promise<BuiltImage> {
