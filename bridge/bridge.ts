@@ -167,6 +167,7 @@ class ReconcilerRuntime {
     } finally {
       metrics?.activeWorkers.dec({ controller });
     }
+    if (result.status === 401 && this.config.auth && this.credentials) result = await this.afterUnauthorized(result);
     const { outcome } = result;
     // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
     if (outcome.kind === 'retry') this.sinkUrl = undefined;
@@ -261,6 +262,19 @@ class ReconcilerRuntime {
     if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
     this.sinkUrl = url;
     return url;
+  }
+
+  /**
+   * The function refused the event's authentication. If the auth Secret holds another key than
+   * the one used (a rotation), retry with it; if not, the function's key is wrong: terminal.
+   */
+  private async afterUnauthorized(result: DeliveryResult): Promise<DeliveryResult> {
+    const used = this.credentials;
+    this.credentials = undefined;
+    const current = await this.resolveCredentials().catch(() => undefined);
+    if (!current || JSON.stringify(current) === JSON.stringify(used)) return result;
+    const { name, namespace } = this.config.auth!.secretRef;
+    return { ...result, outcome: { kind: 'retry', why: `HTTP 401 with the previous key of the auth Secret ${namespace}/${name}, which has been rotated; retrying with the new one` } };
   }
 
   /** The SigV4 signer of a sink with awsIam, made once (its credentials chain caches and refreshes). */

@@ -8,7 +8,7 @@ import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { build } from 'esbuild';
 import { connectionFromKubeconfig } from '../bridge/connection.ts';
-import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
+import { ApiError, applyObject, KubeApi } from '../bridge/kubeapi.ts';
 import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths, displayPath, repoRoot } from '../cluster/controlplane.ts';
 import { buildImage, importImages, nodeRecipe, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
@@ -197,6 +197,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
       resyncPeriodSeconds: options.resyncPeriodSeconds,
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
+    await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
     const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
@@ -208,6 +209,27 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     else await waitDeployment(api, options.namespace, name, deadline, options.timeoutSeconds ?? 120);
     log(`Function ${name} runs in the cluster: ${knative ? 'Knative Service' : 'Deployment and Service'} ${options.namespace}/kfn-fn-${name}`);
   }
+}
+
+/**
+ * A function moves between targets by redeploying it: the other target's workload goes first
+ * (both would own the Service name kfn-fn-<name>; Knative's is an ExternalName to its ingress).
+ */
+async function removeOtherTarget(api: KubeApi, namespace: string, name: string, knative: boolean, log: (line: string) => void): Promise<void> {
+  const gone = (path: string) => api.request('GET', path).then(() => false, (err) => err instanceof ApiError && err.status === 404);
+  const paths = knative
+    ? [`/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`, `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`]
+    : [`/apis/serving.knative.dev/v1/namespaces/${namespace}/services/kfn-fn-${name}`];
+  let removed = false;
+  for (const path of paths) {
+    if (await gone(path).catch(() => true)) continue;
+    await api.request('DELETE', path, { query: { propagationPolicy: 'Foreground' } });
+    removed = true;
+  }
+  if (!removed) return;
+  log(`Removing ${name}'s ${knative ? 'Deployment and Service' : 'Knative Service'} first (it moves to ${knative ? 'Knative' : 'a Deployment'})`);
+  const service = `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`;
+  for (let i = 0; i < 240 && !((await Promise.all([...paths, service].map(gone))).every(Boolean)); i++) await sleep(250);
 }
 
 async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number, timeoutSeconds: number): Promise<void> {

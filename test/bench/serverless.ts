@@ -12,7 +12,7 @@
 // "delivery" is the bridge's own measure of the HTTP exchange. Memory: the pods' cgroups
 // (function + queue-proxy on Knative) and the Lambda environment's resident set.
 //
-//   npm run bench:serverless -- [--cold 20] [--warm 20]
+//   npm run bench:serverless -- [--cold 20] [--warm 20] [--targets deployment,knative,lambda]
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -27,7 +27,8 @@ import { repoRoot } from '../../cluster/controlplane.ts';
 import { kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
 import { lambdaEnvironment, startLambda, unzipPackage } from '../support/lambda.ts';
 
-const { values } = parseArgs({ options: { cold: { type: 'string', default: '20' }, warm: { type: 'string', default: '20' } } });
+const { values } = parseArgs({ options: { cold: { type: 'string', default: '20' }, warm: { type: 'string', default: '20' }, targets: { type: 'string', default: 'deployment,knative,lambda' } } });
+const targets = new Set(values.targets.split(','));
 const colds = Number(values.cold);
 const warms = Number(values.warm);
 const system = 'kfn-system';
@@ -94,7 +95,7 @@ async function functionPodMemory(selector: string): Promise<number> {
 }
 const fnPods = async () => (await api.request<{ items: unknown[] }>('GET', `/api/v1/namespaces/${system}/pods?labelSelector=serving.knative.dev/service=kfn-fn-myweb`)).items.length;
 
-// 1. Deployment: the floor.
+// 1. Deployment: the floor (always measured: the other rows are given as ratios to it).
 console.error('Deployment (kfn deploy)');
 await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], log });
 await writeToAnswer(); // the first delivery opens the bridge's connection
@@ -104,6 +105,7 @@ await api.request('DELETE', `/apis/apps/v1/namespaces/${system}/deployments/kfn-
 await api.request('DELETE', `/api/v1/namespaces/${system}/services/kfn-fn-myweb`);
 
 // 2. Knative: warm, then cold starts one after another.
+if (targets.has('knative')) {
 console.error('Knative Service (kfn deploy --target knative)');
 await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, log });
 await writeToAnswer();
@@ -116,46 +118,52 @@ for (let i = 0; i < colds; i++) {
   console.error(`  cold start ${i + 1}/${colds}: ${ms(cold.at(-1)!.total)} write → answered (delivery ${ms(cold.at(-1)!.delivery)})`);
 }
 rows.push({ label: 'Knative, cold (from zero)', samples: cold });
+}
 follow.abort();
+// The bridge's Reconciler goes: from here on the events are sent by the benchmark alone.
+await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
 
-// 3. Lambda: the zip under aws-lambda-ric; events signed as the bridge signs them, sent to the Function URL.
-console.error('Lambda (kfn build --target lambda, AWS runtime interface client)');
-const pkg = await buildLambdaPackage(join(repoRoot, 'functions', 'myweb'), join(repoRoot, '.kfn', 'bench', 'lambda'));
-const code = join(repoRoot, '.kfn', 'bench', 'lambda', 'task');
-unzipPackage(pkg.zip, code);
-const env = await lambdaEnvironment(cluster, 'myweb', system);
-const lambda = await startLambda({ codeDir: code, env, functionName: 'kfn-fn-myweb', concurrency: 1 });
-const target = await (async () => {
-  const name = `lambda-target`;
-  return api.request<{ apiVersion: string; kind: string; metadata: { name: string; namespace: string; uid: string; resourceVersion: string; generation: number } }>('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
-    body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port++, pageContentHtml: name } },
+// 3. Lambda: the zip under aws-lambda-ric; each event is the creation of a new MyWeb, signed as
+// the bridge signs it, sent to the Function URL — the same reconcile (three children applied,
+// status written) as the rows above, without the watch in front.
+if (targets.has('lambda')) {
+  console.error('Lambda (kfn build --target lambda, AWS runtime interface client)');
+  const pkg = await buildLambdaPackage(join(repoRoot, 'functions', 'myweb'), join(repoRoot, '.kfn', 'bench', 'lambda'));
+  const code = join(repoRoot, '.kfn', 'bench', 'lambda', 'task');
+  unzipPackage(pkg.zip, code);
+  const env = await lambdaEnvironment(cluster, 'myweb', system);
+  const lambda = await startLambda({ codeDir: code, env, functionName: 'kfn-fn-myweb', concurrency: 1 });
+  const invoke = async (): Promise<Sample> => {
+    const name = `l${port}`;
+    const obj = await api.request<{ apiVersion: string; kind: string; metadata: { name: string; namespace: string; uid: string; resourceVersion: string; generation: number } }>('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port++, pageContentHtml: name } },
+    });
+    const m = obj.metadata;
+    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: obj.apiVersion, kind: obj.kind, namespace: m.namespace, name: m.name, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://bench/bridge');
+    const result = await sendReconcileEvent({ url: lambda.url, message, credentials: { kind: 'hmac', secret: env.KFN_AUTH_SECRET! }, timeoutMs: 30_000 });
+    if (result.outcome.kind !== 'done' && result.outcome.kind !== 'requeue') throw new Error(`the Lambda answered ${result.status}: ${'why' in result.outcome ? result.outcome.why : ''}\n${lambda.logs().slice(-2000)}`);
+    await api.request('DELETE', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs/${name}`);
+    return { total: NaN, delivery: result.durationMs };
+  };
+  await invoke();
+  rows.push({ label: 'Lambda, warm', samples: await sequence(warms, invoke) });
+  const lambdaPids = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('aws-lambda-ric');
+    } catch {
+      return false;
+    }
   });
-})();
-async function invoke(): Promise<Sample> {
-  const m = target.metadata;
-  const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: target.apiVersion, kind: target.kind, namespace: m.namespace, name: m.name, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation }, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench/bridge');
-  const result = await sendReconcileEvent({ url: lambda.url, message, credentials: { kind: 'hmac', secret: env.KFN_AUTH_SECRET! }, timeoutMs: 30_000 });
-  if (result.outcome.kind !== 'done' && result.outcome.kind !== 'requeue') throw new Error(`the Lambda answered ${result.status}: ${'why' in result.outcome ? result.outcome.why : ''}\n${lambda.logs().slice(-2000)}`);
-  return { total: NaN, delivery: result.durationMs };
-}
-await invoke();
-rows.push({ label: 'Lambda, warm', samples: await sequence(warms, invoke) });
-const lambdaPids = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-  try {
-    return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('aws-lambda-ric');
-  } catch {
-    return false;
+  const rss = lambdaPids.map((p) => Number(readFileSync(`/proc/${p}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)?.[1] ?? NaN) * 1024);
+  memory.push(['Lambda: one execution environment (RSS)', rss[0] ?? NaN]);
+  const lambdaCold: Sample[] = [];
+  for (let i = 0; i < colds; i++) {
+    await lambda.freeze();
+    lambdaCold.push(await invoke());
   }
-});
-const rss = lambdaPids.map((p) => Number(readFileSync(`/proc/${p}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)?.[1] ?? NaN) * 1024);
-memory.push(['Lambda: one execution environment (RSS)', rss[0] ?? NaN]);
-const lambdaCold: Sample[] = [];
-for (let i = 0; i < colds; i++) {
-  await lambda.freeze();
-  lambdaCold.push(await invoke());
+  rows.push({ label: 'Lambda, cold (new environment)', samples: lambdaCold });
+  await lambda.stop();
 }
-rows.push({ label: 'Lambda, cold (new environment)', samples: lambdaCold });
-await lambda.stop();
 await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
 
 async function sequence(n: number, fn: () => Promise<Sample>): Promise<Sample[]> {

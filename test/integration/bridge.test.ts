@@ -131,6 +131,24 @@ describe('bridge', { concurrency: true }, () => {
     await waitFor('the next change to be delivered', async () => f.receiver.of('odd').find((d) => d.reason === 'updated'));
   });
 
+  test('a rotated auth Secret: the 401 it causes makes the bridge read the Secret again, and the delivery goes through', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    await f.createWidget('before');
+    await waitFor('a delivery signed with the first key', async () => f.receiver.of('before')[0]);
+    // Rotation: the Secret and the function change keys together; the bridge has the old one cached.
+    const next = uniqueName('rotated');
+    await kubeApi(cluster.kc).request('PATCH', `/api/v1/namespaces/${f.ns}/secrets/widget-fn`, { body: { stringData: { secret: next } }, contentType: 'application/merge-patch+json' });
+    f.receiver.credentials = { kind: 'hmac', secret: next };
+    await f.createWidget('after');
+    const d = await waitFor('a delivery signed with the new key', async () => f.receiver.of('after')[0], { timeoutMs: 20_000 });
+    assert.equal(d.reason, 'created');
+    assert.equal(d.attempt, 2, 'the first attempt, with the old key, was refused and retried');
+    assert.deepEqual(f.receiver.refused.map((r) => r.status), [401]);
+    const events = await cluster.core.listNamespacedEvent({ namespace: f.ns, fieldSelector: 'involvedObject.name=after' });
+    assert.equal(events.items.filter((e) => e.reason === 'ReconcileRejected').length, 0, 'no rejection recorded for a rotation');
+  });
+
   test('a function that hangs past timeoutSeconds is retried', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 1 } });

@@ -31,6 +31,8 @@ export interface Receiver {
   /** Requests refused as not matching the contract (status and message). */
   refused: { status: number; message: string }[];
   answer: Answer;
+  /** What it checks signatures with; a test may rotate it. */
+  credentials: Credentials;
   /** Deliveries in flight per object key right now, and the most ever seen at once. */
   maxConcurrentPerKey(): number;
   of(name: string): Delivery[];
@@ -44,6 +46,7 @@ export async function startReceiver(t: TestContext, credentials: Credentials): P
     deliveries: [],
     refused: [],
     answer: answerDone,
+    credentials,
     maxConcurrentPerKey: () => maxPerKey,
     of: (name) => receiver.deliveries.filter((d) => d.name === name),
   };
@@ -54,7 +57,7 @@ export async function startReceiver(t: TestContext, credentials: Credentials): P
     req.on('end', async () => {
       let received: ReceivedReconcile;
       try {
-        received = parseReconcileRequest(req.headers, body, credentials);
+        received = parseReconcileRequest(req.headers, body, receiver.credentials);
       } catch (err) {
         const status = err instanceof ContractError ? err.status : 500;
         receiver.refused.push({ status, message: (err as Error).message });
