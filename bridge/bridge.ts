@@ -118,8 +118,9 @@ class ReconcilerRuntime {
       }
     }
     const now = this.bridge.clock.now();
-    const store = this.primaryStore;
-    for (const e of route(this.config, kind, event, { initial, primaries: () => store?.values() ?? [] })) {
+    const primaryWatch = this.bridge.watchOf(this.config.for);
+    const store = primaryWatch?.store;
+    for (const e of route(this.config, kind, event, { initial, primaries: () => store?.values() ?? [], primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
       this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
     }
   }

@@ -29,19 +29,19 @@ const kinds = {
   secret: { apiVersion: 'v1', kind: 'Secret' },
   pod: { apiVersion: 'v1', kind: 'Pod' },
 };
-const live = { initial: false };
+const live = { initial: false, primaryNamespaced: true };
 
 describe('route: the primary', () => {
   test('create, delete, and updates that change what a reconcile reads', () => {
     assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a') }, live), [{ key: 'ns/a', reason: 'created', priority: 'high' }]);
-    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a'), old: web('a') }, { initial: true }), []);
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a'), old: web('a') }, { initial: true, primaryNamespaced: true }), []);
     assert.deepEqual(route(config, kinds.web, { type: 'delete', object: web('a'), inferred: true }, live), [{ key: 'ns/a', reason: 'deleted', priority: 'high' }]);
     const spec = route(config, kinds.web, { type: 'apply', object: web('a', { generation: 2, resourceVersion: '2' }), old: web('a', { generation: 1 }) }, live);
     assert.deepEqual(spec, [{ key: 'ns/a', reason: 'updated', priority: 'high' }]);
   });
 
   test('the initial list is low-priority work', () => {
-    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a') }, { initial: true }), [{ key: 'ns/a', reason: 'created', priority: 'low' }]);
+    assert.deepEqual(route(config, kinds.web, { type: 'apply', object: web('a') }, { initial: true, primaryNamespaced: true }), [{ key: 'ns/a', reason: 'created', priority: 'low' }]);
   });
 
   test('status-only updates do not trigger; labels, annotations, finalizers and deletion do', () => {
@@ -81,6 +81,31 @@ describe('route: owned children', () => {
   });
 });
 
+describe('route: a cluster-scoped primary', () => {
+  const nsConfig = parseReconciler({
+    apiVersion: 'kfn.dev/v1alpha1',
+    kind: 'Reconciler',
+    metadata: { name: 'ns-setup' },
+    spec: {
+      for: { apiVersion: 'v1', kind: 'Namespace' },
+      owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }],
+      watches: [{ apiVersion: 'v1', kind: 'Secret', mapping: { label: 'setup/namespace' } }],
+      namespaces: ['team-a'],
+      sink: { uri: 'http://127.0.0.1:8080/' },
+    },
+  });
+  const clusterScoped = { initial: false, primaryNamespaced: false };
+  const namespace = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-a', uid: 'uid-team-a', resourceVersion: '1' } };
+
+  test('its own events and its namespaced children map to the same key: the name alone', () => {
+    assert.deepEqual(route(nsConfig, { apiVersion: 'v1', kind: 'Namespace' }, { type: 'apply', object: namespace }, clusterScoped).map((e) => e.key), ['team-a']);
+    const child = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'defaults', namespace: 'team-a', uid: 'u', resourceVersion: '1', ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: 'team-a', uid: 'uid-team-a', controller: true }] } };
+    assert.deepEqual(route(nsConfig, kinds.cm, { type: 'apply', object: child }, clusterScoped).map((e) => [e.key, e.reason]), [['team-a', 'child']]);
+    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'elsewhere', uid: 'u2', resourceVersion: '1', labels: { 'setup/namespace': 'team-a' } } };
+    assert.deepEqual(route(nsConfig, kinds.secret, { type: 'apply', object: secret }, clusterScoped).map((e) => [e.key, e.reason]), [['team-a', 'mapped']]);
+  });
+});
+
 describe('route: watched kinds', () => {
   test('label mapping: the label names the primary', () => {
     const s = obj('Secret', 'v1', 'creds', { labels: { 'myweb.example/name': 'site' } });
@@ -95,7 +120,7 @@ describe('route: watched kinds', () => {
       web('tool-d', {}, {}),
     ];
     const pod = obj('Pod', 'v1', 'p', { labels: { app: 'x' } });
-    const ctx = { initial: false, primaries: () => primaries };
+    const ctx = { initial: false, primaries: () => primaries, primaryNamespaced: true };
     assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: pod }, ctx).map((e) => e.key), ['ns/tool-a']);
     const relabelled = obj('Pod', 'v1', 'p', { labels: { app: 'y' }, resourceVersion: '2' });
     assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: relabelled, old: pod }, ctx).map((e) => e.key).sort(), ['ns/tool-a', 'ns/tool-b']);

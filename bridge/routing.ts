@@ -2,7 +2,7 @@
 // that status-only writes do not loop), the controller owner of an owned child (old and new
 // owner on updates), or the primaries a watched object maps to (by a label naming the primary,
 // or by a label selector stored in a field of the primary).
-import type { ObjectRef, ReconcileReason } from './contract.ts';
+import { objectKey, type ObjectRef, type ReconcileReason } from './contract.ts';
 import type { KindRef, ReconcilerConfig } from './config.ts';
 import type { KubeObject } from './kubeapi.ts';
 import type { WatchEvent } from './watcher.ts';
@@ -102,15 +102,16 @@ export function selectorMatches(selector: unknown, labels: Record<string, string
   return true;
 }
 
-function keyOf(namespace: string | undefined, name: string): string {
-  return namespace ? `${namespace}/${name}` : name;
-}
-
 export interface RouteContext {
   /** True for events of a watcher's first list (work at low priority). */
   initial: boolean;
   /** The primaries the watcher knows, for selector mapping. */
   primaries?: () => Iterable<KubeObject>;
+  /**
+   * Whether the primary kind is namespaced. A reference from a child or a watched object to a
+   * cluster-scoped primary names no namespace, so its key is the name alone.
+   */
+  primaryNamespaced: boolean;
 }
 
 /** The primaries of `config` that `event` (on kind `kind`) asks to reconcile. */
@@ -120,18 +121,20 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
   const obj = event.object;
   const old = event.type === 'apply' ? event.old : undefined;
   const priority: Priority = ctx.initial ? 'low' : 'high';
+  // The primary named from an object in `namespace`: same namespace, or none if cluster-scoped.
+  const primaryKey = (namespace: string | undefined, name: string) => objectKey({ namespace: ctx.primaryNamespaced ? namespace : undefined, name });
 
   if (sameKind(kind, config.for)) {
-    if (event.type === 'delete') out.push({ key: keyOf(obj.metadata.namespace, obj.metadata.name), reason: 'deleted', priority: 'high' });
-    else if (!old) out.push({ key: keyOf(obj.metadata.namespace, obj.metadata.name), reason: 'created', priority });
-    else if (primaryChanged(old, obj)) out.push({ key: keyOf(obj.metadata.namespace, obj.metadata.name), reason: 'updated', priority });
+    if (event.type === 'delete') out.push({ key: objectKey(obj.metadata), reason: 'deleted', priority: 'high' });
+    else if (!old) out.push({ key: objectKey(obj.metadata), reason: 'created', priority });
+    else if (primaryChanged(old, obj)) out.push({ key: objectKey(obj.metadata), reason: 'updated', priority });
   }
 
   if (config.owns.some((o) => sameKind(o, kind))) {
     const owners = new Set<string>();
     for (const version of [obj, old]) {
       for (const ref of version?.metadata.ownerReferences ?? []) {
-        if (ref.controller && sameKind(ref, config.for)) owners.add(keyOf(version!.metadata.namespace, ref.name));
+        if (ref.controller && sameKind(ref, config.for)) owners.add(primaryKey(version!.metadata.namespace, ref.name));
       }
     }
     for (const key of owners) out.push({ key, reason: 'child', priority, trigger: refOf(obj) });
@@ -144,14 +147,14 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
     if ('label' in mapping) {
       for (const version of [obj, old]) {
         const name = version?.metadata.labels?.[mapping.label];
-        if (name) keys.add(keyOf(version!.metadata.namespace, name));
+        if (name) keys.add(primaryKey(version!.metadata.namespace, name));
       }
     } else {
       for (const primary of ctx.primaries?.() ?? []) {
         if (primary.metadata.namespace && primary.metadata.namespace !== obj.metadata.namespace) continue;
         const selector = fieldAt(primary, mapping.selectorField);
         if (selectorMatches(selector, obj.metadata.labels) || (old && selectorMatches(selector, old.metadata.labels))) {
-          keys.add(keyOf(primary.metadata.namespace, primary.metadata.name));
+          keys.add(objectKey(primary.metadata));
         }
       }
     }

@@ -17,6 +17,7 @@
 // intermediate state being seen, which is what finalizers are for.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from './kubeapi.ts';
+import { objectKey } from './contract.ts';
 
 export type WatchEvent =
   | { type: 'apply'; object: KubeObject; old?: KubeObject }
@@ -62,8 +63,9 @@ class Transition extends Error {
   }
 }
 
+/** The store's key of an object: the bridge's one key, as the event subject and queue use. */
 export function storeKey(obj: { metadata: { namespace?: string; name: string } }): string {
-  return obj.metadata.namespace ? `${obj.metadata.namespace}/${obj.metadata.name}` : obj.metadata.name;
+  return objectKey(obj.metadata);
 }
 
 export class Watcher {

@@ -7,12 +7,14 @@
 //     prune children no longer desired ── write status if it changed ──────────┴─▶ answer
 //
 // Writes go through server-side apply with one field manager per reconciler and `force`.
-// Before each write the live object is compared with the desired one, and nothing is sent
-// when it already holds every desired field: an idle resync makes no writes at all.
+// Before each write the live object is compared with the desired one (fields.ts): nothing is
+// sent when it holds every desired field and kfn's field manager owns no field the function
+// dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
 import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
 import { ApiError, collectionPath, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
 import { refOf } from '../../bridge/routing.ts';
+import { applyNeeded } from './fields.ts';
 import type { Condition, Kind } from './kind.ts';
 import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './reconciler.ts';
 
@@ -28,31 +30,6 @@ export class ReconcileError extends Error {
     super(`${step} for ${object} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
     this.step = step;
   }
-}
-
-const quantityPattern = /^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$/;
-const quantityFactor: Record<string, number> = { n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
-
-/** Kubernetes quantities the apiserver rewrites in canonical form ("1024Mi" is stored as "1Gi"). */
-export function sameQuantity(a: unknown, b: unknown): boolean {
-  const qa = typeof a === 'string' || typeof a === 'number' ? String(a).match(quantityPattern) : null;
-  const qb = typeof b === 'string' || typeof b === 'number' ? String(b).match(quantityPattern) : null;
-  if (!qa || !qb) return false;
-  const value = (q: RegExpMatchArray) => Number(q[1]) * quantityFactor[q[2] ?? '']!;
-  return Math.abs(value(qa) - value(qb)) <= 1e-9 * Math.max(1, Math.abs(value(qa)));
-}
-
-/**
- * True when `live` already holds every field of `desired` (extra fields in live are fine).
- * Quantities compare by value, since the apiserver stores them in canonical form.
- */
-export function contains(live: unknown, desired: unknown): boolean {
-  if (desired === null || typeof desired !== 'object') return live === desired || (typeof desired === 'number' && String(desired) === live) || (typeof desired === 'string' && typeof live === 'string' && sameQuantity(live, desired));
-  if (Array.isArray(desired)) {
-    return Array.isArray(live) && live.length === desired.length && desired.every((d, i) => contains(live[i], d));
-  }
-  if (live === null || typeof live !== 'object' || Array.isArray(live)) return false;
-  return Object.entries(desired).every(([k, v]) => v === undefined || contains((live as Record<string, unknown>)[k], v));
 }
 
 function describe(obj: { kind?: string; metadata: { namespace?: string; name: string } }): string {
@@ -184,7 +161,7 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     const key = childKey(desired.apiVersion, desired.kind, desired.metadata.name);
     desiredKeys.add(key);
     const live = liveChildren.get(key);
-    if (live && contains(live, desired)) continue;
+    if (!applyNeeded(live, desired, reconciler.fieldManager)) continue;
     try {
       await step(`applying ${describe(desired)}`, async () => {
         const resource = await api.resource(desired.apiVersion, desired.kind);
@@ -246,10 +223,11 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     };
   });
   const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
-  if (!contains(liveStatus, status)) {
+  const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status };
+  if (applyNeeded(obj, statusBody, reconciler.fieldManager, 'status')) {
     await step('writing the status', () =>
       api.request('PATCH', `${primaryPath}/status`, {
-        body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status },
+        body: statusBody,
         contentType: 'application/apply-patch+yaml',
         query: { fieldManager: reconciler.fieldManager, force: true },
       }),

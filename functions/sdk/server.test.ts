@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type Observation } from '../../bridge/contract.ts';
 import MyWebFunction from '../myweb/index.ts';
-import { contains } from './runtime.ts';
+import { contains } from './fields.ts';
 import { createApp, credentialsFromEnv, lambdaHandler } from './server.ts';
 
 const silent = pino({ level: 'silent' });

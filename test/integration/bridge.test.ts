@@ -67,6 +67,22 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(f.receiver.deliveries.filter((d) => d.trigger === 'Pod/p2').length, 0, 'a pod the selector does not match maps to nothing');
   });
 
+  test('a cluster-scoped primary receives its namespaced children\'s events (one key for both)', async (t) => {
+    const cluster = await testCluster();
+    // A Reconciler for Namespaces owning ConfigMaps: the child lives in the namespace that owns it.
+    const f = await bridgeFixture(t, cluster, { spec: { for: { apiVersion: 'v1', kind: 'Namespace' }, owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }] } });
+    const owner = await cluster.core.readNamespace({ name: f.ns });
+    await waitFor('the namespace\'s created delivery', async () => f.receiver.of(f.ns).find((d) => d.reason === 'created'));
+    await cluster.core.createNamespacedConfigMap({
+      namespace: f.ns,
+      body: { metadata: { name: 'owned-by-ns', ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: f.ns, uid: owner.metadata!.uid!, controller: true }] } },
+    });
+    const child = await waitFor('a child delivery for the Namespace', async () => f.receiver.of(f.ns).find((d) => d.reason === 'child'));
+    assert.equal(child.received.event.subject, f.ns, 'the cluster-scoped primary\'s key has no namespace');
+    assert.equal(child.namespace, undefined);
+    assert.equal(child.trigger, 'ConfigMap/owned-by-ns');
+  });
+
   test('requeueAfterSeconds from the function is honoured', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster);

@@ -5,10 +5,23 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
-import { ConfigMap, createApp, defineKind, defineReconciler, HorizontalPodAutoscaler, t } from '../../functions/sdk/index.ts';
+import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+
+type Answer = { result?: string; changes?: { action: string; ref: { name: string; kind: string } }[]; error?: string };
+
+/** Sends the function a signed reconcile event for `kind` `ns/name`, as the bridge would. */
+async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated'): Promise<{ status: number; body: Answer }> {
+  const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}/${name}`).catch(() => undefined);
+  const { headers, body } = authenticate(
+    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, 1, 'kfn://test').message,
+    { kind: 'hmac', secret: 's' },
+  );
+  const res = await app.request('/', { method: 'POST', headers, body });
+  return { status: res.status, body: (await res.json()) as Answer };
+}
 
 describe('SDK runtime', () => {
   test('finalizer, children, pruning, errors and idle reconciles', async (t2) => {
@@ -35,15 +48,7 @@ describe('SDK runtime', () => {
     });
     const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
     const path = `/apis/${Gizmo.apiVersion}/namespaces/${ns}/gizmos`;
-    const deliver = async (name: string, reason: ReconcileReason = 'updated') => {
-      const obj = await api.request<{ metadata: { uid: string; resourceVersion: string; generation: number } }>('GET', `${path}/${name}`).catch(() => undefined);
-      const { headers, body } = authenticate(
-        reconcileEvent({ reconciler: 'gizmos', primary: { apiVersion: Gizmo.apiVersion, kind: 'Gizmo', namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, 1, 'kfn://test').message,
-        { kind: 'hmac', secret: 's' },
-      );
-      const res = await app.request('/', { method: 'POST', headers, body });
-      return { status: res.status, body: (await res.json()) as { result?: string; changes?: { action: string; ref: { name: string } }[]; error?: string } };
-    };
+    const deliver = (name: string, reason: ReconcileReason = 'updated') => deliverTo(app, api, Gizmo, ns, name, reason);
     const parts = async () => (await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${ns}/configmaps`, { query: { labelSelector: 'kfn.dev/reconciler=gizmos' } })).items.map((c) => c.metadata.name).sort();
 
     await api.request('POST', path, { body: { apiVersion: Gizmo.apiVersion, kind: 'Gizmo', metadata: { name: 'g' }, spec: { parts: 3 } } });
@@ -105,15 +110,7 @@ describe('SDK runtime', () => {
     });
     const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
     const path = `/apis/${Scaler.apiVersion}/namespaces/${ns}/scalers`;
-    const deliver = async () => {
-      const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `${path}/s`);
-      const { headers, body } = authenticate(
-        reconcileEvent({ reconciler: 'scalers', primary: { apiVersion: Scaler.apiVersion, kind: 'Scaler', namespace: ns, name: 's', uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion }, reason: 'updated', observedAt: Date.now() }, 1, 'kfn://test').message,
-        { kind: 'hmac', secret: 's' },
-      );
-      const res = await app.request('/', { method: 'POST', headers, body });
-      return { status: res.status, body: (await res.json()) as { changes?: { action: string; ref: { name: string } }[]; error?: string } };
-    };
+    const deliver = () => deliverTo(app, api, Scaler, ns, 's');
     const hpaUid = () => api.request<{ metadata: { uid: string } }>('GET', `/apis/autoscaling/v2/namespaces/${ns}/horizontalpodautoscalers/hpa`).then((h) => h.metadata.uid);
 
     await api.request('POST', path, { body: { apiVersion: Scaler.apiVersion, kind: 'Scaler', metadata: { name: 's' }, spec: { mode: 'both' } } });
@@ -135,5 +132,82 @@ describe('SDK runtime', () => {
     const stray = await deliver();
     assert.equal(stray.status, 500);
     assert.match(stray.body.error!, /Secret \(v1\) is not in the reconciler's owns/);
+  });
+  test("a field dropped from a child's desired state is removed from the live child; equal quantities make no write", async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-drop');
+    const group = `${uniqueName('drop')}.kfn.test`;
+    const Shape = defineKind({ group, version: 'v1', kind: 'Shape', spec: t.Object({ trimmed: t.Boolean() }), status: t.Object({ note: t.Optional(t.String()) }) });
+    await applyObject(api, crdOf(Shape) as never, 'kfn-test');
+    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/shapes.${group}`).catch(() => undefined));
+    await waitFor('the Shape CRD to be served', () => api.resource(Shape.apiVersion, 'Shape'));
+    const fn = defineReconciler({
+      for: Shape,
+      owns: [ConfigMap, Deployment],
+      reconcile(s) {
+        const full = !s.spec.trimmed;
+        const labels = { app: 'shape', ...(full ? { tier: 'extra' } : {}) };
+        return {
+          children: [
+            { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'shape', labels, ...(full ? { annotations: { note: 'x' } } : {}) }, data: { a: '1', ...(full ? { b: '2' } : {}) } },
+            {
+              apiVersion: 'apps/v1',
+              kind: 'Deployment',
+              metadata: { name: 'shape', labels },
+              spec: {
+                replicas: 0,
+                selector: { matchLabels: { app: 'shape' } },
+                template: {
+                  metadata: { labels: { app: 'shape' } },
+                  spec: {
+                    containers: [
+                      {
+                        name: 'main',
+                        image: 'kfn.local/busybox:test',
+                        env: [{ name: 'KEEP', value: '1' }, ...(full ? [{ name: 'DROP', value: '2' }] : [])],
+                        // 0.5 and 1024Mi are stored as 500m and 1Gi: equal by value, no write.
+                        resources: full ? { limits: { cpu: '0.5', memory: '1024Mi' }, requests: { cpu: '0.25' } } : { requests: { cpu: '0.25' } },
+                      },
+                    ],
+                  },
+                },
+              },
+            },
+          ],
+          status: full ? { note: 'full' } : {},
+        };
+      },
+    });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    const path = `/apis/${Shape.apiVersion}/namespaces/${ns}/shapes`;
+    const deliver = async () => {
+      const out = await deliverTo(app, api, Shape, ns, 's');
+      assert.equal(out.status, 200, out.body.error);
+      return out.body.changes!.map((c) => `${c.action} ${c.ref.kind}`);
+    };
+    type Live = { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }; data?: Record<string, string>; spec?: { template: { spec: { containers: { env?: { name: string }[]; resources?: { limits?: Record<string, string> } }[] } } } };
+    const cm = () => api.request<Live>('GET', `/api/v1/namespaces/${ns}/configmaps/shape`);
+    const deploy = () => api.request<Live>('GET', `/apis/apps/v1/namespaces/${ns}/deployments/shape`);
+
+    await api.request('POST', path, { body: { apiVersion: Shape.apiVersion, kind: 'Shape', metadata: { name: 's' }, spec: { trimmed: false } } });
+    assert.deepEqual(await deliver(), ['applied ConfigMap', 'applied Deployment', 'status Shape']);
+    assert.deepEqual((await deploy()).spec!.template.spec.containers[0]!.resources!.limits, { cpu: '500m', memory: '1Gi' });
+    assert.deepEqual(await deliver(), [], 'idle: quantities equal by value and unchanged fields make no write');
+
+    await api.request('PATCH', `${path}/s`, { body: { spec: { trimmed: true } }, contentType: 'application/merge-patch+json' });
+    assert.deepEqual(await deliver(), ['applied ConfigMap', 'applied Deployment', 'status Shape'], 'dropping fields is a change');
+    const c = await cm();
+    assert.equal(c.metadata.labels!.tier, undefined, 'the dropped label is gone');
+    assert.equal(c.metadata.annotations?.note, undefined, 'the dropped annotation is gone');
+    assert.deepEqual(c.data, { a: '1' }, 'the dropped key is gone');
+    const d = await deploy();
+    const container = d.spec!.template.spec.containers[0]!;
+    assert.deepEqual(container.env!.map((e) => e.name), ['KEEP'], 'the dropped env var is gone');
+    assert.equal(container.resources!.limits, undefined, 'the dropped limits are gone');
+    assert.equal(d.metadata.labels!.tier, undefined);
+    const shape = await api.request<{ status: { note?: string } }>('GET', `${path}/s`);
+    assert.equal(shape.status.note, undefined, 'a dropped status field is gone');
+    assert.deepEqual(await deliver(), [], 'idle again after the trim');
   });
 });
