@@ -1,6 +1,7 @@
 // A small Kubernetes API client for what the bridge needs: JSON requests, metadata-only lists
 // and watches (PartialObjectMetadata), streaming watch lines under our own timeouts, and
 // discovery of a kind's resource path. Connection details come from connection.ts.
+import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { fetch } from 'undici';
@@ -178,25 +179,43 @@ export interface EventOptions {
   now?: Date;
 }
 
-/** Records a core/v1 Kubernetes Event on `obj` (in its namespace; `default` if cluster-scoped). */
+/**
+ * Records a core/v1 Kubernetes Event on `obj` (in its namespace; `default` if cluster-scoped).
+ * Repeats are aggregated as client-go's EventCorrelator does: the same object, type, reason,
+ * message and component make one Event whose `count` and `lastTimestamp` grow, not a new
+ * Event each time. The Event's name is derived from those fields, so this needs no memory
+ * and works the same from a stateless function as from the bridge.
+ */
 export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOptions): Promise<void> {
   const namespace = obj.metadata.namespace ?? 'default';
   const now = (event.now ?? new Date()).toISOString();
-  await api.request('POST', `/api/v1/namespaces/${namespace}/events`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { generateName: `${obj.metadata.name}.`, namespace },
-      involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
-      reason: event.reason,
-      message: event.message.slice(0, 1024),
-      type: event.type,
-      source: { component: event.component },
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    },
-  });
+  const message = event.message.slice(0, 1024);
+  const digest = createHash('sha256').update(JSON.stringify([obj.apiVersion, obj.kind, obj.metadata.namespace, obj.metadata.name, obj.metadata.uid, event.type, event.reason, message, event.component])).digest('hex').slice(0, 16);
+  const name = `${obj.metadata.name.slice(0, 200)}.${digest}`;
+  const path = `/api/v1/namespaces/${namespace}/events`;
+  try {
+    await api.request('POST', path, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name, namespace },
+        involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
+        reason: event.reason,
+        message,
+        type: event.type,
+        source: { component: event.component },
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 409)) throw err;
+    // Seen before: count it. An Event that expired between the POST and here is not worth a retry.
+    const existing = await api.request<{ count?: number }>('GET', `${path}/${encodeURIComponent(name)}`).catch(() => undefined);
+    if (!existing) return;
+    await api.request('PATCH', `${path}/${encodeURIComponent(name)}`, { body: { count: (existing.count ?? 1) + 1, lastTimestamp: now }, contentType: 'application/merge-patch+json' });
+  }
 }
 
 /** The collection path of a resource, in one namespace or across all. */

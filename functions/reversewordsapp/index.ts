@@ -100,5 +100,5 @@ export default defineReconciler({
     await ctx.api.request('DELETE', `/api/v1/namespaces/${app.metadata.namespace}/configmaps/${cacheName(app)}`);
     await ctx.event('Normal', 'Finalized', `removed ${cacheName(app)}`);
   },
-  finalizeAttempts: 6,
+  finalizeTimeoutSeconds: 15,
 });

@@ -95,12 +95,15 @@ export interface ReconcilerDefinition<K extends Kind = Kind> {
   reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>['status']>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>['status']>>>;
   /**
    * Runs before a deleted object may go; the finalizer is removed once it succeeds. A failing
-   * finalize is retried with backoff, but never blocks deletion forever: after
-   * `finalizeAttempts` attempts (default 10) the SDK records a Warning Event and lets the object
-   * go. The annotation `kfn.dev/skip-finalizer: "true"` lets it go at once, without cleanup.
+   * finalize is retried with backoff (each failure a `FinalizeFailed` Warning Event, counted
+   * on one Event while the error is the same), but never blocks deletion forever: once
+   * `finalizeTimeoutSeconds` have passed since the object's deletionTimestamp, the SDK records
+   * a `FinalizerGaveUp` Warning Event and lets the object go. The annotation
+   * `kfn.dev/skip-finalizer: "true"` lets it go at once, without cleanup.
    */
   finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
-  finalizeAttempts?: number;
+  /** How long a failing finalize is retried after deletion was asked for (default 600 s). */
+  finalizeTimeoutSeconds?: number;
   /**
    * Reconciles the bridge runs at once for this function (default 1; never two for one object).
    * On Knative it is also the Service's containerConcurrency.

@@ -22,6 +22,8 @@ export const ownerUidLabel = 'kfn.dev/owner-uid';
 export const reconcilerLabel = 'kfn.dev/reconciler';
 /** The documented way out of a finalizer whose cleanup cannot succeed. */
 export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
+/** How long a failing finalize is retried after the object's deletionTimestamp, by default. */
+export const defaultFinalizeTimeoutSeconds = 600;
 
 /** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
 export class ReconcileError extends Error {
@@ -113,7 +115,6 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   const finalizer = reconciler.finalizer;
   if (obj.metadata.deletionTimestamp) {
     if (finalizer && obj.metadata.finalizers?.includes(finalizer)) {
-      const attempts = reconciler.finalizeAttempts ?? 10;
       if (obj.metadata.annotations?.[skipFinalizerAnnotation] === 'true') {
         log.warn({}, `${skipFinalizerAnnotation} is set: removing the finalizer without cleanup`);
         await ctx.event('Warning', 'FinalizerSkipped', `${skipFinalizerAnnotation} is set: ${finalizer} removed without running cleanup`).catch(() => undefined);
@@ -121,13 +122,33 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
         try {
           await step('finalize', async () => reconciler.finalize!(obj as never, ctx));
         } catch (err) {
-          if (received.attempt < attempts) throw err;
-          // Bounded: cleanup that keeps failing must not keep the object forever.
-          log.error({ attempts, error: (err as Error).message }, 'finalize keeps failing; letting the object go');
-          await ctx.event('Warning', 'FinalizerGaveUp', `cleanup failed ${received.attempt} times, last: ${(err as Error).message}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
+          // Bounded by time since deletion was asked for — not by attempts, which count the
+          // bridge's retries of this object whatever their cause and may be high already.
+          const timeoutSeconds = reconciler.finalizeTimeoutSeconds ?? defaultFinalizeTimeoutSeconds;
+          const parsed = Date.parse(obj.metadata.deletionTimestamp);
+          const since = Number.isNaN(parsed) ? now().getTime() : parsed;
+          const elapsedSeconds = Math.max(0, Math.round((now().getTime() - since) / 1000));
+          const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+          if (elapsedSeconds < timeoutSeconds) {
+            const giveUpAt = new Date(since + timeoutSeconds * 1000).toISOString();
+            await ctx.event('Warning', 'FinalizeFailed', `cleanup failed: ${cause}; retried until ${giveUpAt}, then ${finalizer} is removed without it (annotate ${skipFinalizerAnnotation}=true to let the object go now)`).catch(() => undefined);
+            throw err;
+          }
+          log.error({ elapsedSeconds, timeoutSeconds, error: cause }, 'finalize kept failing past its timeout; letting the object go');
+          await ctx.event('Warning', 'FinalizerGaveUp', `cleanup kept failing for ${elapsedSeconds}s since deletion (finalizeTimeoutSeconds ${timeoutSeconds}), last: ${cause}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
         }
       }
-      await step('removing the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, false));
+      try {
+        await step('removing the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, false));
+      } catch (err) {
+        // The uid precondition failed: this object is gone (and a new one of the same name is
+        // not ours to touch). Nothing is left to finalize.
+        if (uidPreconditionFailed((err as Error).cause)) {
+          log.info({}, 'the object went while it was being finalized');
+          return { result: 'done', changes };
+        }
+        throw err;
+      }
       changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
       log.info({}, 'finalized');
     }
@@ -190,9 +211,12 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     await step(`pruning ${describe(live)}`, async () => {
       const resource = await api.resource(live.apiVersion!, live.kind!);
       try {
-        await api.request('DELETE', objectPath(resource, live.metadata.name, live.metadata.namespace), { query: { propagationPolicy: 'Background' } });
+        // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
+        await api.request('DELETE', objectPath(resource, live.metadata.name, live.metadata.namespace), {
+          body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } },
+        });
       } catch (err) {
-        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        if (!(err instanceof ApiError && (err.status === 404 || err.status === 409))) throw err;
       }
     });
     changes.push({ action: 'pruned', ref: refOf(live) });
@@ -223,7 +247,7 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     };
   });
   const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
-  const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status };
+  const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid }, status };
   if (applyNeeded(obj, statusBody, reconciler.fieldManager, 'status')) {
     await step('writing the status', () =>
       api.request('PATCH', `${primaryPath}/status`, {
@@ -254,10 +278,17 @@ function childWithOwner(child: Child, owner: KubeObject, reconcilerName: string)
   };
 }
 
+/** A write preconditioned on a uid found no object with it: 404, 409 "uid mismatch", 422 "uid … immutable". */
+function uidPreconditionFailed(err: unknown): boolean {
+  return err instanceof ApiError && (err.status === 404 || err.status === 409 || (err.status === 422 && /metadata\.uid/.test(err.message)));
+}
+
 async function applyFinalizers(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject, present: boolean): Promise<void> {
   // Applying only our finalizer under our field manager: other finalizers are someone else's.
   await api.request('PATCH', path, {
-    body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, finalizers: present ? [reconciler.finalizer] : [] } },
+    // The uid makes the apply a precondition: it never creates a deleted object again, nor
+    // touches a new object that took the name (409 / 422 instead).
+    body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, finalizers: present ? [reconciler.finalizer] : [] } },
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: `${reconciler.fieldManager}-finalizer`, force: true },
   });

@@ -17,6 +17,8 @@ export interface FunctionOptions {
   /** Makes the Kubernetes client on the first reconcile (default: --kubeconfig/$KUBECONFIG/in-cluster). */
   connect?: () => KubeApi;
   log?: Logger;
+  /** The clock the runtime reads (finalizer timeouts, condition times); tests pass a fake one. */
+  now?: () => Date;
 }
 
 /**
@@ -58,7 +60,7 @@ export function createApp(reconciler: Reconciler, options: FunctionOptions = {})
     }
     try {
       api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
-      return c.json(await reconcileEvent(reconciler, received, { api, log }));
+      return c.json(await reconcileEvent(reconciler, received, { api, log, now: options.now }));
     } catch (err) {
       log.error({ error: (err as Error).message }, 'reconcile failed');
       return c.json({ error: (err as Error).message }, 500);

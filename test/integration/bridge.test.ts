@@ -141,10 +141,20 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(f.receiver.of('odd').length, 1, 'not retried');
     const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
     assert.match(metrics, /controller_runtime_terminal_reconcile_errors_total\{controller="widgets"\} 1/);
+    // The same refusal again: one Event counted twice, as client-go aggregates, not a second one.
+    await f.patchWidget('odd', { spec: { size: 3 } });
+    await waitFor('the first refused update', async () => f.receiver.of('odd').find((d) => d.reason === 'updated'));
+    await waitFor('its Warning Event', async () => (await cluster.core.listNamespacedEvent({ namespace: f.ns, fieldSelector: 'involvedObject.name=odd' })).items.find((e) => /refused the updated event/.test(e.message ?? '')));
+    await f.patchWidget('odd', { spec: { size: 5 } });
+    await waitFor('the second refused update', async () => f.receiver.of('odd').filter((d) => d.reason === 'updated')[1]);
+    await waitFor('one Warning Event per message, the repeated one counted twice', async () => {
+      const warnings = (await cluster.core.listNamespacedEvent({ namespace: f.ns, fieldSelector: 'involvedObject.name=odd' })).items.filter((e) => e.type === 'Warning');
+      return warnings.length === 2 && warnings.find((e) => e.metadata!.name === event.metadata!.name)?.count === 1 && warnings.find((e) => e.metadata!.name !== event.metadata!.name)?.count === 2 ? true : undefined;
+    });
     // The next change is delivered again.
     f.receiver.answer = answerDone;
     await f.patchWidget('odd', { spec: { size: 2 } });
-    await waitFor('the next change to be delivered', async () => f.receiver.of('odd').find((d) => d.reason === 'updated'));
+    await waitFor('the next change to be delivered', async () => f.receiver.of('odd').filter((d) => d.reason === 'updated')[2]);
   });
 
   test('a rotated auth Secret: the 401 it causes makes the bridge read the Secret again, and the delivery goes through', async (t) => {

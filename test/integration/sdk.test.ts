@@ -3,6 +3,7 @@
 // and no writes when nothing changed.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
 import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t } from '../../functions/sdk/index.ts';
@@ -13,10 +14,10 @@ import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../sup
 type Answer = { result?: string; changes?: { action: string; ref: { name: string; kind: string } }[]; error?: string };
 
 /** Sends the function a signed reconcile event for `kind` `ns/name`, as the bridge would. */
-async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated'): Promise<{ status: number; body: Answer }> {
+async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated', attempt = 1): Promise<{ status: number; body: Answer }> {
   const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}/${name}`).catch(() => undefined);
   const { headers, body } = authenticate(
-    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, 1, 'kfn://test').message,
+    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, attempt, 'kfn://test').message,
     { kind: 'hmac', secret: 's' },
   );
   const res = await app.request('/', { method: 'POST', headers, body });
@@ -209,5 +210,85 @@ describe('SDK runtime', () => {
     const shape = await api.request<{ status: { note?: string } }>('GET', `${path}/s`);
     assert.equal(shape.status.note, undefined, 'a dropped status field is gone');
     assert.deepEqual(await deliver(), [], 'idle again after the trim');
+  });
+  test('a failing finalize is retried until finalizeTimeoutSeconds after deletion, whatever the attempt; writes are preconditioned on the uid', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-final');
+    const group = `${uniqueName('final')}.kfn.test`;
+    const Doomed = defineKind({ group, version: 'v1', kind: 'Doomed', spec: t.Object({ mode: t.Optional(t.String()) }), status: t.Object({}) });
+    await applyObject(api, crdOf(Doomed) as never, 'kfn-test');
+    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/doomeds.${group}`).catch(() => undefined));
+    await waitFor('the Doomed CRD to be served', () => api.resource(Doomed.apiVersion, 'Doomed'));
+    const path = `/apis/${Doomed.apiVersion}/namespaces/${ns}/doomeds`;
+    let clock = Date.now();
+    const fn = defineReconciler({
+      for: Doomed,
+      owns: [ConfigMap],
+      async reconcile(d, ctx) {
+        if (d.spec.mode === 'race') {
+          // Someone deletes the child and makes a new one of the same name between the list and the prune.
+          await ctx.api.request('DELETE', `/api/v1/namespaces/${ns}/configmaps/racy`);
+          await ctx.api.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: { metadata: { name: 'racy', labels: { 'kfn.dev/owner-uid': d.metadata.uid! } }, data: { by: 'someone else' } } });
+          return { children: [] };
+        }
+        return { children: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'racy' }, data: {} }] };
+      },
+      async finalize(d, ctx) {
+        if (d.spec.mode === 'vanish') {
+          // The object goes while it is finalized (someone removed the finalizers by hand).
+          await ctx.api.request('PATCH', `${path}/${d.metadata.name}`, { body: { metadata: { finalizers: null } }, contentType: 'application/merge-patch+json' });
+          return;
+        }
+        throw new Error('the backend is down');
+      },
+      finalizeTimeoutSeconds: 120,
+    });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }), now: () => new Date(clock) });
+    const deliver = (name: string, attempt: number) => deliverTo(app, api, Doomed, ns, name, 'updated', attempt);
+    const warnings = async (name: string) => (await api.request<{ items: { reason: string; message: string; count: number }[] }>('GET', `/api/v1/namespaces/${ns}/events`, { query: { fieldSelector: `involvedObject.name=${name}` } })).items;
+
+    await api.request('POST', path, { body: { apiVersion: Doomed.apiVersion, kind: 'Doomed', metadata: { name: 'd' }, spec: {} } });
+    assert.equal((await deliver('d', 1)).status, 200);
+    await api.request('DELETE', `${path}/d`);
+    const deleting = await api.request<{ metadata: { deletionTimestamp: string } }>('GET', `${path}/d`);
+    clock = Date.parse(deleting.metadata.deletionTimestamp) + 5_000;
+    // An object that was retrying long before its deletion: attempt 50 does not give up.
+    const failed = await deliver('d', 50);
+    assert.equal(failed.status, 500);
+    assert.match(failed.body.error!, /finalize for Doomed .*\/d failed: the backend is down/);
+    assert.equal((await deliver('d', 51)).status, 500);
+    const pending = await api.request<{ metadata: { finalizers?: string[] } }>('GET', `${path}/d`);
+    assert.deepEqual(pending.metadata.finalizers, ['kfn.dev/doomeds'], 'still held by its finalizer');
+    const failedEvent = (await warnings('d')).find((e) => e.reason === 'FinalizeFailed');
+    assert.ok(failedEvent, 'a FinalizeFailed Warning Event says why the object stays');
+    assert.match(failedEvent.message, /cleanup failed: the backend is down; retried until .*kfn\.dev\/skip-finalizer/);
+    assert.equal(failedEvent.count, 2, 'the same failure twice is one Event counted twice');
+
+    clock = Date.parse(deleting.metadata.deletionTimestamp) + 121_000;
+    const gaveUp = await deliver('d', 1);
+    assert.equal(gaveUp.status, 200);
+    assert.deepEqual(gaveUp.body.changes!.map((c) => c.action), ['finalizer']);
+    const event = (await warnings('d')).find((e) => e.reason === 'FinalizerGaveUp');
+    assert.match(event?.message ?? '', /cleanup kept failing for 121s since deletion \(finalizeTimeoutSeconds 120\), last: the backend is down/);
+    await waitFor('the Doomed to be gone', async () => api.request('GET', `${path}/d`).then(() => undefined, () => true));
+
+    // The finalizer's removal names the uid: an object that went meanwhile is not created again.
+    clock = Date.now();
+    await api.request('POST', path, { body: { apiVersion: Doomed.apiVersion, kind: 'Doomed', metadata: { name: 'v' }, spec: { mode: 'vanish' } } });
+    assert.equal((await deliver('v', 1)).status, 200);
+    await api.request('DELETE', `${path}/v`);
+    const vanished = await deliver('v', 1);
+    assert.equal(vanished.status, 200, vanished.body.error);
+    await sleep(500);
+    assert.equal(await api.request('GET', `${path}/v`).then(() => 'exists', () => 'gone'), 'gone', 'not recreated by the finalizer removal');
+
+    // Prune names the uid it listed: a new child that took the name is not deleted.
+    await api.request('POST', path, { body: { apiVersion: Doomed.apiVersion, kind: 'Doomed', metadata: { name: 'r' }, spec: {} } });
+    assert.equal((await deliver('r', 1)).status, 200);
+    await api.request('PATCH', `${path}/r`, { body: { spec: { mode: 'race' } }, contentType: 'application/merge-patch+json' });
+    assert.equal((await deliver('r', 1)).status, 200);
+    const racy = await api.request<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/configmaps/racy`);
+    assert.deepEqual(racy.data, { by: 'someone else' }, 'the newcomer survives the prune of its namesake');
   });
 });
