@@ -55,7 +55,7 @@ describe('reconcile events', () => {
     assert.deepEqual(received.data, { contract: 1, reconciler: 'myweb', primary: observation.primary });
   });
 
-  test('ids are deterministic: a retry keeps its id, a new observation gets a new one', () => {
+  test('ids: a retry keeps its id; every new observation, a resync or requeue of an unchanged object too, gets a new one', () => {
     const first = reconcileEvent(observation, 1, 'kfn://a').message.headers['ce-id'];
     const retry = reconcileEvent(observation, 2, 'kfn://a').message.headers['ce-id'];
     assert.equal(first, retry);
@@ -63,7 +63,10 @@ describe('reconcile events', () => {
     const changed = eventId({ ...observation, primary: { ...observation.primary, resourceVersion: '43' } });
     const resync = eventId({ ...observation, reason: 'resync' });
     const child = eventId({ ...observation, reason: 'child', trigger: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'demo', name: 'page', uid: 'c1', resourceVersion: '9' } });
-    assert.equal(new Set([first, changed, resync, child]).size, 4);
+    const laterResync = eventId({ ...observation, reason: 'resync', observedAt: observation.observedAt + 300_000 });
+    const requeue = eventId({ ...observation, reason: 'requeue' });
+    const laterRequeue = eventId({ ...observation, reason: 'requeue', observedAt: observation.observedAt + 1 });
+    assert.equal(new Set([first, changed, resync, child, laterResync, requeue, laterRequeue]).size, 7);
   });
 
   test('a cluster-scoped primary has a bare-name subject and no namespace attribute', () => {

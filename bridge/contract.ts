@@ -59,8 +59,11 @@ export function objectKey(ref: { namespace?: string; name: string }): string {
 }
 
 /**
- * The event id: the same for every delivery attempt of one observation, different when the
- * object (its uid or resourceVersion), the reason or the trigger changes.
+ * The event id: the same for every delivery attempt of one observation (a retry after a
+ * failure is a redelivery of the same event), different for every new observation — a change
+ * of the object, reason or trigger, and also each resync and each requeue of an unchanged
+ * object, which are observed anew at their own time. So (source, id) is unique per event, as
+ * CloudEvents requires, and deduplicating by id drops only true redeliveries.
  */
 export function eventId(obs: Observation): string {
   const parts = [
@@ -71,6 +74,7 @@ export function eventId(obs: Observation): string {
     obs.primary.resourceVersion ?? '',
     obs.reason,
     obs.trigger ? `${obs.trigger.kind}/${obs.trigger.uid ?? objectKey(obs.trigger)}@${obs.trigger.resourceVersion ?? ''}` : '',
+    String(obs.observedAt),
   ];
   return createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 32);
 }

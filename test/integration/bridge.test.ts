@@ -94,6 +94,7 @@ describe('bridge', { concurrency: true }, () => {
     await f.createWidget('later');
     const requeued = await waitFor('a requeue delivery', async () => f.receiver.of('later').find((d) => d.reason === 'requeue'), { timeoutMs: 10_000 });
     const first = f.receiver.of('later')[0]!;
+    assert.notEqual(requeued.id, first.id, 'a requeue is a new event');
     const waited = requeued.receivedAt - first.receivedAt;
     assert.ok(waited >= 950 && waited < 5000, `requeued after ${waited} ms (asked 1 s)`);
   });
@@ -115,14 +116,29 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(new Set(flaky.map((d) => d.id)).size, 1, 'a retry keeps its id');
     await sleep(300);
     assert.equal(f.receiver.of('flaky').length, 4, 'no more deliveries after success');
+    // kfnattempt counts per object: a change while deliveries fail continues the count with a
+    // new id; a success resets it.
+    let failing = true;
+    const answer = f.receiver.answer;
+    f.receiver.answer = (d, res) => (d.name === 'flaky' && failing ? void res.writeHead(500).end('boom') : answer(d, res));
+    await f.patchWidget('flaky', { spec: { size: 7 } });
+    await waitFor('the change to fail twice', async () => f.receiver.of('flaky')[5]);
+    await f.patchWidget('flaky', { spec: { size: 8 } });
+    failing = false;
+    const after = await waitFor('the newer change to be delivered', async () => f.receiver.of('flaky').find((d) => d.generation === 3 && d.reason === 'updated'));
+    assert.ok(after.attempt >= 3, `a newer observation continues the failing object's count (attempt ${after.attempt})`);
+    assert.notEqual(after.id, f.receiver.of('flaky')[4]!.id, 'and is a new event');
+    await f.patchWidget('flaky', { spec: { size: 9 } });
+    const fresh = await waitFor('the next change', async () => f.receiver.of('flaky').find((d) => d.generation === 4));
+    assert.equal(fresh.attempt, 1, 'a success reset the count');
 
     await f.createWidget('busy');
     const retried = await waitFor('the retry after 429', async () => f.receiver.of('busy')[1]);
     const gap = retried.receivedAt - f.receiver.of('busy')[0]!.receivedAt;
     assert.ok(gap >= 1900, `waited ${gap} ms for Retry-After: 2`);
     const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
-    assert.match(metrics, /controller_runtime_reconcile_errors_total\{controller="widgets"\} [4-9]/);
-    assert.match(metrics, /workqueue_retries_total\{name="widgets"\} [4-9]/);
+    assert.match(metrics, /controller_runtime_reconcile_errors_total\{controller="widgets"\} ([4-9]|1[0-9])\n/);
+    assert.match(metrics, /workqueue_retries_total\{name="widgets"\} ([4-9]|1[0-9])\n/);
   });
 
   test('400 is terminal: no retry, a Warning Event on the object, a metric', async (t) => {
@@ -281,6 +297,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
       const times = f.receiver.of(n).filter((d) => d.reason === 'resync').map((d) => d.receivedAt);
       const gap = times[1]! - times[0]!;
       assert.ok(gap > 2000 && gap < 4500, `${n}: resyncs ${gap} ms apart (period 3 s)`);
+      const ids = f.receiver.of(n).map((d) => d.id);
+      assert.equal(new Set(ids).size, ids.length, `${n}: every resync of the unchanged object is a new event (new id)`);
     }
   });
 
