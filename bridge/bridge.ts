@@ -83,7 +83,7 @@ class ReconcilerRuntime {
     this.bridge = bridge;
     this.config = config;
     const metrics = bridge.options.metrics;
-    this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, observer: metrics?.queueObserver(config.name) });
+    this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
     this.resync = new ResyncSchedule({
       periodMs: config.resyncPeriodSeconds * 1000,
       clock: bridge.clock,

@@ -26,6 +26,8 @@ test('a valid Reconciler gets the defaults', () => {
   assert.equal(c.maxConcurrentReconciles, 1);
   assert.equal(c.timeoutSeconds, 30);
   assert.deepEqual(c.backoff, { baseDelayMs: 5, maxDelayMs: 1_000_000 });
+  assert.deepEqual(c.rateLimit, { qps: 10, burst: 100 }, 'controller-runtime\'s overall bucket');
+  assert.deepEqual(parseReconciler({ ...valid, spec: { ...valid.spec, rateLimit: { qps: 2 } } }).rateLimit, { qps: 2, burst: 100 });
   assert.deepEqual(c.namespaces, []);
   assert.equal(c.auth?.type, 'hmac');
 });
@@ -47,12 +49,13 @@ test('every problem of an invalid Reconciler is named', () => {
       sink: { uri: 'ftp://x' },
       maxConcurrentReconciles: 0,
       resyncPeriodSeconds: -1,
+      rateLimit: { qps: 0 },
     },
   };
   assert.throws(() => parseReconciler(bad), (err: unknown) => {
     assert.ok(err instanceof InvalidReconcilerError);
     const text = err.problems.join('\n');
-    for (const pattern of [/spec\.for\.apiVersion/, /spec\.for\.kind/, /spec\.owns\[0\]\.apiVersion/, /spec\.watches\[0\]\.mapping/, /spec\.sink\.uri must be an http/, /maxConcurrentReconciles/, /resyncPeriodSeconds/]) {
+    for (const pattern of [/spec\.for\.apiVersion/, /spec\.for\.kind/, /spec\.owns\[0\]\.apiVersion/, /spec\.watches\[0\]\.mapping/, /spec\.sink\.uri must be an http/, /maxConcurrentReconciles/, /resyncPeriodSeconds/, /spec\.rateLimit\.qps/]) {
       assert.match(text, pattern);
     }
     assert.match(err.message, /^Reconciler broken is invalid: /);

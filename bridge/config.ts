@@ -43,6 +43,7 @@ export interface ReconcilerSpec {
   maxConcurrentReconciles?: number;
   timeoutSeconds?: number;
   backoff?: { baseDelayMs?: number; maxDelayMs?: number };
+  rateLimit?: { qps?: number; burst?: number };
 }
 
 /** A Reconciler with every default filled in. */
@@ -59,6 +60,8 @@ export interface ReconcilerConfig {
   maxConcurrentReconciles: number;
   timeoutSeconds: number;
   backoff: { baseDelayMs: number; maxDelayMs: number };
+  /** The overall limit on retries across the Reconciler's keys (a token bucket). */
+  rateLimit: { qps: number; burst: number };
 }
 
 export const reconcilerDefaults = {
@@ -66,6 +69,7 @@ export const reconcilerDefaults = {
   maxConcurrentReconciles: 1,
   timeoutSeconds: 30,
   backoff: { baseDelayMs: 5, maxDelayMs: 1_000_000 },
+  rateLimit: { qps: 10, burst: 100 },
 };
 
 export class InvalidReconcilerError extends Error {
@@ -173,6 +177,11 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     baseDelayMs: positiveInt(backoffIn.baseDelayMs, 'spec.backoff.baseDelayMs', problems, reconcilerDefaults.backoff.baseDelayMs),
     maxDelayMs: positiveInt(backoffIn.maxDelayMs, 'spec.backoff.maxDelayMs', problems, reconcilerDefaults.backoff.maxDelayMs),
   };
+  const rateIn = isObject(spec.rateLimit) ? spec.rateLimit : {};
+  const rateLimit = {
+    qps: positiveInt(rateIn.qps, 'spec.rateLimit.qps', problems, reconcilerDefaults.rateLimit.qps),
+    burst: positiveInt(rateIn.burst, 'spec.rateLimit.burst', problems, reconcilerDefaults.rateLimit.burst),
+  };
   const config: ReconcilerConfig = {
     name,
     generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
@@ -186,6 +195,7 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     maxConcurrentReconciles: positiveInt(spec.maxConcurrentReconciles, 'spec.maxConcurrentReconciles', problems, reconcilerDefaults.maxConcurrentReconciles),
     timeoutSeconds: positiveInt(spec.timeoutSeconds, 'spec.timeoutSeconds', problems, reconcilerDefaults.timeoutSeconds),
     backoff,
+    rateLimit,
   };
   if (problems.length) throw new InvalidReconcilerError(name, problems);
   return config;

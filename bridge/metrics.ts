@@ -46,6 +46,14 @@ export class BridgeMetrics {
   readonly depth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'], registers: [this.registry] });
   readonly adds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'], registers: [this.registry] });
   readonly retries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'], registers: [this.registry] });
+  readonly throttled = new Counter({ name: 'kfn_bridge_rate_limited_retries_total', help: 'Retries the overall rate limit (spec.rateLimit) delayed beyond their per-object backoff.', labelNames: ['name'], registers: [this.registry] });
+  readonly throttleDelay = new Histogram({
+    name: 'kfn_bridge_rate_limit_delay_seconds',
+    help: 'Extra wait the overall rate limit added to a retry.',
+    labelNames: ['name'],
+    buckets: [0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [this.registry],
+  });
   readonly queueDuration = new Histogram({
     name: 'workqueue_queue_duration_seconds',
     help: 'How long in seconds an item stays in workqueue before being requested.',
@@ -97,6 +105,10 @@ export class BridgeMetrics {
       queued: (_k, ms) => this.queueDuration.observe({ name }, ms / 1000),
       worked: (_k, ms) => this.workDuration.observe({ name }, ms / 1000),
       retried: () => this.retries.inc({ name }),
+      throttled: (_k, ms) => {
+        this.throttled.inc({ name });
+        this.throttleDelay.observe({ name }, ms / 1000);
+      },
     };
   }
 }

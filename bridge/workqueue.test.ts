@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock } from './clock.ts';
-import { ExponentialBackoff, WorkQueue, Workers } from './workqueue.ts';
+import { ExponentialBackoff, TokenBucket, WorkQueue, Workers } from './workqueue.ts';
 
 function drain(q: WorkQueue): string[] {
   const keys: string[] = [];
@@ -232,5 +232,38 @@ describe('Workers', () => {
     q.add('a');
     await flush();
     assert.equal(await workers.stop(20), false);
+  });
+});
+
+describe('the overall rate limit (token bucket)', () => {
+  test('a burst, then qps: the bucket refills with time and never beyond the burst', () => {
+    const clock = new FakeClock();
+    const bucket = new TokenBucket({ qps: 10, burst: 3 }, clock);
+    assert.deepEqual([bucket.reserve(), bucket.reserve(), bucket.reserve()], [0, 0, 0], 'the burst is free');
+    assert.deepEqual([bucket.reserve(), bucket.reserve()], [100, 200], 'then one per 100 ms, queued in order');
+    clock.advance(10_000);
+    assert.deepEqual([bucket.reserve(), bucket.reserve(), bucket.reserve(), bucket.reserve()], [0, 0, 0, 100], 'refilled to the burst, not beyond');
+  });
+
+  test('200 keys failing at once: the first 100 retry on their backoff, the rest at 10 per second', () => {
+    const clock = new FakeClock();
+    const seen: number[] = [];
+    const q = new WorkQueue({ clock, observer: { throttled: (_k, ms) => seen.push(ms) } });
+    const delays = Array.from({ length: 200 }, (_, i) => q.addRateLimited(`k${i}`));
+    assert.deepEqual(new Set(delays.slice(0, 100)), new Set([5]), 'within the burst: the per-key backoff (5 ms)');
+    assert.equal(delays[100], 100);
+    assert.equal(delays[199], 10_000, 'the 200th retry waits 10 s: 100 retries over the burst at 10 qps');
+    assert.equal(seen.length, 100, 'each throttled retry is reported');
+    // Over the next 5 s only ~50 of the throttled keys become ready, not all at once.
+    clock.advance(5_000);
+    assert.equal(drain(q).length, 150);
+  });
+
+  test('the longer of backoff, rate limit and Retry-After wins', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, rateLimit: { qps: 1, burst: 1 }, backoff: { baseDelayMs: 50, maxDelayMs: 60_000 } });
+    assert.equal(q.addRateLimited('a'), 50, 'the token is there: backoff');
+    assert.equal(q.addRateLimited('b'), 1000, 'no token: one second at 1 qps');
+    assert.equal(q.addRateLimited('c', 5000), 5000, 'Retry-After beyond both');
   });
 });

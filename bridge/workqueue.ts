@@ -43,6 +43,44 @@ export class ExponentialBackoff {
   }
 }
 
+export interface RateLimitOptions {
+  /** Retries allowed per second across all keys of one queue, in the long run (default 10). */
+  qps: number;
+  /** Retries allowed at once before `qps` applies (default 100). */
+  burst: number;
+}
+
+export const defaultRateLimit: RateLimitOptions = { qps: 10, burst: 100 };
+
+/**
+ * The overall limit on retries, as controller-runtime's default (a token bucket of 10 qps,
+ * burst 100, taken together with the per-key backoff: the longer delay wins). When a function
+ * is down, every failing key backs off on its own schedule; this keeps their sum bounded.
+ * Each retry takes a token; with none left it waits for the next one (tokens go negative, so
+ * retries queue up in order, like golang.org/x/time/rate's Reserve).
+ */
+export class TokenBucket {
+  private tokens: number;
+  private last: number;
+  private readonly options: RateLimitOptions;
+  private readonly clock: Clock;
+  constructor(options: RateLimitOptions, clock: Clock) {
+    this.options = options;
+    this.clock = clock;
+    this.tokens = options.burst;
+    this.last = clock.now();
+  }
+
+  /** Takes a token; returns how long to wait until it is really there (0 when it is now). */
+  reserve(): number {
+    const now = this.clock.now();
+    this.tokens = Math.min(this.options.burst, this.tokens + ((now - this.last) * this.options.qps) / 1000);
+    this.last = now;
+    this.tokens -= 1;
+    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.options.qps);
+  }
+}
+
 /** What the queue reports, for Prometheus or tests; every method is optional. */
 export interface QueueObserver {
   added?(key: string, priority: Priority): void;
@@ -52,17 +90,21 @@ export interface QueueObserver {
   /** Time from `get` to `done`. */
   worked?(key: string, ms: number): void;
   retried?(key: string): void;
+  /** A retry the overall rate limit delayed beyond its key's backoff, and by how much. */
+  throttled?(key: string, extraMs: number): void;
 }
 
 export interface WorkQueueOptions {
   clock?: Clock;
   backoff?: BackoffOptions;
+  rateLimit?: RateLimitOptions;
   observer?: QueueObserver;
 }
 
 export class WorkQueue {
   private readonly clock: Clock;
   private readonly backoff: ExponentialBackoff;
+  private readonly bucket: TokenBucket;
   private readonly observer: QueueObserver;
 
   // Keys ready to hand out, in order, one lane per priority.
@@ -82,6 +124,7 @@ export class WorkQueue {
   constructor(options: WorkQueueOptions = {}) {
     this.clock = options.clock ?? systemClock;
     this.backoff = new ExponentialBackoff(options.backoff ?? defaultBackoff);
+    this.bucket = new TokenBucket(options.rateLimit ?? defaultRateLimit, this.clock);
     this.observer = options.observer ?? {};
   }
 
@@ -119,12 +162,15 @@ export class WorkQueue {
   }
 
   /**
-   * Adds `key` after its next backoff delay (a failure), or after `minDelayMs` if that is
-   * longer (a Retry-After); returns the delay used.
+   * Adds `key` after the longest of: its next backoff delay (a failure), the overall rate
+   * limit's wait, and `minDelayMs` (a Retry-After); returns the delay used.
    */
   addRateLimited(key: string, minDelayMs = 0): number {
-    const delay = Math.max(this.backoff.next(key), minDelayMs);
+    const own = Math.max(this.backoff.next(key), minDelayMs);
+    const overall = this.bucket.reserve();
+    const delay = Math.max(own, overall);
     this.observer.retried?.(key);
+    if (overall > own) this.observer.throttled?.(key, overall - own);
     this.addAfter(key, delay, 'high');
     return delay;
   }

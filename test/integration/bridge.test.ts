@@ -141,6 +141,20 @@ describe('bridge', { concurrency: true }, () => {
     assert.match(metrics, /workqueue_retries_total\{name="widgets"\} ([4-9]|1[0-9])\n/);
   });
 
+  test('the overall rate limit spaces the retries of many failing objects', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { rateLimit: { qps: 2, burst: 1 }, maxConcurrentReconciles: 4 } });
+    f.receiver.answer = (_d, res) => void res.writeHead(500).end('down');
+    for (const n of ['a', 'b', 'c', 'd']) await f.createWidget(n);
+    await waitFor('six retries', async () => (f.receiver.deliveries.filter((d) => d.attempt > 1).length >= 6 ? true : undefined), { timeoutMs: 20_000 });
+    const retries = f.receiver.deliveries.filter((d) => d.attempt > 1).map((d) => d.receivedAt).sort((x, y) => x - y);
+    // Per-key backoff alone would retry all four within ~20 ms; at 2 per second, six take ≥ 2 s.
+    const span = retries[5]! - retries[0]!;
+    assert.ok(span >= 2000, `six retries spread over ${span} ms at 2 qps`);
+    const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
+    assert.match(metrics, /kfn_bridge_rate_limited_retries_total\{name="widgets"\} [1-9]/);
+  });
+
   test('400 is terminal: no retry, a Warning Event on the object, a metric', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster);
