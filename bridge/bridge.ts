@@ -64,6 +64,13 @@ interface SharedWatch {
   unsubscribe: () => void;
 }
 
+/**
+ * After a delivery timed out, how long past its deadline the bridge waits before delivering
+ * that object again: the SDK aborts its reads and writes at the deadline, and a write already
+ * on the wire lands within this.
+ */
+export const deadlineGraceMs = 2000;
+
 class ReconcilerRuntime {
   readonly config: ReconcilerConfig;
   readonly queue: WorkQueue;
@@ -72,6 +79,9 @@ class ReconcilerRuntime {
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
   private readonly tombstones = new Map<string, KubeObject>();
+  // Keys whose last delivery timed out, until its deadline plus a grace: the function may still
+  // be finishing it (the SDK stops at the deadline), so nothing is delivered for them before.
+  private readonly heldUntil = new Map<string, number>();
   private readonly bridge: Bridge;
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
@@ -132,6 +142,15 @@ class ReconcilerRuntime {
   private async deliver(key: string): Promise<void> {
     const metrics = this.bridge.options.metrics;
     const controller = this.config.name;
+    const held = this.heldUntil.get(key);
+    if (held !== undefined) {
+      const wait = held - this.bridge.clock.now();
+      if (wait > 0) {
+        this.queue.addAfter(key, wait);
+        return;
+      }
+      this.heldUntil.delete(key);
+    }
     const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
     const live = this.primaryStore?.get(key);
     const tomb = this.tombstones.get(key);
@@ -152,14 +171,16 @@ class ReconcilerRuntime {
       observedAt: pending.observedAt,
     };
     const attempt = this.queue.retries(key) + 1;
-    const { event, message } = reconcileEvent(observation, attempt, this.bridge.source);
+    const timeoutMs = this.config.timeoutSeconds * 1000;
+    const deadline = this.bridge.clock.now() + timeoutMs;
+    const { event, message } = reconcileEvent(observation, attempt, this.bridge.source, deadline);
     metrics?.activeWorkers.inc({ controller });
     let result: DeliveryResult;
     let sink = '';
     try {
       sink = await this.resolveSink();
       const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000, signer: this.signer() });
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: this.signer() });
       if (result.refusedSignature && result.outcome.kind === 'retry') this.reportSink(result.outcome.why);
     } catch (err) {
       // The sink or the auth secret could not be resolved: retry like a failed delivery.
@@ -214,8 +235,11 @@ class ReconcilerRuntime {
       case 'retry': {
         metrics?.reconcileTotal.inc({ controller, result: 'error' });
         metrics?.reconcileErrors.inc({ controller });
-        // The pending observation stays, so the retry carries the same event id.
-        const delay = this.queue.addRateLimited(key, outcome.afterMs ?? 0);
+        // The pending observation stays, so the retry carries the same event id. After a
+        // timeout the function may still be at work: no delivery of this key until its
+        // deadline has passed by a grace, whatever arrives meanwhile.
+        if (result.timedOut) this.heldUntil.set(key, deadline + deadlineGraceMs);
+        const delay = this.queue.addRateLimited(key, Math.max(outcome.afterMs ?? 0, result.timedOut ? deadline + deadlineGraceMs - this.bridge.clock.now() : 0));
         this.bridge.options.log.warn({ reconciler: controller, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
         return;
       }

@@ -83,8 +83,11 @@ function refText(ref: ObjectRef): string {
   return `${ref.kind}/${objectKey(ref)}`;
 }
 
-/** Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1). */
-export function reconcileEvent(obs: Observation, attempt: number, source: string): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
+/**
+ * Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1).
+ * `deadline` (ms since epoch) is when the bridge stops waiting for the answer.
+ */
+export function reconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
   const data: ReconcileEventData = { contract: contractVersion, reconciler: obs.reconciler, primary: obs.primary };
   if (obs.trigger) data.trigger = obs.trigger;
   // Extension values are strings: the SDK would put objects into headers verbatim.
@@ -101,6 +104,7 @@ export function reconcileEvent(obs: Observation, attempt: number, source: string
   if (obs.primary.resourceVersion) extensions.kfnresourceversion = obs.primary.resourceVersion;
   if (obs.primary.generation !== undefined) extensions.kfngeneration = String(obs.primary.generation);
   if (obs.trigger) extensions.kfntrigger = refText(obs.trigger);
+  if (deadline !== undefined) extensions.kfndeadline = new Date(deadline).toISOString();
   const event = new CloudEvent<ReconcileEventData>({
     specversion: '1.0',
     type: reconcileEventType,
@@ -158,6 +162,8 @@ export interface ReceivedReconcile {
   data: ReconcileEventData;
   reason: ReconcileReason;
   attempt: number;
+  /** When the bridge stops waiting for the answer (kfndeadline); work past it is wasted or worse. */
+  deadline?: Date;
 }
 
 function constantTimeEqual(a: string, b: string): boolean {
@@ -243,7 +249,13 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
     throw new ContractError(400, `kfnreason must be one of ${reconcileReasons.join(', ')}`);
   }
   const attempt = Number((event as unknown as Record<string, unknown>).kfnattempt ?? 1);
-  return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1 };
+  const deadlineText = (event as unknown as Record<string, unknown>).kfndeadline;
+  let deadline: Date | undefined;
+  if (deadlineText !== undefined) {
+    deadline = new Date(String(deadlineText));
+    if (Number.isNaN(deadline.getTime())) throw new ContractError(400, `kfndeadline must be an RFC 3339 time, not ${JSON.stringify(deadlineText)}`);
+  }
+  return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------

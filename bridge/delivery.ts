@@ -12,6 +12,8 @@ export interface DeliveryResult {
   durationMs: number;
   /** The sink's front door refused the request's signature (SigV4). */
   refusedSignature?: boolean;
+  /** No answer within the timeout: the function may still be working on it. */
+  timedOut?: boolean;
 }
 
 export interface SendOptions {
@@ -40,15 +42,17 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       const why = `HTTP ${res.status} from ${new URL(options.url).host}: the AWS SigV4-signed request was refused (${text.slice(0, 200)}); check that the bridge's AWS credentials belong to a principal allowed lambda:InvokeFunctionUrl on this function, and spec.sink.awsIam.region`;
       return { outcome: { kind: 'retry', why }, status: res.status, durationMs: now() - started, refusedSignature: true };
     }
-    return { outcome: classifyResponse(res.status, res.headers, text, now()), status: res.status, durationMs: now() - started };
+    // A 504 from a proxy in front (Knative's queue-proxy, an ingress) is a timeout too: the
+    // function behind it may still be working on the event.
+    return { outcome: classifyResponse(res.status, res.headers, text, now()), status: res.status, durationMs: now() - started, ...(res.status === 504 ? { timedOut: true } : {}) };
   } catch (err) {
     const e = err as Error & { cause?: { code?: string; message?: string } };
-    const why =
-      e.name === 'TimeoutError' || e.name === 'AbortError'
-        ? `no answer within ${options.timeoutMs} ms`
-        : e.name === 'CredentialsProviderError'
-          ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
-          : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
-    return { outcome: { kind: 'retry', why }, durationMs: now() - started };
+    const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';
+    const why = timedOut
+      ? `no answer within ${options.timeoutMs} ms`
+      : e.name === 'CredentialsProviderError'
+        ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
+        : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
+    return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(timedOut ? { timedOut } : {}) };
   }
 }

@@ -60,10 +60,19 @@ type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export class KubeApi {
   readonly connection: Connection;
-  private readonly discovery = new Map<string, Promise<ResourceInfo[]>>();
+  private readonly discovery: Map<string, Promise<ResourceInfo[]>>;
+  /** Aborts every request made through this client that brings no signal of its own. */
+  readonly signal?: AbortSignal;
 
-  constructor(connection: Connection) {
+  constructor(connection: Connection, options: { signal?: AbortSignal; discovery?: Map<string, Promise<ResourceInfo[]>> } = {}) {
     this.connection = connection;
+    this.signal = options.signal;
+    this.discovery = options.discovery ?? new Map();
+  }
+
+  /** The same client (connection, discovery cache) with every request bound to `signal`: a deadline. */
+  withSignal(signal: AbortSignal): KubeApi {
+    return new KubeApi(this.connection, { signal, discovery: this.discovery });
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
@@ -80,7 +89,7 @@ export class KubeApi {
       headers,
       body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
       dispatcher: this.connection.dispatcher,
-      signal: options.signal,
+      signal: options.signal ?? this.signal,
     });
   }
 

@@ -75,9 +75,14 @@ export interface ReconcileContext {
   list<T = KubeObject>(ref: KindRef, options?: { namespace?: string; labelSelector?: string }): Promise<T[]>;
   /** Records a Kubernetes Event on the object being reconciled. */
   event(type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
-  /** The API client, for imperative work the declarative result cannot express. */
+  /** The API client, for imperative work the declarative result cannot express. Its requests are bound to `signal`. */
   api: KubeApi;
   log: Logger;
+  /**
+   * Aborted when the delivery's deadline passes (the Reconciler's timeoutSeconds): the bridge
+   * has stopped waiting and will deliver again. Pass it to your own slow work (fetch, loops).
+   */
+  signal: AbortSignal;
 }
 
 export interface WatchSpec extends KindRef {

@@ -50,7 +50,34 @@ export interface InvocationOptions {
   now?: () => Date;
 }
 
+/** The delivery's deadline passed: the bridge no longer waits for this answer. */
+export class DeadlineExceeded extends Error {
+  constructor(deadline: Date) {
+    super(`the delivery's deadline (${deadline.toISOString()}) passed: the bridge has stopped waiting and will deliver the event again, so this reconcile stops before writing more`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/**
+ * Runs one reconcile event. When it carries a deadline (kfndeadline), every read and write is
+ * bound to it and no step starts after it: the bridge retries once it has passed, and two
+ * reconciles of one object must never write at once.
+ */
 export async function reconcileEvent(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions): Promise<ReconcileResponse> {
+  const deadline = received.deadline;
+  if (!deadline) return invoke(reconciler, received, options, new AbortController().signal);
+  const controller = new AbortController();
+  const now = options.now ?? (() => new Date());
+  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(deadline)), Math.max(0, deadline.getTime() - now().getTime()));
+  timer.unref?.();
+  try {
+    return await invoke(reconciler, received, { ...options, api: options.api.withSignal(controller.signal) }, controller.signal);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function invoke(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal): Promise<ReconcileResponse> {
   const { api } = options;
   const now = options.now ?? (() => new Date());
   const kind: Kind = reconciler.for;
@@ -61,10 +88,12 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   const changes: Change[] = [];
   const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
     try {
+      signal.throwIfAborted();
       return await fn();
     } catch (err) {
       if (err instanceof ReconcileError) throw err;
-      throw new ReconcileError(what, name, err);
+      // An aborted request reports the abort, not the deadline: say what really happened.
+      throw new ReconcileError(what, name, signal.aborted ? signal.reason : err);
     }
   };
 
@@ -109,6 +138,7 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
     event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
     api,
     log,
+    signal,
   };
 
   // 2. Deletion: run the finalizer, then let the object go.

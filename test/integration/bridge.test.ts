@@ -217,6 +217,28 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(retry.id, f.receiver.of('slow')[0]!.id);
   });
 
+  test('after a timeout the object is not delivered again before the deadline plus a grace, even on a new change', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 1 } });
+    // The function honours the deadline it is given, but its last write lands 500 ms after it.
+    f.receiver.answer = async (d, res) => {
+      if (d.attempt > 1) return answerDone(d, res);
+      const deadline = d.received.deadline!.getTime();
+      await sleep(Math.max(0, deadline - Date.now()) + 500);
+      res.destroy();
+    };
+    await f.createWidget('busy');
+    const first = await waitFor('the first delivery', async () => f.receiver.of('busy')[0]);
+    assert.ok(first.received.deadline, 'the event carries its deadline (kfndeadline)');
+    const budget = first.received.deadline!.getTime() - first.receivedAt;
+    assert.ok(budget > 500 && budget <= 1100, `deadline ${budget} ms after receipt (timeoutSeconds 1)`);
+    await sleep(1100);
+    await f.patchWidget('busy', { spec: { size: 2 } }); // a change right after the timeout
+    const retry = await waitFor('the next delivery', async () => f.receiver.of('busy')[1], { timeoutMs: 10_000 });
+    assert.ok(retry.receivedAt >= first.received.deadline!.getTime() + 1900, `held until the deadline + 2 s grace (${retry.receivedAt - first.received.deadline!.getTime()} ms after it)`);
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two deliveries of the object at once');
+  });
+
   test('never two deliveries of one object at once; the last delivery sees the last change', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 4 } });

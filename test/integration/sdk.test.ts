@@ -2,11 +2,11 @@
 // function (no bridge): finalizers, pruning, errors that name the object and the step,
 // and no writes when nothing changed.
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
-import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t } from '../../functions/sdk/index.ts';
+import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, type Kind } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
@@ -14,14 +14,21 @@ import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../sup
 type Answer = { result?: string; changes?: { action: string; ref: { name: string; kind: string } }[]; error?: string };
 
 /** Sends the function a signed reconcile event for `kind` `ns/name`, as the bridge would. */
-async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated', attempt = 1): Promise<{ status: number; body: Answer }> {
+async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated', attempt = 1, deadline?: number): Promise<{ status: number; body: Answer }> {
   const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}/${name}`).catch(() => undefined);
   const { headers, body } = authenticate(
-    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, attempt, 'kfn://test').message,
+    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, attempt, 'kfn://test', deadline).message,
     { kind: 'hmac', secret: 's' },
   );
   const res = await app.request('/', { method: 'POST', headers, body });
   return { status: res.status, body: (await res.json()) as Answer };
+}
+
+/** Installs a kind's CRD for one test, waits until it is served, removes it afterwards. */
+async function installKind(t: TestContext, api: ReturnType<typeof kubeApi>, kind: Kind): Promise<void> {
+  await applyObject(api, crdOf(kind) as never, 'kfn-test');
+  t.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${kind.plural}.${kind.group}`).catch(() => undefined));
+  await waitFor(`the ${kind.kind} CRD to be served`, () => api.resource(kind.apiVersion, kind.kind));
 }
 
 describe('SDK runtime', () => {
@@ -31,9 +38,7 @@ describe('SDK runtime', () => {
     const ns = await testNamespace(t2, cluster, 'sdk');
     const group = `${uniqueName('sdk')}.kfn.test`;
     const Gizmo = defineKind({ group, version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer({ minimum: 0 }), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()) }) });
-    await applyObject(api, crdOf(Gizmo) as never, 'kfn-test');
-    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.${group}`).catch(() => undefined));
-    await waitFor('the Gizmo CRD to be served', () => api.resource(Gizmo.apiVersion, 'Gizmo'));
+    await installKind(t2, api, Gizmo);
     const finalized: string[] = [];
     const fn = defineReconciler({
       for: Gizmo,
@@ -91,9 +96,7 @@ describe('SDK runtime', () => {
     const ns = await testNamespace(t2, cluster, 'sdk-keys');
     const group = `${uniqueName('keys')}.kfn.test`;
     const Scaler = defineKind({ group, version: 'v1', kind: 'Scaler', spec: t.Object({ mode: t.String() }), status: t.Object({}) });
-    await applyObject(api, crdOf(Scaler) as never, 'kfn-test');
-    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/scalers.${group}`).catch(() => undefined));
-    await waitFor('the Scaler CRD to be served', () => api.resource(Scaler.apiVersion, 'Scaler'));
+    await installKind(t2, api, Scaler);
     const fn = defineReconciler({
       for: Scaler,
       owns: [ConfigMap, HorizontalPodAutoscaler], // autoscaling/v2
@@ -140,9 +143,7 @@ describe('SDK runtime', () => {
     const ns = await testNamespace(t2, cluster, 'sdk-drop');
     const group = `${uniqueName('drop')}.kfn.test`;
     const Shape = defineKind({ group, version: 'v1', kind: 'Shape', spec: t.Object({ trimmed: t.Boolean() }), status: t.Object({ note: t.Optional(t.String()) }) });
-    await applyObject(api, crdOf(Shape) as never, 'kfn-test');
-    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/shapes.${group}`).catch(() => undefined));
-    await waitFor('the Shape CRD to be served', () => api.resource(Shape.apiVersion, 'Shape'));
+    await installKind(t2, api, Shape);
     const fn = defineReconciler({
       for: Shape,
       owns: [ConfigMap, Deployment],
@@ -217,9 +218,7 @@ describe('SDK runtime', () => {
     const ns = await testNamespace(t2, cluster, 'sdk-final');
     const group = `${uniqueName('final')}.kfn.test`;
     const Doomed = defineKind({ group, version: 'v1', kind: 'Doomed', spec: t.Object({ mode: t.Optional(t.String()) }), status: t.Object({}) });
-    await applyObject(api, crdOf(Doomed) as never, 'kfn-test');
-    t2.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/doomeds.${group}`).catch(() => undefined));
-    await waitFor('the Doomed CRD to be served', () => api.resource(Doomed.apiVersion, 'Doomed'));
+    await installKind(t2, api, Doomed);
     const path = `/apis/${Doomed.apiVersion}/namespaces/${ns}/doomeds`;
     let clock = Date.now();
     const fn = defineReconciler({
@@ -290,5 +289,36 @@ describe('SDK runtime', () => {
     assert.equal((await deliver('r', 1)).status, 200);
     const racy = await api.request<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/configmaps/racy`);
     assert.deepEqual(racy.data, { by: 'someone else' }, 'the newcomer survives the prune of its namesake');
+  });
+  test('the delivery deadline stops a reconcile: nothing is written after it, requests in flight are aborted', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-deadline');
+    const group = `${uniqueName('late')}.kfn.test`;
+    const Late = defineKind({ group, version: 'v1', kind: 'Late', spec: t.Object({ workMs: t.Integer() }), status: t.Object({}) });
+    await installKind(t2, api, Late);
+    let sawAbort = false;
+    const fn = defineReconciler({
+      for: Late,
+      owns: [ConfigMap],
+      async reconcile(l, ctx) {
+        await sleep(l.spec.workMs); // slow work that ignores the deadline
+        ctx.signal.addEventListener('abort', () => (sawAbort = true));
+        if (ctx.signal.aborted) sawAbort = true;
+        return { children: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'late-out' }, data: {} }] };
+      },
+    });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    const path = `/apis/${Late.apiVersion}/namespaces/${ns}/lates`;
+    await api.request('POST', path, { body: { apiVersion: Late.apiVersion, kind: 'Late', metadata: { name: 'l' }, spec: { workMs: 600 } } });
+    const late = await deliverTo(app, api, Late, ns, 'l', 'created', 1, Date.now() + 300);
+    assert.equal(late.status, 500);
+    assert.match(late.body.error!, /applying ConfigMap .*late-out for Late .*\/l failed: the delivery's deadline \(.*\) passed/);
+    assert.ok(sawAbort, 'ctx.signal is aborted at the deadline');
+    const out = await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/late-out`).then(() => 'written', () => 'not written');
+    assert.equal(out, 'not written', 'no write after the deadline');
+    const inTime = await deliverTo(app, api, Late, ns, 'l', 'created', 1, Date.now() + 10_000);
+    assert.equal(inTime.status, 200, inTime.body.error);
+    await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/late-out`);
   });
 });
