@@ -3,7 +3,12 @@
 // the candidate's own clock since it last saw the lease change, so clock skew between
 // machines does not matter); the leader renews every retryPeriod and gives up — and the
 // process must stop at once — when it could not renew for renewDeadline.
-import { setTimeout as sleep } from 'node:timers/promises';
+//
+// No split brain: renewDeadline (10 s) is shorter than leaseDuration (15 s), it is counted
+// from when the last successful renewal was *sent* (a standby saw that renewal no earlier),
+// and every request made while renewing carries the deadline, so a renewal stuck on a frozen
+// connection cannot keep a leader leading past it.
+import { systemClock, type Clock } from './clock.ts';
 import { ApiError, type KubeApi } from './kubeapi.ts';
 
 export interface LeaderElectionOptions {
@@ -15,6 +20,7 @@ export interface LeaderElectionOptions {
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  clock?: Clock;
 }
 
 interface Lease {
@@ -34,13 +40,37 @@ function microTime(ms: number): string {
 }
 
 export class LeaderElector {
-  private readonly o: Required<Omit<LeaderElectionOptions, 'log'>> & Pick<LeaderElectionOptions, 'log'>;
+  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock'>> & Pick<LeaderElectionOptions, 'log'>;
+  private readonly clock: Clock;
   private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
   private stopped = false;
   private leading = false;
+  /** When the request of the last successful take or renewal was sent. */
+  private renewedAt = 0;
 
   constructor(options: LeaderElectionOptions) {
-    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
+    const { clock, ...rest } = options;
+    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...rest };
+    this.clock = clock ?? systemClock;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.clock.setTimer(resolve, ms));
+  }
+
+  /** One attempt, with every request aborted after `limitMs`. */
+  private async attempt(limitMs: number): Promise<{ ok: boolean; sentAt: number; why?: string }> {
+    const sentAt = this.clock.now();
+    const controller = new AbortController();
+    const cancel = this.clock.setTimer(() => controller.abort(new Error(`no answer from the apiserver within ${limitMs} ms`)), Math.max(0, limitMs));
+    try {
+      const ok = await this.tryAcquireOrRenew(sentAt, controller.signal);
+      return { ok, sentAt, why: ok ? undefined : 'another candidate holds the lease' };
+    } catch (err) {
+      return { ok: false, sentAt, why: controller.signal.aborted ? (controller.signal.reason as Error).message : (err as Error).message };
+    } finally {
+      cancel();
+    }
   }
 
   get isLeader(): boolean {
@@ -52,8 +82,9 @@ export class LeaderElector {
   }
 
   /** One attempt to take or renew the lease; true when we hold it afterwards. */
-  async tryAcquireOrRenew(now = Date.now()): Promise<boolean> {
-    const { api, identity } = this.o;
+  async tryAcquireOrRenew(now = this.clock.now(), signal?: AbortSignal): Promise<boolean> {
+    const { identity } = this.o;
+    const api = signal ? this.o.api.withSignal(signal) : this.o.api;
     const spec = (transitions: number, acquireTime: string) => ({
       holderIdentity: identity,
       leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
@@ -105,12 +136,13 @@ export class LeaderElector {
    */
   async run(onLeading: () => void | Promise<void>, onLost: (why: string) => void): Promise<void> {
     while (!this.stopped) {
-      try {
-        if (await this.tryAcquireOrRenew()) break;
-      } catch (err) {
-        this.o.log?.('lease acquisition failed; retrying', { error: (err as Error).message });
+      const attempt = await this.attempt(this.o.renewDeadlineMs);
+      if (attempt.ok) {
+        this.renewedAt = attempt.sentAt;
+        break;
       }
-      await sleep(this.o.retryPeriodMs * (1 + Math.random() * 0.2));
+      if (attempt.why !== 'another candidate holds the lease') this.o.log?.('lease acquisition failed; retrying', { error: attempt.why });
+      await this.sleep(this.o.retryPeriodMs * (1 + Math.random() * 0.2));
     }
     if (this.stopped) return;
     this.leading = true;
@@ -120,22 +152,18 @@ export class LeaderElector {
   }
 
   private async renewLoop(onLost: (why: string) => void): Promise<void> {
-    let lastRenew = Date.now();
     while (!this.stopped && this.leading) {
-      await sleep(this.o.retryPeriodMs);
-      if (this.stopped) return;
-      let why = 'another candidate holds the lease';
-      try {
-        if (await this.tryAcquireOrRenew()) {
-          lastRenew = Date.now();
-          continue;
-        }
-      } catch (err) {
-        why = (err as Error).message;
+      const deadline = this.renewedAt + this.o.renewDeadlineMs;
+      await this.sleep(Math.min(this.o.retryPeriodMs, Math.max(0, deadline - this.clock.now())));
+      if (this.stopped || !this.leading) return;
+      const attempt = await this.attempt(deadline - this.clock.now());
+      if (attempt.ok) {
+        this.renewedAt = attempt.sentAt;
+        continue;
       }
-      if (Date.now() - lastRenew >= this.o.renewDeadlineMs || why === 'another candidate holds the lease') {
+      if (this.clock.now() >= deadline || attempt.why === 'another candidate holds the lease') {
         this.leading = false;
-        onLost(`could not renew lease ${this.o.namespace}/${this.o.name} within ${this.o.renewDeadlineMs} ms (${why})`);
+        onLost(`could not renew lease ${this.o.namespace}/${this.o.name} within ${this.o.renewDeadlineMs} ms (${attempt.why})`);
         return;
       }
     }
@@ -149,7 +177,7 @@ export class LeaderElector {
     try {
       const lease = await this.o.api.request<Lease>('GET', this.path);
       if (lease.spec?.holderIdentity === this.o.identity) {
-        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(Date.now()) } } });
+        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(this.clock.now()) } } });
       }
     } catch {
       /* best effort: the lease expires by itself */

@@ -1,9 +1,13 @@
 // Bridges as separate processes: leader election, SIGKILL, takeover, restart — and in every
 // case each object's latest state reaches the function.
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { parse, stringify } from 'yaml';
 import { spawnBridge, widgetSetup } from '../support/bridge.ts';
 import { testCluster, waitFor, kubeApi } from '../support/cluster.ts';
+import { startFaultProxy } from '../support/proxy.ts';
 
 describe('bridge processes', { concurrency: true }, () => {
   test('two bridges: one delivers; SIGKILL it and the other takes over without losing a change', async (t) => {
@@ -50,6 +54,39 @@ describe('bridge processes', { concurrency: true }, () => {
     const code = await Promise.race([c.exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 15_000))]);
     assert.equal(code, 1, 'exited with status 1');
     assert.ok(Date.now() - stolenAt < 5_000, 'within one renew period');
+  });
+
+  test('a leader whose apiserver connection freezes steps down before the standby takes over: never two bridges delivering', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster);
+    // Each bridge delivers to its own path of the one receiver, so deliveries say who sent them.
+    const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
+    const configOf = (who: string) => {
+      const file = join(f.dir, `bridge-${who}.yaml`);
+      writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
+      return file;
+    };
+    // Every delivery asks to be requeued in 1 s, so the leader keeps delivering without the apiserver.
+    f.receiver.answer = (_d, res) => void res.writeHead(200).end(JSON.stringify({ result: 'done', requeueAfterSeconds: 1, changes: [] }));
+    const proxy = await startFaultProxy(cluster.state.ports.apiserver);
+    t.after(() => proxy.close());
+    const proxied = join(f.dir, 'proxied.kubeconfig');
+    writeFileSync(proxied, proxy.kubeConfig(cluster.kc).exportConfig());
+    const lease = [`--leader-elect`, `--lease-namespace=${f.ns}`, '--lease-name=bridge'];
+    const a = await spawnBridge(t, f.dir, 'a', [`--kubeconfig=${proxied}`, `--config=${configOf('a')}`, ...lease]);
+    await waitFor('bridge a to lead', async () => (await a.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
+    const b = await spawnBridge(t, f.dir, 'b', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf('b')}`, ...lease]);
+    await waitFor('bridge b to stand by', async () => (await b.leaderStatus()) === 0 || undefined, { timeoutMs: 30_000 });
+    await f.createWidget('w');
+    await waitFor('a to deliver w twice', async () => (f.receiver.of('w').filter((d) => d.path === '/a').length >= 2 ? true : undefined));
+
+    proxy.freeze(); // a's connections stay open and silent: its lease renewal hangs
+    const frozenAt = Date.now();
+    const fromB = await waitFor('b to take over and deliver', async () => f.receiver.of('w').find((d) => d.path === '/b'), { timeoutMs: 45_000 });
+    const lastFromA = Math.max(...f.receiver.of('w').filter((d) => d.path === '/a').map((d) => d.receivedAt));
+    assert.ok(lastFromA < fromB.receivedAt, `a delivered last at +${lastFromA - frozenAt} ms, b first at +${fromB.receivedAt - frozenAt} ms: no overlap`);
+    assert.equal(await Promise.race([a.exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 1000))]), 1, 'a exited on losing its lease');
+    t.diagnostic(`frozen leader stepped down; standby delivered ${((fromB.receivedAt - frozenAt) / 1000).toFixed(1)} s after the freeze, ${((fromB.receivedAt - lastFromA) / 1000).toFixed(1)} s after the old leader's last delivery`);
   });
 
   test('a bridge killed and restarted delivers the latest state of every object', async (t) => {

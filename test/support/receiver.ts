@@ -15,6 +15,8 @@ export interface Delivery {
   generation?: number;
   resourceVersion?: string;
   trigger?: string;
+  /** The request path (a test may give each bridge its own sink path to tell them apart). */
+  path: string;
   receivedAt: number;
   received: ReceivedReconcile;
 }
@@ -78,6 +80,7 @@ export async function startReceiver(t: TestContext, credentials: Credentials): P
         generation: p.generation,
         resourceVersion: p.resourceVersion,
         trigger: received.data.trigger ? `${received.data.trigger.kind}/${received.data.trigger.name}` : undefined,
+        path: req.url ?? '/',
         receivedAt: Date.now(),
         received,
       };

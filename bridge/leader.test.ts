@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { FakeClock } from './clock.ts';
+import { ApiError, type KubeApi } from './kubeapi.ts';
+import { LeaderElector } from './leader.ts';
+
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
+
+/**
+ * A Lease store standing in for the apiserver's transport (the election's timing is the logic
+ * under test): GET/POST/PUT with resourceVersion checks, and a switch that makes every request
+ * hang — a frozen connection — until its signal aborts it.
+ */
+function leaseStore() {
+  let lease: { metadata: Record<string, unknown>; spec: Record<string, unknown> } | undefined;
+  let rv = 0;
+  const state = { frozen: false, failing: false, requests: 0 };
+  const request = (signal: AbortSignal | undefined) => async (method: string, _path: string, options: { body?: { metadata: { resourceVersion?: string }; spec: Record<string, unknown> } } = {}) => {
+    state.requests++;
+    if (state.failing) throw new Error('connection refused');
+    if (state.frozen) {
+      return new Promise((_resolve, reject) => {
+        if (!signal) return; // no deadline: hangs forever
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    }
+    if (method === 'GET') {
+      if (!lease) throw new ApiError(404, 'not found');
+      return structuredClone(lease);
+    }
+    if (method === 'POST' || method === 'PUT') {
+      if (method === 'PUT' && options.body!.metadata.resourceVersion !== String(rv)) throw new ApiError(409, 'conflict');
+      lease = { metadata: { ...options.body!.metadata, resourceVersion: String(++rv) }, spec: options.body!.spec };
+      return structuredClone(lease);
+    }
+    throw new Error(`unexpected ${method}`);
+  };
+  const api = (signal?: AbortSignal): KubeApi => ({ request: request(signal), withSignal: (s: AbortSignal) => api(s) }) as unknown as KubeApi;
+  return { api: api(), state, holder: () => lease?.spec.holderIdentity, steal: (who: string) => lease && ((lease.spec.holderIdentity = who), (lease.metadata.resourceVersion = String(++rv))) };
+}
+
+async function leading(clock: FakeClock, store: ReturnType<typeof leaseStore>) {
+  const lost: { at: number; why: string }[] = [];
+  const elector = new LeaderElector({ api: store.api, namespace: 'ns', name: 'bridge', identity: 'a', clock });
+  let led = false;
+  void elector.run(() => void (led = true), (why) => lost.push({ at: clock.now(), why }));
+  await flush();
+  assert.equal(led, true);
+  return { elector, lost };
+}
+
+async function advance(clock: FakeClock, ms: number, step = 100) {
+  for (let t = 0; t < ms; t += step) {
+    clock.advance(step);
+    await flush();
+  }
+}
+
+describe('LeaderElector', () => {
+  test('renews every retry period while the apiserver answers', async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    const { lost } = await leading(clock, store);
+    await advance(clock, 60_000);
+    assert.deepEqual(lost, []);
+    assert.ok(store.state.requests >= 55, `${store.state.requests} requests: a GET and a PUT every 2 s`);
+  });
+
+  test('a renewal stuck on a frozen connection ends at the renew deadline: the leader steps down before the lease can be taken', async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    const { lost, elector } = await leading(clock, store);
+    await advance(clock, 4_000);
+    const lastSent = clock.now() - (clock.now() % 2_000); // the last renewal went out on a 2 s tick
+    store.state.frozen = true;
+    await advance(clock, 20_000);
+    assert.equal(lost.length, 1, 'lost once');
+    assert.match(lost[0]!.why, /could not renew lease ns\/bridge within 10000 ms \(no answer from the apiserver within \d+ ms\)/);
+    const steppedDownAfter = lost[0]!.at - lastSent;
+    assert.ok(steppedDownAfter <= 10_000, `stepped down ${steppedDownAfter} ms after the last renewal was sent (renew deadline 10 s)`);
+    assert.ok(steppedDownAfter < 15_000, 'before a standby may take the lease (15 s after it saw the last renewal)');
+    assert.equal(elector.isLeader, false);
+  });
+
+  test('failing renewals step down by the deadline, not a retry period later; another holder at once', async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    const { lost } = await leading(clock, store);
+    await advance(clock, 3_000);
+    const lastSent = 2_000 + (clock.now() - 3_000);
+    store.state.failing = true;
+    await advance(clock, 20_000);
+    assert.equal(lost.length, 1);
+    assert.match(lost[0]!.why, /connection refused/);
+    assert.ok(lost[0]!.at - lastSent <= 10_000, `stepped down ${lost[0]!.at - lastSent} ms after the last renewal`);
+
+    const other = leaseStore();
+    const second = await leading(clock, other);
+    await advance(clock, 1_000);
+    other.steal('b');
+    await advance(clock, 2_000);
+    assert.equal(second.lost.length, 1);
+    assert.match(second.lost[0]!.why, /another candidate holds the lease/);
+  });
+});
