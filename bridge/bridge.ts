@@ -388,7 +388,9 @@ export class Bridge {
     const wanted = new Map(configs.map((c) => [c.name, c]));
     for (const [name, runtime] of this.runtimes) {
       const next = wanted.get(name);
-      if (!next || JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name);
+      // An edited Reconciler keeps the watches its new spec still needs: no restart, no relist.
+      if (!next) await this.removeReconciler(name);
+      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, new Set(watchedKinds(next).map((k) => kindId(k.ref))));
     }
     const failed = new Map<string, Error>();
     for (const config of configs) {
@@ -414,12 +416,14 @@ export class Bridge {
     this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref }, 'reconciler started');
   }
 
-  private async removeReconciler(name: string): Promise<void> {
+  /** Stops a Reconciler and lets go of its watches, except those in `keep` (its next spec's). */
+  private async removeReconciler(name: string, keep: Set<string> = new Set()): Promise<void> {
     const runtime = this.runtimes.get(name);
     if (!runtime) return;
     this.runtimes.delete(name);
     await runtime.stop(this.stopTimeoutMs);
     for (const [id, shared] of this.watches) {
+      if (keep.has(id)) continue;
       shared.users.delete(name);
       if (shared.users.size === 0) {
         shared.unsubscribe();

@@ -2,7 +2,13 @@
 // rotates by size (F → F.1 → F.2 …), which `kfn replay` reads. It records references and
 // outcomes only; fields that can hold Secret data (`data`, `stringData`) are never written,
 // wherever they appear.
+//
+// Writing is off the delivery path: `append` only queues the line; the lines queued meanwhile
+// are written together by one asynchronous append, in order. What is still queued when the
+// process exits is written synchronously then, so an exit loses nothing (a SIGKILL may lose
+// the last lines, as it would any buffered log).
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { appendFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { DeliveryOutcome, Observation } from './contract.ts';
 
@@ -42,26 +48,89 @@ export function redact(value: unknown): unknown {
   return out;
 }
 
+// Journals still open, so that an exit writes what they hold (one listener for all of them).
+const openJournals = new Set<WeakRef<Journal>>();
+process.once('exit', () => {
+  for (const ref of openJournals) ref.deref()?.flushSync();
+});
+
 export class Journal {
   readonly path: string;
   private readonly maxBytes: number;
   private readonly keep: number;
   private size: number;
+  private queued: string[] = [];
+  private draining: Promise<void> | undefined;
+  private writing: string | undefined;
+  private failed = false;
+  private readonly rotates: boolean;
 
   constructor(path: string, options: JournalOptions = {}) {
     this.path = path;
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keep = Math.max(1, options.keep ?? 5);
     mkdirSync(dirname(path), { recursive: true });
-    this.size = existsSync(path) ? statSync(path).size : 0;
+    const existing = existsSync(path) ? statSync(path) : undefined;
+    this.size = existing?.size ?? 0;
+    // A device or pipe (--journal=/dev/stdout in a pod) is never rotated: it cannot be renamed.
+    this.rotates = !existing || existing.isFile();
+    openJournals.add(new WeakRef(this));
   }
 
   append(entry: JournalEntry): void {
-    const line = `${JSON.stringify(redact(entry))}\n`;
-    if (this.size > 0 && this.size + line.length > this.maxBytes) this.rotate();
-    // Synchronous appends: one line per call, never interleaved, nothing lost on exit.
-    appendFileSync(this.path, line);
-    this.size += Buffer.byteLength(line);
+    this.queued.push(`${JSON.stringify(redact(entry))}\n`);
+    if (!this.draining) this.draining = this.drain();
+  }
+
+  /** Resolves once every line appended so far is written. */
+  async flush(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      await Promise.resolve(); // let the caller's turn finish: its lines go out in one write
+      while (this.queued.length) {
+        // The lines that fit in the current file, in one write; rotation between writes.
+        let chunk = '';
+        let bytes = 0;
+        while (this.queued.length) {
+          const size = Buffer.byteLength(this.queued[0]!);
+          if (this.rotates && (this.size > 0 || bytes > 0) && this.size + bytes + size > this.maxBytes) break;
+          chunk += this.queued.shift();
+          bytes += size;
+        }
+        if (!chunk) {
+          this.rotate();
+          continue;
+        }
+        this.writing = chunk;
+        try {
+          await appendFile(this.path, chunk);
+        } catch {
+          // A journal that cannot be written must not stop deliveries; the log says so once.
+          if (!this.failed) process.emitWarning(`kfn journal: cannot append to ${this.path}`);
+          this.failed = true;
+        }
+        this.writing = undefined;
+        this.size += bytes;
+      }
+    } finally {
+      this.draining = undefined;
+    }
+  }
+
+  /** At exit: what is queued (and a write still under way, at worst twice) goes out now. */
+  flushSync(): void {
+    const rest = (this.writing ?? '') + this.queued.join('');
+    this.queued = [];
+    this.writing = undefined;
+    if (!rest) return;
+    try {
+      appendFileSync(this.path, rest);
+    } catch {
+      /* exiting: nothing more to do */
+    }
   }
 
   private rotate(): void {

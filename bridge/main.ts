@@ -243,6 +243,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     await configWatcher?.stop();
     await bridge.stop(options.shutdownTimeoutMs ?? 30_000);
     await elector?.stop(true);
+    await journal?.flush();
     metrics.leader.set({ name: leaseName }, 0);
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     server?.closeAllConnections();

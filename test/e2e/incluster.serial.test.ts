@@ -66,4 +66,14 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   assert.deepEqual(started.map((p) => p.metadata.name), [leader.metadata.name]);
   const fnLog = (await kubectl('-n', 'kfn-system', 'logs', 'deployment/kfn-fn-myweb')).stdout;
   assert.match(fnLog, new RegExp(`"object":"MyWeb ${ns}/site","reason":"created"`));
+
+  // The bridge's memory request covers what the leader really uses (scheduling on a real node
+  // counts requests: a request below the working set overcommits the node).
+  const metrics = await api.text('GET', `/api/v1/namespaces/kfn-system/pods/${leader.metadata.name}:8081/proxy/metrics`);
+  const rss = Number(metrics.match(/^process_resident_memory_bytes (\d+)/m)?.[1]);
+  const spec = await api.request<{ spec: { containers: { resources: { requests: { memory: string } } }[] } }>('GET', `/api/v1/namespaces/kfn-system/pods/${leader.metadata.name}`);
+  const request = spec.spec.containers[0]!.resources.requests.memory;
+  const requestBytes = Number(request.replace(/Mi$/, '')) * 2 ** 20;
+  assert.ok(rss > 0 && rss < requestBytes, `leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB within its memory request ${request}`);
+  t.diagnostic(`bridge leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB, request ${request}`);
 });

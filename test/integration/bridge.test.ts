@@ -294,8 +294,11 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     await f.createWidget('one');
     await waitFor('delivery to the first sink', async () => f.receiver.of('one')[0]);
 
+    const watch = running.bridge.watchOf({ apiVersion: f.apiVersion, kind: 'Widget' });
+    assert.ok(watch);
     await applyYaml(cluster.kc, reconciler(second.url));
     await waitFor('the changed Reconciler to deliver to the second sink', async () => second.of('one')[0]);
+    assert.equal(running.bridge.watchOf({ apiVersion: f.apiVersion, kind: 'Widget' }), watch, 'an edit keeps the watch it still needs: no restart, no relist');
     await f.createWidget('two');
     await waitFor('new objects to go to the second sink', async () => second.of('two')[0]);
     assert.equal(f.receiver.of('two').length, 0);
