@@ -20,7 +20,7 @@ import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject } from
 import { sigv4Signer, type RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
-import { refOf, route, sameKind } from './routing.ts';
+import { refOf, route, sameKind, SelectorIndex } from './routing.ts';
 import { storeKey, Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 
@@ -82,6 +82,8 @@ class ReconcilerRuntime {
   // Keys whose last delivery timed out, until its deadline plus a grace: the function may still
   // be finishing it (the SDK stops at the deadline), so nothing is delivered for them before.
   private readonly heldUntil = new Map<string, number>();
+  // The primaries' selectors, by the field a selector-mapped watch names.
+  private readonly selectors = new Map<string, SelectorIndex>();
   private readonly bridge: Bridge;
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
@@ -99,6 +101,7 @@ class ReconcilerRuntime {
       clock: bridge.clock,
       enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
     });
+    for (const w of config.watches) if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key));
     this.resync.start();
@@ -122,15 +125,16 @@ class ReconcilerRuntime {
         // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves.
         if (this.inNamespaces(event.object)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
+        for (const index of this.selectors.values()) index.delete(key);
       } else {
         this.tombstones.delete(key);
         if (this.inNamespaces(event.object)) this.resync.track(key);
+        for (const index of this.selectors.values()) index.set(key, event.object);
       }
     }
     const now = this.bridge.clock.now();
     const primaryWatch = this.bridge.watchOf(this.config.for);
-    const store = primaryWatch?.store;
-    for (const e of route(this.config, kind, event, { initial, primaries: () => store?.values() ?? [], primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
+    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
       this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
     }
   }

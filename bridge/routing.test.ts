@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from './kubeapi.ts';
-import { primaryChanged, route, selectorMatches } from './routing.ts';
+import { primaryChanged, route, SelectorIndex, selectorMatches } from './routing.ts';
 
 const config: ReconcilerConfig = parseReconciler({
   apiVersion: 'kfn.dev/v1alpha1',
@@ -120,10 +120,34 @@ describe('route: watched kinds', () => {
       web('tool-d', {}, {}),
     ];
     const pod = obj('Pod', 'v1', 'p', { labels: { app: 'x' } });
-    const ctx = { initial: false, primaries: () => primaries, primaryNamespaced: true };
+    const index = new SelectorIndex('spec.selector');
+    for (const p of primaries) index.set(`${p.metadata.namespace}/${p.metadata.name}`, p);
+    const ctx = { initial: false, selectors: (field: string) => (field === 'spec.selector' ? index : undefined), primaryNamespaced: true };
     assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: pod }, ctx).map((e) => e.key), ['ns/tool-a']);
     const relabelled = obj('Pod', 'v1', 'p', { labels: { app: 'y' }, resourceVersion: '2' });
     assert.deepEqual(route(config, kinds.pod, { type: 'apply', object: relabelled, old: pod }, ctx).map((e) => e.key).sort(), ['ns/tool-a', 'ns/tool-b']);
+  });
+
+  test('the selector index looks at the few selectors that can match, and agrees with checking every one', () => {
+    const index = new SelectorIndex('spec.selector');
+    const primaries: KubeObject[] = [];
+    for (let i = 0; i < 10_000; i++) {
+      const selector = i % 1000 === 0 ? { matchExpressions: [{ key: 'app', operator: 'In', values: [`app-${i}`] }] } : i % 1000 === 1 ? {} : { matchLabels: { app: `app-${i}`, tier: i % 2 ? 'web' : 'db' } };
+      const p = web(`p${i}`, {}, { spec: { selector } });
+      primaries.push(p);
+      index.set(`ns/p${i}`, p);
+    }
+    for (const labels of [{ app: 'app-42', tier: 'db' }, { app: 'app-43', tier: 'db' }, { app: 'app-2000' }, { other: 'x' }, {}] as Record<string, string>[]) {
+      const expected = primaries.filter((p) => selectorMatches((p.spec as { selector: unknown }).selector, labels)).map((p) => `ns/${p.metadata.name}`).sort();
+      assert.deepEqual(index.matching(labels, 'ns').sort(), expected, JSON.stringify(labels));
+      assert.ok(index.lastChecked <= 25, `${index.lastChecked} of 10,000 selectors checked for ${JSON.stringify(labels)}`);
+    }
+    assert.deepEqual(index.matching({ app: 'app-42', tier: 'db' }, 'elsewhere'), [], 'another namespace');
+    index.set('ns/p42', web('p42', {}, { spec: { selector: { matchLabels: { app: 'moved' } } } }));
+    assert.deepEqual(index.matching({ app: 'app-42', tier: 'db' }, 'ns').includes('ns/p42'), false, 'a changed selector is re-filed');
+    index.delete('ns/p43');
+    assert.equal(index.matching({ app: 'app-43', tier: 'web' }, 'ns').includes('ns/p43'), false);
+    assert.equal(index.size, 9_999);
   });
 
   test('selectorMatches follows Kubernetes semantics', () => {

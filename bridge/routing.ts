@@ -102,11 +102,79 @@ export function selectorMatches(selector: unknown, labels: Record<string, string
   return true;
 }
 
+/**
+ * The primaries' label selectors (one field of theirs), indexed so that finding the primaries
+ * selecting an object looks at few of them, not every primary on every event: a selector with
+ * matchLabels is filed under one of its key=value pairs (an object it selects carries every
+ * pair, so that one too); only selectors without any — empty, or expressions alone — are
+ * checked on every event.
+ */
+export class SelectorIndex {
+  readonly field: string;
+  private readonly entries = new Map<string, { selector: unknown; namespace?: string; pair?: string }>();
+  private readonly byPair = new Map<string, Set<string>>();
+  private readonly unfiled = new Set<string>();
+  /** Selectors checked by the last `matching` call (for tests and metrics). */
+  lastChecked = 0;
+
+  constructor(field: string) {
+    this.field = field;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Records (or replaces) the selector of the primary `key`. */
+  set(key: string, primary: KubeObject): void {
+    this.delete(key);
+    const selector = fieldAt(primary, this.field);
+    if (typeof selector !== 'object' || selector === null || Array.isArray(selector)) return; // selects nothing
+    const s = selector as LabelSelector & Record<string, unknown>;
+    const labels = 'matchLabels' in s || 'matchExpressions' in s ? (s.matchLabels ?? {}) : (s as Record<string, string>);
+    const first = Object.entries(labels).find(([, v]) => typeof v === 'string');
+    const pair = first ? `${first[0]}=${first[1]}` : undefined;
+    this.entries.set(key, { selector, namespace: primary.metadata.namespace, pair });
+    if (pair) {
+      let keys = this.byPair.get(pair);
+      if (!keys) this.byPair.set(pair, (keys = new Set()));
+      keys.add(key);
+    } else {
+      this.unfiled.add(key);
+    }
+  }
+
+  delete(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    if (!entry.pair) return void this.unfiled.delete(key);
+    const keys = this.byPair.get(entry.pair)!;
+    keys.delete(key);
+    if (keys.size === 0) this.byPair.delete(entry.pair);
+  }
+
+  /** Keys of the primaries whose selector matches `labels` (same namespace, or cluster-scoped primaries). */
+  matching(labels: Record<string, string> = {}, namespace: string | undefined): string[] {
+    const out: string[] = [];
+    this.lastChecked = 0;
+    const check = (key: string) => {
+      const entry = this.entries.get(key)!;
+      if (entry.namespace && entry.namespace !== namespace) return;
+      this.lastChecked++;
+      if (selectorMatches(entry.selector, labels)) out.push(key);
+    };
+    for (const [k, v] of Object.entries(labels)) for (const key of this.byPair.get(`${k}=${v}`) ?? []) check(key);
+    for (const key of this.unfiled) check(key);
+    return out;
+  }
+}
+
 export interface RouteContext {
   /** True for events of a watcher's first list (work at low priority). */
   initial: boolean;
-  /** The primaries the watcher knows, for selector mapping. */
-  primaries?: () => Iterable<KubeObject>;
+  /** The primaries' selectors by field, for selector mapping. */
+  selectors?: (field: string) => SelectorIndex | undefined;
   /**
    * Whether the primary kind is namespaced. A reference from a child or a watched object to a
    * cluster-scoped primary names no namespace, so its key is the name alone.
@@ -150,12 +218,9 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
         if (name) keys.add(primaryKey(version!.metadata.namespace, name));
       }
     } else {
-      for (const primary of ctx.primaries?.() ?? []) {
-        if (primary.metadata.namespace && primary.metadata.namespace !== obj.metadata.namespace) continue;
-        const selector = fieldAt(primary, mapping.selectorField);
-        if (selectorMatches(selector, obj.metadata.labels) || (old && selectorMatches(selector, old.metadata.labels))) {
-          keys.add(objectKey(primary.metadata));
-        }
+      const index = ctx.selectors?.(mapping.selectorField);
+      for (const version of [obj, old]) {
+        if (version) for (const key of index?.matching(version.metadata.labels, version.metadata.namespace) ?? []) keys.add(key);
       }
     }
     for (const key of keys) out.push({ key, reason: 'mapped', priority, trigger: refOf(obj) });
