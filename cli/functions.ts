@@ -151,6 +151,12 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
     }
     await applyObject(api, o, manager);
   }
+  // Limited to namespaces now: a cluster-wide binding from an earlier apply must not outlive it.
+  if (!objects.some((o) => (o as { kind: string }).kind === 'ClusterRoleBinding')) {
+    await api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${encodeURIComponent(`kfn-fn-${name}:${namespace}`)}`).catch((err) => {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    });
+  }
   console.error(`applied ${objects.length} objects for ${name}`);
 }
 

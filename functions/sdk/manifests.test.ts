@@ -60,3 +60,10 @@ test('a function as a Knative Service: its account, concurrency and timeout from
 test('pluralOf follows the API names of common kinds', () => {
   assert.deepEqual(['ConfigMap', 'Policy', 'Ingress', 'Status', 'Endpoints'].map(pluralOf), ['configmaps', 'policies', 'ingresses', 'statuses', 'endpoints']);
 });
+
+test('limited to namespaces, the function is bound by RoleBindings there; only cluster-scoped kinds stay cluster-wide', () => {
+  const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system', namespaces: ['team-a', 'team-b'] }) as { kind: string; metadata: { name: string; namespace?: string }; roleRef?: { name: string } }[];
+  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole']);
+  assert.deepEqual(objs.filter((o) => o.kind === 'RoleBinding').map((o) => [o.metadata.namespace, o.roleRef!.name]), [['team-a', 'kfn-fn-myweb-namespaced'], ['team-b', 'kfn-fn-myweb-namespaced']]);
+  assert.equal(objs.some((o) => o.kind === 'ClusterRoleBinding'), false, 'no cluster-wide binding');
+});

@@ -35,6 +35,21 @@ function rule(ref: KindRef, verbs: string[], plural = pluralOf(ref.kind)) {
   return { apiGroups: [groupOf(ref.apiVersion)], resources: [plural], verbs };
 }
 
+/** Built-in kinds that live outside namespaces: a RoleBinding cannot grant them. */
+const clusterScopedKinds = new Set([
+  '/Namespace',
+  '/Node',
+  '/PersistentVolume',
+  'rbac.authorization.k8s.io/ClusterRole',
+  'rbac.authorization.k8s.io/ClusterRoleBinding',
+  'storage.k8s.io/StorageClass',
+  'apiextensions.k8s.io/CustomResourceDefinition',
+  'scheduling.k8s.io/PriorityClass',
+  'admissionregistration.k8s.io/MutatingWebhookConfiguration',
+  'admissionregistration.k8s.io/ValidatingWebhookConfiguration',
+]);
+const clusterScoped = (ref: KindRef) => clusterScopedKinds.has(`${groupOf(ref.apiVersion)}/${ref.kind}`);
+
 export function functionManifests(reconciler: Reconciler, options: ManifestOptions = {}): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
   const name = reconciler.name;
@@ -63,27 +78,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       },
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels } },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: account, labels },
-      rules: [
-        rule(kind, ['get', 'patch'], kind.plural),
-        rule(kind, ['get', 'patch', 'update'], `${kind.plural}/status`),
-        ...owns.map((o) => rule(o, ['get', 'list', 'create', 'patch', 'update', 'delete'])),
-        ...watches.map((w) => rule(w, ['get', 'list'])),
-        ...(reconciler.uses ?? []).map((u) => rule(u.kind, u.verbs, `${pluralOf(u.kind.kind)}${u.subresource ? `/${u.subresource}` : ''}`)),
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      // One binding per (function, namespace of its ServiceAccount): RBAC names may hold ':'.
-      metadata: { name: `${account}:${ns}`, labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: account },
-      subjects: [{ kind: 'ServiceAccount', name: account, namespace: ns }],
-    },
+    ...functionRbac(reconciler, account, ns, labels, options.namespaces ?? []),
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
@@ -97,6 +92,49 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       ],
     },
   ];
+}
+
+/**
+ * The function's own permissions. Limited to namespaces (the Reconciler's `namespaces`), its
+ * namespaced rights are granted by a RoleBinding in each of them, so it is refused elsewhere;
+ * only what cannot be granted per namespace — a cluster-scoped primary or child kind — is
+ * bound cluster-wide.
+ */
+function functionRbac(reconciler: Reconciler, account: string, ns: string, labels: Record<string, string>, namespaces: string[]): Record<string, unknown>[] {
+  const kind = reconciler.for;
+  const owns = reconciler.owns ?? [];
+  const watches = reconciler.watches ?? [];
+  const primary: KindRef = { apiVersion: kind.apiVersion, kind: kind.kind };
+  const rules: { ref: KindRef; rule: ReturnType<typeof rule> }[] = [
+    { ref: primary, rule: rule(kind, ['get', 'patch'], kind.plural) },
+    { ref: primary, rule: rule(kind, ['get', 'patch', 'update'], `${kind.plural}/status`) },
+    ...owns.map((o) => ({ ref: o, rule: rule(o, ['get', 'list', 'create', 'patch', 'update', 'delete']) })),
+    ...watches.map((w) => ({ ref: w, rule: rule(w, ['get', 'list']) })),
+    ...(reconciler.uses ?? []).map((u) => ({ ref: u.kind, rule: rule(u.kind, u.verbs, `${pluralOf(u.kind.kind)}${u.subresource ? `/${u.subresource}` : ''}`) })),
+    { ref: { apiVersion: 'v1', kind: 'Event' }, rule: { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch', 'get'] } },
+  ];
+  const scoped = namespaces.length > 0 && kind.namespaced;
+  const isCluster = (ref: KindRef) => clusterScoped(ref) || (ref === primary && !kind.namespaced);
+  const perNamespace = scoped ? rules.filter((r) => !isCluster(r.ref)).map((r) => r.rule) : [];
+  const clusterWide = scoped ? rules.filter((r) => isCluster(r.ref)).map((r) => r.rule) : rules.map((r) => r.rule);
+  const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });
+  const subjects = [{ kind: 'ServiceAccount', name: account, namespace: ns }];
+  const out: Record<string, unknown>[] = [];
+  if (clusterWide.length) {
+    out.push(
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: account, labels }, rules: clusterWide },
+      // One binding per (function, namespace of its ServiceAccount): RBAC names may hold ':'.
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${account}:${ns}`, labels }, roleRef: roleRef(account), subjects },
+    );
+  }
+  if (perNamespace.length) {
+    const role = `${account}-namespaced`;
+    out.push({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: role, labels }, rules: perNamespace });
+    for (const target of namespaces) {
+      out.push({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: `${account}:${ns}`, namespace: target, labels }, roleRef: roleRef(role), subjects });
+    }
+  }
+  return out;
 }
 
 export interface WorkloadOptions {
