@@ -12,11 +12,11 @@
 // the same event id.
 import { hostname } from 'node:os';
 import { systemClock, type Clock } from './clock.ts';
-import { kindId, watchedKinds, type KindRef, type ReconcilerConfig } from './config.ts';
+import { kindId, watchedKinds, type KindRef, type ReconcilerConfig, type WatchNeed } from './config.ts';
 import { reconcileEvent, type Credentials, type ObjectRef, type Observation, type ReconcileReason } from './contract.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { Journal } from './journal.ts';
-import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject } from './kubeapi.ts';
+import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from './kubeapi.ts';
 import { sigv4Signer, type RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
@@ -40,10 +40,12 @@ export interface BridgeOptions {
   metrics?: BridgeMetrics;
   watcher?: Partial<WatcherOptions>;
   /**
-   * Called when a Reconciler's sink ref cannot take deliveries (missing, not Ready, no address)
-   * with what is wrong, and with undefined once deliveries succeed again.
+   * Called when something a Reconciler depends on cannot work, with what is wrong, and with
+   * undefined once it works again. `source` is `sink` (its sink ref is missing, not Ready,
+   * without an address) or `watch <apiVersion>/<kind>` (the kind is not served — its CRD was
+   * deleted — or the watch is forbidden).
    */
-  onSinkProblem?: (reconciler: string, problem: string | undefined) => void;
+  onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
 }
 
 /** The sink a Reconciler names cannot take deliveries; the message says which object and why. */
@@ -58,10 +60,19 @@ interface PendingObservation {
 
 /** One shared watch of a kind, with the Reconcilers that listen to it. */
 interface SharedWatch {
+  ref: KindRef;
   watcher: Watcher;
   full: boolean;
+  /** Reconcilers using it; events go to them alone. */
   users: Set<string>;
   unsubscribe: () => void;
+  /** Why it cannot work right now (kind not served, forbidden), if so. */
+  problem?: string;
+}
+
+/** A watch's identity: kind, namespace ('' = all) and label selector. */
+function watchId(ref: KindRef, namespace: string | undefined, labelSelector: string | undefined): string {
+  return `${kindId(ref)}|${namespace ?? ''}|${labelSelector ?? ''}`;
 }
 
 /**
@@ -107,8 +118,16 @@ class ReconcilerRuntime {
     this.resync.start();
   }
 
-  private get primaryStore(): Map<string, KubeObject> | undefined {
-    return this.bridge.watchOf(this.config.for)?.store;
+  /** The Reconciler's primary watches (one per namespace it names, or one for all). */
+  primaryWatches: Watcher[] = [];
+
+  /** The primary's last known state, from whichever of its watches holds it. */
+  private primaryOf(key: string): KubeObject | undefined {
+    for (const w of this.primaryWatches) {
+      const obj = w.store.get(key);
+      if (obj) return obj;
+    }
+    return undefined;
   }
 
   /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
@@ -133,7 +152,7 @@ class ReconcilerRuntime {
       }
     }
     const now = this.bridge.clock.now();
-    const primaryWatch = this.bridge.watchOf(this.config.for);
+    const primaryWatch = this.primaryWatches[0];
     for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
       this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
     }
@@ -156,7 +175,7 @@ class ReconcilerRuntime {
       this.heldUntil.delete(key);
     }
     const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
-    const live = this.primaryStore?.get(key);
+    const live = this.primaryOf(key);
     const tomb = this.tombstones.get(key);
     const primary = live ?? tomb;
     if (!primary) {
@@ -318,7 +337,7 @@ class ReconcilerRuntime {
   private reportSink(problem: string | undefined): void {
     if (problem === this.sinkProblem) return;
     this.sinkProblem = problem;
-    this.bridge.options.onSinkProblem?.(this.config.name, problem);
+    this.bridge.options.onProblem?.(this.config.name, 'sink', problem);
   }
 
   private async resolveCredentials(): Promise<Credentials> {
@@ -366,8 +385,18 @@ export class Bridge {
     this.source = options.source ?? `kfn://${hostname()}/bridge`;
   }
 
+  /** A watch of `ref` (the first, when there are several: per namespace or per selector). */
   watchOf(ref: KindRef): Watcher | undefined {
-    return this.watches.get(kindId(ref))?.watcher;
+    for (const w of this.watches.values()) if (sameKind(w.ref, ref)) return w.watcher;
+    return undefined;
+  }
+
+  /** Every watch the bridge runs: kind, namespace, selector, and who uses it. */
+  watchList(): { kind: string; namespace?: string; labelSelector?: string; users: string[]; objects: number; problem?: string }[] {
+    return [...this.watches.entries()].map(([id, w]) => {
+      const [, namespace, labelSelector] = id.split('|');
+      return { kind: kindId(w.ref), ...(namespace ? { namespace } : {}), ...(labelSelector ? { labelSelector } : {}), users: [...w.users], objects: w.watcher.store.size, ...(w.problem ? { problem: w.problem } : {}) };
+    });
   }
 
   reconcilers(): ReconcilerConfig[] {
@@ -394,7 +423,7 @@ export class Bridge {
       const next = wanted.get(name);
       // An edited Reconciler keeps the watches its new spec still needs: no restart, no relist.
       if (!next) await this.removeReconciler(name);
-      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, new Set(watchedKinds(next).map((k) => kindId(k.ref))));
+      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, await this.watchIdsOf(next));
     }
     const failed = new Map<string, Error>();
     for (const config of configs) {
@@ -409,15 +438,27 @@ export class Bridge {
     return failed;
   }
 
+  /** The ids of the watches `config` needs (the namespace dropped for cluster-scoped kinds). */
+  private async watchIdsOf(config: ReconcilerConfig): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const need of watchedKinds(config)) {
+      const resource = await this.options.api.resource(need.ref.apiVersion, need.ref.kind).catch(() => undefined);
+      ids.add(watchId(need.ref, resource?.namespaced === false ? undefined : need.namespace, need.labelSelector));
+    }
+    return ids;
+  }
+
   private async addReconciler(config: ReconcilerConfig): Promise<void> {
     const runtime = new ReconcilerRuntime(this, config);
     this.runtimes.set(config.name, runtime);
-    for (const { ref, full } of watchedKinds(config)) {
-      const shared = await this.acquireWatch(ref, full, config.name);
+    for (const need of watchedKinds(config)) {
+      const shared = await this.acquireWatch(need, config.name);
+      if (sameKind(need.ref, config.for) && !runtime.primaryWatches.includes(shared.watcher)) runtime.primaryWatches.push(shared.watcher);
+      if (shared.problem) this.options.onProblem?.(config.name, `watch ${kindId(need.ref)}`, shared.problem);
       // Replay what the shared watch already knows, as a new informer handler would see it.
-      if (shared.watcher.hasSynced) for (const object of shared.watcher.store.values()) runtime.onEvent(ref, { type: 'apply', object }, true);
+      if (shared.watcher.hasSynced) for (const object of shared.watcher.store.values()) runtime.onEvent(need.ref, { type: 'apply', object }, true);
     }
-    this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref }, 'reconciler started');
+    this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
   }
 
   /** Stops a Reconciler and lets go of its watches, except those in `keep` (its next spec's). */
@@ -427,7 +468,7 @@ export class Bridge {
     this.runtimes.delete(name);
     await runtime.stop(this.stopTimeoutMs);
     for (const [id, shared] of this.watches) {
-      if (keep.has(id)) continue;
+      if (keep.has(id) || !shared.users.has(name)) continue;
       shared.users.delete(name);
       if (shared.users.size === 0) {
         shared.unsubscribe();
@@ -438,38 +479,47 @@ export class Bridge {
     this.options.log.info({ reconciler: name }, 'reconciler stopped');
   }
 
-  private async acquireWatch(ref: KindRef, full: boolean, user: string): Promise<SharedWatch> {
-    const id = kindId(ref);
+  private async acquireWatch(need: WatchNeed, user: string): Promise<SharedWatch> {
+    const resource = await this.options.api.resource(need.ref.apiVersion, need.ref.kind);
+    const namespace = resource.namespaced ? need.namespace : undefined;
+    const id = watchId(need.ref, namespace, need.labelSelector);
     let shared = this.watches.get(id);
-    if (shared && full && !shared.full) {
+    if (shared && need.full && !shared.full) {
       // A new user needs whole objects: replace the metadata-only watch.
       shared.unsubscribe();
       await shared.watcher.stop();
       this.watches.delete(id);
-      const users = shared.users;
-      shared = undefined;
-      const replaced = await this.startWatch(ref, true);
-      for (const u of users) replaced.users.add(u);
-      this.watches.set(id, replaced);
+      const { users, watcher: old } = shared;
+      const replaced = await this.startWatch(id, need.ref, resource, { full: true, namespace, labelSelector: need.labelSelector });
+      for (const u of users) {
+        replaced.users.add(u);
+        const runtime = this.runtimes.get(u);
+        if (runtime) runtime.primaryWatches = runtime.primaryWatches.map((w) => (w === old ? replaced.watcher : w));
+      }
       shared = replaced;
     }
-    if (!shared) {
-      shared = await this.startWatch(ref, full);
-      this.watches.set(id, shared);
-    }
+    shared ??= await this.startWatch(id, need.ref, resource, { full: need.full, namespace, labelSelector: need.labelSelector });
     shared.users.add(user);
     return shared;
   }
 
-  private async startWatch(ref: KindRef, full: boolean): Promise<SharedWatch> {
-    const resource = await this.options.api.resource(ref.apiVersion, ref.kind);
+  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; namespace?: string; labelSelector?: string }): Promise<SharedWatch> {
     const log = this.options.log;
+    const metrics = this.options.metrics;
+    // Registered before it starts, so that its first problem already reaches its users.
+    const shared = { ref, full: o.full, users: new Set<string>() } as SharedWatch;
+    this.watches.set(id, shared);
     const watcher = new Watcher(this.options.api, resource, {
-      projection: full ? 'full' : 'metadata',
+      projection: o.full ? 'full' : 'metadata',
+      namespace: o.namespace,
+      labelSelector: o.labelSelector,
       log: (level, msg, fields) => log[level](fields ?? {}, msg),
+      onProblem: (problem) => {
+        shared.problem = problem;
+        for (const user of shared.users) this.options.onProblem?.(user, `watch ${kindId(ref)}`, problem);
+      },
       ...this.options.watcher,
     });
-    const metrics = this.options.metrics;
     const unsubscribe = watcher.subscribe((event) => {
       const initial = !watcher.hasSynced;
       if (event.type === 'synced') {
@@ -477,14 +527,12 @@ export class Bridge {
       } else {
         metrics?.watchEvents.inc({ kind: ref.kind, type: event.type });
       }
-      for (const runtime of this.runtimes.values()) {
-        const c = runtime.config;
-        const interested = sameKind(c.for, ref) || c.owns.some((o) => sameKind(o, ref)) || c.watches.some((w) => sameKind(w, ref));
-        if (interested) runtime.onEvent(ref, event, initial);
-      }
+      for (const user of shared.users) this.runtimes.get(user)?.onEvent(ref, event, initial);
     });
+    shared.watcher = watcher;
+    shared.unsubscribe = unsubscribe;
     watcher.start();
-    return { watcher, full, users: new Set(), unsubscribe };
+    return shared;
   }
 
   /** Writes a Warning Event on an object; failures are logged, never thrown. */

@@ -13,6 +13,19 @@ export interface KindRef {
   kind: string;
 }
 
+/**
+ * An owned kind. Its watch takes only objects matching `labelSelector` — by default the label
+ * the SDK puts on every child, `kfn.dev/reconciler=<Reconciler name>`, so the bridge's memory
+ * and watch traffic follow the Reconciler's own children, not every object of that kind in the
+ * cluster. `labelSelector: ""` watches them all (children made without the SDK's label).
+ */
+export interface OwnedKind extends KindRef {
+  labelSelector: string;
+}
+
+/** The label the SDK sets on every child, naming the Reconciler that made it. */
+export const reconcilerLabel = 'kfn.dev/reconciler';
+
 export type Mapping = { label: string } | { selectorField: string };
 
 export interface WatchSpec extends KindRef {
@@ -34,7 +47,7 @@ export interface AuthSpec {
 
 export interface ReconcilerSpec {
   for: KindRef;
-  owns?: KindRef[];
+  owns?: (KindRef & { labelSelector?: string })[];
   watches?: WatchSpec[];
   sink: SinkSpec;
   auth?: AuthSpec;
@@ -51,7 +64,7 @@ export interface ReconcilerConfig {
   name: string;
   generation: number;
   for: KindRef;
-  owns: KindRef[];
+  owns: OwnedKind[];
   watches: WatchSpec[];
   sink: SinkSpec;
   auth?: AuthSpec;
@@ -116,11 +129,14 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
   if (!spec) throw new InvalidReconcilerError(name, [...problems, 'spec is required']);
 
   const primary = kindRef(spec.for, 'spec.for', problems);
-  const owns: KindRef[] = [];
+  const owns: OwnedKind[] = [];
   if (spec.owns !== undefined && !Array.isArray(spec.owns)) problems.push('spec.owns must be a list');
+  const ownLabel = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(name) ? `${reconcilerLabel}=${name}` : '';
   for (const [i, item] of ((spec.owns as unknown[]) ?? []).entries()) {
     const ref = kindRef(item, `spec.owns[${i}]`, problems);
-    if (ref) owns.push(ref);
+    const selector = isObject(item) ? item.labelSelector : undefined;
+    if (selector !== undefined && typeof selector !== 'string') problems.push(`spec.owns[${i}].labelSelector must be a label selector string`);
+    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : ownLabel });
   }
   const watches: WatchSpec[] = [];
   if (spec.watches !== undefined && !Array.isArray(spec.watches)) problems.push('spec.watches must be a list');
@@ -222,12 +238,31 @@ export function loadReconcilerFile(path: string): ReconcilerConfig[] {
   return configs;
 }
 
-/** Every kind a Reconciler watches, and whether it needs whole objects or metadata only. */
-export function watchedKinds(config: ReconcilerConfig): { ref: KindRef; full: boolean }[] {
-  // Mapping by a selector stored in the primary needs the primary's spec, so the primary is
-  // watched in full; everything else needs only metadata (labels, owners, generation).
+/** One watch a Reconciler needs: a kind, in one namespace or all, with a label selector or not. */
+export interface WatchNeed {
+  ref: KindRef;
+  /** Whole objects, or metadata only. */
+  full: boolean;
+  /** undefined: every namespace (or a cluster-scoped kind). */
+  namespace?: string;
+  labelSelector?: string;
+}
+
+/**
+ * Every watch a Reconciler needs. Mapping by a selector stored in the primary needs the
+ * primary's spec, so the primary is watched in full; everything else needs only metadata
+ * (labels, owners, generation). A Reconciler that names namespaces watches each of them, not
+ * the whole cluster (for a cluster-scoped kind the bridge drops the namespace).
+ */
+export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
   const selectorMapping = config.watches.some((w) => 'selectorField' in w.mapping);
-  return [{ ref: config.for, full: selectorMapping }, ...config.owns.map((ref) => ({ ref, full: false })), ...config.watches.map((ref) => ({ ref, full: false }))];
+  const kinds: Omit<WatchNeed, 'namespace'>[] = [
+    { ref: config.for, full: selectorMapping },
+    ...config.owns.map((o) => ({ ref: { apiVersion: o.apiVersion, kind: o.kind }, full: false, ...(o.labelSelector ? { labelSelector: o.labelSelector } : {}) })),
+    ...config.watches.map((w) => ({ ref: { apiVersion: w.apiVersion, kind: w.kind }, full: false })),
+  ];
+  if (config.namespaces.length === 0) return kinds;
+  return kinds.flatMap((k) => config.namespaces.map((namespace) => ({ ...k, namespace })));
 }
 
 export function kindId(ref: KindRef): string {

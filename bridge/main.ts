@@ -94,20 +94,29 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const metrics = new BridgeMetrics();
   const journal = options.journal ? new Journal(options.journal) : undefined;
   const identity = options.identity ?? `${hostname()}-${process.pid}`;
-  // What is wrong with each Reconciler's sink, shown as its Ready condition until deliveries work again.
-  const sinkProblems = new Map<string, string>();
+  // What keeps each Reconciler from working (its sink, a watch), shown as its Ready condition
+  // until it works again.
+  const problems = new Map<string, Map<string, string>>();
+  const problemOf = (name: string): { reason: string; message: string } | undefined => {
+    const current = problems.get(name);
+    if (!current?.size) return undefined;
+    const [source, message] = [...current.entries()][0]!;
+    return { reason: source === 'sink' ? 'SinkNotReady' : 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
+  };
   const bridge = new Bridge({
     api,
     log: logger,
     journal,
     metrics,
     watcher: options.watcher,
-    onSinkProblem: (name, problem) => {
-      if (problem) sinkProblems.set(name, problem);
-      else sinkProblems.delete(name);
+    onProblem: (name, source, problem) => {
+      let current = problems.get(name);
+      if (!current) problems.set(name, (current = new Map()));
+      if (problem) current.set(source, problem);
+      else current.delete(source);
+      if (problem) logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
       const obj = configWatcher?.store.get(name);
       if (!obj) return;
-      if (problem) logger.warn({ reconciler: name, problem }, 'the sink cannot take deliveries');
       const config = (() => {
         try {
           return parseReconciler(obj);
@@ -115,7 +124,8 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
           return undefined;
         }
       })();
-      void (problem ? writeReconcilerStatus(api, obj, false, 'SinkNotReady', problem) : config ? writeReconcilerStatus(api, obj, true, 'Running', runningMessage(config)) : Promise.resolve()).catch((e) =>
+      const now = problemOf(name);
+      void (now ? writeReconcilerStatus(api, obj, false, now.reason, now.message) : config ? writeReconcilerStatus(api, obj, true, 'Running', runningMessage(config)) : Promise.resolve()).catch((e) =>
         logger.warn({ error: String(e) }, 'could not write Reconciler status'),
       );
     },
@@ -149,11 +159,11 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     const failed = await bridge.setReconcilers(valid.map((v) => v.config));
     for (const { config, obj } of valid) {
       const error = failed.get(config.name);
-      const sinkProblem = sinkProblems.get(config.name);
+      const problem = problemOf(config.name);
       const write = error
         ? writeReconcilerStatus(api, obj, false, 'WatchFailed', error.message)
-        : sinkProblem
-          ? writeReconcilerStatus(api, obj, false, 'SinkNotReady', sinkProblem)
+        : problem
+          ? writeReconcilerStatus(api, obj, false, problem.reason, problem.message)
           : writeReconcilerStatus(api, obj, true, 'Running', runningMessage(config));
       await write.catch((e) => logger.warn({ error: String(e) }, 'could not write Reconciler status'));
       if (error) logger.error({ reconciler: config.name, error: error.message }, `reconciler could not start; retrying in ${retrySeconds} s`);

@@ -35,6 +35,15 @@ export interface WatcherOptions {
   watchTimeoutSeconds?: [number, number];
   /** Backoff after errors: first and longest delay (default 500 ms, 30 s), jittered. */
   backoffMs?: [number, number];
+  /** Watch one namespace only (a namespaced kind); default all. */
+  namespace?: string;
+  /** Watch only objects matching this label selector (server-side). */
+  labelSelector?: string;
+  /**
+   * Told when the watch cannot work for a reason a person must fix — the kind is not served
+   * (its CRD deleted), or access is forbidden — and told `undefined` once it works again.
+   */
+  onProblem?: (problem: string | undefined) => void;
   log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -73,7 +82,8 @@ export class Watcher {
   /** Everything the watcher knows, by namespace/name. */
   readonly store = new Map<string, KubeObject>();
   private readonly api: KubeApi;
-  private readonly options: Required<Omit<WatcherOptions, 'log'>> & Pick<WatcherOptions, 'log'>;
+  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>;
+  private problem: string | undefined;
   private readonly listeners = new Set<(event: WatchEvent) => void>();
   private state: State = { phase: 'list', relist: false };
   private abort = new AbortController();
@@ -166,9 +176,12 @@ export class Watcher {
         try {
           const resourceVersion = await this.list(state.relist);
           this.failures = 0;
+          this.report(undefined);
           return { phase: 'watch', resourceVersion };
         } catch (err) {
           if (this.abort.signal.aborted) return { phase: 'stopped' };
+          const problem = this.describe(err);
+          if (problem) this.report(problem); // a transient error leaves the last verdict as it is
           this.stats.errors++;
           const ms = this.backoff();
           this.log('warn', 'list failed; retrying', { error: (err as Error).message, retryInMs: ms });
@@ -192,13 +205,13 @@ export class Watcher {
   private async list(relist: boolean): Promise<string> {
     this.stats.lists++;
     if (relist) this.stats.relists++;
-    const path = collectionPath(this.resource);
+    const path = collectionPath(this.resource, this.options.namespace);
     const accept = this.options.projection === 'metadata' ? metadataListAccept : 'application/json';
     const seen = new Map<string, KubeObject>();
     let cont: string | undefined;
     let resourceVersion = '';
     do {
-      const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont }, accept, signal: this.abort.signal });
+      const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont, labelSelector: this.options.labelSelector }, accept, signal: this.abort.signal });
       for (const item of page.items ?? []) seen.set(storeKey(item), this.normalise(item));
       cont = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
@@ -256,9 +269,9 @@ export class Watcher {
     try {
       feed();
       await this.api.stream(
-        collectionPath(this.resource),
+        collectionPath(this.resource, this.options.namespace),
         {
-          query: { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds },
+          query: { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
           accept: this.options.projection === 'metadata' ? metadataAccept : 'application/json',
           signal: attempt.signal,
         },
@@ -281,6 +294,15 @@ export class Watcher {
         return { phase: 'watch', resourceVersion };
       }
       if (err instanceof ApiError && err.status === 410) return this.gone(resourceVersion);
+      if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
+        // The kind went away (its CRD deleted) or access did: say so, and list again — with
+        // backoff — until it is back; the list then reconciles the store with what exists.
+        this.report(this.describe(err)!);
+        this.stats.errors++;
+        const ms = this.backoff();
+        this.log('warn', 'watch refused; listing again after backoff', { error: err.message, retryInMs: ms });
+        return { phase: 'wait', ms, then: { phase: 'list', relist: true } };
+      }
       this.stats.errors++;
       const ms = this.backoff();
       this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
@@ -289,6 +311,23 @@ export class Watcher {
       clearTimeout(watchdog);
       this.abort.signal.removeEventListener('abort', onStop);
     }
+  }
+
+  /** What a person must know about a failure, or undefined for a transient one. */
+  private describe(err: unknown): string | undefined {
+    if (!(err instanceof ApiError)) return undefined;
+    const what = `${this.resource.apiVersion} ${this.resource.kind}${this.options.namespace ? ` in namespace ${this.options.namespace}` : ''}`;
+    if (err.status === 404) return `the API no longer serves ${what} (was its CRD deleted?); watching again once it is served`;
+    if (err.status === 403) return `the bridge may not list/watch ${what}: ${err.message}`;
+    return undefined;
+  }
+
+  private report(problem: string | undefined): void {
+    if (problem === this.problem) return;
+    this.problem = problem;
+    if (problem) this.log('warn', 'watch cannot work', { problem });
+    else this.log('info', 'watch works again', {});
+    this.options.onProblem?.(problem);
   }
 
   private gone(resourceVersion: string): State {

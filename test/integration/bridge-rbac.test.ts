@@ -125,3 +125,61 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets/private`), /forbidden/);
   await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
 });
+
+test('a bridge whose Reconciler names namespaces needs rights in those namespaces only: every watch is per namespace', async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const ns = await testNamespace(t, cluster, 'rbac-scoped');
+  const group = `${uniqueName('scoped')}.kfn.test`;
+  await installCrd(t, cluster, group, 'Widget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+  // A ServiceAccount that may read widgets, ConfigMaps and Secrets in `ns` alone — nothing cluster-wide.
+  await applyYaml(
+    cluster.kc,
+    [
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'scoped-bridge', namespace: ns } },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name: 'scoped-bridge', namespace: ns },
+        rules: [
+          { apiGroups: [group], resources: ['widgets'], verbs: ['list', 'watch'] },
+          { apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['list', 'watch'] },
+          { apiGroups: [''], resources: ['events'], verbs: ['create', 'get', 'patch'] },
+        ],
+      },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'scoped-bridge', namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'scoped-bridge' }, subjects: [{ kind: 'ServiceAccount', name: 'scoped-bridge', namespace: ns }] },
+    ].map((o) => stringify(o)).join('---\n'),
+  );
+  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: 'scoped-bridge' }, 3600);
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-scoped-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const kubeconfig = join(dir, 'bridge.kubeconfig');
+  writeFileSync(kubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
+  const receiver = await startReceiver(t, { kind: 'none' });
+  const config = join(dir, 'bridge.yaml');
+  writeFileSync(
+    config,
+    stringify({
+      apiVersion: 'kfn.dev/v1alpha1',
+      kind: 'Reconciler',
+      metadata: { name: 'scoped' },
+      spec: {
+        for: { apiVersion: `${group}/v1`, kind: 'Widget' },
+        owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }],
+        watches: [{ apiVersion: 'v1', kind: 'Secret', mapping: { label: 'widget' } }],
+        sink: { uri: receiver.url },
+        namespaces: [ns],
+      },
+    }),
+  );
+  const running = await startBridge({ kubeconfig, configFile: config, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000 });
+  t.after(() => running.stop());
+  const widgets = `/apis/${group}/v1/namespaces/${ns}/widgets`;
+  const w = await api.request<{ metadata: { uid: string } }>('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'w' }, spec: {} } });
+  await waitFor('the created delivery, through namespace-scoped rights alone', async () => receiver.of('w').find((d) => d.reason === 'created'), { timeoutMs: 30_000 });
+  await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'c', labels: { 'kfn.dev/reconciler': 'scoped' }, ownerReferences: [{ apiVersion: `${group}/v1`, kind: 'Widget', name: 'w', uid: w.metadata.uid, controller: true }] } } });
+  await waitFor('the child delivery', async () => receiver.of('w').find((d) => d.reason === 'child'));
+  await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's', labels: { widget: 'w' } } } });
+  await waitFor('the mapped delivery', async () => receiver.of('w').find((d) => d.reason === 'mapped'));
+  assert.deepEqual(running.bridge.watchList().map((x) => [x.kind, x.namespace, x.problem]).sort(), [[`${group}/v1/Widget`, ns, undefined], ['v1/ConfigMap', ns, undefined], ['v1/Secret', ns, undefined]].sort());
+});

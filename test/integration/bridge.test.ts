@@ -49,12 +49,15 @@ describe('bridge', { concurrency: true }, () => {
     });
     const owner = await f.createWidget('parent', { selector: { matchLabels: { app: 'picked' } } });
     await waitFor('the created delivery', async () => f.receiver.of('parent').find((d) => d.reason === 'created'));
-    await cluster.core.createNamespacedConfigMap({
-      namespace: f.ns,
-      body: { metadata: { name: 'child', ownerReferences: [{ apiVersion: f.apiVersion, kind: 'Widget', name: 'parent', uid: owner.metadata.uid, controller: true }] } },
-    });
+    // Owned kinds are watched by the label the SDK sets on children: one without it is not seen.
+    const ownerRef = { apiVersion: f.apiVersion, kind: 'Widget', name: 'parent', uid: owner.metadata.uid, controller: true };
+    await cluster.core.createNamespacedConfigMap({ namespace: f.ns, body: { metadata: { name: 'unlabelled', ownerReferences: [ownerRef] } } });
+    await cluster.core.createNamespacedConfigMap({ namespace: f.ns, body: { metadata: { name: 'child', labels: { 'kfn.dev/reconciler': 'widgets' }, ownerReferences: [ownerRef] } } });
     const child = await waitFor('a child delivery', async () => f.receiver.of('parent').find((d) => d.reason === 'child'));
     assert.equal(child.trigger, 'ConfigMap/child');
+    assert.equal(f.receiver.of('parent').filter((d) => d.trigger === 'ConfigMap/unlabelled').length, 0, 'a child without kfn.dev/reconciler is outside the owned watch');
+    const cmWatch = f.running.bridge.watchList().find((w) => w.kind === 'v1/ConfigMap')!;
+    assert.deepEqual([cmWatch.namespace, cmWatch.labelSelector, cmWatch.objects], [f.ns, 'kfn.dev/reconciler=widgets', 1], 'one namespace, the label selector, only the labelled child held');
     assert.equal(child.received.data.trigger?.namespace, f.ns);
 
     await cluster.core.createNamespacedSecret({ namespace: f.ns, body: { metadata: { name: 'creds', labels: { widget: 'parent' } } } });
@@ -75,7 +78,7 @@ describe('bridge', { concurrency: true }, () => {
     await waitFor('the namespace\'s created delivery', async () => f.receiver.of(f.ns).find((d) => d.reason === 'created'));
     await cluster.core.createNamespacedConfigMap({
       namespace: f.ns,
-      body: { metadata: { name: 'owned-by-ns', ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: f.ns, uid: owner.metadata!.uid!, controller: true }] } },
+      body: { metadata: { name: 'owned-by-ns', labels: { 'kfn.dev/reconciler': 'widgets' }, ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: f.ns, uid: owner.metadata!.uid!, controller: true }] } },
     });
     const child = await waitFor('a child delivery for the Namespace', async () => f.receiver.of(f.ns).find((d) => d.reason === 'child'));
     assert.equal(child.received.event.subject, f.ns, 'the cluster-scoped primary\'s key has no namespace');
@@ -325,6 +328,37 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     await installCrd(t, cluster, group, 'Widget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
     await kubeApi(cluster.kc).request('POST', `/apis/${group}/v1/namespaces/${ns}/widgets`, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'late' }, spec: {} } });
     await waitFor('the delivery once the Reconciler has started', async () => receiver.of('late')[0], { timeoutMs: 30_000 });
+  });
+
+  test('a CRD deleted while watched turns the Reconciler Ready=False, and it recovers once the kind is served again', async (t) => {
+    const cluster = await testCluster();
+    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    const api = kubeApi(cluster.kc);
+    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, watcher: { backoffMs: [200, 1000] } });
+    t.after(() => running.stop());
+    const name = uniqueName('crd-gone');
+    await applyYaml(cluster.kc, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink: { uri: f.receiver.url }, namespaces: [f.ns] } }));
+    t.after(() => api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined));
+    const ready = (status: string, reason?: string) =>
+      waitFor(`Reconciler ${name} Ready=${status}${reason ? ` (${reason})` : ''}`, async () => {
+        const r = await api.request<{ status?: { conditions?: { type: string; status: string; reason: string; message: string }[] } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`);
+        const c = r.status?.conditions?.find((x) => x.type === 'Ready');
+        return c && c.status === status && (!reason || c.reason === reason) ? c : undefined;
+      }, { timeoutMs: 60_000 });
+    await f.createWidget('before');
+    await waitFor('the first delivery', async () => f.receiver.of('before')[0]);
+    await ready('True');
+
+    await api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${f.group}`);
+    const down = await ready('False', 'WatchFailed');
+    assert.match(down.message, new RegExp(`the API no longer serves ${f.group.replace(/\./g, '\\.')}/v1 Widget in namespace ${f.ns}`));
+
+    await installCrd(t, cluster, f.group, 'Widget', { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+    await ready('True', 'Running');
+    await f.createWidget('after');
+    await waitFor('deliveries again once the kind is back', async () => f.receiver.of('after')[0], { timeoutMs: 30_000 });
   });
 
   test('resync re-delivers every object once per period', async (t) => {
