@@ -15,16 +15,17 @@ export interface KindRef {
 
 /**
  * An owned kind. Its watch takes only objects matching `labelSelector` — by default the label
- * the SDK puts on every child, `kfn.dev/reconciler=<Reconciler name>`, so the bridge's memory
- * and watch traffic follow the Reconciler's own children, not every object of that kind in the
- * cluster. `labelSelector: ""` watches them all (children made without the SDK's label).
+ * the SDK puts on every child, `app.kubernetes.io/managed-by=kfn`, so the bridge's memory and
+ * watch traffic follow kfn's children, not every object of that kind in the cluster (and
+ * Reconcilers owning one kind share one watch). `labelSelector: ""` watches them all
+ * (children made without the SDK).
  */
 export interface OwnedKind extends KindRef {
   labelSelector: string;
 }
 
-/** The label the SDK sets on every child, naming the Reconciler that made it. */
-export const reconcilerLabel = 'kfn.dev/reconciler';
+/** The label the SDK sets on every child it applies. */
+export const childLabelSelector = 'app.kubernetes.io/managed-by=kfn';
 
 export type Mapping = { label: string } | { selectorField: string };
 
@@ -131,12 +132,11 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
   const primary = kindRef(spec.for, 'spec.for', problems);
   const owns: OwnedKind[] = [];
   if (spec.owns !== undefined && !Array.isArray(spec.owns)) problems.push('spec.owns must be a list');
-  const ownLabel = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(name) ? `${reconcilerLabel}=${name}` : '';
   for (const [i, item] of ((spec.owns as unknown[]) ?? []).entries()) {
     const ref = kindRef(item, `spec.owns[${i}]`, problems);
     const selector = isObject(item) ? item.labelSelector : undefined;
     if (selector !== undefined && typeof selector !== 'string') problems.push(`spec.owns[${i}].labelSelector must be a label selector string`);
-    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : ownLabel });
+    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : childLabelSelector });
   }
   const watches: WatchSpec[] = [];
   if (spec.watches !== undefined && !Array.isArray(spec.watches)) problems.push('spec.watches must be a list');

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
-import { applyObject, KubeApi } from '../bridge/kubeapi.ts';
+import { applyObject, collectionPath, KubeApi, objectPath } from '../bridge/kubeapi.ts';
 import { clusterDown, clusterPaths, clusterUp, displayPath, readState, repoRoot } from '../cluster/controlplane.ts';
 import { deployFunctions } from './deploy.ts';
 import { followBridgeJournal, installBridge } from './incluster.ts';
@@ -244,12 +244,49 @@ async function freshNamespace(api: KubeApi): Promise<void> {
   if (exists) {
     say(`Removing the previous demo's namespace ${namespace}…`);
     await api.request('DELETE', path).catch(() => undefined);
-    for (let i = 0; i < 240; i++) {
+    const started = Date.now();
+    let said = '';
+    for (;;) {
       if (!(await api.request('GET', path).then(() => true, () => false))) break;
-      await sleep(250);
+      const held = await heldByFinalizers(api);
+      const waited = Date.now() - started;
+      // A previous run stopped before its functions could finalize their objects (killed, or
+      // crashed): nobody is left to run that cleanup, and the namespace would stay terminating
+      // forever. Its objects are demo data inside the namespace being deleted: let them go.
+      if (held.length && waited > 10_000) {
+        say(`  The previous run stopped before its functions finalized ${held.length} object(s); letting them go: ${held.map((h) => `${h.kind} ${h.name} (${h.finalizers.join(', ')})`).join(', ')}`);
+        for (const h of held) await api.request('PATCH', h.path, { body: { metadata: { finalizers: h.finalizers.length === h.all.length ? null : h.all.filter((f) => !f.startsWith('kfn.dev/')) } }, contentType: 'application/merge-patch+json' }).catch(() => undefined);
+      } else {
+        const what = held.length ? `waiting for ${held.length} object(s) with kfn finalizers: ${held.map((h) => `${h.kind} ${h.name}`).join(', ')}` : 'waiting for its objects to be deleted';
+        if (what !== said) say(dim(`  ${what}…`));
+        said = what;
+      }
+      if (waited > 120_000) throw new Error(`namespace ${namespace} is still being deleted after 2 minutes; see: kubectl get all -n ${namespace}, and remove what holds it`);
+      await sleep(500);
     }
   }
   await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 'kfn-demo');
+}
+
+/** Objects in the demo namespace that carry a kfn.dev finalizer (any served kind that lists). */
+async function heldByFinalizers(api: KubeApi): Promise<{ kind: string; name: string; path: string; finalizers: string[]; all: string[] }[]> {
+  const out: { kind: string; name: string; path: string; finalizers: string[]; all: string[] }[] = [];
+  const kinds: { apiVersion: string; kind: string }[] = [{ apiVersion: 'v1', kind: 'ConfigMap' }];
+  for (const dir of functionDirs()) {
+    const reconciler = await loadFunction(dir).catch(() => undefined);
+    if (reconciler) kinds.push({ apiVersion: reconciler.for.apiVersion, kind: reconciler.for.kind });
+  }
+  for (const k of kinds) {
+    const resource = await api.resource(k.apiVersion, k.kind).catch(() => undefined);
+    if (!resource) continue;
+    const list = await api.request<{ items: { metadata: { name: string; finalizers?: string[] } }[] }>('GET', collectionPath(resource, namespace)).catch(() => ({ items: [] }));
+    for (const item of list.items) {
+      const all = item.metadata.finalizers ?? [];
+      const ours = all.filter((f) => f.startsWith('kfn.dev/'));
+      if (ours.length) out.push({ kind: k.kind, name: item.metadata.name, path: objectPath(resource, item.metadata.name, namespace), finalizers: ours, all });
+    }
+  }
+  return out;
 }
 
 /** Records in `readyAt` when each sample is first seen Ready; true once all are. */

@@ -1,7 +1,6 @@
 // DatabaseBackup end to end: the state machine to both terminal phases, without blocking.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
@@ -11,7 +10,7 @@ interface Backup {
 
 test('DatabaseBackup: Pending → InProgress → Completed, and → Failed when the Job fails; terminal phases do nothing', async (t) => {
   const cluster = await testCluster();
-  const s = await functionStack(t, cluster, 'databasebackup');
+  const s = await functionStack(t, cluster, 'databasebackup', { resyncPeriodSeconds: 3 });
   const body = (name: string, backupPath = 's3://my-bucket/backup.sql') => ({ apiVersion: 'backup.example.com/v1', kind: 'DatabaseBackup', metadata: { name }, spec: { databaseName: 'production-db', backupPath } });
   await assert.rejects(s.api.request('POST', s.objects, { body: { ...body('bad'), spec: { databaseName: 'x' } } }), /spec\.backupPath: Required value/);
   const get = (name: string) => s.api.request<Backup>('GET', `${s.objects}/${name}`);
@@ -47,8 +46,17 @@ test('DatabaseBackup: Pending → InProgress → Completed, and → Failed when 
   const jobs = await s.api.request<{ items: unknown[] }>('GET', `/apis/batch/v1/namespaces/${s.ns}/jobs`);
   assert.equal(jobs.items.length, 2, 'one Job per backup, never restarted');
   const before = JSON.stringify([(await get('good')).status, (await get('bad-disk')).status]);
-  await sleep(2000);
+  const seen = journalLines(s.journal).length;
+  // A Job event (its label changed) and resyncs of both backups, each delivered and answered.
+  await s.api.request('PATCH', `/apis/batch/v1/namespaces/${s.ns}/jobs/${(jobs.items[0] as { metadata: { name: string } }).metadata.name}`, { body: { metadata: { labels: { touched: 'yes' } } }, contentType: 'application/merge-patch+json' });
+  const later = await waitFor('a Job event and a resync of each backup to be delivered', async () => {
+    const fresh = journalLines(s.journal).slice(seen);
+    const resynced = ['good', 'bad-disk'].every((n) => fresh.some((l) => l.reason === 'resync' && l.key.endsWith(`/${n}`) && l.outcome === 'done'));
+    return resynced && fresh.some((l) => l.reason === 'child' && l.trigger?.kind === 'Job') ? fresh : undefined;
+  }, { timeoutMs: 30_000 });
+  assert.deepEqual(later.flatMap((l) => l.response?.changes ?? []), [], 'they wrote nothing');
   assert.equal(JSON.stringify([(await get('good')).status, (await get('bad-disk')).status]), before);
+  assert.equal((await s.api.request<{ items: unknown[] }>('GET', `/apis/batch/v1/namespaces/${s.ns}/jobs`)).items.length, 2, 'and started no Job');
   const lines = journalLines(s.journal);
   assert.ok(lines.length >= 4, 'the function was called as the Jobs progressed');
   assert.ok(lines.every((l) => l.durationMs < 3000), `it never waited for a Job (slowest answer ${Math.max(...lines.map((l) => l.durationMs))} ms)`);

@@ -1,9 +1,8 @@
 // PodBuggerTool end to end: matching pods get one ephemeral debug container each.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { testCluster, waitFor } from '../support/cluster.ts';
-import { functionStack } from '../support/functions.ts';
+import { functionStack, journalLines } from '../support/functions.ts';
 
 interface LivePod {
   spec: { ephemeralContainers?: { name: string; image: string }[] };
@@ -34,8 +33,11 @@ test('PodBuggerTool: pods matching the selector get a debug container, once; sta
   const ignored = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/ignored`);
   assert.equal(ignored.spec.ephemeralContainers, undefined, 'a pod the selector does not match is left alone');
   // Once: more events (a label change on a debugged pod) add nothing.
-  await s.api.request('PATCH', `/api/v1/namespaces/${s.ns}/pods/before-1`, { body: { metadata: { labels: { extra: 'x' } } }, contentType: 'application/merge-patch+json' });
-  await sleep(1500);
+  const patched = await s.api.request<{ metadata: { resourceVersion: string } }>('PATCH', `/api/v1/namespaces/${s.ns}/pods/before-1`, { body: { metadata: { labels: { extra: 'x' } } }, contentType: 'application/merge-patch+json' });
+  const delivery = await waitFor('the label change to be delivered to the tool', async () =>
+    journalLines(s.journal).find((l) => l.reason === 'mapped' && l.trigger?.name === 'before-1' && Number(l.trigger.resourceVersion) >= Number(patched.metadata.resourceVersion) && l.outcome === 'done'),
+  );
+  assert.equal(delivery.attempt, 1, 'answered at once, not failed on a second debug container');
   const again = await s.api.request<LivePod>('GET', `/api/v1/namespaces/${s.ns}/pods/before-1`);
   assert.equal(again.spec.ephemeralContainers?.length, 1);
 });

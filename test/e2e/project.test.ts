@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { testCluster, uniqueName, waitFor } from '../support/cluster.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
@@ -23,9 +22,13 @@ test('Project: Secret + Deployment reading it; the password appears in no Config
   const env = dep.spec.template.spec.containers[0]!.env[0]!;
   assert.deepEqual(env, { name: 'PASSWORD', valueFrom: { secretKeyRef: { name: 'abc-department-credentials', key: 'password' } } });
 
-  // Let a couple of resyncs pass, then look everywhere the password must not be.
-  await sleep(7000);
-  assert.ok(!JSON.stringify(project.status).includes(password), 'not in the status');
+  // Wait for two resyncs (each re-reads and may rewrite the status), then look everywhere the
+  // password must not be — the status read after them, not the one from before.
+  await waitFor('two resyncs of the Project', async () => (journalLines(s.journal).filter((l) => l.reason === 'resync').length >= 2 ? true : undefined), { timeoutMs: 30_000 });
+  const after = await s.api.request<{ status?: Record<string, unknown> }>('GET', `${s.objects}/abc-department`);
+  assert.ok(after.status && Object.keys(after.status).length > 0, 'the status is there to check');
+  assert.ok(!JSON.stringify(after.status).includes(password), 'not in the status');
+  assert.ok(!JSON.stringify(project.status).includes(password), 'nor in the status seen at Ready');
   const configMaps = await s.api.request<{ items: unknown[] }>('GET', `/api/v1/namespaces/${s.ns}/configmaps`);
   assert.ok(!JSON.stringify(configMaps).includes(password), 'not in any ConfigMap');
   for (const file of readdirSync(s.dir).filter((f) => f.endsWith('.log') || f.endsWith('.jsonl'))) {

@@ -177,7 +177,7 @@ test('a bridge whose Reconciler names namespaces needs rights in those namespace
   const widgets = `/apis/${group}/v1/namespaces/${ns}/widgets`;
   const w = await api.request<{ metadata: { uid: string } }>('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'w' }, spec: {} } });
   await waitFor('the created delivery, through namespace-scoped rights alone', async () => receiver.of('w').find((d) => d.reason === 'created'), { timeoutMs: 30_000 });
-  await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'c', labels: { 'kfn.dev/reconciler': 'scoped' }, ownerReferences: [{ apiVersion: `${group}/v1`, kind: 'Widget', name: 'w', uid: w.metadata.uid, controller: true }] } } });
+  await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'c', labels: { 'app.kubernetes.io/managed-by': 'kfn' }, ownerReferences: [{ apiVersion: `${group}/v1`, kind: 'Widget', name: 'w', uid: w.metadata.uid, controller: true }] } } });
   await waitFor('the child delivery', async () => receiver.of('w').find((d) => d.reason === 'child'));
   await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's', labels: { widget: 'w' } } } });
   await waitFor('the mapped delivery', async () => receiver.of('w').find((d) => d.reason === 'mapped'));

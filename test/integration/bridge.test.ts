@@ -23,7 +23,14 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(created.attempt, 1);
     assert.equal(created.received.event.subject, `${f.ns}/w1`);
 
+    // A status-only write: the bridge sees its watch event and queues nothing for it.
+    const counter = async (pattern: RegExp) => Number((await fetch(`http://${f.running.address}/metrics`).then((r) => r.text())).match(pattern)?.[1] ?? 0);
+    const events = /kfn_bridge_watch_events_total\{kind="Widget",type="apply"\} (\d+)/;
+    const adds = /workqueue_adds_total\{name="widgets"\} (\d+)/;
+    const [eventsBefore, addsBefore] = [await counter(events), await counter(adds)];
     await f.patchWidget('w1', { status: { phase: 'Running' } }, 'status');
+    await waitFor('the bridge to see the status write', async () => ((await counter(events)) > eventsBefore ? true : undefined));
+    assert.equal(await counter(adds), addsBefore, 'the status-only write queued nothing');
     await f.patchWidget('w1', { spec: { size: 2 } });
     const updated = await waitFor('an updated delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'updated'));
     assert.equal(updated.generation, 2);
@@ -52,12 +59,12 @@ describe('bridge', { concurrency: true }, () => {
     // Owned kinds are watched by the label the SDK sets on children: one without it is not seen.
     const ownerRef = { apiVersion: f.apiVersion, kind: 'Widget', name: 'parent', uid: owner.metadata.uid, controller: true };
     await cluster.core.createNamespacedConfigMap({ namespace: f.ns, body: { metadata: { name: 'unlabelled', ownerReferences: [ownerRef] } } });
-    await cluster.core.createNamespacedConfigMap({ namespace: f.ns, body: { metadata: { name: 'child', labels: { 'kfn.dev/reconciler': 'widgets' }, ownerReferences: [ownerRef] } } });
+    await cluster.core.createNamespacedConfigMap({ namespace: f.ns, body: { metadata: { name: 'child', labels: { 'app.kubernetes.io/managed-by': 'kfn' }, ownerReferences: [ownerRef] } } });
     const child = await waitFor('a child delivery', async () => f.receiver.of('parent').find((d) => d.reason === 'child'));
     assert.equal(child.trigger, 'ConfigMap/child');
-    assert.equal(f.receiver.of('parent').filter((d) => d.trigger === 'ConfigMap/unlabelled').length, 0, 'a child without kfn.dev/reconciler is outside the owned watch');
+    assert.equal(f.receiver.of('parent').filter((d) => d.trigger === 'ConfigMap/unlabelled').length, 0, 'a child without the SDK\'s label is outside the owned watch');
     const cmWatch = f.running.bridge.watchList().find((w) => w.kind === 'v1/ConfigMap')!;
-    assert.deepEqual([cmWatch.namespace, cmWatch.labelSelector, cmWatch.objects], [f.ns, 'kfn.dev/reconciler=widgets', 1], 'one namespace, the label selector, only the labelled child held');
+    assert.deepEqual([cmWatch.namespace, cmWatch.labelSelector, cmWatch.objects], [f.ns, 'app.kubernetes.io/managed-by=kfn', 1], 'one namespace, the label selector, only the labelled child held');
     assert.equal(child.received.data.trigger?.namespace, f.ns);
 
     await cluster.core.createNamespacedSecret({ namespace: f.ns, body: { metadata: { name: 'creds', labels: { widget: 'parent' } } } });
@@ -78,7 +85,7 @@ describe('bridge', { concurrency: true }, () => {
     await waitFor('the namespace\'s created delivery', async () => f.receiver.of(f.ns).find((d) => d.reason === 'created'));
     await cluster.core.createNamespacedConfigMap({
       namespace: f.ns,
-      body: { metadata: { name: 'owned-by-ns', labels: { 'kfn.dev/reconciler': 'widgets' }, ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: f.ns, uid: owner.metadata!.uid!, controller: true }] } },
+      body: { metadata: { name: 'owned-by-ns', labels: { 'app.kubernetes.io/managed-by': 'kfn' }, ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: f.ns, uid: owner.metadata!.uid!, controller: true }] } },
     });
     const child = await waitFor('a child delivery for the Namespace', async () => f.receiver.of(f.ns).find((d) => d.reason === 'child'));
     assert.equal(child.received.event.subject, f.ns, 'the cluster-scoped primary\'s key has no namespace');
@@ -245,15 +252,18 @@ describe('bridge', { concurrency: true }, () => {
   test('never two deliveries of one object at once; the last delivery sees the last change', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 4 } });
+    // The first delivery takes long enough for all nine changes to arrive while it runs.
     f.receiver.answer = async (d, res) => {
-      await sleep(150);
+      await sleep(d.generation === 1 ? 3000 : 100);
       answerDone(d, res);
     };
     await f.createWidget('hot');
+    await waitFor('the first delivery to start', async () => f.receiver.of('hot')[0]);
     for (let i = 2; i <= 10; i++) await f.patchWidget('hot', { spec: { size: i } });
     await waitFor('a delivery of generation 10', async () => f.receiver.of('hot').find((d) => d.generation === 10), { timeoutMs: 20_000 });
+    await sleep(300);
     assert.equal(f.receiver.maxConcurrentPerKey(), 1);
-    assert.ok(f.receiver.of('hot').length < 10, `changes during a delivery coalesce (${f.receiver.of('hot').length} deliveries for 10 changes)`);
+    assert.deepEqual(f.receiver.of('hot').map((d) => d.generation), [1, 10], 'nine changes during one delivery make exactly one more, of the last state');
   });
 
   test('readiness, metrics and the journal', async (t) => {

@@ -9,7 +9,7 @@ import { parseAllDocuments } from 'yaml';
 import { ApiError, applyObject, collectionPath, objectPath } from '../../bridge/kubeapi.ts';
 import { loadFunction } from '../../cli/functions.ts';
 import { testCluster, testNamespace, waitFor } from './cluster.ts';
-import { functionStack, type FunctionRuntime } from './functions.ts';
+import { functionStack, journalLines, type FunctionRuntime } from './functions.ts';
 
 interface Obj {
   apiVersion: string;
@@ -66,6 +66,7 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
     };
     const children = await owned();
     assert.equal(children.length > 0, (reconciler.owns ?? []).length > 0, `${s.kind} ${s.metadata.name} has its children`);
+    if (reconciler.finalizer) assert.ok((live.metadata as { finalizers?: string[] }).finalizers?.includes(reconciler.finalizer), `${s.kind} ${s.metadata.name} carries ${reconciler.finalizer}`);
     if (children.length && !noDrift.has(name)) {
       const victim = children[0]!;
       await api.request('DELETE', await pathOf(victim));
@@ -79,5 +80,11 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
       const gone = await api.request('GET', await pathOf(s)).then(() => false, (e) => e instanceof ApiError && e.status === 404);
       return (gone && (await owned()).length === 0) || undefined;
     }, { timeoutMs: 90_000 });
+    if (reconciler.finalizer) {
+      // It went because the function ran its cleanup and removed the finalizer — not by force.
+      const lines = journalLines(stacks.at(-1)!.journal);
+      const finalized = lines.find((l) => l.key === `${ns}/${s.metadata.name}` && l.response?.changes?.some((c) => c.action === 'finalizer' && c.detail?.startsWith('removed')));
+      assert.ok(finalized, `the function finalized ${s.kind} ${s.metadata.name}`);
+    }
   }
 }

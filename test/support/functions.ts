@@ -25,12 +25,14 @@ export interface FunctionStack {
 }
 
 export interface JournalLine {
+  time: string;
   reason: string;
   key: string;
+  trigger?: { kind: string; name: string; resourceVersion?: string };
   outcome: string;
   attempt: number;
   durationMs: number;
-  response?: { changes?: { action: string }[] };
+  response?: { changes?: { action: string; detail?: string }[] };
 }
 
 export function journalLines(path: string): JournalLine[] {
