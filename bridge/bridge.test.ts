@@ -1,0 +1,68 @@
+// The bridge's per-Reconciler logic on a fake clock and a fake apiserver transport, delivering
+// over real HTTP to a stand-in function: what it keeps between attempts and what a resync may
+// change.
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import { answerDone, startReceiver } from '../test/support/receiver.ts';
+import { Bridge } from './bridge.ts';
+import { FakeClock } from './clock.ts';
+import { parseReconciler } from './config.ts';
+import { FakeApiServer, until } from './fakeapi.test-support.ts';
+
+const quiet = { info() {}, warn() {}, error() {} };
+
+async function setup(t: TestContext, spec: Record<string, unknown> = {}) {
+  const server = new FakeApiServer();
+  const clock = new FakeClock(Date.now());
+  const receiver = await startReceiver(t, { kind: 'none' });
+  const bridge = new Bridge({ api: server.api(), log: quiet, clock, watcher: { backoffMs: [1, 2] } });
+  t.after(() => bridge.stop(1000));
+  const config = parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, ...spec } });
+  assert.deepEqual([...(await bridge.setReconcilers([config])).keys()], []);
+  await until('the first list', () => (bridge.ready ? true : undefined));
+  return { server, clock, receiver, bridge };
+}
+
+/** Lets real I/O (the HTTP delivery) happen; the fake clock does not move meanwhile. */
+const settle = (ms = 50) => new Promise((r) => setTimeout(r, ms));
+
+describe('Bridge on a fake clock', () => {
+  test('a deleted object\'s tombstone is kept until its deleted delivery succeeds', async (t) => {
+    const { server, clock, receiver } = await setup(t);
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    let fail = true;
+    receiver.answer = (d, res) => (d.reason === 'deleted' && fail ? void res.writeHead(500).end('not now') : answerDone(d, res));
+    server.remove('w');
+    await until('the first deleted delivery', () => receiver.of('w').find((d) => d.reason === 'deleted'));
+    await settle();
+    fail = false;
+    clock.advance(10); // the 5 ms backoff
+    const retry = await until('the retried deleted delivery', () => receiver.of('w').filter((d) => d.reason === 'deleted')[1]);
+    assert.equal(retry.attempt, 2);
+    assert.equal(retry.received.data.primary.uid, 'uid-w', 'the retry still names the object it deletes');
+    await settle();
+    clock.advance(60_000);
+    await settle();
+    assert.equal(receiver.of('w').filter((d) => d.reason === 'deleted').length, 2, 'once it succeeded the tombstone is gone: nothing more');
+  });
+
+  test('a resync never overrides a real reason waiting to be delivered', async (t) => {
+    const { server, clock, receiver } = await setup(t, { resyncPeriodSeconds: 10, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    await settle();
+    // An update fails; while it waits out a 30 s backoff, the object's resync comes due.
+    receiver.answer = (d, res) => (d.reason === 'updated' && d.attempt === 1 ? void res.writeHead(500).end('busy') : answerDone(d, res));
+    server.put('w', { generation: 2 });
+    await until('the failed update', () => receiver.of('w').find((d) => d.reason === 'updated'));
+    await settle();
+    clock.advance(10_000); // the resync period
+    await settle();
+    clock.advance(20_000); // the backoff ends
+    const next = await until('the next delivery', () => receiver.of('w')[2]);
+    assert.equal(next.reason, 'updated', 'still the update, not a resync');
+    assert.equal(next.attempt, 2);
+    assert.equal(receiver.of('w').filter((d) => d.reason === 'resync').length, 0);
+  });
+});

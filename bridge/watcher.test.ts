@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { FakeApiServer, until } from './fakeapi.test-support.ts';
+import { Watcher, type WatchEvent } from './watcher.ts';
+
+function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}) {
+  const events: WatchEvent[] = [];
+  const problems: (string | undefined)[] = [];
+  const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1, 2], onProblem: (p) => problems.push(p), ...options });
+  w.subscribe((e) => events.push(e));
+  w.start();
+  return { w, events, problems };
+}
+
+const names = (events: WatchEvent[], type: WatchEvent['type']) => events.filter((e) => e.type === type).map((e) => ('object' in e ? e.object.metadata.name : ''));
+
+describe('Watcher', () => {
+  test('lists page by page (continue tokens), then watches from the list\'s resourceVersion', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 7; i++) server.put(`w${i}`);
+    const { w, events } = watcherOn(server, { pageSize: 3 });
+    t.after(() => w.stop());
+    await until('the first list', () => (w.hasSynced ? true : undefined));
+    const lists = server.requests.filter((r) => r.method === 'GET');
+    assert.deepEqual(lists.map((r) => [r.query.limit, r.query.continue]), [[3, undefined], [3, '3'], [3, '6']], 'three pages of at most 3');
+    assert.equal(w.store.size, 7);
+    assert.deepEqual(names(events, 'apply').sort(), ['w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6']);
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    assert.equal(server.requests.at(-1)!.query.resourceVersion, '8', 'from the list\'s resourceVersion');
+  });
+
+  test('a watch the apiserver ends resumes from the last bookmark, without listing again', async (t) => {
+    const server = new FakeApiServer();
+    server.put('a');
+    const { w } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    server.put('b');
+    const mark = server.bookmark();
+    server.endWatches();
+    await until('the watch to resume', () => (server.requests.filter((r) => r.method === 'WATCH').length === 2 && server.openWatches === 1 ? true : undefined));
+    assert.equal(server.requests.at(-1)!.query.resourceVersion, mark, 'resumed at the bookmark');
+    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1, 'no second list');
+    assert.equal(w.store.size, 2);
+  });
+
+  test('410 Gone relists: what changed meanwhile is applied, what vanished is a delete', async (t) => {
+    const server = new FakeApiServer();
+    for (const n of ['keep', 'change', 'vanish']) server.put(n);
+    const { w, events } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    // While the watch is cut off: changes nobody streams, then a compaction.
+    server.endWatches({ code: 410, message: 'too old resource version' });
+    server.put('change', { labels: { v: '2' } });
+    server.remove('vanish', 'ns', true);
+    const before = events.length;
+    await until('the relist', () => (events.slice(before).some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+    const fresh = events.slice(before);
+    assert.deepEqual(names(fresh, 'apply'), ['change'], 'only the changed object is re-applied');
+    assert.deepEqual(fresh.filter((e) => e.type === 'delete').map((e) => [(e as { object: { metadata: { name: string } } }).object.metadata.name, (e as { inferred: boolean }).inferred]), [['vanish', true]]);
+    assert.equal(w.stats.gone, 1);
+  });
+
+  test('a namespace and a label selector go to the apiserver; the kind going away is a problem until it is back', async (t) => {
+    const server = new FakeApiServer();
+    server.put('mine', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-a');
+    server.put('other-ns', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-b');
+    server.put('unlabelled', {}, 'team-a');
+    const { w, problems } = watcherOn(server, { namespace: 'team-a', labelSelector: 'app.kubernetes.io/managed-by=kfn' });
+    t.after(() => w.stop());
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    assert.deepEqual([...w.store.keys()], ['team-a/mine']);
+    assert.match(server.requests[0]!.path, /\/namespaces\/team-a\/widgets$/);
+    assert.equal(server.requests[0]!.query.labelSelector, 'app.kubernetes.io/managed-by=kfn');
+    // The CRD is deleted: the watch ends, and 404s come back until it is served again.
+    server.served = false;
+    server.endWatches();
+    await until('the problem to be reported', () => (problems.at(-1) ? true : undefined));
+    assert.match(problems.at(-1)!, /the API no longer serves example\.com\/v1 Widget in namespace team-a \(was its CRD deleted\?\)/);
+    server.served = true;
+    await until('the problem to clear', () => (problems.length >= 2 && problems.at(-1) === undefined ? true : undefined));
+  });
+});
