@@ -97,7 +97,9 @@ spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: 80, 
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'oom');
     const { phase } = await runPod(cluster, ns, 'hog', {
-      containers: [{ name: 'c', image: 'kfn.local/node:24', args: ['-e', 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1));'], resources: { limits: { memory: '48Mi' } } }],
+      // tail keeps one endless line of /dev/zero in memory: it grows until the kernel kills it
+      // (a Node hog may instead stop on its own heap limit, an "Error" rather than an OOM kill).
+      containers: [{ name: 'c', image: 'kfn.local/busybox:1.35', command: ['tail', '/dev/zero'], resources: { limits: { memory: '32Mi' } } }],
     });
     assert.equal(phase, 'Failed');
     const pod = await cluster.core.readNamespacedPod({ name: 'hog', namespace: ns });
