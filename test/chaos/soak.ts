@@ -1,0 +1,331 @@
+// `npm run chaos`: a bounded chaos soak on the local cluster (loopback only; stops by itself).
+//
+// Objects of two example kinds — MyApp (no pods: replicas 0) and ReverseWordsApp (a real pod and
+// a finalizer) — are created, edited and deleted at random while:
+//   - two bridges (leader election) run as processes and the leader is SIGKILLed again and again,
+//   - a proxy in front of each function fails 20 % of deliveries (500) and holds 5 % past the
+//     Reconciler's timeoutSeconds (then lets them through late, as a slow function would),
+//   - kube-apiserver restarts twice, and etcd is compacted before the second restart (410s).
+// Then the churn and the faults stop and the soak waits for the cluster to converge, and checks:
+// every live object Ready at its generation with exactly the children it wants, no orphans,
+// every finalizer ran, no object delivered twice at once (across both bridges), and no hot loop
+// once idle. It prints the figures and exits 1 when an invariant fails.
+//
+//   npm run chaos -- [--objects 300] [--seconds 240] [--kill-every 20] [--seed N]
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
+import { applyObject } from '../../bridge/kubeapi.ts';
+import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { freePort } from '../support/bridge.ts';
+import { compactEtcd, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: 'string', default: '300' },
+    seconds: { type: 'string', default: '240' },
+    'kill-every': { type: 'string', default: '20' },
+    seed: { type: 'string' },
+    'converge-seconds': { type: 'string', default: '300' },
+  },
+});
+const total = Number(values.objects);
+const churnMs = Number(values.seconds) * 1000;
+const killEveryMs = Number(values['kill-every']) * 1000;
+let seed = Number(values.seed ?? Date.now() % 100_000);
+const startSeed = seed;
+/** A small seeded generator, so that a failing run can be repeated with --seed. */
+const random = () => {
+  seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+  return seed / 2 ** 31;
+};
+const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)]!;
+const log = (line: string) => console.log(`[chaos ${((Date.now() - began) / 1000).toFixed(0).padStart(4)}s] ${line}`);
+const began = Date.now();
+const timeoutSeconds = 3;
+
+const cluster = await testCluster();
+const api = kubeApi(cluster.kc);
+const ns = uniqueName('kfn-chaos');
+const dir = mkdtempSync(join(tmpdir(), 'kfn-chaos-'));
+log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespace ${ns}, files in ${dir}`);
+for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
+
+// --- the functions, each behind a fault-injecting proxy -------------------------------------
+const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, retries: 0, bridgeKills: 0, apiserverRestarts: 0, compactions: 0, creates: 0, edits: 0, deletes: 0 };
+const inFlight = new Map<string, number>();
+let maxPerKey = 0;
+const deliveriesPerKey = new Map<string, number>();
+let faultsOn = true;
+const children: ChildProcess[] = [];
+
+function faultProxy(target: number): Promise<number> {
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let key = '?';
+      try {
+        const data = JSON.parse(body.toString()) as { primary: { namespace?: string; name: string } };
+        key = `${data.primary.namespace}/${data.primary.name}`;
+      } catch {
+        /* not an event: forwarded as it is */
+      }
+      figures.deliveries++;
+      deliveriesPerKey.set(key, (deliveriesPerKey.get(key) ?? 0) + 1);
+      if (Number(req.headers['ce-kfnattempt'] ?? 1) > 1) figures.retries++;
+      const n = (inFlight.get(key) ?? 0) + 1;
+      inFlight.set(key, n);
+      maxPerKey = Math.max(maxPerKey, n);
+      const done = () => inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
+      const roll = random();
+      if (faultsOn && roll < 0.2) {
+        figures.failed500++;
+        done();
+        return void res.writeHead(500).end('chaos: injected failure');
+      }
+      const forward = (reply: boolean) => {
+        const out = httpRequest({ host: '127.0.0.1', port: target, method: 'POST', path: req.url, headers: req.headers }, (answer) => {
+          const parts: Buffer[] = [];
+          answer.on('data', (c: Buffer) => parts.push(c));
+          answer.on('end', () => {
+            done();
+            if (reply && !res.headersSent) res.writeHead(answer.statusCode ?? 502, answer.headers).end(Buffer.concat(parts));
+          });
+        });
+        out.on('error', (err) => {
+          done();
+          if (reply && !res.headersSent) res.writeHead(502).end(`chaos proxy: ${err.message}`);
+        });
+        out.end(body);
+      };
+      if (faultsOn && roll < 0.25) {
+        // A function too slow for the deadline: it still does the work, after the bridge gave up.
+        figures.heldPastTimeout++;
+        setTimeout(() => forward(false), timeoutSeconds * 1000 + 500);
+        return;
+      }
+      forward(true);
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+const reconcilers: Record<string, unknown>[] = [];
+const kinds: Record<'MyApp' | 'ReverseWordsApp', { path: string; name: string }> = {
+  MyApp: { path: `/apis/app.example.com/v1/namespaces/${ns}/myapps`, name: 'myapp' },
+  ReverseWordsApp: { path: `/apis/apps.example.com/v1beta1/namespaces/${ns}/reversewordsapps`, name: 'reversewordsapp' },
+};
+for (const kind of Object.values(kinds)) {
+  const fnDir = join(repoRoot, 'functions', kind.name);
+  const reconciler = await loadFunction(fnDir);
+  kind.path = `/apis/${reconciler.for.apiVersion}/namespaces/${ns}/${reconciler.for.plural}`;
+  const port = await freePort();
+  const proxyPort = await faultProxy(port);
+  const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${proxyPort}/`, namespaces: [ns], resyncPeriodSeconds: 30 });
+  for (const o of objects) if (o.kind === 'Reconciler') (o.spec as Record<string, unknown>).timeoutSeconds = timeoutSeconds;
+  await applyFunction(api, reconciler.name, objects, ns);
+  const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
+  children.push(fn.process);
+  reconcilers.push(objects.find((o) => o.kind === 'Reconciler')!);
+}
+const config = join(dir, 'bridge.yaml');
+writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
+
+// --- two bridges with leader election; the leader dies again and again -----------------------
+interface BridgeProc {
+  child: ChildProcess;
+  metrics: string;
+}
+let generation = 0;
+async function spawnBridge(): Promise<BridgeProc> {
+  const port = await freePort();
+  const out = openSync(join(dir, `bridge-${++generation}.log`), 'a');
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=chaos', `--metrics-addr=127.0.0.1:${port}`, `--journal=${join(dir, `journal-${generation}.jsonl`)}`], { stdio: ['ignore', out, out] });
+  closeSync(out);
+  children.push(child);
+  return { child, metrics: `http://127.0.0.1:${port}/metrics` };
+}
+const isLeader = async (b: BridgeProc) => {
+  const text = await fetch(b.metrics, { signal: AbortSignal.timeout(1000) }).then((r) => r.text()).catch(() => '');
+  return /^leader_election_master_status\{[^}]*\} 1/m.test(text);
+};
+let bridges = [await spawnBridge(), await spawnBridge()];
+
+// --- the churn ---------------------------------------------------------------------------------
+interface Live {
+  kind: keyof typeof kinds;
+  name: string;
+}
+const live: Live[] = [];
+const deleted: Live[] = [];
+let serial = 0;
+const images = ['kfn.local/nginx:1.22', 'kfn.local/nginx:1.22-a', 'kfn.local/nginx:1.22-b'];
+const withRetry = async (what: () => Promise<unknown>) => {
+  for (let i = 0; i < 40; i++) {
+    try {
+      return await what();
+    } catch (err) {
+      // The apiserver is restarting: the churn waits for it like any client.
+      if (i === 39) throw err;
+      await sleep(500);
+    }
+  }
+};
+async function create(): Promise<void> {
+  // ReverseWordsApps run a real pod each: one in ten, at most 30.
+  const rw = live.filter((l) => l.kind === 'ReverseWordsApp').length;
+  const kind: keyof typeof kinds = random() < 0.1 && rw < 30 ? 'ReverseWordsApp' : 'MyApp';
+  const name = `${kind === 'MyApp' ? 'app' : 'rw'}-${++serial}`;
+  const spec = kind === 'MyApp' ? { replicas: 0, image: pick(images) } : { replicas: 1 };
+  await withRetry(() => api.request('POST', kinds[kind].path, { body: { apiVersion: kinds[kind].path.split('/').slice(2, 4).join('/'), kind, metadata: { name }, spec } }));
+  live.push({ kind, name });
+  figures.creates++;
+}
+async function edit(): Promise<void> {
+  const target = pick(live);
+  const patch = target.kind === 'MyApp' ? { spec: { image: pick(images) } } : { metadata: { labels: { touched: String(serial++) } } };
+  await withRetry(() => api.request('PATCH', `${kinds[target.kind].path}/${target.name}`, { body: patch, contentType: 'application/merge-patch+json' }));
+  figures.edits++;
+}
+async function remove(): Promise<void> {
+  const i = Math.floor(random() * live.length);
+  const [target] = live.splice(i, 1);
+  await withRetry(() => api.request('DELETE', `${kinds[target!.kind].path}/${target!.name}`).catch((e: { status?: number }) => (e.status === 404 ? undefined : Promise.reject(e))));
+  deleted.push(target!);
+  figures.deletes++;
+}
+
+log('creating the objects');
+for (let i = 0; i < total; i++) await create();
+log(`churn for ${churnMs / 1000} s, faults on`);
+const churnEnd = Date.now() + churnMs;
+const faults = (async () => {
+  const at = (fraction: number) => sleep(Math.max(0, churnEnd - churnMs * (1 - fraction) - Date.now()));
+  await at(1 / 3);
+  log('restarting kube-apiserver');
+  await restartApiserver({ downtimeMs: 2000 });
+  figures.apiserverRestarts++;
+  await at(2 / 3);
+  log('compacting etcd, then restarting kube-apiserver (watches resume into 410 Gone)');
+  await compactEtcd();
+  figures.compactions++;
+  await restartApiserver({ downtimeMs: 2000 });
+  figures.apiserverRestarts++;
+})();
+const kills = (async () => {
+  while (Date.now() + killEveryMs < churnEnd) {
+    await sleep(killEveryMs);
+    for (const b of bridges) {
+      if (!(await isLeader(b))) continue;
+      b.child.kill('SIGKILL');
+      figures.bridgeKills++;
+      log(`SIGKILLed the leading bridge (kill ${figures.bridgeKills})`);
+      bridges = [...bridges.filter((x) => x !== b), await spawnBridge()];
+      break;
+    }
+  }
+})();
+while (Date.now() < churnEnd) {
+  const roll = random();
+  if (roll < 0.5 && live.length) await edit();
+  else if (roll < 0.75 && live.length > total / 2) await remove();
+  else if (live.length < total * 1.2) await create();
+  await sleep(50);
+}
+await Promise.all([faults, kills]);
+faultsOn = false;
+log(`churn over: ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes; faults off, waiting to converge`);
+
+// --- convergence and invariants ----------------------------------------------------------------
+interface Obj {
+  metadata: { name: string; uid: string; generation?: number; deletionTimestamp?: string; labels?: Record<string, string>; ownerReferences?: { uid: string }[] };
+  spec?: { image?: string; template?: { spec?: { containers?: { image: string }[] } } };
+  status?: { observedGeneration?: number; conditions?: { type: string; status: string }[] };
+}
+const list = async (path: string, query: Record<string, string> = {}) => (await api.request<{ items: Obj[] }>('GET', path, { query })).items;
+async function problems(): Promise<string[]> {
+  const out: string[] = [];
+  const owners = new Map<string, { kind: string; obj: Obj }>();
+  for (const [kind, k] of Object.entries(kinds)) {
+    for (const o of await list(k.path)) {
+      if (o.metadata.deletionTimestamp) {
+        out.push(`${kind} ${o.metadata.name} is still being deleted`);
+        continue;
+      }
+      owners.set(o.metadata.uid, { kind, obj: o });
+      const ready = o.status?.conditions?.find((c) => c.type === 'Ready');
+      if (ready?.status !== 'True' || o.status?.observedGeneration !== o.metadata.generation) out.push(`${kind} ${o.metadata.name} not Ready at generation ${o.metadata.generation}`);
+    }
+  }
+  const byOwner = new Map<string, string[]>();
+  for (const [kind, path] of [['Deployment', `/apis/apps/v1/namespaces/${ns}/deployments`], ['Service', `/api/v1/namespaces/${ns}/services`]] as const) {
+    for (const child of await list(path, { labelSelector: 'kfn.dev/owner-uid' })) {
+      const owner = child.metadata.labels!['kfn.dev/owner-uid']!;
+      if (!owners.has(owner)) {
+        out.push(`orphan ${kind} ${child.metadata.name}`);
+        continue;
+      }
+      byOwner.set(owner, [...(byOwner.get(owner) ?? []), kind]);
+      const o = owners.get(owner)!;
+      if (kind === 'Deployment' && o.kind === 'MyApp' && child.spec?.template?.spec?.containers?.[0]?.image !== o.obj.spec?.image) out.push(`Deployment ${child.metadata.name} runs another image than MyApp ${o.obj.metadata.name} wants`);
+    }
+  }
+  for (const [uid, { kind, obj }] of owners) {
+    const got = (byOwner.get(uid) ?? []).sort().join(',');
+    const want = kind === 'MyApp' ? 'Deployment' : 'Deployment,Service';
+    if (got !== want) out.push(`${kind} ${obj.metadata.name} has children [${got}], wants [${want}]`);
+  }
+  // Every ReverseWordsApp finalizer ran: the cache it guards is gone with its app.
+  const caches = new Set((await list(`/api/v1/namespaces/${ns}/configmaps`)).map((c) => c.metadata.name));
+  for (const d of deleted) if (d.kind === 'ReverseWordsApp' && caches.has(`reversewords-cache-${d.name}`)) out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there)`);
+  return out;
+}
+const convergeStart = Date.now();
+let left: string[] = [];
+for (;;) {
+  left = await problems().catch((err) => [`cannot check: ${(err as Error).message}`]);
+  if (left.length === 0) break;
+  if (Date.now() - convergeStart > Number(values['converge-seconds']) * 1000) break;
+  await sleep(2000);
+}
+const convergeMs = Date.now() - convergeStart;
+if (left.length === 0) log(`converged in ${(convergeMs / 1000).toFixed(1)} s`);
+
+// Idle: no hot loop. Over 20 s of no changes, each object is delivered at most about once
+// (a resync every 30 s), never again and again.
+const idleStart = figures.deliveries;
+const idleKeys = new Map(deliveriesPerKey);
+await sleep(20_000);
+const idleDeliveries = figures.deliveries - idleStart;
+const hottest = Math.max(0, ...[...deliveriesPerKey].map(([k, n]) => n - (idleKeys.get(k) ?? 0)));
+
+for (const c of children) c.kill('SIGTERM');
+await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+
+const failures: string[] = [];
+if (left.length) failures.push(`did not converge within ${values['converge-seconds']} s: ${left.slice(0, 10).join('; ')}${left.length > 10 ? ` (+${left.length - 10} more)` : ''}`);
+if (maxPerKey > 1) failures.push(`an object was delivered ${maxPerKey} times at once (across the bridges)`);
+if (hottest > 3) failures.push(`a hot loop: one object was delivered ${hottest} times in 20 idle seconds`);
+
+console.log('');
+console.log('chaos soak');
+console.log(`  seed                         ${startSeed}`);
+console.log(`  objects (start, at the end)  ${total}, ${live.length}`);
+console.log(`  churn                        ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes in ${churnMs / 1000} s`);
+console.log(`  deliveries                   ${figures.deliveries} (retries ${figures.retries})`);
+console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.bridgeKills} leader SIGKILLs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction`);
+console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
+console.log(`  most deliveries of one object at once   ${maxPerKey}`);
+console.log(`  idle 20 s                    ${idleDeliveries} deliveries, at most ${hottest} for one object`);
+console.log(failures.length ? `FAILED:\n  ${failures.join('\n  ')}` : 'every invariant holds');
+process.exit(failures.length ? 1 : 0);
