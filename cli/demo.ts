@@ -122,13 +122,7 @@ export const demoCommand: Command = {
         await api.request('DELETE', `/apis/apps/v1/namespaces/${systemNamespace}/deployments`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' } }).catch(() => undefined);
         await api.request('DELETE', `${ns}/pods`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 1 } }).catch(() => undefined);
         await api.request('DELETE', `/api/v1/namespaces/${systemNamespace}`).catch(() => undefined);
-        // Its processes are what must stop now; the namespace finishes terminating by itself
-        // (the next start waits for it if it has to).
-        for (let i = 0; i < 120; i++) {
-          const pods = await api.request<{ items: unknown[] }>('GET', `${ns}/pods`).catch(() => ({ items: [] }));
-          if (pods.items.length === 0) break;
-          await sleep(250);
-        }
+        for (let i = 0; i < 240 && (await api.request('GET', ns).then(() => true, () => false)); i++) await sleep(250);
       }
       for (const c of children) c.kill('SIGTERM');
       await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));

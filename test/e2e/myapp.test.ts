@@ -1,15 +1,14 @@
 // MyApp end to end: the seed's four scenarios of one reconcile loop.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../../bridge/kubeapi.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
 interface Dep {
-  metadata: { resourceVersion: string; ownerReferences?: { uid: string }[] };
+  metadata: { resourceVersion: string; generation?: number; ownerReferences?: { uid: string }[] };
   spec: { replicas: number; template: { spec: { containers: { image: string }[] } } };
-  status?: { readyReplicas?: number };
+  status?: { readyReplicas?: number; observedGeneration?: number; updatedReplicas?: number };
 }
 
 test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async (t) => {
@@ -38,8 +37,17 @@ test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async
   await s.api.request('PATCH', `${s.objects}/my-app-instance`, { body: { spec: { image: 'kfn.local/busybox:1.35' } }, contentType: 'application/merge-patch+json' });
   await waitFor('scenario B: the Deployment runs the new image', async () => (await deployment()).spec.template.spec.containers[0]!.image === 'kfn.local/busybox:1.35' || undefined);
 
-  // C: everything is right → resyncs come and go without a write.
-  await sleep(2000);
+  // C: everything is right → resyncs come and go without a write. First the rollout of B settles
+  // (the Deployment controller's own status writes are not the function's).
+  // (B's image exits at once, so the rollout never completes: settled means the controller has
+  // seen the change and its status stays put between two looks.)
+  let last = '';
+  await waitFor('the Deployment controller to settle after B', async () => {
+    const d = await deployment();
+    const stable = d.status?.observedGeneration === d.metadata.generation && d.metadata.resourceVersion === last;
+    last = d.metadata.resourceVersion;
+    return stable || undefined;
+  }, { timeoutMs: 60_000, intervalMs: 1500 });
   const settled = (await deployment()).metadata.resourceVersion;
   const cursor = journalLines(s.journal).length;
   await waitFor('two resyncs', async () => journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').length >= 2 || undefined, { timeoutMs: 15_000 });
