@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { build } from 'esbuild';
 import { connectionFromKubeconfig } from '../bridge/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../bridge/kubeapi.ts';
@@ -246,8 +247,23 @@ async function waitDeployment(api: KubeApi, namespace: string, name: string, dea
   // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
   // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
   const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`);
-  while (!(await fetch(`http://${svc.spec.clusterIP}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false))) {
-    if (Date.now() > deadline) throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+  // Each look on a connection of its own: a connection attempt made before kube-proxy had the
+  // rules must not be the one every later look waits behind.
+  const answers = async (url: string) => {
+    const dispatcher = new Agent({ connect: { timeout: 1000 }, keepAliveTimeout: 1 });
+    try {
+      return await undiciFetch(url, { signal: AbortSignal.timeout(1500), dispatcher }).then((r) => r.ok, () => false);
+    } finally {
+      void dispatcher.destroy().catch(() => undefined);
+    }
+  };
+  while (!(await answers(`http://${svc.spec.clusterIP}/healthz`))) {
+    if (Date.now() > deadline) {
+      const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `kfn.dev/function=${name}` } }).catch(() => ({ items: [] }));
+      const podIP = pods.items[0]?.status?.podIP;
+      const direct = podIP ? ((await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`) : 'no pod found';
+      throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz (${direct}); see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+    }
     await sleep(250);
   }
 }
