@@ -35,6 +35,8 @@ export interface JournalOptions {
   maxBytes?: number;
   /** Rotated files kept (default 5). */
   keep?: number;
+  /** Drop `data`/`stringData`/`binaryData` wherever they appear (default true: the bridge's journal). */
+  redactSecretFields?: boolean;
 }
 
 const secretFields = new Set(['data', 'stringData', 'binaryData']);
@@ -49,12 +51,13 @@ export function redact(value: unknown): unknown {
 }
 
 // Journals still open, so that an exit writes what they hold (one listener for all of them).
-const openJournals = new Set<WeakRef<Journal>>();
+const openJournals = new Set<WeakRef<Journal<object>>>();
 process.once('exit', () => {
   for (const ref of openJournals) ref.deref()?.flushSync();
 });
 
-export class Journal {
+/** Appends JSON lines to a rotating file; by default the bridge's delivery journal. */
+export class Journal<T extends object = JournalEntry> {
   readonly path: string;
   private readonly maxBytes: number;
   private readonly keep: number;
@@ -64,21 +67,23 @@ export class Journal {
   private writing: string | undefined;
   private failed = false;
   private readonly rotates: boolean;
+  private readonly redacts: boolean;
 
   constructor(path: string, options: JournalOptions = {}) {
     this.path = path;
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keep = Math.max(1, options.keep ?? 5);
+    this.redacts = options.redactSecretFields ?? true;
     mkdirSync(dirname(path), { recursive: true });
     const existing = existsSync(path) ? statSync(path) : undefined;
     this.size = existing?.size ?? 0;
     // A device or pipe (--journal=/dev/stdout in a pod) is never rotated: it cannot be renamed.
     this.rotates = !existing || existing.isFile();
-    openJournals.add(new WeakRef(this));
+    openJournals.add(new WeakRef(this as Journal<object>));
   }
 
-  append(entry: JournalEntry): void {
-    this.queued.push(`${JSON.stringify(redact(entry))}\n`);
+  append(entry: T): void {
+    this.queued.push(`${JSON.stringify(this.redacts ? redact(entry) : entry)}\n`);
     if (!this.draining) this.draining = this.drain();
   }
 

@@ -56,23 +56,51 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
-type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** One request and its answer, as a tap sees it (a function's invocation record). */
+export interface Exchange {
+  method: Method;
+  path: string;
+  query?: Record<string, string>;
+  /** What was sent (parsed JSON when it was JSON). */
+  body?: unknown;
+  contentType?: string;
+  status: number;
+  /** What came back (parsed JSON when it was JSON); absent when the request never got an answer. */
+  response?: unknown;
+  /** Why there was no answer (abort, connection refused). */
+  error?: string;
+}
+
+/** Sees every request made through a client and the clients derived from it (withSignal), and every kind it looked up. */
+export interface Tap {
+  request(exchange: Exchange): void;
+  resource?(info: ResourceInfo): void;
+}
 
 export class KubeApi {
   readonly connection: Connection;
-  private readonly discovery: Map<string, Promise<ResourceInfo[]>>;
+  protected readonly discovery: Map<string, Promise<ResourceInfo[]>>;
   /** Aborts every request made through this client that brings no signal of its own. */
   readonly signal?: AbortSignal;
+  readonly tap?: Tap;
 
-  constructor(connection: Connection, options: { signal?: AbortSignal; discovery?: Map<string, Promise<ResourceInfo[]>> } = {}) {
+  constructor(connection: Connection, options: { signal?: AbortSignal; discovery?: Map<string, Promise<ResourceInfo[]>>; tap?: Tap } = {}) {
     this.connection = connection;
     this.signal = options.signal;
+    this.tap = options.tap;
     this.discovery = options.discovery ?? new Map();
   }
 
-  /** The same client (connection, discovery cache) with every request bound to `signal`: a deadline. */
+  /** The same client (connection, discovery cache, tap) with every request bound to `signal`: a deadline. */
   withSignal(signal: AbortSignal): KubeApi {
-    return new KubeApi(this.connection, { signal, discovery: this.discovery });
+    return new KubeApi(this.connection, { signal, discovery: this.discovery, tap: this.tap });
+  }
+
+  /** The same client (connection, signal, discovery cache) with every request shown to `tap`. */
+  withTap(tap: Tap): KubeApi {
+    return new KubeApi(this.connection, { signal: this.signal, discovery: this.discovery, tap });
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
@@ -101,9 +129,18 @@ export class KubeApi {
 
   /** The response body as text (e.g. a pod's log), or an ApiError. */
   async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
-    const res = await this.send(method, path, options);
-    const text = await res.text();
-    if (!res.ok) throw apiError(res.status, text, `${method} ${path}`);
+    let status = 0;
+    let text: string | undefined;
+    try {
+      const res = await this.send(method, path, options);
+      status = res.status;
+      text = await res.text();
+    } catch (err) {
+      this.tap?.request(exchangeOf(method, path, options, status, undefined, (err as Error).message));
+      throw err;
+    }
+    this.tap?.request(exchangeOf(method, path, options, status, text));
+    if (status < 200 || status > 299) throw apiError(status, text, `${method} ${path}`);
     return text;
   }
 
@@ -156,7 +193,10 @@ export class KubeApi {
     for (const refresh of [false, true]) {
       try {
         const found = (await this.resources(apiVersion, refresh)).find((r) => r.kind === kind);
-        if (found) return found;
+        if (found) {
+          this.tap?.resource?.(found);
+          return found;
+        }
       } catch (err) {
         if (refresh) {
           if (err instanceof ApiError && err.status === 404) throw new ApiError(404, `the API server does not serve ${apiVersion} (is its CRD installed?)`, 'NotFound');
@@ -166,6 +206,29 @@ export class KubeApi {
     }
     throw new ApiError(404, `the API server serves ${apiVersion} but no kind ${kind} in it (is its CRD installed?)`, 'NotFound');
   }
+}
+
+function parsedOrText(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+}
+
+function exchangeOf(method: Method, path: string, options: RequestOptions, status: number, text: string | undefined, error?: string): Exchange {
+  const query: Record<string, string> = {};
+  for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) query[k] = String(v);
+  return {
+    method,
+    path,
+    ...(Object.keys(query).length ? { query } : {}),
+    ...(options.body !== undefined ? { body: parsedOrText(options.body), contentType: options.contentType ?? 'application/json' } : {}),
+    status,
+    ...(text !== undefined ? { response: text === '' ? '' : parsedOrText(text) } : {}),
+    ...(error ? { error } : {}),
+  };
 }
 
 /** Server-side applies one object (forced, under `fieldManager`); returns the result. */

@@ -191,7 +191,7 @@ function functionContainer(account: string, options: WorkloadOptions, knative: b
     name: 'function',
     image: options.image,
     imagePullPolicy: 'IfNotPresent',
-    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }],
+    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }, { name: 'KFN_RECORD', value: 'stdout' }],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
     ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 10 } }),

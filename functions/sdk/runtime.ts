@@ -15,6 +15,7 @@ import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/
 import { ApiError, collectionPath, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
 import { refOf } from '../../bridge/routing.ts';
 import { applyNeeded } from './fields.ts';
+import type { InvocationObserver } from './record.ts';
 import type { Condition, Kind } from './kind.ts';
 import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './reconciler.ts';
 
@@ -48,6 +49,8 @@ export interface InvocationOptions {
   api: KubeApi;
   log: Logger;
   now?: () => Date;
+  /** Told what was decided about each child and the status (an invocation record). */
+  observer?: InvocationObserver;
 }
 
 /** The delivery's deadline passed: the bridge no longer waits for this answer. */
@@ -212,7 +215,9 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
     const key = childKey(desired.apiVersion, desired.kind, desired.metadata.name);
     desiredKeys.add(key);
     const live = liveChildren.get(key);
-    if (!applyNeeded(live, desired, reconciler.fieldManager)) continue;
+    const needed = applyNeeded(live, desired, reconciler.fieldManager);
+    options.observer?.child(desired, live, needed);
+    if (!needed) continue;
     try {
       await step(`applying ${describe(desired)}`, async () => {
         const resource = await api.resource(desired.apiVersion, desired.kind);
@@ -278,7 +283,9 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   });
   const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
   const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid }, status };
-  if (applyNeeded(obj, statusBody, reconciler.fieldManager, 'status')) {
+  const statusNeeded = applyNeeded(obj, statusBody, reconciler.fieldManager, 'status');
+  options.observer?.status(statusBody, statusNeeded);
+  if (statusNeeded) {
     await step('writing the status', () =>
       api.request('PATCH', `${primaryPath}/status`, {
         body: statusBody,

@@ -9,6 +9,7 @@ import { connectionFromKubeconfigText, loadConnection } from '../../bridge/conne
 import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
 import { KubeApi } from '../../bridge/kubeapi.ts';
 import type { Reconciler } from './reconciler.ts';
+import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
 import { reconcileEvent } from './runtime.ts';
 
 export interface FunctionOptions {
@@ -19,6 +20,8 @@ export interface FunctionOptions {
   log?: Logger;
   /** The clock the runtime reads (finalizer timeouts, condition times); tests pass a fake one. */
   now?: () => Date;
+  /** Where each invocation's record goes (default: as $KFN_RECORD says; none when unset). */
+  record?: RecordSink | false;
 }
 
 /**
@@ -35,9 +38,17 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Creden
   );
 }
 
-export function createApp(reconciler: Reconciler, options: FunctionOptions = {}): Hono {
-  const log = options.log ?? pino({ base: { component: `kfn-fn-${reconciler.name}` } });
+/**
+ * The function's HTTP app. `reconciler` may be a getter: the dev server swaps in the new code on
+ * each save, and the next delivery runs it.
+ */
+export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), options: FunctionOptions = {}): Hono {
+  const current = typeof reconcilerOrGetter === 'function' ? reconcilerOrGetter : () => reconcilerOrGetter;
+  const first = current();
+  const log = options.log ?? pino({ base: { component: `kfn-fn-${first.name}` } });
   const credentials = options.credentials ?? credentialsFromEnv();
+  const record = options.record === false ? undefined : (options.record ?? recordSinkFromEnv());
+  const now = options.now ?? (() => new Date());
   if (credentials.kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
   let api = options.api;
   const app = new Hono();
@@ -54,15 +65,21 @@ export function createApp(reconciler: Reconciler, options: FunctionOptions = {})
       }
       throw err;
     }
+    const reconciler = current();
     const kind = received.data.primary;
     if (kind.kind !== reconciler.for.kind || kind.apiVersion.split('/')[0] !== reconciler.for.group) {
       return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
     }
+    const recorder = record ? new Recorder(reconciler, received, now()) : undefined;
+    const invocationLog = recorder ? capturingLogger(log, (entry) => recorder.log(entry)) : log;
     try {
       api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
-      return c.json(await reconcileEvent(reconciler, received, { api, log, now: options.now }));
+      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: options.now, observer: recorder?.observer });
+      if (recorder) record!(recorder.finish({ result }));
+      return c.json(result);
     } catch (err) {
-      log.error({ error: (err as Error).message }, 'reconcile failed');
+      invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
+      if (recorder) record!(recorder.finish({ error: err }));
       return c.json({ error: (err as Error).message }, 500);
     }
   });

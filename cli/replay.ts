@@ -1,0 +1,314 @@
+// `kfn replay`: run a recorded reconcile again — offline against the reads it recorded, as a
+// server-side dry run against the cluster, or live by sending its event to the function again.
+import { readFileSync } from 'node:fs';
+import { fetch as undiciFetch } from 'undici';
+import { loadConnection } from '../bridge/connection.ts';
+import { authenticate, reconcileEvent, type Credentials, type ReconcileResponse } from '../bridge/contract.ts';
+import type { JournalEntry } from '../bridge/journal.ts';
+import { ApiError, KubeApi } from '../bridge/kubeapi.ts';
+import { formatChanges } from '../functions/sdk/diff.ts';
+import { readRecords, type InvocationRecord, type RecordedEvent } from '../functions/sdk/record.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { replayDryRun, replayOffline, type ReplayOutcome } from '../functions/sdk/replay.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { functionDirs, loadFunction } from './functions.ts';
+
+const usage = `Usage: kfn replay <source> [options]
+
+Runs recorded reconciles again. <source> is one of:
+  a record file          what a function wrote with KFN_RECORD=<file> (kfn dev writes one)
+  a function's log       records are JSON lines among its logs (KFN_RECORD=stdout, the default
+                         of deployed functions); other lines are passed over
+  a bridge journal       deliveries without reads: --live or --dry-run only
+  -                      standard input
+  cluster:<function>     the logs of that function's pods in the cluster
+
+Modes:
+  --offline      (default) run the function in this process against the reads recorded then;
+                 no cluster needed. Shows the writes it makes now next to the writes made then.
+  --dry-run      run it in this process against the live cluster with every write a
+                 server-side dry run (dryRun=All): what it would change now; nothing is stored
+  --live         send the recorded event to the running function again (reason replay),
+                 signed as the bridge signs it; the function reconciles the object as it is now
+
+Which records (default: all; --live: the most recent):
+  --id ID        a record id or event id (a prefix is enough)
+  --object O     the object: namespace/name, or name
+  --since T      recorded at or after T: an RFC 3339 time, or an age such as 90s, 10m, 2h
+  --last         only the most recent of those selected
+
+Options:
+  --function DIR   the function's folder (default: the one under functions/ named in the record)
+  --to URL         --live: the function's URL (default: the Reconciler's sink, through the
+                   apiserver's service proxy when it is a cluster address)
+  --kubeconfig P   the cluster for --dry-run, --live and cluster: (default $KUBECONFIG)
+  --namespace N    where the functions run in the cluster (default kfn-system)
+  --expect-same    print only what differs; for CI
+  --json           print the outcomes as JSON lines
+  -h, --help       show this help
+
+Exit status: 0 when every replay wrote what was recorded, 1 when one differs or failed
+differently, 2 when the input or the options are wrong.`;
+
+interface Selected {
+  /** A full record (all modes), or a bridge delivery (live and dry-run). */
+  record?: InvocationRecord;
+  delivery?: JournalEntry;
+  time: string;
+  event: RecordedEvent;
+  function: string;
+}
+
+export function parseSince(text: string, now = Date.now()): number {
+  const age = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text);
+  if (age) return now - Number(age[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[age[2] as 'ms']!;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) throw new UsageError(`--since must be an RFC 3339 time or an age such as 10m, not "${text}"`);
+  return at;
+}
+
+function eventOfDelivery(d: JournalEntry): RecordedEvent {
+  return {
+    id: d.id,
+    source: 'kfn-replay',
+    reason: d.reason,
+    attempt: d.attempt,
+    data: { contract: 1, reconciler: d.reconciler, primary: d.primary, ...(d.trigger ? { trigger: d.trigger } : {}) },
+  };
+}
+
+function objectName(ref: { namespace?: string; name: string }): string {
+  return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
+}
+
+/** Picks the records the options name, oldest first. */
+export function select(records: InvocationRecord[], deliveries: JournalEntry[], o: { id?: string; object?: string; since?: number; last?: boolean }): Selected[] {
+  let all: Selected[] = [
+    ...records.map((r) => ({ record: r, time: r.time, event: r.event, function: r.function })),
+    // A delivery that a record also covers (same event and attempt) is the record's.
+    ...deliveries
+      .filter((d) => !records.some((r) => r.event.id === d.id && r.event.attempt === d.attempt))
+      .map((d) => ({ delivery: d, time: d.time, event: eventOfDelivery(d), function: d.reconciler })),
+  ];
+  if (o.id) all = all.filter((s) => s.record?.id.startsWith(o.id!) || s.event.id.startsWith(o.id!));
+  if (o.object) all = all.filter((s) => objectName(s.event.data.primary) === o.object || s.event.data.primary.name === o.object);
+  if (o.since !== undefined) all = all.filter((s) => Date.parse(s.time) >= o.since!);
+  all.sort((a, b) => Date.parse(a.time) - Date.parse(b.time));
+  return o.last ? all.slice(-1) : all;
+}
+
+async function readSource(source: string, api: () => KubeApi, namespace: string): Promise<{ text: string; name: string }> {
+  if (source === '-') return { text: readFileSync(0, 'utf8'), name: 'stdin' };
+  if (source.startsWith('cluster:')) {
+    const fn = source.slice('cluster:'.length);
+    const pods = await api().request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `kfn.dev/function=${fn}` } });
+    if (!pods.items.length) throw new UsageError(`no pods of function ${fn} in namespace ${namespace} (label kfn.dev/function=${fn}); is it deployed (kfn deploy ${fn})?`);
+    let text = '';
+    for (const pod of pods.items) text += `${await api().text('GET', `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`)}\n`;
+    return { text, name: `${source} (${pods.items.length} pod${pods.items.length === 1 ? '' : 's'})` };
+  }
+  try {
+    return { text: readFileSync(source, 'utf8'), name: source };
+  } catch (err) {
+    throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
+  }
+}
+
+const functionCache = new Map<string, Promise<Reconciler>>();
+
+/** The function a record names: --function, or the folder under functions/ whose reconciler has that name. */
+async function functionFor(name: string, dir: string | undefined): Promise<Reconciler> {
+  const key = dir ?? `name:${name}`;
+  let found = functionCache.get(key);
+  if (!found) {
+    found = (async () => {
+      if (dir) return loadFunction(dir);
+      for (const d of functionDirs()) {
+        const r = await loadFunction(d).catch(() => undefined);
+        if (r?.name === name) return r;
+      }
+      throw new UsageError(`the record is of function ${name}, and no folder under functions/ defines it (renamed or removed?): pass --function <dir>`);
+    })();
+    functionCache.set(key, found);
+  }
+  return found;
+}
+
+function describeSelected(s: Selected): string {
+  const p = s.event.data.primary;
+  const id = s.record ? `record ${s.record.id}` : `delivery ${s.event.id.slice(0, 12)}`;
+  const outcome = s.record ? (s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${s.record.writes.length} write${s.record.writes.length === 1 ? '' : 's'}`) : s.delivery?.outcome;
+  return `${id}  ${s.function}  ${p.kind} ${objectName(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
+}
+
+function printOutcome(out: ReplayOutcome, s: Selected, quiet: boolean): void {
+  const lines: string[] = [];
+  const r = out.record;
+  if (out.mode === 'offline') lines.push(`  offline: ${r.reads.length} read${r.reads.length === 1 ? '' : 's'} answered from the record; ${s.record!.writes.length} write(s) then, ${r.writes.length} now`);
+  else lines.push(`  dry-run against the cluster: ${r.reads.length} read(s), ${r.writes.length} write(s) it would make now`);
+  for (const c of out.comparisons) {
+    if (quiet && c.status === 'same') continue;
+    const mark = { same: '=', changed: '~', added: '+', removed: '-' }[c.status];
+    const label = { same: 'same as then', changed: 'changed', added: 'new: not written then', removed: 'not written now' }[c.status];
+    lines.push(`  ${mark} ${c.key}  (${label})`);
+    if (c.status === 'changed') lines.push(...formatChanges(c.changes));
+  }
+  for (const e of out.effects) {
+    if (!e.changes.length) continue;
+    lines.push(`  would change ${e.key}:`, ...formatChanges(e.changes));
+  }
+  if (out.mode === 'dry-run' && !out.effects.some((e) => e.changes.length) && !r.error) lines.push('  nothing would change in the cluster now');
+  if (r.error) {
+    lines.push(`  the replay failed: ${r.error.message}`);
+    const stack = r.error.cause?.stack ?? r.error.stack;
+    if (stack) lines.push(...stack.split('\n').slice(1, 6).map((l) => `    ${l.trim()}`));
+  }
+  if (out.unrecordedReads.length) lines.push(`  not in the record (the function reads more now): ${out.unrecordedReads.join('; ')}`);
+  if (out.redactedReads.length) lines.push(`  redacted in the record (the function saw hashes, not the values): ${out.redactedReads.join('; ')}`);
+  const differing = out.comparisons.filter((c) => c.status !== 'same');
+  if (out.comparisons.length || s.record) {
+    lines.push(
+      out.same
+        ? '  ✓ the writes equal the recorded ones'
+        : `  ✗ the writes differ from the recorded ones${differing.length ? ` (${['changed', 'added', 'removed'].map((k) => [k, differing.filter((c) => c.status === k).length] as const).filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(', ')})` : ''}${!r.error !== !s.record?.error ? (r.error ? '; it failed now, not then' : '; it failed then, not now') : ''}`,
+    );
+  }
+  console.log(lines.join('\n'));
+}
+
+/** Sends the event again, reason replay, as the bridge would; returns the function's answer. */
+async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; namespace: string; quiet: boolean }): Promise<boolean> {
+  const reconcilerName = s.event.data.reconciler;
+  let url = o.to;
+  let credentials: Credentials | undefined = process.env.KFN_AUTH_SECRET ? { kind: 'hmac', secret: process.env.KFN_AUTH_SECRET } : process.env.KFN_AUTH_TOKEN ? { kind: 'bearer', token: process.env.KFN_AUTH_TOKEN } : undefined;
+  let viaProxy: { path: string } | undefined;
+  if (!url || !credentials) {
+    const rec = await o
+      .api()
+      .request<{ spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${reconcilerName}`)
+      .catch((err) => {
+        throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message}); pass --to URL and set KFN_AUTH_SECRET`);
+      });
+    if (!credentials && rec.spec.auth) {
+      const ref = rec.spec.auth.secretRef;
+      const secret = await o.api().request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ref.namespace}/secrets/${ref.name}`);
+      const value = Buffer.from(secret.data?.[ref.key ?? 'secret'] ?? '', 'base64').toString('utf8');
+      credentials = rec.spec.auth.type === 'bearer' ? { kind: 'bearer', token: value } : { kind: 'hmac', secret: value };
+    }
+    if (!url) {
+      url = rec.spec.sink.uri;
+      if (!url) throw new UsageError(`Reconciler ${reconcilerName} delivers to a sink reference (a Knative Service?); pass --to with the function's URL`);
+      const u = new URL(url);
+      const host = u.hostname.split('.');
+      // A cluster address (service.namespace.svc…): reached through the apiserver's service proxy.
+      if (host.length >= 2 && (host[2] === 'svc' || u.hostname.endsWith('.svc'))) {
+        viaProxy = { path: `/api/v1/namespaces/${host[1]}/services/${host[0]}:${u.port || (u.protocol === 'https:' ? 443 : 80)}/proxy${u.pathname}` };
+      }
+    }
+  }
+  credentials ??= { kind: 'none' };
+  const { message, event } = reconcileEvent({ reconciler: reconcilerName, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
+  const signed = authenticate(message, credentials);
+  let status: number;
+  let text: string;
+  if (viaProxy) {
+    const api = o.api();
+    const res = await undiciFetch(new URL(api.connection.server + viaProxy.path), { method: 'POST', headers: { ...api.connection.headers(), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
+    status = res.status;
+    text = await res.text();
+  } else {
+    const res = await fetch(url!, { method: 'POST', headers: signed.headers, body: signed.body });
+    status = res.status;
+    text = await res.text();
+  }
+  let answer: ReconcileResponse | { error?: string } | undefined;
+  try {
+    answer = JSON.parse(text) as ReconcileResponse;
+  } catch {
+    answer = undefined;
+  }
+  console.log(`  live: event ${event.id.slice(0, 12)} (reason replay) → ${viaProxy ? `service proxy ${viaProxy.path}` : url}: HTTP ${status}`);
+  if (status !== 200 || !answer || !('changes' in answer)) {
+    console.log(`  ✗ the function answered ${status}: ${(answer as { error?: string } | undefined)?.error ?? text.slice(0, 300)}`);
+    return false;
+  }
+  const changeKey = (c: ReconcileResponse['changes'][number]) => `${c.action} ${c.ref.kind} ${objectName(c.ref)}`;
+  const now = answer.changes.map(changeKey);
+  for (const c of now) console.log(`    ${c}`);
+  if (!now.length) console.log('    no changes: the object is as the function wants it');
+  if (!s.record?.result) return true;
+  const then = s.record.result.changes.map(changeKey);
+  const same = now.length === then.length && now.every((c) => then.includes(c));
+  if (!same || !o.quiet) console.log(same ? '  ✓ the changes equal the recorded ones' : `  ✗ the changes differ from the recorded ones (then: ${then.join('; ') || 'none'})`);
+  return same;
+}
+
+export const replayCommand: Command = {
+  name: 'replay',
+  summary: 'replay recorded reconciles: offline against their reads, as a dry run, or live',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values, positionals } = parseCommandArgs(
+      'replay',
+      argv,
+      {
+        offline: { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
+        live: { type: 'boolean' },
+        id: { type: 'string' },
+        object: { type: 'string' },
+        since: { type: 'string' },
+        last: { type: 'boolean' },
+        function: { type: 'string' },
+        to: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        namespace: { type: 'string' },
+        'expect-same': { type: 'boolean' },
+        json: { type: 'boolean' },
+      },
+      true,
+    );
+    if (positionals.length !== 1) throw new UsageError(`kfn replay: expected one source (a record file, a log, a journal, - or cluster:<function>)\n\n${usage}`);
+    const modes = (['offline', 'dry-run', 'live'] as const).filter((m) => values[m]);
+    if (modes.length > 1) throw new UsageError(`kfn replay: choose one of --offline, --dry-run, --live (given: ${modes.map((m) => `--${m}`).join(', ')})`);
+    const mode = modes[0] ?? 'offline';
+    const namespace = values.namespace ?? 'kfn-system';
+    let api: KubeApi | undefined;
+    const clusterApi = () => (api ??= new KubeApi(loadConnection(values.kubeconfig)));
+    const source = await readSource(positionals[0]!, clusterApi, namespace);
+    const read = readRecords(source.text, source.name);
+    for (const p of read.problems) console.error(`kfn replay: ${p}`);
+    const selected = select(read.records, read.deliveries, {
+      id: values.id,
+      object: values.object,
+      since: values.since ? parseSince(values.since) : undefined,
+      last: values.last ?? mode === 'live',
+    });
+    if (!selected.length) {
+      const found = `${read.records.length} record(s) and ${read.deliveries.length} delivery line(s) in ${source.name}`;
+      throw new UsageError(`kfn replay: nothing to replay: ${found}${values.id || values.object || values.since ? ', none matching the selection' : ''}${read.records.length + read.deliveries.length === 0 ? ' (records are written by functions run with KFN_RECORD, e.g. by kfn dev)' : ''}`);
+    }
+    let allSame = true;
+    for (const s of selected) {
+      if (!values.json) console.log(describeSelected(s));
+      try {
+        if (mode === 'live') {
+          allSame = (await replayLive(s, { to: values.to, api: clusterApi, namespace, quiet: values['expect-same'] ?? false })) && allSame;
+          continue;
+        }
+        if (mode === 'offline' && !s.record) throw new Error('a bridge delivery carries no reads: replay it with --live or --dry-run, or record the function (KFN_RECORD) to replay offline');
+        const reconciler = await functionFor(s.function, values.function);
+        const outcome = mode === 'offline' ? await replayOffline(reconciler, s.record!) : await replayDryRun(reconciler, s.event, clusterApi(), { then: s.record });
+        if (values.json) console.log(JSON.stringify({ record: s.record?.id, event: s.event.id, mode, same: outcome.same, comparisons: outcome.comparisons.map((c) => ({ key: c.key, status: c.status, changes: c.changes })), effects: outcome.effects, error: outcome.record.error, unrecordedReads: outcome.unrecordedReads, redactedReads: outcome.redactedReads }));
+        else printOutcome(outcome, s, values['expect-same'] ?? false);
+        allSame &&= outcome.same;
+      } catch (err) {
+        if (err instanceof UsageError) throw err;
+        console.log(`  ✗ ${err instanceof ApiError ? `the cluster answered: ${err.message}` : (err as Error).message}`);
+        allSame = false;
+      }
+    }
+    return allSame ? 0 : 1;
+  },
+};
