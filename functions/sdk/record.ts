@@ -63,6 +63,8 @@ export interface InvocationRecord {
   error?: RecordedError;
   logs: Record<string, unknown>[];
   durationMs: number;
+  /** Each time the invocation read the clock (condition times, finalizer timeouts): a replay reads the same. */
+  clock: string[];
   /** Reads and writes whose Secret data was replaced by hashes: `GET /api/v1/…/secrets/x: data.password`. */
   redacted: string[];
   /** Set on the record of a replay: how it ran and which record it replayed. */
@@ -143,7 +145,17 @@ export class Recorder {
       children: [],
       logs: [],
       durationMs: 0,
+      clock: [],
       redacted: [],
+    };
+  }
+
+  /** The clock `now`, each reading of it recorded. */
+  clock(now: () => Date): () => Date {
+    return () => {
+      const at = now();
+      if (this.record.clock.length < 1000) this.record.clock.push(at.toISOString());
+      return at;
     };
   }
 

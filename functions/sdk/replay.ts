@@ -172,7 +172,7 @@ async function run(reconciler: Reconciler, received: ReceivedReconcile, api: Kub
   const recorder = new Recorder(reconciler, received, now());
   const log = capturingLogger(options.log ?? quietLog(), (entry) => recorder.log(entry));
   try {
-    const result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now, observer: recorder.observer });
+    const result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now: recorder.clock(now), observer: recorder.observer });
     return recorder.finish({ result }, options.replay);
   } catch (err) {
     return recorder.finish({ error: err }, options.replay);
@@ -188,14 +188,28 @@ export function checkKind(reconciler: Reconciler, record: { function: string; fo
 }
 
 /**
+ * The clock as the invocation read it: the recorded readings in turn (the first is the
+ * record's start), then the last one advancing with real time.
+ */
+export function recordedClock(recorded: InvocationRecord): () => Date {
+  const readings = [recorded.time, ...(recorded.clock ?? [])];
+  let i = 0;
+  let after: number | undefined;
+  return () => {
+    if (i < readings.length) return new Date(readings[i++]!);
+    after ??= Date.now();
+    return new Date(Date.parse(readings.at(-1)!) + (Date.now() - after));
+  };
+}
+
+/**
  * Runs the function now against the reads recorded then: no cluster. The clock is the record's
  * start time, so conditions and Events come out as they would have then.
  */
 export async function replayOffline(reconciler: Reconciler, recorded: InvocationRecord, options: { log?: Logger } = {}): Promise<ReplayOutcome> {
   checkKind(reconciler, recorded);
   const state: OfflineState = { record: recorded, used: new Set(), unrecorded: [] };
-  const at = new Date(recorded.time);
-  const record = await run(reconciler, receivedFrom(recorded.event), new RecordedApi(state), { now: () => at, log: options.log, replay: { of: recorded.id, mode: 'offline' } });
+  const record = await run(reconciler, receivedFrom(recorded.event), new RecordedApi(state), { now: recordedClock(recorded), log: options.log, replay: { of: recorded.id, mode: 'offline' } });
   const comparisons = compareWrites(recorded.writes, record.writes);
   return {
     mode: 'offline',

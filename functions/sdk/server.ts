@@ -74,7 +74,7 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
     const invocationLog = recorder ? capturingLogger(log, (entry) => recorder.log(entry)) : log;
     try {
       api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
-      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: options.now, observer: recorder?.observer });
+      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer });
       if (recorder) record!(recorder.finish({ result }));
       return c.json(result);
     } catch (err) {

@@ -1,0 +1,443 @@
+// `kfn dev`: the functions on a local Hono server that reloads them on save, a bridge in this
+// process delivering to them, and a live web UI of every delivery — its event, reads, children
+// (desired next to live), writes, status, logs, errors — with replay (live or dry-run).
+//
+//   browser ──SSE── /api/stream ◀── records ◀── /fn/<name> ◀── bridge (in process) ◀── watches
+//                   /api/deliveries/:id/replay ──▶ /fn/<name> (live)  |  in process (dry-run)
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { serve as serveNode, type ServerType } from '@hono/node-server';
+import { KubeConfig } from '@kubernetes/client-node';
+import { build } from 'esbuild';
+import { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import pino from 'pino';
+import { Bridge } from '../bridge/bridge.ts';
+import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
+import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../bridge/connection.ts';
+import { authenticate, reconcileEvent, type Credentials } from '../bridge/contract.ts';
+import { Journal } from '../bridge/journal.ts';
+import { ApiError, KubeApi } from '../bridge/kubeapi.ts';
+import { BridgeMetrics } from '../bridge/metrics.ts';
+import { clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
+import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
+import { functionManifests } from '../functions/sdk/manifests.ts';
+import type { InvocationRecord } from '../functions/sdk/record.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { replayDryRun } from '../functions/sdk/replay.ts';
+import { createApp } from '../functions/sdk/server.ts';
+import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { applyFunction, functionDirs } from './functions.ts';
+
+/** What the UI lists for each delivery (the whole record is one request away). */
+export interface DeliverySummary {
+  id: string;
+  time: string;
+  function: string;
+  object: string;
+  kind: string;
+  reason: string;
+  attempt: number;
+  durationMs: number;
+  outcome: 'done' | 'requeue' | 'error';
+  writes: number;
+  error?: string;
+  replay?: InvocationRecord['replay'];
+  version: number;
+}
+
+export interface DevFunctionState {
+  name: string;
+  dir: string;
+  kind: string;
+  version: number;
+  /** Why the code on disk does not load (the previous version keeps running). */
+  loadError?: string;
+  loadedAt?: string;
+}
+
+interface DevFunction extends DevFunctionState {
+  reconciler: Reconciler;
+  secret: string;
+  api: KubeApi;
+  inputs: Set<string>;
+  manifestsHash: string;
+  app: Hono;
+}
+
+export interface DevServerOptions {
+  dirs: string[];
+  kubeconfig: string;
+  port: number;
+  host?: string;
+  /** Deliver only objects in these namespaces (default: all). */
+  namespaces?: string[];
+  /** Where the functions' ServiceAccounts and auth Secrets live (default kfn-system). */
+  systemNamespace?: string;
+  /** Records are also appended here (default .kfn/dev/records.jsonl; false: none). */
+  recordFile?: string | false;
+  resyncPeriodSeconds?: number;
+  log?: (line: string) => void;
+}
+
+export interface DevServer {
+  url: string;
+  functions(): DevFunctionState[];
+  records(): InvocationRecord[];
+  /** Reloads a function now (what a save does). */
+  reload(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const keepRecords = 500;
+const bundleDir = join(repoRoot, '.kfn', 'dev', 'bundles');
+
+function summary(r: InvocationRecord, version: number): DeliverySummary {
+  const p = r.event.data.primary;
+  return {
+    id: r.id,
+    time: r.time,
+    function: r.function,
+    object: p.namespace ? `${p.namespace}/${p.name}` : p.name,
+    kind: p.kind,
+    reason: r.event.reason,
+    attempt: r.event.attempt,
+    durationMs: r.durationMs,
+    outcome: r.error ? 'error' : (r.result?.result ?? 'done'),
+    writes: r.writes.length,
+    ...(r.error ? { error: r.error.message } : {}),
+    ...(r.replay ? { replay: r.replay } : {}),
+    version,
+  };
+}
+
+/** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
+async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
+  const entry = join(resolve(dir), 'index.ts');
+  if (!existsSync(entry)) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
+  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent' });
+  mkdirSync(bundleDir, { recursive: true });
+  const file = join(bundleDir, `${name}.${version}.mjs`);
+  writeFileSync(file, out.outputFiles[0]!.text);
+  const mod = (await import(pathToFileURL(file).href)) as { default?: Reconciler };
+  rmSync(file, { force: true });
+  if (!mod.default?.reconcile || !mod.default.for) throw new Error(`${entry} must export default defineReconciler({...})`);
+  return { reconciler: mod.default, inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
+}
+
+function buildError(err: unknown): string {
+  const e = err as { errors?: { text: string; location?: { file: string; line: number; column: number } | null }[]; message?: string };
+  if (e.errors?.length) return e.errors.map((x) => (x.location ? `${x.location.file}:${x.location.line}:${x.location.column}: ${x.text}` : x.text)).join('\n');
+  return e.message ?? String(err);
+}
+
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const say = options.log ?? ((line: string) => console.error(line));
+  const systemNamespace = options.systemNamespace ?? 'kfn-system';
+  const host = options.host ?? '127.0.0.1';
+  const base = `http://${host}:${options.port}`;
+  const adminApi = new KubeApi(connectionFromKubeconfig(options.kubeconfig));
+  const admin = new KubeConfig();
+  admin.loadFromFile(options.kubeconfig);
+  rmSync(bundleDir, { recursive: true, force: true });
+  const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
+
+  const records: InvocationRecord[] = [];
+  const versions = new Map<string, number>();
+  const subscribers = new Set<(event: string, data: unknown) => void>();
+  const broadcast = (event: string, data: unknown) => {
+    for (const s of subscribers) s(event, data);
+  };
+  const fns = new Map<string, DevFunction>();
+  const log = pino({ level: 'warn', base: { component: 'kfn-dev' } });
+
+  const addRecord = (r: InvocationRecord) => {
+    records.push(r);
+    if (records.length > keepRecords) records.splice(0, records.length - keepRecords);
+    const version = fns.get(r.function)?.version ?? 0;
+    versions.set(r.id, version);
+    recordFile?.append(r);
+    const s = summary(r, version);
+    broadcast('delivery', s);
+    const time = new Date(r.time).toLocaleTimeString('en-GB');
+    const what = s.outcome === 'error' ? `failed: ${s.error}` : `${s.outcome}, ${s.writes} write${s.writes === 1 ? '' : 's'}`;
+    say(`${time} ${s.function} ${s.kind} ${s.object} ${s.reason}${s.replay ? ` (${s.replay.mode} replay)` : ''} #${s.attempt} → ${what} (${s.durationMs} ms)`);
+    if (r.error) {
+      const stack = (r.error.cause?.stack ?? r.error.stack ?? '').split('\n').slice(1, 4).map((l) => `    ${l.trim()}`);
+      for (const l of stack) say(l);
+    }
+  };
+
+  const reconcilerConfig = (fn: { reconciler: Reconciler }): ReconcilerConfig => {
+    const objects = functionManifests(fn.reconciler, { namespace: systemNamespace, sinkUri: `${base}/fn/${fn.reconciler.name}`, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds });
+    return parseReconciler(objects.find((o) => (o as { kind: string }).kind === 'Reconciler'));
+  };
+
+  /** The CRD and RBAC of the function as its code defines them now (not its Reconciler: the bridge here delivers). */
+  const clusterObjects = (reconciler: Reconciler) =>
+    functionManifests(reconciler, { namespace: systemNamespace, sinkUri: `${base}/fn/${reconciler.name}`, namespaces: options.namespaces }).filter((o) => (o as { kind: string }).kind !== 'Reconciler');
+  const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
+
+  /** The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster. */
+  const functionApi = async (name: string) => {
+    const token = await requestServiceAccountToken(admin, { namespace: systemNamespace, name: `kfn-fn-${name}` }, 86400);
+    return new KubeApi(connectionFromKubeconfigText(kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(), `ServiceAccount ${systemNamespace}/kfn-fn-${name}`));
+  };
+
+  // 1. Load each function, put its CRD and RBAC in the cluster, give it an endpoint.
+  for (const dir of options.dirs) {
+    const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0).catch((err) => {
+      throw new UsageError(`kfn dev: ${dir} does not build:\n${buildError(err)}`);
+    });
+    const name = probe.reconciler.name;
+    if (fns.has(name)) throw new UsageError(`kfn dev: two folders define function ${name}`);
+    const objects = clusterObjects(probe.reconciler);
+    await applyFunction(adminApi, name, objects, systemNamespace);
+    const secretObj = await adminApi.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${systemNamespace}/secrets/kfn-fn-${name}`);
+    const secret = Buffer.from(secretObj.data.secret, 'base64').toString('utf8');
+    const api = await functionApi(name);
+    const fn: DevFunction = {
+      name,
+      dir: resolve(dir),
+      kind: `${probe.reconciler.for.apiVersion} ${probe.reconciler.for.kind}`,
+      version: 1,
+      loadedAt: new Date().toISOString(),
+      reconciler: probe.reconciler,
+      secret,
+      api,
+      inputs: probe.inputs,
+      manifestsHash: hashOf(objects),
+      app: undefined as never,
+    };
+    fn.app = createApp(() => fn.reconciler, { credentials: { kind: 'hmac', secret }, api, record: addRecord, log: pino({ level: 'debug', base: { component: `kfn-fn-${name}` } }, { write: () => {} }) });
+    fns.set(name, fn);
+    const existing = await adminApi.request('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).then(
+      () => true,
+      () => false,
+    );
+    if (existing) say(`warning: a Reconciler named ${name} exists in the cluster; a bridge running there delivers the same objects to another copy of ${name} (stop it, or run kfn dev with --namespace on a namespace of your own)`);
+    say(`function ${name} (${fn.kind}) from ${relative(process.cwd(), fn.dir) || '.'} at ${base}/fn/${name}`);
+  }
+
+  // 2. The bridge, in this process, delivering to them.
+  const bridge = new Bridge({
+    api: adminApi,
+    log: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m), error: (o, m) => log.error(o, m) },
+    metrics: new BridgeMetrics(),
+    source: 'kfn://dev/bridge',
+    onProblem: (name, source, problem) => {
+      if (problem) say(`bridge: ${name}: ${source}: ${problem}`);
+      broadcast('problem', { function: name, source, problem: problem ?? null });
+    },
+  });
+
+  // 3. The server: functions, the UI and its API.
+  const app = new Hono();
+  app.all('/fn/:name', async (c) => {
+    const fn = fns.get(c.req.param('name'));
+    if (!fn) return c.json({ error: `no function ${c.req.param('name')} here; kfn dev serves ${[...fns.keys()].join(', ')}` }, 404);
+    const url = new URL(c.req.url);
+    url.pathname = '/';
+    return fn.app.fetch(new Request(url, c.req.raw));
+  });
+  const uiFile = new URL('./dev-ui.html', import.meta.url);
+  app.get('/', (c) => {
+    try {
+      return c.html(readFileSync(uiFile, 'utf8'));
+    } catch {
+      return c.text('the dev UI (cli/dev-ui.html) is missing from this installation', 500);
+    }
+  });
+  app.get('/api/functions', (c) => c.json([...fns.values()].map(stateOf)));
+  app.get('/api/deliveries', (c) => c.json(records.map((r) => summary(r, versions.get(r.id) ?? 0))));
+  app.get('/api/deliveries/:id', (c) => {
+    const r = records.find((x) => x.id === c.req.param('id'));
+    return r ? c.json(r) : c.json({ error: `no delivery ${c.req.param('id')} (the dev server keeps the last ${keepRecords})` }, 404);
+  });
+  app.post('/api/deliveries/:id/replay', async (c) => {
+    const r = records.find((x) => x.id === c.req.param('id'));
+    if (!r) return c.json({ error: `no delivery ${c.req.param('id')}` }, 404);
+    const fn = fns.get(r.function);
+    if (!fn) return c.json({ error: `function ${r.function} is not served here` }, 404);
+    const mode = c.req.query('mode') === 'dry-run' ? 'dry-run' : 'live';
+    if (mode === 'dry-run') {
+      const out = await replayDryRun(fn.reconciler, r.event, fn.api, { then: r });
+      addRecord(out.record);
+      return c.json({ id: out.record.id, same: out.same, comparisons: out.comparisons.map((x) => ({ key: x.key, status: x.status, changes: x.changes })), effects: out.effects });
+    }
+    // Live: the recorded event again, reason replay, through the contract and its auth.
+    const { message, event } = reconcileEvent({ reconciler: r.event.data.reconciler, primary: r.event.data.primary, reason: 'replay', ...(r.event.data.trigger ? { trigger: r.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn://dev/replay', Date.now() + 30_000);
+    const credentials: Credentials = { kind: 'hmac', secret: fn.secret };
+    const signed = authenticate(message, credentials);
+    const res = await fetch(`${base}/fn/${fn.name}`, { method: 'POST', headers: signed.headers, body: signed.body });
+    const answer = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    const replayed = [...records].reverse().find((x) => x.event.id === event.id);
+    return c.json({ id: replayed?.id, status: res.status, answer });
+  });
+  app.get('/api/stream', (c) =>
+    streamSSE(c, async (stream) => {
+      const send = (event: string, data: unknown) => void stream.writeSSE({ event, data: JSON.stringify(data) }).catch(() => undefined);
+      subscribers.add(send);
+      send('hello', { functions: [...fns.values()].map(stateOf) });
+      const ping = setInterval(() => send('ping', {}), 15_000);
+      await new Promise<void>((done) => stream.onAbort(() => done()));
+      clearInterval(ping);
+      subscribers.delete(send);
+    }),
+  );
+
+  const server: ServerType = await new Promise((ok, fail) => {
+    const s = serveNode({ fetch: app.fetch, port: options.port, hostname: host }, () => ok(s));
+    s.once('error', (err: NodeJS.ErrnoException) => fail(err.code === 'EADDRINUSE' ? new UsageError(`kfn dev: port ${options.port} is in use; pass --port`) : err));
+  });
+
+  const failed = await bridge.setReconcilers([...fns.values()].map(reconcilerConfig));
+  for (const [name, err] of failed) say(`bridge: ${name} could not start: ${err.message}`);
+
+  // 4. Reload on save: rebuild the function whose inputs changed; keep the old code on an error.
+  const reload = async (name: string) => {
+    const fn = fns.get(name)!;
+    const started = Date.now();
+    let loaded;
+    try {
+      loaded = await loadBundle(fn.dir, name, fn.version + 1);
+    } catch (err) {
+      fn.loadError = buildError(err);
+      say(`reload of ${name} failed; version ${fn.version} keeps running:\n${fn.loadError}`);
+      broadcast('function', stateOf(fn));
+      return;
+    }
+    const before = reconcilerConfig(fn);
+    fn.reconciler = loaded.reconciler;
+    fn.inputs = loaded.inputs;
+    fn.version++;
+    fn.loadError = undefined;
+    fn.loadedAt = new Date().toISOString();
+    const objects = clusterObjects(loaded.reconciler);
+    const hash = hashOf(objects);
+    if (hash !== fn.manifestsHash) {
+      await applyFunction(adminApi, name, objects, systemNamespace).catch((err) => say(`could not apply ${name}'s CRD and RBAC: ${(err as Error).message}`));
+      fn.manifestsHash = hash;
+      say(`${name}: CRD and RBAC updated in the cluster`);
+    }
+    const after = reconcilerConfig(fn);
+    if (JSON.stringify(before) !== JSON.stringify(after)) {
+      const problems = await bridge.setReconcilers([...fns.values()].map(reconcilerConfig));
+      for (const [n, err] of problems) say(`bridge: ${n} could not start: ${err.message}`);
+    }
+    say(`reloaded ${name}: version ${fn.version} in ${Date.now() - started} ms; the next delivery runs it`);
+    broadcast('function', stateOf(fn));
+  };
+
+  // One watch per directory holding an input (a directory's watch outlives editors that save by
+  // writing a new file and renaming it over the old one; a file's watch does not).
+  const watchers = new Map<string, FSWatcher>();
+  const pending = new Map<string, NodeJS.Timeout>();
+  const onChange = (dir: string, file: string) => {
+    const changed = resolve(dir, file);
+    for (const fn of fns.values()) {
+      if (!fn.inputs.has(changed) && dirname(changed) !== fn.dir) continue;
+      clearTimeout(pending.get(fn.name));
+      pending.set(
+        fn.name,
+        setTimeout(() => void reload(fn.name).then(watchInputs).catch((err) => say(`reload of ${fn.name} failed: ${(err as Error).message}`)), 150),
+      );
+    }
+  };
+  function watchInputs(): void {
+    const dirs = new Set<string>();
+    for (const fn of fns.values()) {
+      dirs.add(fn.dir);
+      for (const input of fn.inputs) if (!input.includes('/node_modules/')) dirs.add(dirname(input));
+    }
+    for (const dir of dirs) {
+      if (watchers.has(dir)) continue;
+      try {
+        watchers.set(dir, watch(dir, (_event, file) => file && onChange(dir, file.toString())));
+      } catch (err) {
+        say(`cannot watch ${dir}: ${(err as Error).message}`);
+      }
+    }
+  }
+  watchInputs();
+
+  return {
+    url: base,
+    functions: () => [...fns.values()].map(stateOf),
+    records: () => [...records],
+    reload,
+    async stop() {
+      for (const w of watchers.values()) w.close();
+      for (const t of pending.values()) clearTimeout(t);
+      await bridge.stop(5_000);
+      for (const send of subscribers) send('bye', {});
+      await new Promise<void>((done) => server.close(() => done()));
+      await recordFile?.flush();
+    },
+  };
+}
+
+function stateOf(fn: DevFunction): DevFunctionState {
+  return { name: fn.name, dir: fn.dir, kind: fn.kind, version: fn.version, ...(fn.loadError ? { loadError: fn.loadError } : {}), ...(fn.loadedAt ? { loadedAt: fn.loadedAt } : {}) };
+}
+
+const usage = `Usage: kfn dev [function dir …] [options]
+
+Runs the functions (default: every folder under functions/) on a local dev server, with a
+bridge in this process delivering the cluster's events to them, and a live web UI of every
+delivery. Saving a function's code reloads it: the next delivery runs the new code, nothing
+restarts. Its CRD and RBAC follow the code. Each function works under its own
+ServiceAccount's token, so RBAC is what it will be in the cluster.
+
+The cluster is the one of --kubeconfig or $KUBECONFIG, else the local one (started if needed).
+Every invocation is recorded (to .kfn/dev/records.jsonl): \`kfn replay\` replays them.
+
+Options:
+  --port N          port of the dev server and its UI (default 8070)
+  --namespace N     deliver only objects in namespace N (repeatable; default: all namespaces)
+  --kubeconfig P    the cluster to use
+  --records F       append the records to F instead (--records=off: none)
+  -h, --help        show this help`;
+
+export const devCommand: Command = {
+  name: 'dev',
+  summary: 'run functions on a local dev server with reload on save and a live web UI of deliveries',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values, positionals } = parseCommandArgs('dev', argv, { port: { type: 'string' }, namespace: { type: 'string', multiple: true }, kubeconfig: { type: 'string' }, records: { type: 'string' } }, true);
+    const dirs = positionals.length ? positionals : functionDirs();
+    for (const d of dirs) if (!existsSync(join(d, 'index.ts'))) throw new UsageError(`kfn dev: ${d} is not a function folder (no index.ts)`);
+    let kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG?.split(':')[0];
+    if (kubeconfig && !existsSync(kubeconfig)) throw new UsageError(`kfn dev: kubeconfig ${kubeconfig} does not exist`);
+    if (kubeconfig) {
+      const answers = await new KubeApi(connectionFromKubeconfig(kubeconfig)).request('GET', '/version').then(
+        () => true,
+        (err: unknown) => (err instanceof ApiError ? true : false),
+      );
+      if (!answers) throw new UsageError(`kfn dev: the cluster of ${kubeconfig} does not answer`);
+    } else {
+      console.error('kfn dev: no KUBECONFIG: using the local cluster (starting it if needed; the first run builds it from source, about 10 minutes)');
+      await clusterUp({ log: (l) => console.error(`  ${l}`) });
+      kubeconfig = clusterPaths().kubeconfig;
+    }
+    const dev = await startDevServer({
+      dirs,
+      kubeconfig,
+      port: parsePort('--port', values.port) ?? 8070,
+      namespaces: values.namespace,
+      recordFile: values.records === 'off' ? false : values.records,
+      log: (line) => console.error(line),
+    });
+    console.error(`\nkfn dev: UI at ${dev.url}/ — save a function to reload it; Ctrl-C to stop`);
+    await new Promise<void>((done) => {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => done());
+    });
+    console.error('kfn dev: stopping');
+    await dev.stop();
+    return 0;
+  },
+};
+
