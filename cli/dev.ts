@@ -338,7 +338,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const onChange = (dir: string, file: string) => {
     const changed = resolve(dir, file);
     for (const fn of fns.values()) {
-      if (!fn.inputs.has(changed) && dirname(changed) !== fn.dir) continue;
+      // An input of its bundle, or a new module beside its index.ts (not its samples or notes).
+      if (!fn.inputs.has(changed) && !(dirname(changed) === fn.dir && /\.(ts|mts|js|mjs|json)$/.test(changed))) continue;
       clearTimeout(pending.get(fn.name));
       pending.set(
         fn.name,
@@ -373,7 +374,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       for (const t of pending.values()) clearTimeout(t);
       await bridge.stop(5_000);
       for (const send of subscribers) send('bye', {});
-      await new Promise<void>((done) => server.close(() => done()));
+      // Open UIs hold their event streams: close them, or the server waits for them forever.
+      const closed = new Promise<void>((done) => server.close(() => done()));
+      (server as import('node:http').Server).closeAllConnections?.();
+      await closed;
       await recordFile?.flush();
     },
   };

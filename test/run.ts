@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { clusterDown, clusterHealthy, clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
 import { ensureKnativeBinaries } from '../cluster/knative.ts';
 import { testClusterOptions } from './support/cluster.ts';
+import { ensureChromium } from './support/browser.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
 
 const { values, positionals } = parseArgs({
@@ -107,9 +108,10 @@ try {
   }
   // What some tests need beyond the cluster, prepared here with progress rather than inside a
   // test's time limit: Knative and Traefik (built from Go modules, ~10 min cold), and AWS's
-  // Lambda runtime interface client (compiled on install, ~3 min cold).
+  // Lambda runtime interface client (compiled on install, ~3 min cold), and Debian's Chromium.
   if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
   if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
+  if (selected.some((f) => f.includes('/e2e/dev'))) ensureChromium((line) => console.error(`[chromium] ${line}`));
   const concurrency = Number(values.concurrency ?? 3);
   const first = await runNodeTest(parallel, concurrency, env);
   const second = await runNodeTest(serial, 1, env);

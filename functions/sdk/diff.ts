@@ -41,10 +41,15 @@ export function diffValues(before: unknown, after: unknown, path = ''): FieldCha
  */
 export function desiredChanges(live: unknown, desired: unknown, path = ''): FieldChange[] {
   if (isObject(desired)) {
-    if (!isObject(live)) return live === undefined ? [{ path: path || '.', change: 'added', to: desired }] : [{ path: path || '.', change: 'changed', from: live, to: desired }];
-    return Object.keys(desired)
-      .sort()
-      .flatMap((k) => desiredChanges(live[k], desired[k], join(path, k)));
+    // A new object: each of its fields is added (one line per leaf, as for an existing one).
+    if (!isObject(live) && live !== undefined) return [{ path: path || '.', change: 'changed', from: live, to: desired }];
+    const keys = Object.keys(desired).sort();
+    if (!keys.length && live === undefined) return [{ path: path || '.', change: 'added', to: desired }];
+    return keys.flatMap((k) => desiredChanges(isObject(live) ? live[k] : undefined, desired[k], join(path, k)));
+  }
+  if (Array.isArray(desired) && live === undefined) {
+    if (!desired.length) return [{ path: path || '.', change: 'added', to: desired }];
+    return desired.flatMap((d, i) => desiredChanges(undefined, d, join(path, i)));
   }
   if (Array.isArray(desired)) {
     if (!Array.isArray(live)) return [{ path: path || '.', change: live === undefined ? 'added' : 'changed', from: live, to: desired }];

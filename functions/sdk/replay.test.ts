@@ -10,7 +10,7 @@ import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { authenticate, reconcileEvent } from '../../bridge/contract.ts';
-import { KubeApi, type Tap } from '../../bridge/kubeapi.ts';
+import { KubeApi, type Method, type RequestOptions, type Tap } from '../../bridge/kubeapi.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import MyWebFunction, { MyWeb } from '../myweb/index.ts';
 import { compareWrites, diffValues } from './diff.ts';
@@ -33,6 +33,25 @@ const withReplicas = (n: number): Reconciler =>
       return result;
     },
   }) as unknown as Reconciler;
+
+/** No cluster: every request is answered with one MyWeb (without status), as a tiny fake apiserver would. */
+function oneObjectApi(): KubeApi {
+  const connection = { server: 'http://fake.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'test' };
+  class OneObjectApi extends KubeApi {
+    override withTap(tap: Tap): KubeApi {
+      return new OneObjectApi(connection, { tap });
+    }
+    override withSignal(): KubeApi {
+      return this;
+    }
+    override async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
+      const body = JSON.stringify({ apiVersion: MyWeb.apiVersion, kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u', generation: 1 }, spec: { nodePortNumber: 30000 } });
+      this.tap?.request({ method, path, status: 200, ...(options.body !== undefined ? { body: options.body } : {}), response: JSON.parse(body) });
+      return body;
+    }
+  }
+  return new OneObjectApi(connection);
+}
 
 describe('offline replay', () => {
   test('the function as it is makes exactly the recorded writes, at the recorded time', async () => {
@@ -75,6 +94,45 @@ describe('offline replay', () => {
 
     const other = { ...MyWebFunction, for: { ...MyWeb, kind: 'OtherWeb' } } as unknown as Reconciler;
     await assert.rejects(replayOffline(other, recorded()), /record is of a operator\.k8s-summit\.org\/v1 MyWeb .* this function reconciles .*OtherWeb/);
+  });
+
+  test('a delivery with a deadline: the replay reads the clock as the invocation did (condition times match)', async () => {
+    const records: InvocationRecord[] = [];
+    const becomesReady = defineReconciler({ for: MyWeb, name: 'myweb', reconcile: () => ({ ready: true }) });
+    // A clock that moves 7 ms at each reading, so a reading taken out of turn shows.
+    let t = Date.now();
+    const now = () => new Date((t += 7));
+    const app = createApp(becomesReady as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api: oneObjectApi(), now, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
+    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+    const signed = authenticate(message, { kind: 'hmac', secret: 'k' });
+    const res = await app.request('/', { method: 'POST', headers: signed.headers, body: signed.body });
+    assert.equal(res.status, 200, await res.text());
+    const r = records[0]!;
+    assert.ok(r.event.deadline, 'the record keeps the delivery deadline');
+    assert.ok(r.writes.some((w) => w.path.endsWith('/status')), 'the Ready condition was written');
+    const out = await replayOffline(becomesReady as Reconciler, r);
+    assert.deepEqual(out.comparisons.filter((c) => c.status !== 'same').map((c) => c.changes), []);
+    assert.equal(out.same, true);
+  });
+
+  test('a deadline farther ahead than a timer can hold does not stop the reconcile at once', async () => {
+    const records: InvocationRecord[] = [];
+    // The function's clock 30 days behind the bridge's: Node would fire a plain timer of that length at once.
+    const behind = () => new Date(Date.now() - 30 * 24 * 3600_000);
+    const slow = defineReconciler({
+      for: MyWeb,
+      name: 'myweb',
+      async reconcile() {
+        await new Promise((done) => setTimeout(done, 20));
+        return { ready: true };
+      },
+    });
+    const app = createApp(slow as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api: oneObjectApi(), now: behind, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
+    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+    const signed = authenticate(message, { kind: 'hmac', secret: 'k' });
+    const res = await app.request('/', { method: 'POST', headers: signed.headers, body: signed.body });
+    assert.equal(res.status, 200, await res.text());
+    assert.equal(records[0]!.error, undefined);
   });
 
   test('the clock reads as it did, then moves on', () => {
@@ -128,22 +186,7 @@ describe('records', () => {
         throw new Error('the page template is broken');
       },
     });
-    // No cluster: the primary's read is answered by a tiny fake apiserver on the client's fetch.
-    const connection = { server: 'http://fake.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'test' };
-    class OneObjectApi extends KubeApi {
-      override withTap(tap: Tap): KubeApi {
-        return new OneObjectApi(connection, { tap });
-      }
-      override withSignal(): KubeApi {
-        return this;
-      }
-      override async text(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string): Promise<string> {
-        const body = JSON.stringify({ apiVersion: MyWeb.apiVersion, kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u', generation: 1 }, spec: { nodePortNumber: 30000 } });
-        this.tap?.request({ method, path, status: 200, response: JSON.parse(body) });
-        return body;
-      }
-    }
-    const api = new OneObjectApi(connection);
+    const api = oneObjectApi();
     const app = createApp(failing as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
     const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test');
     const signed = authenticate(message, { kind: 'hmac', secret: 'k' });

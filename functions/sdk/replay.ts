@@ -32,10 +32,12 @@ export interface ReplayOutcome {
 }
 
 /** The reconcile the record received, as the runtime takes it (without the deadline: a replay runs to the end). */
-export function receivedFrom(event: RecordedEvent, overrides: { reason?: ReceivedReconcile['reason']; attempt?: number } = {}): ReceivedReconcile {
+export function receivedFrom(event: RecordedEvent, overrides: { reason?: ReceivedReconcile['reason']; attempt?: number; deadline?: boolean } = {}): ReceivedReconcile {
   const data: ReconcileEventData = event.data;
   const ce = new CloudEvent<ReconcileEventData>({ specversion: '1.0', type: reconcileEventType, source: event.source, id: event.id, ...(event.time ? { time: event.time } : {}), datacontenttype: 'application/json', data });
-  return { event: ce, data, reason: overrides.reason ?? event.reason, attempt: overrides.attempt ?? event.attempt };
+  // The recorded deadline only means something on the recorded clock (an offline replay); now it has passed.
+  const deadline = overrides.deadline && event.deadline ? { deadline: new Date(event.deadline) } : {};
+  return { event: ce, data, reason: overrides.reason ?? event.reason, attempt: overrides.attempt ?? event.attempt, ...deadline };
 }
 
 /** Not in the record: the function reads something now that it did not read then. */
@@ -203,13 +205,14 @@ export function recordedClock(recorded: InvocationRecord): () => Date {
 }
 
 /**
- * Runs the function now against the reads recorded then: no cluster. The clock is the record's
- * start time, so conditions and Events come out as they would have then.
+ * Runs the function now against the reads recorded then: no cluster. The clock reads as it did
+ * then and the delivery had the same deadline, so conditions and Events come out as they would
+ * have then (and a reconcile that ran out of time then does so again).
  */
 export async function replayOffline(reconciler: Reconciler, recorded: InvocationRecord, options: { log?: Logger } = {}): Promise<ReplayOutcome> {
   checkKind(reconciler, recorded);
   const state: OfflineState = { record: recorded, used: new Set(), unrecorded: [] };
-  const record = await run(reconciler, receivedFrom(recorded.event), new RecordedApi(state), { now: recordedClock(recorded), log: options.log, replay: { of: recorded.id, mode: 'offline' } });
+  const record = await run(reconciler, receivedFrom(recorded.event, { deadline: true }), new RecordedApi(state), { now: recordedClock(recorded), log: options.log, replay: { of: recorded.id, mode: 'offline' } });
   const comparisons = compareWrites(recorded.writes, record.writes);
   return {
     mode: 'offline',

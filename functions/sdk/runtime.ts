@@ -12,6 +12,7 @@
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
 import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
+import { maxTimerMs } from '../../bridge/clock.ts';
 import { ApiError, collectionPath, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
 import { refOf } from '../../bridge/routing.ts';
 import { applyNeeded } from './fields.ts';
@@ -71,7 +72,8 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   if (!deadline) return invoke(reconciler, received, options, new AbortController().signal);
   const controller = new AbortController();
   const now = options.now ?? (() => new Date());
-  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(deadline)), Math.max(0, deadline.getTime() - now().getTime()));
+  // Clamped: Node fires a timer longer than 2^31-1 ms at once (a far deadline, or a clock far behind it).
+  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(deadline)), Math.min(maxTimerMs, Math.max(0, deadline.getTime() - now().getTime())));
   timer.unref?.();
   try {
     return await invoke(reconciler, received, { ...options, api: options.api.withSignal(controller.signal) }, controller.signal);
