@@ -42,7 +42,11 @@ export interface DeliverySummary {
   attempt: number;
   durationMs: number;
   outcome: 'done' | 'requeue' | 'error';
+  /** Writes the apiserver accepted, and those it refused (a 4xx/5xx answer). */
   writes: number;
+  refused: number;
+  /** Why a requeue or an error, in the function's or the runtime's words. */
+  message?: string;
   error?: string;
   replay?: InvocationRecord['replay'];
   version: number;
@@ -94,6 +98,8 @@ export interface DevServer {
 const keepRecords = 500;
 const bundleDir = join(repoRoot, '.kfn', 'dev', 'bundles');
 
+const accepted = (w: { status: number }) => w.status >= 200 && w.status < 300;
+
 function summary(r: InvocationRecord, version: number): DeliverySummary {
   const p = r.event.data.primary;
   return {
@@ -106,7 +112,9 @@ function summary(r: InvocationRecord, version: number): DeliverySummary {
     attempt: r.event.attempt,
     durationMs: r.durationMs,
     outcome: r.error ? 'error' : (r.result?.result ?? 'done'),
-    writes: r.writes.length,
+    writes: r.writes.filter(accepted).length,
+    refused: r.writes.filter((w) => !accepted(w)).length,
+    ...(r.result?.message ? { message: r.result.message } : {}),
     ...(r.error ? { error: r.error.message } : {}),
     ...(r.replay ? { replay: r.replay } : {}),
     version,
@@ -162,8 +170,9 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     const s = summary(r, version);
     broadcast('delivery', s);
     const time = new Date(r.time).toLocaleTimeString('en-GB');
-    const what = s.outcome === 'error' ? `failed: ${s.error}` : `${s.outcome}, ${s.writes} write${s.writes === 1 ? '' : 's'}`;
+    const what = s.outcome === 'error' ? `failed: ${s.error}` : `${s.outcome}, ${s.writes} write${s.writes === 1 ? '' : 's'}${s.refused ? `, ${s.refused} refused` : ''}`;
     say(`${time} ${s.function} ${s.kind} ${s.object} ${s.reason}${s.replay ? ` (${s.replay.mode} replay)` : ''} #${s.attempt} → ${what} (${s.durationMs} ms)`);
+    if (s.outcome === 'requeue' && s.message) say(`    ${s.message.length > 300 ? `${s.message.slice(0, 297)}…` : s.message}`);
     if (r.error) {
       const stack = (r.error.cause?.stack ?? r.error.stack ?? '').split('\n').slice(1, 4).map((l) => `    ${l.trim()}`);
       for (const l of stack) say(l);

@@ -134,10 +134,17 @@ async function functionFor(name: string, dir: string | undefined): Promise<Recon
   return found;
 }
 
+/** "3 writes", or "1 write, 3 refused" when the apiserver refused some. */
+function writeCount(writes: InvocationRecord['writes']): string {
+  const refused = writes.filter((w) => !(w.status >= 200 && w.status < 300)).length;
+  const done = writes.length - refused;
+  return `${done} write${done === 1 ? '' : 's'}${refused ? `, ${refused} refused` : ''}`;
+}
+
 function describeSelected(s: Selected): string {
   const p = s.event.data.primary;
   const id = s.record ? `record ${s.record.id}` : `delivery ${s.event.id.slice(0, 12)}`;
-  const outcome = s.record ? (s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${s.record.writes.length} write${s.record.writes.length === 1 ? '' : 's'}`) : s.delivery?.outcome;
+  const outcome = s.record ? (s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${writeCount(s.record.writes)}`) : s.delivery?.outcome;
   return `${id}  ${s.function}  ${p.kind} ${objectName(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
 }
 
@@ -154,8 +161,8 @@ function printOutcome(out: ReplayOutcome, s: Selected, quiet: boolean): void {
     if (c.status === 'changed') lines.push(...formatChanges(c.changes));
   }
   for (const e of out.effects) {
-    if (!e.changes.length) continue;
-    lines.push(`  would change ${e.key}:`, ...formatChanges(e.changes));
+    if (e.created) lines.push(`  would create ${e.key.replace(/^PATCH /, '')} (it does not exist now)`);
+    else if (e.changes.length) lines.push(`  would change ${e.key}:`, ...formatChanges(e.changes));
   }
   if (out.mode === 'dry-run' && !out.effects.some((e) => e.changes.length) && !r.error) lines.push('  nothing would change in the cluster now');
   if (r.error) {
@@ -183,19 +190,33 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
   let credentials: Credentials | undefined = process.env.KFN_AUTH_SECRET ? { kind: 'hmac', secret: process.env.KFN_AUTH_SECRET } : process.env.KFN_AUTH_TOKEN ? { kind: 'bearer', token: process.env.KFN_AUTH_TOKEN } : undefined;
   let viaProxy: { path: string } | undefined;
   if (!url || !credentials) {
+    type ReconcilerSpec = { spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } };
+    // No Reconciler (404): the function runs under kfn dev, which keeps only its auth Secret in the cluster.
     const rec = await o
       .api()
-      .request<{ spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${reconcilerName}`)
+      .request<ReconcilerSpec>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${reconcilerName}`)
       .catch((err) => {
-        throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message}); pass --to URL and set KFN_AUTH_SECRET`);
+        if (err instanceof ApiError && err.status === 404) return undefined;
+        throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message.trim()}); pass --to URL and set KFN_AUTH_SECRET`);
       });
-    if (!credentials && rec.spec.auth) {
-      const ref = rec.spec.auth.secretRef;
-      const secret = await o.api().request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ref.namespace}/secrets/${ref.name}`);
-      const value = Buffer.from(secret.data?.[ref.key ?? 'secret'] ?? '', 'base64').toString('utf8');
-      credentials = rec.spec.auth.type === 'bearer' ? { kind: 'bearer', token: value } : { kind: 'hmac', secret: value };
+    if (!credentials) {
+      const ref = rec?.spec.auth?.secretRef ?? (rec ? undefined : { name: `kfn-fn-${s.function}`, namespace: o.namespace, key: 'secret' });
+      if (ref) {
+        const secret = await o
+          .api()
+          .request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ref.namespace}/secrets/${ref.name}`)
+          .catch((err) => {
+            if (!rec && err instanceof ApiError && err.status === 404) return undefined;
+            throw new UsageError(`cannot read the function's auth Secret ${ref.namespace}/${ref.name} (${(err as Error).message.trim()}); set KFN_AUTH_SECRET`);
+          });
+        if (secret) {
+          const value = Buffer.from(secret.data?.[ref.key ?? 'secret'] ?? '', 'base64').toString('utf8');
+          credentials = rec?.spec.auth?.type === 'bearer' ? { kind: 'bearer', token: value } : { kind: 'hmac', secret: value };
+        }
+      }
     }
     if (!url) {
+      if (!rec) throw new UsageError(`there is no Reconciler ${reconcilerName} in the cluster to say where the function runs: pass --to with its URL (under kfn dev: http://127.0.0.1:8070/fn/${s.function})`);
       url = rec.spec.sink.uri;
       if (!url) throw new UsageError(`Reconciler ${reconcilerName} delivers to a sink reference (a Knative Service?); pass --to with the function's URL`);
       const u = new URL(url);

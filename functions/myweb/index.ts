@@ -25,7 +25,16 @@ export const MyWeb = defineKind({
 });
 type Web = ObjectOf<typeof MyWeb>;
 
-const labels = (web: Web) => ({ 'app.kubernetes.io/name': 'myweb', 'app.kubernetes.io/instance': web.metadata.name });
+/**
+ * The web's name where Kubernetes allows 63 characters at most (label values, Service names),
+ * while a MyWeb's own name may be longer: a longer one is cut and ends with a hash of the whole.
+ */
+export function shortName(name: string): string {
+  if (name.length <= 63) return name;
+  return `${name.slice(0, 52).replace(/[-.]+$/, '')}-${createHash('sha256').update(name).digest('hex').slice(0, 10)}`;
+}
+
+const labels = (web: Web) => ({ 'app.kubernetes.io/name': 'myweb', 'app.kubernetes.io/instance': shortName(web.metadata.name) });
 
 const page = (web: Web) => ({
   apiVersion: 'v1',
@@ -64,7 +73,7 @@ const deployment = (web: Web) => ({
 const service = (web: Web) => ({
   apiVersion: 'v1',
   kind: 'Service',
-  metadata: { name: web.metadata.name, labels: labels(web) },
+  metadata: { name: shortName(web.metadata.name), labels: labels(web) },
   spec: { type: 'NodePort', selector: labels(web), ports: [{ port: 80, targetPort: 80, nodePort: web.spec.nodePortNumber }] },
 });
 

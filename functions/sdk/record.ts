@@ -34,6 +34,8 @@ export interface ChildRecord {
   written: boolean;
   /** What the apply changes: the desired fields the live child lacks or holds differently. */
   changes: FieldChange[];
+  /** The apiserver refused the apply (or it did not complete): its status and message. */
+  refused?: { status: number; message: string };
 }
 
 export interface RecordedError {
@@ -206,6 +208,17 @@ export class Recorder {
     if ('result' in outcome) this.record.result = outcome.result;
     else this.record.error = errorRecord(outcome.error);
     if (replay) this.record.replay = replay;
+    for (const child of this.record.children) {
+      if (!child.written) continue;
+      const write = this.record.writes.find((w) => {
+        const body = w.body as { kind?: string; metadata?: { name?: string; namespace?: string } } | undefined;
+        return w.method === 'PATCH' && body?.kind === child.ref.kind && body.metadata?.name === child.ref.name && body.metadata?.namespace === child.ref.namespace;
+      });
+      if (write && !(write.status >= 200 && write.status < 300)) {
+        const message = (write.response as { message?: string } | undefined)?.message ?? write.error ?? `status ${write.status}`;
+        child.refused = { status: write.status, message };
+      }
+    }
     return this.record;
   }
 }

@@ -255,4 +255,19 @@ export default { ...base, async reconcile(o: never, c: never) { const r = await 
     assert.equal(none.code, 2);
     assert.match(none.err, /nothing to replay: 1 record\(s\) and 0 delivery line\(s\) in .*none matching the selection/);
   });
+
+  test('a record of a function that no longer exists, and one with redacted Secret data: said plainly', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kfn-replay-'));
+    const gone = join(dir, 'gone.jsonl');
+    writeFileSync(gone, `${JSON.stringify({ ...recorded(), function: 'renamed-away' })}\n`);
+    const missing = await run([gone]);
+    assert.equal(missing.code, 2, missing.out + missing.err);
+    assert.match(missing.err, /the record is of function renamed-away, and no folder under functions\/ defines it \(renamed or removed\?\): pass --function <dir>/);
+
+    const redacted = join(dir, 'redacted.jsonl');
+    writeFileSync(redacted, `${JSON.stringify({ ...recorded(), redacted: ['GET /api/v1/namespaces/devtest/secrets/db: data.password'] })}\n`);
+    const out = await run([redacted, '--expect-same']);
+    assert.equal(out.code, 0, out.out + out.err);
+    assert.match(out.out, /redacted in the record \(the function saw hashes, not the values\): GET \/api\/v1\/namespaces\/devtest\/secrets\/db: data\.password/);
+  });
 });

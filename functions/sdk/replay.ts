@@ -28,7 +28,8 @@ export interface ReplayOutcome {
   /** Reads of the record whose Secret data the function saw as hashes. */
   redactedReads: string[];
   /** Dry-run: what each write would change on the live object. */
-  effects: { key: string; changes: FieldChange[] }[];
+  /** Dry run: what each write would do to the live object (`created`: it does not exist now). */
+  effects: { key: string; created?: boolean; changes: FieldChange[] }[];
 }
 
 /** The reconcile the record received, as the runtime takes it (without the deadline: a replay runs to the end). */
@@ -247,6 +248,7 @@ export async function replayDryRun(reconciler: Reconciler, event: RecordedEvent,
     .filter((w) => w.status >= 200 && w.status < 300 && w.method === 'PATCH')
     .map((w) => {
       const before = w.path.endsWith('/status') ? primaryRead?.response : record.children.find((c) => w.path.endsWith(`/${encodeURIComponent(c.ref.name)}`) && (c.desired as { kind?: string }).kind === (w.body as { kind?: string })?.kind)?.live;
+      if (before === undefined) return { key: `${w.method} ${w.path}`, created: true, changes: diffValues(undefined, comparable(w.response)) };
       return { key: `${w.method} ${w.path}`, changes: diffValues(comparable(before), comparable(w.response)) };
     });
   const comparisons = options.then ? compareWrites(options.then.writes, record.writes) : [];

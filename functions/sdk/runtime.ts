@@ -206,7 +206,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const result = await step('reconcile', async () => reconciler.reconcile(obj as never, ctx));
 
   // 4. Children: apply what changed; an invalid one becomes Ready=False, not a retry storm.
-  let rejected: { reason: string; message: string } | undefined;
+  const refusals: { child: string; reason: string; message: string }[] = [];
   const desiredKeys = new Set<string>();
   for (const child of result.children ?? []) {
     const desired = childWithOwner(child, obj, reconciler.name);
@@ -234,13 +234,17 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
       if (apiErr && apiErr.status === 422) {
-        rejected = { reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` };
+        refusals.push({ child: describe(desired), reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` });
         log.warn({ child: describe(desired), error: apiErr.message }, 'the apiserver rejected a child');
         continue;
       }
       throw err;
     }
   }
+  // The first refusal in full, the others by name: what to fix first, and what else is waiting.
+  const rejected = refusals.length
+    ? { reason: refusals[0]!.reason, message: refusals.length === 1 ? refusals[0]!.message : `${refusals[0]!.message} (also refused: ${refusals.slice(1).map((r) => r.child).join(', ')})` }
+    : undefined;
   // 5. Prune what this object controls but no longer wants. A result without `children` says
   // nothing about them (nothing is pruned); `children: []` means none.
   for (const [key, live] of result.children ? liveChildren : []) {

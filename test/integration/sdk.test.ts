@@ -9,6 +9,7 @@ import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge
 import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, type Kind } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
+import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
 
 type Answer = { result?: string; changes?: { action: string; ref: { name: string; kind: string } }[]; error?: string };
@@ -320,5 +321,38 @@ describe('SDK runtime', () => {
     const inTime = await deliverTo(app, api, Late, ns, 'l', 'created', 1, Date.now() + 10_000);
     assert.equal(inTime.status, 200, inTime.body.error);
     await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/late-out`);
+  });
+
+  test('children the apiserver refuses: Ready=False names the first in full and the others; the record marks each refused child', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk');
+    const Panel = defineKind({ group: `${uniqueName('sdk')}.kfn.test`, version: 'v1', kind: 'Panel', spec: t.Object({ tag: t.String() }), status: t.Object({}) });
+    await installKind(t2, api, Panel);
+    const fn = defineReconciler({
+      for: Panel,
+      owns: [ConfigMap],
+      reconcile: (p) => ({
+        // A label value may hold 63 characters: the tag goes into two of the three children's labels.
+        children: ['a', 'b', 'c'].map((n) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${p.metadata.name}-${n}`, labels: (n === 'b' ? {} : { tag: p.spec.tag }) as Record<string, string> }, data: {} })),
+      }),
+    });
+    const records: InvocationRecord[] = [];
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }), record: (r) => records.push(r) });
+    await api.request('POST', `/apis/${Panel.apiVersion}/namespaces/${ns}/panels`, { body: { apiVersion: Panel.apiVersion, kind: 'Panel', metadata: { name: 'p' }, spec: { tag: 'x'.repeat(64) } } });
+    const out = await deliverTo(app, api, Panel, ns, 'p', 'created');
+    assert.equal(out.body.result, 'requeue');
+    const live = await api.request<{ status: { conditions: { type: string; status: string; reason: string; message: string }[] } }>('GET', `/apis/${Panel.apiVersion}/namespaces/${ns}/panels/p`);
+    const ready = live.status.conditions.find((c) => c.type === 'Ready')!;
+    assert.equal(ready.status, 'False');
+    assert.equal(ready.reason, 'Invalid');
+    assert.match(ready.message, new RegExp(`^ConfigMap ${ns}/p-a: .*must be no more than 63 (bytes|characters) \\(also refused: ConfigMap ${ns}/p-c\\)$`));
+    const r = records[0]!;
+    assert.deepEqual(
+      r.children.map((c) => [c.ref.name, c.refused?.status]),
+      [['p-a', 422], ['p-b', undefined], ['p-c', 422]],
+    );
+    assert.match(r.children[0]!.refused!.message, /metadata\.labels: Invalid value/);
+    await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/p-b`);
   });
 });
