@@ -1,6 +1,6 @@
 // `kfn replay`: run a recorded reconcile again — offline against the reads it recorded, as a
 // server-side dry run against the cluster, or live by sending its event to the function again.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fetch as undiciFetch } from 'undici';
 import { loadConnection } from '../bridge/connection.ts';
 import { authenticate, reconcileEvent, type Credentials, type ReconcileResponse } from '../bridge/contract.ts';
@@ -97,18 +97,21 @@ export function select(records: InvocationRecord[], deliveries: JournalEntry[], 
   return o.last ? all.slice(-1) : all;
 }
 
-async function readSource(source: string, api: () => KubeApi, namespace: string): Promise<{ text: string; name: string }> {
-  if (source === '-') return { text: readFileSync(0, 'utf8'), name: 'stdin' };
+/** The text of a source, with a name for its messages; a file comes with its rotations (F.5 … F.1, F), oldest first. */
+async function readSource(source: string, api: () => KubeApi, namespace: string): Promise<{ text: string; name: string }[]> {
+  if (source === '-') return [{ text: readFileSync(0, 'utf8'), name: 'stdin' }];
   if (source.startsWith('cluster:')) {
     const fn = source.slice('cluster:'.length);
     const pods = await api().request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `kfn.dev/function=${fn}` } });
     if (!pods.items.length) throw new UsageError(`no pods of function ${fn} in namespace ${namespace} (label kfn.dev/function=${fn}); is it deployed (kfn deploy ${fn})?`);
     let text = '';
     for (const pod of pods.items) text += `${await api().text('GET', `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`)}\n`;
-    return { text, name: `${source} (${pods.items.length} pod${pods.items.length === 1 ? '' : 's'})` };
+    return [{ text, name: `${source} (${pods.items.length} pod${pods.items.length === 1 ? '' : 's'})` }];
   }
   try {
-    return { text: readFileSync(source, 'utf8'), name: source };
+    const rotated = [];
+    for (let i = 1; existsSync(`${source}.${i}`); i++) rotated.unshift({ text: readFileSync(`${source}.${i}`, 'utf8'), name: `${source}.${i}` });
+    return [...rotated, { text: readFileSync(source, 'utf8'), name: source }];
   } catch (err) {
     throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
   }
@@ -297,8 +300,9 @@ export const replayCommand: Command = {
     const namespace = values.namespace ?? 'kfn-system';
     let api: KubeApi | undefined;
     const clusterApi = () => (api ??= new KubeApi(loadConnection(values.kubeconfig)));
-    const source = await readSource(positionals[0]!, clusterApi, namespace);
-    const read = readRecords(source.text, source.name);
+    const sources = await readSource(positionals[0]!, clusterApi, namespace);
+    const source = { name: sources.length > 1 ? `${positionals[0]} and ${sources.length - 1} rotated file(s)` : sources[0]!.name };
+    const read = sources.map((f) => readRecords(f.text, f.name)).reduce((a, b) => ({ records: [...a.records, ...b.records], deliveries: [...a.deliveries, ...b.deliveries], problems: [...a.problems, ...b.problems] }));
     for (const p of read.problems) console.error(`kfn replay: ${p}`);
     const selected = select(read.records, read.deliveries, {
       id: values.id,

@@ -256,6 +256,18 @@ export default { ...base, async reconcile(o: never, c: never) { const r = await 
     assert.match(none.err, /nothing to replay: 1 record\(s\) and 0 delivery line\(s\) in .*none matching the selection/);
   });
 
+  test('a record file is read with its rotations, oldest first, each bad line named in its own file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kfn-replay-'));
+    const file = join(dir, 'records.jsonl');
+    writeFileSync(`${file}.1`, `${JSON.stringify({ ...recorded(), id: 'rotated0000000001' })}\n{"kfnRecord":1,"id":"cut`);
+    writeFileSync(file, `${JSON.stringify({ ...recorded(), id: 'current000000001' })}\n`);
+    const out = await run([file, '--expect-same']);
+    assert.equal(out.code, 0, out.out + out.err);
+    assert.match(out.err, /records\.jsonl\.1:2: not a complete JSON line/);
+    const order = [...out.out.matchAll(/^record (\w+)/gm)].map((m) => m[1]);
+    assert.deepEqual(order, ['rotated0000000001', 'current000000001']);
+  });
+
   test('a record of a function that no longer exists, and one with redacted Secret data: said plainly', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kfn-replay-'));
     const gone = join(dir, 'gone.jsonl');
