@@ -19,6 +19,7 @@ const commands: CommandEntry[] = [
   { name: 'image', summary: 'build the bridge and function images and import them into the local node', load: async () => (await import('./deploy.ts')).imageCommand },
   { name: 'knative', summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status', load: async () => (await import('./knative.ts')).knativeCommand },
   { name: 'dev', summary: 'run functions on a local dev server: reload on save, a bridge in process, a live web UI of deliveries', load: async () => (await import('./dev.ts')).devCommand },
+  { name: 'diff', summary: 'show what a function would change for one object now (server-side dry run)', load: async () => (await import('./diff.ts')).diffCommand },
   { name: 'replay', summary: 'replay recorded reconciles: offline against their reads, as a server-side dry run, or live', load: async () => (await import('./replay.ts')).replayCommand },
   { name: 'manifests', summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions', load: async () => (await import('./functions.ts')).manifestsCommand },
 ];

@@ -120,7 +120,7 @@ async function readSource(source: string, api: () => KubeApi, namespace: string)
 const functionCache = new Map<string, Promise<Reconciler>>();
 
 /** The function a record names: --function, or the folder under functions/ whose reconciler has that name. */
-async function functionFor(name: string, dir: string | undefined): Promise<Reconciler> {
+export async function functionFor(name: string, dir: string | undefined): Promise<Reconciler> {
   const key = dir ?? `name:${name}`;
   let found = functionCache.get(key);
   if (!found) {
@@ -151,6 +151,30 @@ function describeSelected(s: Selected): string {
   return `${id}  ${s.function}  ${p.kind} ${objectName(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
 }
 
+/** What a dry run would do to the cluster, and a failure with its stack: lines for the terminal. */
+export function effectLines(out: ReplayOutcome, what: string): string[] {
+  const lines: string[] = [];
+  for (const e of out.effects) {
+    const path = e.key.replace(/^[A-Z]+ /, '');
+    if (e.created) lines.push(`  would create ${path} (it does not exist now)`);
+    else if (e.deleted) lines.push(`  would delete ${path}`);
+    else if (e.changes.length) lines.push(`  would change ${path}:`, ...formatChanges(e.changes));
+  }
+  if (out.mode === 'dry-run' && !wouldChange(out) && !out.record.error) lines.push('  nothing would change in the cluster now');
+  const r = out.record;
+  if (r.error) {
+    lines.push(`  ${what} failed: ${r.error.message}`);
+    const stack = r.error.cause?.stack ?? r.error.stack;
+    if (stack) lines.push(...stack.split('\n').slice(1, 6).map((l) => `    ${l.trim()}`));
+  }
+  return lines;
+}
+
+/** Whether a dry run found anything to create, delete or change. */
+export function wouldChange(out: ReplayOutcome): boolean {
+  return out.effects.some((e) => e.created || e.deleted || e.changes.length);
+}
+
 function printOutcome(out: ReplayOutcome, s: Selected, quiet: boolean): void {
   const lines: string[] = [];
   const r = out.record;
@@ -163,16 +187,7 @@ function printOutcome(out: ReplayOutcome, s: Selected, quiet: boolean): void {
     lines.push(`  ${mark} ${c.key}  (${label})`);
     if (c.status === 'changed') lines.push(...formatChanges(c.changes));
   }
-  for (const e of out.effects) {
-    if (e.created) lines.push(`  would create ${e.key.replace(/^PATCH /, '')} (it does not exist now)`);
-    else if (e.changes.length) lines.push(`  would change ${e.key}:`, ...formatChanges(e.changes));
-  }
-  if (out.mode === 'dry-run' && !out.effects.some((e) => e.changes.length) && !r.error) lines.push('  nothing would change in the cluster now');
-  if (r.error) {
-    lines.push(`  the replay failed: ${r.error.message}`);
-    const stack = r.error.cause?.stack ?? r.error.stack;
-    if (stack) lines.push(...stack.split('\n').slice(1, 6).map((l) => `    ${l.trim()}`));
-  }
+  lines.push(...effectLines(out, 'the replay'));
   if (out.unrecordedReads.length) lines.push(`  not in the record (the function reads more now): ${out.unrecordedReads.join('; ')}`);
   if (out.redactedReads.length) lines.push(`  redacted in the record (the function saw hashes, not the values): ${out.redactedReads.join('; ')}`);
   const differing = out.comparisons.filter((c) => c.status !== 'same');

@@ -29,7 +29,7 @@ export interface ReplayOutcome {
   redactedReads: string[];
   /** Dry-run: what each write would change on the live object. */
   /** Dry run: what each write would do to the live object (`created`: it does not exist now). */
-  effects: { key: string; created?: boolean; changes: FieldChange[] }[];
+  effects: { key: string; created?: boolean; deleted?: boolean; changes: FieldChange[] }[];
 }
 
 /** The reconcile the record received, as the runtime takes it (without the deadline: a replay runs to the end). */
@@ -164,8 +164,15 @@ export class DryRunApi extends KubeApi {
 
   override text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
     if (method === 'GET') return super.text(method, path, options);
-    return super.text(method, path, { ...options, query: { ...options.query, dryRun: 'All' } });
+    // A DELETE with DeleteOptions in its body takes its options from the body alone: the query's
+    // dryRun would be ignored and the object really deleted. So it goes in both.
+    const body = method === 'DELETE' && isDeleteOptions(options.body) ? { ...options.body, dryRun: ['All'] } : options.body;
+    return super.text(method, path, { ...options, body, query: { ...options.query, dryRun: 'All' } });
   }
+}
+
+function isDeleteOptions(body: unknown): body is Record<string, unknown> {
+  return typeof body === 'object' && body !== null && (body as { kind?: string }).kind === 'DeleteOptions';
 }
 
 const quietLog = () => pino({ level: 'info' }, { write: () => {} });
@@ -244,13 +251,23 @@ export async function replayDryRun(reconciler: Reconciler, event: RecordedEvent,
   if (options.then) checkKind(reconciler, options.then);
   const record = await run(reconciler, receivedFrom(event), new DryRunApi(api), { log: options.log, replay: { of: options.then?.id ?? event.id, mode: 'dry-run' } });
   const primaryRead = record.reads.find((r) => r.status === 200 && typeof r.response === 'object' && (r.response as { kind?: string }).kind === reconciler.for.kind);
-  const effects = record.writes
-    .filter((w) => w.status >= 200 && w.status < 300 && w.method === 'PATCH')
-    .map((w) => {
-      const before = w.path.endsWith('/status') ? primaryRead?.response : record.children.find((c) => w.path.endsWith(`/${encodeURIComponent(c.ref.name)}`) && (c.desired as { kind?: string }).kind === (w.body as { kind?: string })?.kind)?.live;
-      if (before === undefined) return { key: `${w.method} ${w.path}`, created: true, changes: diffValues(undefined, comparable(w.response)) };
-      return { key: `${w.method} ${w.path}`, changes: diffValues(comparable(before), comparable(w.response)) };
-    });
+  const effects: ReplayOutcome['effects'] = [];
+  for (const w of record.writes) {
+    if (!(w.status >= 200 && w.status < 300)) continue;
+    const key = `${w.method} ${w.path}`;
+    if (w.method === 'DELETE') {
+      effects.push({ key, deleted: true, changes: [] });
+      continue;
+    }
+    if (w.method !== 'PATCH') continue;
+    // The primary itself (its finalizer, its status) or one of its children.
+    const onPrimary = primaryRead && (w.path === primaryRead.path || w.path === `${primaryRead.path}/status`);
+    const before = onPrimary
+      ? primaryRead.response
+      : record.children.find((c) => w.path.endsWith(`/${encodeURIComponent(c.ref.name)}`) && (c.desired as { kind?: string }).kind === (w.body as { kind?: string })?.kind)?.live;
+    if (before === undefined) effects.push({ key, created: true, changes: diffValues(undefined, comparable(w.response)) });
+    else effects.push({ key, changes: diffValues(comparable(before), comparable(w.response)) });
+  }
   const comparisons = options.then ? compareWrites(options.then.writes, record.writes) : [];
   return {
     mode: 'dry-run',
