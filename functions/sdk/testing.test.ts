@@ -1,0 +1,84 @@
+// The in-memory test harness itself: the runtime's whole path — finalizer, children, prune,
+// reads of other objects, Events, errors, finalize on deletion — with no cluster.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ConfigMap, Secret, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
+import { labelSelectorMatches, testReconcile } from './testing.ts';
+
+const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
+const finalized: string[] = [];
+const gizmos = defineReconciler({
+  for: Gizmo,
+  owns: [ConfigMap],
+  uses: [{ kind: Secret, verbs: ['get', 'list'] }],
+  async reconcile(g, ctx) {
+    if (g.spec.fail) throw new Error('the gizmo refuses');
+    const secrets = await ctx.list(Secret, { namespace: g.metadata.namespace, labelSelector: 'gizmo in (yes),!ignored' });
+    const parts = Array.from({ length: g.spec.parts }, (_, i) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
+    await ctx.event('Normal', 'Built', `${g.spec.parts} parts`);
+    return { children: parts, status: { built: g.spec.parts, secretKeys: secrets.length } };
+  },
+  finalize(g) {
+    finalized.push(g.metadata.name);
+  },
+}) as unknown as Reconciler;
+
+const gizmo = (parts: number, extra: Record<string, unknown> = {}) => ({ metadata: { name: 'g', namespace: 'shop', ...extra }, spec: { parts } });
+
+describe('testReconcile', () => {
+  test('children with owner and labels, the finalizer, status with observedGeneration, an Event, reads of other objects', async () => {
+    const out = await testReconcile(gizmos, {
+      object: gizmo(2, { generation: 4 }),
+      existing: [
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'a', labels: { gizmo: 'yes' } } },
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'b', labels: { gizmo: 'yes', ignored: '' } } },
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'c', namespace: 'elsewhere', labels: { gizmo: 'yes' } } },
+      ],
+    });
+    assert.equal(out.error, undefined);
+    assert.deepEqual(out.children.map((c) => [c.metadata.name, c.metadata.namespace, c.metadata.labels!['kfn.dev/owner-uid']]), [
+      ['g-part-0', 'shop', 'uid-of-g'],
+      ['g-part-1', 'shop', 'uid-of-g'],
+    ]);
+    assert.deepEqual(out.status, { built: 2, secretKeys: 1, observedGeneration: 4, conditions: [out.ready] });
+    assert.equal(out.ready?.status, 'True');
+    assert.deepEqual(out.events, [{ type: 'Normal', reason: 'Built', message: '2 parts' }]);
+    assert.deepEqual(out.get<{ metadata: { finalizers: string[] } }>(Gizmo, 'g')?.metadata.finalizers, [gizmos.finalizer]);
+    assert.ok(out.get(ConfigMap, 'g-part-1'), 'applied into the in-memory cluster');
+  });
+
+  test('a child no longer returned is pruned; one of another owner is left alone', async () => {
+    const part = (n: number) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `g-part-${n}` }, data: { index: String(n) } });
+    const foreign = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'g-part-9', labels: { 'kfn.dev/owner-uid': 'someone-else' } } };
+    const out = await testReconcile(gizmos, { object: gizmo(1, { finalizers: [gizmos.finalizer] }), children: [part(0), part(1)], existing: [foreign] });
+    assert.deepEqual(out.pruned, [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'shop', name: 'g-part-1' }]);
+    assert.equal(out.get(ConfigMap, 'g-part-1'), undefined);
+    assert.ok(out.get(ConfigMap, 'g-part-9'));
+  });
+
+  test('a thrown error is the outcome, with the object and the step named', async () => {
+    const out = await testReconcile(gizmos, { object: { ...gizmo(1), spec: { parts: 1, fail: true } } });
+    assert.match(out.error!.message, /Gizmo shop\/g/);
+    assert.match(String((out.error as Error & { cause?: Error }).cause?.message ?? out.error!.message), /the gizmo refuses/);
+    assert.equal(out.result, undefined);
+  });
+
+  test('an object being deleted: finalize runs, the finalizer goes, and with it the object', async () => {
+    finalized.length = 0;
+    const deleting = gizmo(1, { finalizers: [gizmos.finalizer], deletionTimestamp: '2026-01-01T00:00:00Z' });
+    const out = await testReconcile(gizmos, { object: deleting, reason: 'deleted', now: new Date('2026-01-01T00:00:05Z') });
+    assert.equal(out.error, undefined);
+    assert.deepEqual(finalized, ['g']);
+    assert.equal(out.get(Gizmo, 'g'), undefined, 'no finalizer left: the apiserver lets it go');
+  });
+});
+
+test('label selectors as strings', () => {
+  const labels = { app: 'web', tier: 'front' };
+  assert.ok(labelSelectorMatches('app=web,tier==front', labels));
+  assert.ok(labelSelectorMatches('app!=db', labels));
+  assert.ok(labelSelectorMatches('app in (web, api),!missing', labels));
+  assert.ok(!labelSelectorMatches('tier notin (front)', labels));
+  assert.ok(!labelSelectorMatches('missing', labels));
+  assert.ok(labelSelectorMatches(undefined, labels));
+});

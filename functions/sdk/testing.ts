@@ -1,0 +1,329 @@
+// Unit tests of a reconcile function without a cluster: the runtime runs exactly as it does in
+// the cluster (read, finalizer, apply, prune, status, events), against a small in-memory
+// apiserver holding the primary, its live children and whatever else the test puts there.
+//
+//   const out = await testReconcile(MyWebFunction, { object: web, children: [liveDeployment] });
+//   assert.equal(out.child(Deployment, 'site')?.spec.replicas, 1);
+//   assert.equal(out.ready?.status, 'True');
+//
+// What it does not do: the apiserver's validation, defaulting and admission (use the local
+// cluster for those), and server-side apply's field ownership (every desired child counts as
+// written; "no write when nothing changed" is tested against the real apiserver).
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { reconcileEvent as eventFor, type ObjectRef, type ReconcileReason, type ReconcileResponse } from '../../bridge/contract.ts';
+import type { Connection } from '../../bridge/connection.ts';
+import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../bridge/kubeapi.ts';
+import type { Condition } from './kind.ts';
+import { pluralOf } from './manifests.ts';
+import { Recorder } from './record.ts';
+import type { KindRef, Reconciler } from './reconciler.ts';
+import { receivedFrom } from './replay.ts';
+import { ownerUidLabel, reconcileEvent, reconcilerLabel } from './runtime.ts';
+
+/** Kinds the apiserver serves cluster-wide (everything else here is namespaced). */
+const clusterScoped = new Set(['Namespace', 'Node', 'PersistentVolume', 'StorageClass', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'PriorityClass', 'IngressClass', 'RuntimeClass', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'APIService', 'CertificateSigningRequest']);
+
+const memoryConnection: Connection = { server: 'http://memory.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'kfn testing (in memory)' };
+
+type Obj = KubeObject & { metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[]; ownerReferences?: { uid: string }[] }; status?: unknown };
+
+/** A write the test wants refused: the apiserver's status and message. */
+export type Refusal = { status: number; message: string } | undefined;
+
+interface MemoryState {
+  objects: Map<string, Obj>;
+  kinds: ResourceInfo[];
+  refuse?: (write: { method: Method; path: string; body: unknown }) => Refusal;
+  version: number;
+  now: () => Date;
+}
+
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
+const keyOf = (apiVersion: string, kind: string, namespace: string | undefined, name: string) => `${groupOf(apiVersion)}/${kind}/${namespace ?? ''}/${name}`;
+
+/** Label selectors as strings: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`. */
+export function labelSelectorMatches(selector: string | undefined, labels: Record<string, string> = {}): boolean {
+  if (!selector) return true;
+  const terms = selector.match(/[^,(]+(\([^)]*\))?/g) ?? [];
+  return terms.every((raw) => {
+    const term = raw.trim();
+    let m: RegExpMatchArray | null;
+    if ((m = term.match(/^(\S+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
+      const values = m[3]!.split(',').map((v) => v.trim());
+      const has = m[1]! in labels && values.includes(labels[m[1]!]!);
+      return m[2] === 'in' ? has : !has;
+    }
+    if ((m = term.match(/^([^!=\s]+)\s*(==|=|!=)\s*(\S*)$/))) return m[2] === '!=' ? labels[m[1]!] !== m[3] : labels[m[1]!] === m[3];
+    if (term.startsWith('!')) return !(term.slice(1) in labels);
+    return term in labels;
+  });
+}
+
+/** An apiserver in memory: objects by kind and name, label-selected lists, apply as replace-and-merge. */
+class MemoryApi extends KubeApi {
+  private readonly state: MemoryState;
+
+  constructor(state: MemoryState, options: { signal?: AbortSignal; tap?: Tap } = {}) {
+    super(memoryConnection, { ...options, discovery: new Map() });
+    this.state = state;
+  }
+
+  override withSignal(signal: AbortSignal): KubeApi {
+    return new MemoryApi(this.state, { signal, tap: this.tap });
+  }
+
+  override withTap(tap: Tap): KubeApi {
+    return new MemoryApi(this.state, { signal: this.signal, tap });
+  }
+
+  override async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    const known = this.state.kinds.find((k) => groupOf(k.apiVersion) === groupOf(apiVersion) && k.kind === kind);
+    const info = known ? { ...known, apiVersion } : { apiVersion, kind, plural: pluralOf(kind), namespaced: !clusterScoped.has(kind), verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
+    this.tap?.resource?.(info);
+    return info;
+  }
+
+  /** Which kind, namespace and name a path names (`/apis/g/v/namespaces/ns/plural/name/status`). */
+  parsePath(path: string): { apiVersion: string; kind: string; namespace?: string; name?: string; sub?: string } {
+    const parts = path.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
+    let i = 0;
+    const apiVersion = parts[i] === 'api' ? ((i += 2), parts[1]!) : ((i += 3), `${parts[1]}/${parts[2]}`);
+    let namespace: string | undefined;
+    if (parts[i] === 'namespaces' && parts.length > i + 2) {
+      namespace = parts[i + 1];
+      i += 2;
+    }
+    const plural = parts[i]!;
+    const info = this.state.kinds.find((k) => groupOf(k.apiVersion) === groupOf(apiVersion) && k.plural === plural);
+    const kind = info?.kind ?? plural;
+    return { apiVersion, kind, namespace, name: parts[i + 1], sub: parts[i + 2] };
+  }
+
+  override async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
+    const body = options.body;
+    const answer = (status: number, response: unknown): string => {
+      const exchange: Exchange = {
+        method,
+        path,
+        ...(options.query ? { query: Object.fromEntries(Object.entries(options.query).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])) } : {}),
+        ...(body !== undefined ? { body, contentType: options.contentType ?? 'application/json' } : {}),
+        status,
+        response,
+      };
+      this.tap?.request(exchange);
+      const text = JSON.stringify(response);
+      if (status < 200 || status > 299) throw apiError(status, text, `${method} ${path}`);
+      return text;
+    };
+    const notFound = (what: string) => answer(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${what} not found` });
+    this.signal?.throwIfAborted();
+    const where = this.parsePath(path);
+    const { objects } = this.state;
+    if (method !== 'GET') {
+      const refused = this.state.refuse?.({ method, path, body });
+      if (refused) return answer(refused.status, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: refused.status === 422 ? 'Invalid' : 'Refused', code: refused.status, message: refused.message });
+    }
+    if (method === 'GET' && !where.name) {
+      const items = [...objects.values()].filter((o) => groupOf(o.apiVersion!) === groupOf(where.apiVersion) && o.kind === where.kind && (!where.namespace || o.metadata.namespace === where.namespace) && labelSelectorMatches(options.query?.labelSelector as string | undefined, o.metadata.labels));
+      return answer(200, { apiVersion: where.apiVersion, kind: `${where.kind}List`, metadata: { resourceVersion: String(this.state.version) }, items });
+    }
+    if (method === 'POST') {
+      const o = structuredClone(body) as Obj;
+      o.metadata.namespace ??= where.namespace;
+      if (!o.metadata.name && (o.metadata as { generateName?: string }).generateName) o.metadata.name = `${(o.metadata as { generateName?: string }).generateName}${randomUUID().slice(0, 5)}`;
+      const key = keyOf(o.apiVersion ?? where.apiVersion, o.kind ?? where.kind, o.metadata.namespace, o.metadata.name);
+      if (objects.has(key)) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'AlreadyExists', code: 409, message: `${where.kind} "${o.metadata.name}" already exists` });
+      return answer(201, this.store(key, o));
+    }
+    const key = keyOf(where.apiVersion, where.kind, where.namespace, where.name!);
+    const existing = objects.get(key);
+    if (method === 'GET') return existing ? answer(200, existing) : notFound(`${where.kind} "${where.name}"`);
+    if (method === 'DELETE') {
+      if (!existing) return notFound(`${where.kind} "${where.name}"`);
+      if (existing.metadata.finalizers?.length) {
+        existing.metadata.deletionTimestamp ??= this.state.now().toISOString();
+        return answer(200, existing);
+      }
+      objects.delete(key);
+      return answer(200, existing);
+    }
+    // PATCH or PUT: an apply (or update) of the object or its status; a merge patch otherwise.
+    const patch = (typeof body === 'string' ? JSON.parse(body) : body) as Obj;
+    if (!existing) {
+      if (where.sub || patch.metadata?.uid || options.contentType === 'application/merge-patch+json') return notFound(`${where.kind} "${where.name}"`);
+      return answer(201, this.store(key, { ...patch, apiVersion: patch.apiVersion ?? where.apiVersion, kind: patch.kind ?? where.kind, metadata: { ...patch.metadata, name: where.name!, ...(where.namespace ? { namespace: where.namespace } : {}) } }));
+    }
+    if (patch.metadata?.uid && patch.metadata.uid !== existing.metadata.uid) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Conflict', code: 409, message: 'Precondition failed: UID in precondition does not match the object' });
+    const next = structuredClone(existing);
+    if (where.sub === 'status') next.status = patch.status;
+    else if (options.contentType === 'application/merge-patch+json') Object.assign(next, mergePatch(next, patch));
+    else {
+      const { metadata, ...rest } = patch;
+      Object.assign(next, rest);
+      if (metadata?.labels) next.metadata.labels = { ...next.metadata.labels, ...metadata.labels };
+      if (metadata?.annotations) next.metadata.annotations = { ...next.metadata.annotations, ...metadata.annotations };
+      if (metadata?.ownerReferences) next.metadata.ownerReferences = metadata.ownerReferences;
+      // A finalizer apply (kfn's own field manager) sets kfn's finalizers; others are kept.
+      if (metadata?.finalizers) next.metadata.finalizers = [...(next.metadata.finalizers ?? []).filter((f) => !f.startsWith('kfn.dev/')), ...metadata.finalizers];
+    }
+    if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
+      objects.delete(key);
+      return answer(200, next);
+    }
+    return answer(200, this.store(key, next));
+  }
+
+  private store(key: string, o: Obj): Obj {
+    this.state.version += 1;
+    o.metadata.uid ??= randomUUID();
+    o.metadata.resourceVersion = String(this.state.version);
+    o.metadata.creationTimestamp ??= this.state.now().toISOString();
+    this.state.objects.set(key, o);
+    return o;
+  }
+}
+
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+export interface TestReconcileOptions {
+  /** The primary as it is in the cluster. Name required; uid, namespace (`default`), generation and apiVersion/kind are filled in. */
+  object: { metadata: { name: string; namespace?: string; [k: string]: unknown }; spec?: unknown; status?: unknown; [k: string]: unknown };
+  /** Its live children: stored with the labels and owner reference kfn gives its children, so the runtime finds them. */
+  children?: object[];
+  /** Anything else in the cluster (watched objects, what `ctx.get`/`ctx.list` read), stored as given. */
+  existing?: object[];
+  reason?: ReconcileReason;
+  attempt?: number;
+  trigger?: ObjectRef;
+  /** The clock the runtime reads (condition times, finalizer timeouts). Default: now. */
+  now?: Date | (() => Date);
+  /** Makes the fake apiserver refuse a write (e.g. a 422 for a child). */
+  refuse?: (write: { method: Method; path: string; body: unknown }) => Refusal;
+}
+
+export interface TestOutcome {
+  /** What the function answered the bridge (`done`/`requeue`, its changes, `requeueAfterSeconds`). Undefined when it failed. */
+  result?: ReconcileResponse;
+  /** Thrown by the reconcile or the runtime (the bridge would retry with backoff). */
+  error?: Error;
+  /** The children the function returned, as the runtime applies them (namespace, owner reference and labels added). */
+  children: Obj[];
+  /** One of them by kind and name. */
+  child<T = Obj>(kind: KindRef, name: string): T | undefined;
+  /** The children the runtime deleted because the function no longer returns them. */
+  pruned: { apiVersion: string; kind: string; namespace?: string; name: string }[];
+  /** The status the runtime wants (including observedGeneration and conditions); undefined if it never got that far. */
+  status?: Record<string, unknown> & { conditions?: Condition[] };
+  /** The Ready condition, and any condition by type. */
+  ready?: Condition;
+  condition(type: string): Condition | undefined;
+  /** Kubernetes Events the invocation recorded on the object. */
+  events: { type: string; reason: string; message: string }[];
+  /** Every request, as the invocation's record holds them. */
+  reads: Exchange[];
+  writes: Exchange[];
+  /** The in-memory cluster afterwards (the primary, its children, its finalizers; gone once deleted). */
+  get<T = Obj>(kind: KindRef, name: string, namespace?: string): T | undefined;
+  /** The logs the invocation wrote. */
+  logs: Record<string, unknown>[];
+}
+
+/** Runs `reconcile` (or, for an object being deleted, `finalize`) as the runtime does, against an in-memory cluster. */
+export async function testReconcile(reconciler: Reconciler, options: TestReconcileOptions): Promise<TestOutcome> {
+  const kind = reconciler.for;
+  const now = typeof options.now === 'function' ? options.now : options.now ? () => options.now as Date : () => new Date();
+  const kinds: ResourceInfo[] = [kind, ...(reconciler.owns ?? []), ...(reconciler.watches ?? []), ...(reconciler.uses ?? []).map((u) => u.kind)].map((k) => ({
+    apiVersion: k.apiVersion,
+    kind: k.kind,
+    plural: (k as { plural?: string }).plural ?? pluralOf(k.kind),
+    namespaced: (k as { namespaced?: boolean }).namespaced ?? !clusterScoped.has(k.kind),
+    verbs: [],
+  }));
+  kinds.push({ apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] }, { apiVersion: 'events.k8s.io/v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] });
+  const state: MemoryState = { objects: new Map(), kinds, refuse: options.refuse, version: 1, now };
+  const api = new MemoryApi(state);
+  const namespace = kind.namespaced ? (options.object.metadata.namespace ?? 'default') : undefined;
+  const primary = structuredClone({
+    ...options.object,
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+    metadata: { generation: 1, uid: `uid-of-${options.object.metadata.name}`, ...options.object.metadata, ...(namespace ? { namespace } : {}) },
+  }) as Obj;
+  const put = (o: Obj) => {
+    state.version += 1;
+    o.metadata.resourceVersion ??= String(state.version);
+    o.metadata.uid ??= randomUUID();
+    state.objects.set(keyOf(o.apiVersion!, o.kind!, o.metadata.namespace, o.metadata.name), o);
+  };
+  put(primary);
+  for (const c of options.children ?? []) {
+    const child = structuredClone(c) as Obj;
+    child.metadata.namespace ??= namespace;
+    child.metadata.labels = { ...child.metadata.labels, [ownerUidLabel]: primary.metadata.uid!, [reconcilerLabel]: reconciler.name, 'app.kubernetes.io/managed-by': 'kfn' };
+    child.metadata.ownerReferences ??= [{ apiVersion: kind.apiVersion, kind: kind.kind, name: primary.metadata.name, uid: primary.metadata.uid!, controller: true, blockOwnerDeletion: true } as never];
+    put(child);
+  }
+  for (const e of options.existing ?? []) {
+    const o = structuredClone(e) as Obj;
+    const k = kinds.find((x) => x.kind === o.kind && groupOf(x.apiVersion) === groupOf(o.apiVersion!));
+    if ((k?.namespaced ?? !clusterScoped.has(o.kind!)) && !o.metadata.namespace) o.metadata.namespace = namespace ?? 'default';
+    put(o);
+  }
+
+  const ref: ObjectRef = { apiVersion: kind.apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}), name: primary.metadata.name, uid: primary.metadata.uid, resourceVersion: primary.metadata.resourceVersion };
+  const { event } = eventFor({ reconciler: reconciler.name, primary: ref, reason: options.reason ?? 'updated', ...(options.trigger ? { trigger: options.trigger } : {}), observedAt: now().getTime() }, options.attempt ?? 1, 'kfn://test');
+  const received = receivedFrom({ id: event.id, source: event.source, reason: options.reason ?? 'updated', attempt: options.attempt ?? 1, data: event.data! });
+  const recorder = new Recorder(reconciler, received, now());
+  const log = pino({ level: 'debug' }, { write: (line: string) => recorder.log(JSON.parse(line) as Record<string, unknown>) });
+  let result: ReconcileResponse | undefined;
+  let error: Error | undefined;
+  try {
+    result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now, observer: recorder.observer });
+  } catch (err) {
+    error = err as Error;
+  }
+  const record = recorder.finish(result ? { result } : { error });
+  const children = record.children.map((c) => c.desired as Obj);
+  const status = (record.status?.desired as { status?: TestOutcome['status'] } | undefined)?.status;
+  const conditionOf = (type: string) => status?.conditions?.find((c) => c.type === type);
+  const pruned = record.writes
+    .filter((w) => w.method === 'DELETE' && w.status >= 200 && w.status < 300)
+    .map((w) => {
+      const p = api.parsePath(w.path);
+      return { apiVersion: p.apiVersion, kind: p.kind, ...(p.namespace ? { namespace: p.namespace } : {}), name: p.name! };
+    });
+  const events = record.writes
+    .filter((w) => w.method === 'POST' && /\/events$/.test(w.path) && w.status >= 200 && w.status < 300)
+    .map((w) => {
+      const e = w.body as { type: string; reason: string; message?: string; note?: string };
+      return { type: e.type, reason: e.reason, message: e.message ?? e.note ?? '' };
+    });
+  return {
+    ...(result ? { result } : {}),
+    ...(error ? { error } : {}),
+    children,
+    child: <T>(k: KindRef, name: string) => children.find((c) => c.kind === k.kind && groupOf(c.apiVersion!) === groupOf(k.apiVersion) && c.metadata.name === name) as T | undefined,
+    pruned,
+    ...(status ? { status } : {}),
+    ...(conditionOf('Ready') ? { ready: conditionOf('Ready') } : {}),
+    condition: conditionOf,
+    events,
+    reads: record.reads,
+    writes: record.writes,
+    get: <T>(k: KindRef, name: string, ns?: string) => {
+      const info = kinds.find((x) => x.kind === k.kind && groupOf(x.apiVersion) === groupOf(k.apiVersion));
+      const scoped = info?.namespaced ?? !clusterScoped.has(k.kind);
+      return state.objects.get(keyOf(k.apiVersion, k.kind, scoped ? (ns ?? namespace ?? 'default') : undefined, name)) as T | undefined;
+    },
+    logs: record.logs,
+  };
+}
