@@ -151,13 +151,14 @@ class MemoryApi extends KubeApi {
     // PATCH or PUT: an apply (or update) of the object or its status; a merge patch otherwise.
     const patch = (typeof body === 'string' ? JSON.parse(body) : body) as Obj;
     if (!existing) {
-      if (where.sub || patch.metadata?.uid || options.contentType === 'application/merge-patch+json') return notFound(`${where.kind} "${where.name}"`);
+      if (where.sub || patch.metadata?.uid || options.contentType !== 'application/apply-patch+yaml') return notFound(`${where.kind} "${where.name}"`);
       return answer(201, this.store(key, { ...patch, apiVersion: patch.apiVersion ?? where.apiVersion, kind: patch.kind ?? where.kind, metadata: { ...patch.metadata, name: where.name!, ...(where.namespace ? { namespace: where.namespace } : {}) } }));
     }
     if (patch.metadata?.uid && patch.metadata.uid !== existing.metadata.uid) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Conflict', code: 409, message: 'Precondition failed: UID in precondition does not match the object' });
     const next = structuredClone(existing);
     if (where.sub === 'status') next.status = patch.status;
-    else if (options.contentType === 'application/merge-patch+json') Object.assign(next, mergePatch(next, patch));
+    // A strategic merge patch is taken as a JSON merge patch: lists are replaced, not merged by key.
+    else if (options.contentType === 'application/merge-patch+json' || options.contentType === 'application/strategic-merge-patch+json') Object.assign(next, mergePatch(next, patch));
     else {
       const { metadata, ...rest } = patch;
       Object.assign(next, rest);
@@ -286,13 +287,16 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   const log = pino({ level: 'debug' }, { write: (line: string) => recorder.log(JSON.parse(line) as Record<string, unknown>) });
   let result: ReconcileResponse | undefined;
   let error: Error | undefined;
+  const raw: Obj[] = [];
   try {
-    result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now, observer: recorder.observer });
+    // The children as the function returned them: the record hashes Secret data, a test wants the values.
+    const observer = { ...recorder.observer, child: (...args: Parameters<typeof recorder.observer.child>) => (raw.push(structuredClone(args[0]) as Obj), recorder.observer.child(...args)) };
+    result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now, observer });
   } catch (err) {
     error = err as Error;
   }
   const record = recorder.finish(result ? { result } : { error });
-  const children = record.children.map((c) => c.desired as Obj);
+  const children = raw;
   const status = (record.status?.desired as { status?: TestOutcome['status'] } | undefined)?.status;
   const conditionOf = (type: string) => status?.conditions?.find((c) => c.type === type);
   const pruned = record.writes
