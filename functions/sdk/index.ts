@@ -12,6 +12,7 @@ export {
   Secret,
   Service,
   StatefulSet,
+  Terminal,
   defineReconciler,
   type Child,
   type ConditionResult,

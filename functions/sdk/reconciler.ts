@@ -17,6 +17,21 @@ import type { KubeApi, KubeObject } from '../../bridge/kubeapi.ts';
 import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
 import type { Kind, ObjectOf } from './kind.ts';
 
+/**
+ * An error that retrying will not fix (an invalid spec, a reference that can never resolve):
+ * thrown from reconcile, it is not retried. The object gets Ready=False with this reason and
+ * message (at its current generation) and a Warning Event; its children are left as they are.
+ * The next change of the object reconciles it again. Any other error is retried with backoff.
+ */
+export class Terminal extends Error {
+  readonly reason: string;
+  constructor(message: string, options: { reason?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'Terminal';
+    this.reason = options.reason ?? 'ReconcileFailed';
+  }
+}
+
 export interface KindRef {
   apiVersion: string;
   kind: string;

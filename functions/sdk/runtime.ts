@@ -18,7 +18,7 @@ import { refOf } from '../../bridge/routing.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Condition, Kind } from './kind.ts';
-import type { Child, KindRef, ReconcileContext, Reconciler, Readiness } from './reconciler.ts';
+import { Terminal, type Child, type KindRef, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
 export const ownerUidLabel = 'kfn.dev/owner-uid';
 export const reconcilerLabel = 'kfn.dev/reconciler';
@@ -203,7 +203,17 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
       }
     }
   });
-  const result = await step('reconcile', async () => reconciler.reconcile(obj as never, ctx));
+  // A Terminal error is an answer, not a failure: Ready=False, a Warning Event, no retry.
+  let terminal: Terminal | undefined;
+  const result = await step('reconcile', async () => reconciler.reconcile(obj as never, ctx)).catch((err: unknown) => {
+    if (!(err instanceof ReconcileError && err.cause instanceof Terminal)) throw err;
+    terminal = err.cause;
+    log.warn({ reason: terminal.reason, error: terminal.message }, 'reconcile ended with a terminal error; not retried');
+    // No children (none applied, none pruned); the status fields written before are kept.
+    const { conditions: _c, observedGeneration: _g, ...kept } = (obj.status ?? {}) as Record<string, unknown>;
+    return { status: kept } as ReconcileResult<Record<string, unknown>>;
+  });
+  if (terminal) await step('recording a Warning Event', () => ctx.event('Warning', terminal!.reason, terminal!.message));
 
   // 4. Children: apply what changed; an invalid one becomes Ready=False, not a retry storm.
   const refusals: { child: string; reason: string; message: string }[] = [];
@@ -264,7 +274,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   }
 
   // 6. Status, with observedGeneration and a Ready condition, only when it changed.
-  const ready = rejected ? { ready: false, reason: rejected.reason, message: rejected.message } : readiness(result.ready);
+  const ready = terminal ? { ready: false, reason: terminal.reason, message: terminal.message } : rejected ? { ready: false, reason: rejected.reason, message: rejected.message } : readiness(result.ready);
   const liveStatus = (obj.status ?? {}) as { conditions?: Condition[] };
   const previous = liveStatus.conditions?.find((c) => c.type === 'Ready');
   const condition: Condition = {
@@ -304,6 +314,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   log.info({ changes: changes.length, ready: condition.status }, 'reconciled');
   // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
   if (rejected) return { result: 'requeue', changes, message: rejected.message };
+  if (terminal) return { result: 'done', changes, message: `terminal: ${terminal.message}` };
   return { result: 'done', changes, ...(result.requeueAfterSeconds ? { requeueAfterSeconds: result.requeueAfterSeconds } : {}) };
 }
 

@@ -2,7 +2,7 @@
 // reads of other objects, Events, errors, finalize on deletion — with no cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigMap, Secret, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
+import { ConfigMap, Secret, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
 import { labelSelectorMatches, testReconcile } from './testing.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
@@ -13,6 +13,7 @@ const gizmos = defineReconciler({
   uses: [{ kind: Secret, verbs: ['get', 'list'] }],
   async reconcile(g, ctx) {
     if (g.spec.fail) throw new Error('the gizmo refuses');
+    if (g.spec.parts > 10) throw new Terminal('spec.parts: at most 10 parts', { reason: 'TooManyParts' });
     const secrets = await ctx.list(Secret, { namespace: g.metadata.namespace, labelSelector: 'gizmo in (yes),!ignored' });
     const parts = Array.from({ length: g.spec.parts }, (_, i) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
     await ctx.event('Normal', 'Built', `${g.spec.parts} parts`);
@@ -61,6 +62,19 @@ describe('testReconcile', () => {
     assert.match(out.error!.message, /Gizmo shop\/g/);
     assert.match(String((out.error as Error & { cause?: Error }).cause?.message ?? out.error!.message), /the gizmo refuses/);
     assert.equal(out.result, undefined);
+  });
+
+  test('a Terminal error: no retry, Ready=False with its reason and message, a Warning Event; children and other status kept', async () => {
+    const part = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'g-part-0' }, data: { index: '0' } };
+    const out = await testReconcile(gizmos, { object: { ...gizmo(11, { finalizers: [gizmos.finalizer], generation: 3 }), status: { built: 1, conditions: [] } }, children: [part] });
+    assert.equal(out.error, undefined, 'not an error the bridge would retry');
+    assert.equal(out.result?.result, 'done');
+    assert.match(out.result!.message!, /spec\.parts: at most 10 parts/);
+    assert.deepEqual([out.ready?.status, out.ready?.reason, out.ready?.message, out.ready?.observedGeneration], ['False', 'TooManyParts', 'spec.parts: at most 10 parts', 3]);
+    assert.equal(out.status?.built, 1, 'the status the function wrote before is kept');
+    assert.deepEqual(out.events.map((e) => [e.type, e.reason, e.message]), [['Warning', 'TooManyParts', 'spec.parts: at most 10 parts']]);
+    assert.deepEqual(out.pruned, [], 'no children returned: none pruned');
+    assert.ok(out.get(ConfigMap, 'g-part-0'));
   });
 
   test('an object being deleted: finalize runs, the finalizer goes, and with it the object', async () => {

@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
-import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, type Kind } from '../../functions/sdk/index.ts';
+import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
@@ -354,5 +354,30 @@ describe('SDK runtime', () => {
     );
     assert.match(r.children[0]!.refused!.message, /metadata\.labels: Invalid value/);
     await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/p-b`);
+  });
+
+  test('a Terminal error is not retried: Ready=False with its reason at the generation, a Warning Event on the object', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk');
+    const Batch = defineKind({ group: `${uniqueName('sdk')}.kfn.test`, version: 'v1', kind: 'Batch', spec: t.Object({ size: t.Integer() }), status: t.Object({}) });
+    await installKind(t2, api, Batch);
+    const fn = defineReconciler({
+      for: Batch,
+      reconcile: (b) => {
+        if (b.spec.size % 2) throw new Terminal(`spec.size: must be even, not ${b.spec.size}`, { reason: 'InvalidSize' });
+        return {};
+      },
+    });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    await api.request('POST', `/apis/${Batch.apiVersion}/namespaces/${ns}/batches`, { body: { apiVersion: Batch.apiVersion, kind: 'Batch', metadata: { name: 'b' }, spec: { size: 3 } } });
+    const out = await deliverTo(app, api, Batch, ns, 'b', 'created');
+    assert.equal(out.status, 200, 'an answer, not a failure: the bridge does not retry');
+    assert.equal(out.body.result, 'done');
+    const live = await api.request<{ status: { conditions: { type: string; status: string; reason: string; message: string; observedGeneration: number }[] } }>('GET', `/apis/${Batch.apiVersion}/namespaces/${ns}/batches/b`);
+    const ready = live.status.conditions.find((c) => c.type === 'Ready')!;
+    assert.deepEqual([ready.status, ready.reason, ready.message, ready.observedGeneration], ['False', 'InvalidSize', 'spec.size: must be even, not 3', 1]);
+    const events = await api.request<{ items: { type: string; reason: string; message: string; involvedObject: { name: string } }[] }>('GET', `/api/v1/namespaces/${ns}/events`);
+    assert.ok(events.items.some((e) => e.type === 'Warning' && e.reason === 'InvalidSize' && e.involvedObject.name === 'b'), JSON.stringify(events.items.map((e) => e.reason)));
   });
 });
