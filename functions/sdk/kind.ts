@@ -67,13 +67,24 @@ export interface Kind<Spec extends TObject = TObject, Status extends TObject = T
 /** The TypeScript type of a kind's objects: `type Web = ObjectOf<typeof MyWeb>`. */
 export type ObjectOf<K extends Kind> = NonNullable<K['Object']>;
 
+const irregular: Record<string, string> = { Endpoints: 'endpoints', Ingress: 'ingresses', NetworkPolicy: 'networkpolicies' };
+
+/** The resource (plural) of a kind, as the API names it (and as kubebuilder's default would). */
+export function pluralOf(kind: string): string {
+  if (irregular[kind]) return irregular[kind];
+  const lower = kind.toLowerCase();
+  if (/[^aeiou]y$/.test(lower)) return `${lower.slice(0, -1)}ies`;
+  if (/(s|x|z|ch|sh)$/.test(lower)) return `${lower}es`;
+  return `${lower}s`;
+}
+
 export function defineKind<Spec extends TObject, Status extends TObject>(options: KindOptions<Spec, Status>): Kind<Spec, Status> {
   return {
     apiVersion: `${options.group}/${options.version}`,
     kind: options.kind,
     group: options.group,
     version: options.version,
-    plural: options.plural ?? `${options.kind.toLowerCase()}s`,
+    plural: options.plural ?? pluralOf(options.kind),
     namespaced: (options.scope ?? 'Namespaced') === 'Namespaced',
     options,
   };

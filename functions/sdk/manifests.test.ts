@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
 import { functionKnativeService, functionManifests, pluralOf } from './manifests.ts';
+import { defineKind, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
 
 test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC and the bridge grant', () => {
@@ -59,6 +60,8 @@ test('a function as a Knative Service: its account, concurrency and timeout from
 
 test('pluralOf follows the API names of common kinds', () => {
   assert.deepEqual(['ConfigMap', 'Policy', 'Ingress', 'Status', 'Endpoints'].map(pluralOf), ['configmaps', 'policies', 'ingresses', 'statuses', 'endpoints']);
+  assert.deepEqual(['Batch', 'Gateway', 'Box', 'Mesh', 'Address'].map(pluralOf), ['batches', 'gateways', 'boxes', 'meshes', 'addresses']);
+  assert.equal(defineKind({ group: 'a.example', version: 'v1', kind: 'Batch', spec: t.Object({}), status: t.Object({}) }).plural, 'batches', 'a kind\'s default plural is the same');
 });
 
 test('limited to namespaces, the function is bound by RoleBindings there; only cluster-scoped kinds stay cluster-wide', () => {

@@ -2,7 +2,7 @@
 // Reconciler that tells the bridge what to watch and where to deliver, the function's own
 // ServiceAccount with least-privilege RBAC (its kind, status, finalizers, owned and watched
 // kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
-import { crdOf } from './kind.ts';
+import { crdOf, pluralOf } from './kind.ts';
 import type { KindRef, Reconciler } from './reconciler.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
@@ -18,16 +18,7 @@ export interface ManifestOptions {
   resyncPeriodSeconds?: number;
 }
 
-const irregular: Record<string, string> = { Endpoints: 'endpoints', Ingress: 'ingresses', NetworkPolicy: 'networkpolicies' };
-
-/** The resource (plural) of a kind, as the API names it. */
-export function pluralOf(kind: string): string {
-  if (irregular[kind]) return irregular[kind];
-  const lower = kind.toLowerCase();
-  if (lower.endsWith('y')) return `${lower.slice(0, -1)}ies`;
-  if (lower.endsWith('s')) return `${lower}es`;
-  return `${lower}s`;
-}
+export { pluralOf } from './kind.ts';
 
 const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
 

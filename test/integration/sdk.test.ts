@@ -370,11 +370,11 @@ describe('SDK runtime', () => {
       },
     });
     const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
-    await api.request('POST', `/apis/${Batch.apiVersion}/namespaces/${ns}/batches`, { body: { apiVersion: Batch.apiVersion, kind: 'Batch', metadata: { name: 'b' }, spec: { size: 3 } } });
+    await api.request('POST', `/apis/${Batch.apiVersion}/namespaces/${ns}/${Batch.plural}`, { body: { apiVersion: Batch.apiVersion, kind: 'Batch', metadata: { name: 'b' }, spec: { size: 3 } } });
     const out = await deliverTo(app, api, Batch, ns, 'b', 'created');
     assert.equal(out.status, 200, 'an answer, not a failure: the bridge does not retry');
     assert.equal(out.body.result, 'done');
-    const live = await api.request<{ status: { conditions: { type: string; status: string; reason: string; message: string; observedGeneration: number }[] } }>('GET', `/apis/${Batch.apiVersion}/namespaces/${ns}/batches/b`);
+    const live = await api.request<{ status: { conditions: { type: string; status: string; reason: string; message: string; observedGeneration: number }[] } }>('GET', `/apis/${Batch.apiVersion}/namespaces/${ns}/${Batch.plural}/b`);
     const ready = live.status.conditions.find((c) => c.type === 'Ready')!;
     assert.deepEqual([ready.status, ready.reason, ready.message, ready.observedGeneration], ['False', 'InvalidSize', 'spec.size: must be even, not 3', 1]);
     const events = await api.request<{ items: { type: string; reason: string; message: string; involvedObject: { name: string } }[] }>('GET', `/api/v1/namespaces/${ns}/events`);
