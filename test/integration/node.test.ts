@@ -99,7 +99,9 @@ spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: 80, 
     const { phase } = await runPod(cluster, ns, 'hog', {
       // tail keeps one endless line of /dev/zero in memory: it grows until the kernel kills it
       // (a Node hog may instead stop on its own heap limit, an "Error" rather than an OOM kill).
-      containers: [{ name: 'c', image: 'kfn.local/busybox:1.35', command: ['tail', '/dev/zero'], resources: { limits: { memory: '32Mi' } } }],
+      // It starts after a pause: a container killed before containerd has finished starting it
+      // can lose the OOM event and be reported as "Error" with 137 (a known containerd race).
+      containers: [{ name: 'c', image: 'kfn.local/busybox:1.35', command: ['sh', '-c', 'sleep 2; exec tail /dev/zero'], resources: { limits: { memory: '32Mi' } } }],
     });
     assert.equal(phase, 'Failed');
     const pod = await cluster.core.readNamespacedPod({ name: 'hog', namespace: ns });
