@@ -9,7 +9,7 @@ import { parseAllDocuments } from 'yaml';
 import { ApiError, applyObject, collectionPath, objectPath } from '../../bridge/kubeapi.ts';
 import { loadFunction } from '../../cli/functions.ts';
 import { testCluster, testNamespace, waitFor } from './cluster.ts';
-import { functionStack, journalLines, type FunctionRuntime } from './functions.ts';
+import { functionStack, journalLines, stackReport, type FunctionRuntime } from './functions.ts';
 
 interface Obj {
   apiVersion: string;
@@ -30,7 +30,7 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
   const name = basename(dir);
   const cluster = await testCluster();
   const ns = await testNamespace(t, cluster, `${options.runtime === 'lambda' ? 'lx' : 'ex'}-${name}`);
-  const stacks = [];
+  const stacks: Awaited<ReturnType<typeof functionStack>>[] = [];
   for (const fn of [...(companions[name] ?? []), name]) stacks.push(await functionStack(t, cluster, fn, { namespace: ns, runtime: options.runtime }));
   const api = stacks[0]!.api;
   const samples: Obj[] = [];
@@ -50,7 +50,10 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
       const o = await api.request<Obj>('GET', await pathOf(s));
       if (o.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return true;
       throw new Error(`status: ${JSON.stringify(o.status ?? {})}`);
-    }, { timeoutMs: 90_000 });
+    }, { timeoutMs: 90_000 }).catch((e: Error) => {
+      // Say what the bridge delivered and what the function printed, not only the status.
+      throw new Error(`${e.message}\n${stacks.map((st) => stackReport(st)).join('\n')}`, { cause: e });
+    });
   }
   const mine = samples.filter((s) => s.kind === reconciler.for.kind);
   for (const s of mine) {

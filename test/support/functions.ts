@@ -22,6 +22,8 @@ export interface FunctionStack {
   api: KubeApi;
   /** The collection path of the function's kind in the test namespace. */
   objects: string;
+  /** What the function printed so far (its process log, or the Lambda's logs). */
+  output(): string;
 }
 
 export interface JournalLine {
@@ -30,9 +32,18 @@ export interface JournalLine {
   key: string;
   trigger?: { kind: string; name: string; resourceVersion?: string };
   outcome: string;
+  status?: number;
+  why?: string;
   attempt: number;
   durationMs: number;
   response?: { changes?: { action: string; detail?: string }[] };
+}
+
+/** What a stack did, for a failed wait's message: the journal's last deliveries and the function's last lines. */
+export function stackReport(stack: FunctionStack, lines = 15): string {
+  const deliveries = journalLines(stack.journal).slice(-lines).map((l) => `  ${l.time} ${l.reason} ${l.key} attempt ${l.attempt}: ${l.outcome}${l.status ? ` ${l.status}` : ''}${l.why ? ` — ${l.why}` : ''} (${l.durationMs} ms)`);
+  const out = stack.output().trimEnd().split('\n').slice(-lines).map((l) => `  ${l}`);
+  return `journal (${deliveries.length ? `last ${deliveries.length}` : 'no deliveries'}):\n${deliveries.join('\n')}\nfunction output (last lines):\n${out.join('\n') || '  (none)'}`;
 }
 
 export function journalLines(path: string): JournalLine[] {
@@ -69,6 +80,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
   const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } } } };
   let lambda: LocalLambda | undefined;
+  let output = () => '';
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
@@ -79,6 +91,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
     const env = await lambdaEnvironment(cluster, reconciler.name, ns);
     const started = await startLambda({ codeDir: code, env, functionName: `kfn-fn-${reconciler.name}`, concurrency: 4, ...lambdaOptions });
     lambda = started;
+    output = () => started.logs();
     t.after(async () => {
       t.diagnostic(`lambda ${reconciler.name}: ${started.invocations} invocations, ${started.coldStarts} cold starts, ${started.throttles} throttled`);
       mkdirSync(join(repoRoot, '.kfn', 'logs'), { recursive: true });
@@ -90,6 +103,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   } else {
     const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
     t.after(() => void fn.process.kill('SIGKILL'));
+    output = () => readFileSync(fn.log, 'utf8');
   }
 
   const config = join(dir, 'bridge.yaml');
@@ -100,5 +114,5 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // before their directory goes (a bridge still journaling made the removal fail).
   t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const kind = reconciler.for;
-  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda };
+  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda, output: () => { try { return output(); } catch { return ''; } } };
 }
