@@ -20,7 +20,7 @@ import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type 
 import { sigv4Signer, type RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
-import { refOf, route, sameKind, SelectorIndex } from './routing.ts';
+import { ReferenceIndex, refOf, route, sameKind, SelectorIndex } from './routing.ts';
 import { storeKey, Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 
@@ -95,6 +95,8 @@ class ReconcilerRuntime {
   private readonly heldUntil = new Map<string, number>();
   // The primaries' selectors, by the field a selector-mapped watch names.
   private readonly selectors = new Map<string, SelectorIndex>();
+  // The primaries' references, by the field a reference-mapped watch names.
+  private readonly references = new Map<string, ReferenceIndex>();
   private readonly bridge: Bridge;
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
@@ -112,7 +114,10 @@ class ReconcilerRuntime {
       clock: bridge.clock,
       enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
     });
-    for (const w of config.watches) if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));
+    for (const w of config.watches) {
+      if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));
+      if ('referenceField' in w.mapping) this.references.set(w.mapping.referenceField, new ReferenceIndex(w.mapping.referenceField));
+    }
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key));
     this.resync.start();
@@ -144,16 +149,16 @@ class ReconcilerRuntime {
         // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves.
         if (this.inNamespaces(event.object)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
-        for (const index of this.selectors.values()) index.delete(key);
+        for (const index of [...this.selectors.values(), ...this.references.values()]) index.delete(key);
       } else {
         this.tombstones.delete(key);
         if (this.inNamespaces(event.object)) this.resync.track(key);
-        for (const index of this.selectors.values()) index.set(key, event.object);
+        for (const index of [...this.selectors.values(), ...this.references.values()]) index.set(key, event.object);
       }
     }
     const now = this.bridge.clock.now();
     const primaryWatch = this.primaryWatches[0];
-    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
+    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
       this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
     }
   }

@@ -37,6 +37,11 @@ test('selector mapping makes the primary watched in full, everything else metada
     watchedKinds(parseReconciler(valid)).map((k) => [k.ref.kind, k.full]),
     [['MyWeb', true], ['ConfigMap', false], ['Pod', false]],
   );
+  const byReference = { ...valid, spec: { ...valid.spec, watches: [{ apiVersion: 'v1', kind: 'Secret', mapping: { referenceField: 'spec.secretRef.name' } }] } };
+  assert.deepEqual(parseReconciler(byReference).watches[0]!.mapping, { referenceField: 'spec.secretRef.name' });
+  assert.deepEqual(watchedKinds(parseReconciler(byReference)).map((k) => [k.ref.kind, k.full]), [['MyWeb', true], ['ConfigMap', false], ['Secret', false]], 'so does reference mapping');
+  const byLabel = { ...valid, spec: { ...valid.spec, watches: [{ apiVersion: 'v1', kind: 'Secret', mapping: { label: 'x' } }] } };
+  assert.equal(watchedKinds(parseReconciler(byLabel))[0]!.full, false, 'label mapping needs metadata only');
 });
 
 test('every problem of an invalid Reconciler is named', () => {
@@ -45,7 +50,7 @@ test('every problem of an invalid Reconciler is named', () => {
     spec: {
       for: { apiVersion: 'not a version', kind: 'lower' },
       owns: [{ kind: 'ConfigMap' }],
-      watches: [{ apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec..x' } }],
+      watches: [{ apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec..x' } }, { apiVersion: 'v1', kind: 'Secret', mapping: { referenceField: 'spec.x', label: 'a' } }],
       sink: { uri: 'ftp://x' },
       maxConcurrentReconciles: 0,
       resyncPeriodSeconds: -1,
@@ -55,7 +60,7 @@ test('every problem of an invalid Reconciler is named', () => {
   assert.throws(() => parseReconciler(bad), (err: unknown) => {
     assert.ok(err instanceof InvalidReconcilerError);
     const text = err.problems.join('\n');
-    for (const pattern of [/spec\.for\.apiVersion/, /spec\.for\.kind/, /spec\.owns\[0\]\.apiVersion/, /spec\.watches\[0\]\.mapping/, /spec\.sink\.uri must be an http/, /maxConcurrentReconciles/, /resyncPeriodSeconds/, /spec\.rateLimit\.qps/]) {
+    for (const pattern of [/spec\.for\.apiVersion/, /spec\.for\.kind/, /spec\.owns\[0\]\.apiVersion/, /spec\.watches\[0\]\.mapping/, /spec\.watches\[1\]\.mapping/, /spec\.sink\.uri must be an http/, /maxConcurrentReconciles/, /resyncPeriodSeconds/, /spec\.rateLimit\.qps/]) {
       assert.match(text, pattern);
     }
     assert.match(err.message, /^Reconciler broken is invalid: /);

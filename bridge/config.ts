@@ -27,7 +27,13 @@ export interface OwnedKind extends KindRef {
 /** The label the SDK sets on every child it applies. */
 export const childLabelSelector = 'app.kubernetes.io/managed-by=kfn';
 
-export type Mapping = { label: string } | { selectorField: string };
+/**
+ * How a watched object names the primaries to reconcile: a label whose value is the primary's
+ * name; a label selector stored in the primary (`selectorField`, e.g. spec.selector); or a
+ * field of the primary holding the watched object's name (`referenceField`, e.g.
+ * spec.issuerRef.name; a path through a list names every item).
+ */
+export type Mapping = { label: string } | { selectorField: string } | { referenceField: string };
 
 export interface WatchSpec extends KindRef {
   mapping: Mapping;
@@ -144,10 +150,13 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     const ref = kindRef(item, `spec.watches[${i}]`, problems);
     const mapping = isObject(item) ? item.mapping : undefined;
     let parsed: Mapping | undefined;
-    if (isObject(mapping) && typeof mapping.label === 'string' && mapping.label && mapping.selectorField === undefined) parsed = { label: mapping.label };
-    else if (isObject(mapping) && typeof mapping.selectorField === 'string' && /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/.test(mapping.selectorField) && mapping.label === undefined) {
-      parsed = { selectorField: mapping.selectorField };
-    } else problems.push(`spec.watches[${i}].mapping must be {label: <label key naming the primary>} or {selectorField: <dotted path in the primary, e.g. spec.selector>}`);
+    const path = /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/;
+    const given = isObject(mapping) ? (['label', 'selectorField', 'referenceField'] as const).filter((k) => mapping[k] !== undefined) : [];
+    const value = given.length === 1 && isObject(mapping) ? mapping[given[0]!] : undefined;
+    if (given[0] === 'label' && typeof value === 'string' && value) parsed = { label: value };
+    else if (given[0] === 'selectorField' && typeof value === 'string' && path.test(value)) parsed = { selectorField: value };
+    else if (given[0] === 'referenceField' && typeof value === 'string' && path.test(value)) parsed = { referenceField: value };
+    else problems.push(`spec.watches[${i}].mapping must be one of {label: <label key naming the primary>}, {selectorField: <dotted path of a label selector in the primary, e.g. spec.selector>} or {referenceField: <dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name>}`);
     if (ref && parsed) watches.push({ ...ref, mapping: parsed });
   }
 
@@ -249,15 +258,15 @@ export interface WatchNeed {
 }
 
 /**
- * Every watch a Reconciler needs. Mapping by a selector stored in the primary needs the
- * primary's spec, so the primary is watched in full; everything else needs only metadata
+ * Every watch a Reconciler needs. Mapping by a selector or a reference stored in the primary
+ * needs the primary's spec, so the primary is watched in full; everything else needs only metadata
  * (labels, owners, generation). A Reconciler that names namespaces watches each of them, not
  * the whole cluster (for a cluster-scoped kind the bridge drops the namespace).
  */
 export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
-  const selectorMapping = config.watches.some((w) => 'selectorField' in w.mapping);
+  const fieldMapping = config.watches.some((w) => 'selectorField' in w.mapping || 'referenceField' in w.mapping);
   const kinds: Omit<WatchNeed, 'namespace'>[] = [
-    { ref: config.for, full: selectorMapping },
+    { ref: config.for, full: fieldMapping },
     ...config.owns.map((o) => ({ ref: { apiVersion: o.apiVersion, kind: o.kind }, full: false, ...(o.labelSelector ? { labelSelector: o.labelSelector } : {}) })),
     ...config.watches.map((w) => ({ ref: { apiVersion: w.apiVersion, kind: w.kind }, full: false })),
   ];

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from './kubeapi.ts';
-import { primaryChanged, route, SelectorIndex, selectorMatches } from './routing.ts';
+import { primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
 
 const config: ReconcilerConfig = parseReconciler({
   apiVersion: 'kfn.dev/v1alpha1',
@@ -14,6 +14,8 @@ const config: ReconcilerConfig = parseReconciler({
     watches: [
       { apiVersion: 'v1', kind: 'Secret', mapping: { label: 'myweb.example/name' } },
       { apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec.selector' } },
+      { apiVersion: 'cert.example.com/v1', kind: 'Issuer', mapping: { referenceField: 'spec.issuerRef.name' } },
+      { apiVersion: 'v1', kind: 'ConfigMap', mapping: { referenceField: 'spec.pages.configMap' } },
     ],
     sink: { uri: 'http://127.0.0.1:8080/' },
   },
@@ -28,6 +30,7 @@ const kinds = {
   cm: { apiVersion: 'v1', kind: 'ConfigMap' },
   secret: { apiVersion: 'v1', kind: 'Secret' },
   pod: { apiVersion: 'v1', kind: 'Pod' },
+  issuer: { apiVersion: 'cert.example.com/v1', kind: 'Issuer' },
 };
 const live = { initial: false, primaryNamespaced: true };
 
@@ -166,3 +169,54 @@ describe('route: watched kinds', () => {
     assert.equal(route(limited, kinds.web, { type: 'apply', object: web('a', { namespace: 'team-a' }) }, live).length, 1);
   });
 });
+
+describe('route: watched objects named by a field of the primary (referenceField)', () => {
+  const issuer = (name: string, namespace?: string) => obj('Issuer', 'cert.example.com/v1', name, namespace === undefined ? {} : { namespace });
+  const indexOf = (field: string, primaries: KubeObject[]) => {
+    const index = new ReferenceIndex(field);
+    for (const p of primaries) index.set(`${p.metadata.namespace}/${p.metadata.name}`, p);
+    return index;
+  };
+
+  test('a watched object enqueues the primaries whose field names it, in its namespace, with it as trigger', () => {
+    const index = indexOf('spec.issuerRef.name', [
+      web('a', {}, { spec: { issuerRef: { name: 'ca' } } }),
+      web('b', {}, { spec: { issuerRef: { name: 'ca' } } }),
+      web('c', {}, { spec: { issuerRef: { name: 'other' } } }),
+      web('d', { namespace: 'elsewhere' }, { spec: { issuerRef: { name: 'ca' } } }),
+      web('e', {}, { spec: {} }),
+    ]);
+    const ctx = { ...live, references: (field: string) => (field === 'spec.issuerRef.name' ? index : undefined) };
+    const got = route(config, kinds.issuer, { type: 'apply', object: issuer('ca') }, ctx);
+    assert.deepEqual(got.map((e) => e.key).sort(), ['ns/a', 'ns/b']);
+    assert.ok(got.every((e) => e.reason === 'mapped' && e.trigger?.kind === 'Issuer' && e.trigger.name === 'ca'));
+    assert.deepEqual(route(config, kinds.issuer, { type: 'delete', object: issuer('ca'), inferred: false }, ctx).map((e) => e.key).sort(), ['ns/a', 'ns/b'], 'a delete counts');
+    assert.deepEqual(route(config, kinds.issuer, { type: 'apply', object: issuer('nobody') }, ctx), []);
+  });
+
+  test('a cluster-scoped watched object enqueues the primaries naming it in every namespace', () => {
+    const index = indexOf('spec.issuerRef.name', [web('a', {}, { spec: { issuerRef: { name: 'ca' } } }), web('d', { namespace: 'elsewhere' }, { spec: { issuerRef: { name: 'ca' } } })]);
+    assert.deepEqual(index.naming('ca', undefined).sort(), ['elsewhere/d', 'ns/a']);
+    assert.deepEqual(index.naming('ca', 'ns'), ['ns/a']);
+  });
+
+  test('a path through a list names every item; a changed or deleted primary is re-filed', () => {
+    const index = indexOf('spec.pages.configMap', [web('site', {}, { spec: { pages: [{ configMap: 'home' }, { configMap: 'about' }, { other: 1 }] } })]);
+    assert.deepEqual(index.naming('home', 'ns'), ['ns/site']);
+    assert.deepEqual(index.naming('about', 'ns'), ['ns/site']);
+    index.set('ns/site', web('site', {}, { spec: { pages: [{ configMap: 'home' }] } }));
+    assert.deepEqual(index.naming('about', 'ns'), [], 'no longer named');
+    assert.deepEqual(index.naming('home', 'ns'), ['ns/site']);
+    index.delete('ns/site');
+    assert.deepEqual(index.naming('home', 'ns'), []);
+    assert.equal(index.size, 0);
+  });
+
+  test('the index finds the primaries naming an object without looking at the others', () => {
+    const index = new ReferenceIndex('spec.issuerRef.name');
+    for (let i = 0; i < 10_000; i++) index.set(`ns/p${i}`, web(`p${i}`, {}, { spec: { issuerRef: { name: `ca-${i % 100}` } } }));
+    assert.equal(index.naming('ca-7', 'ns').length, 100);
+    assert.equal(index.lastChecked, 100, 'only the primaries filed under that name are looked at');
+  });
+});
+

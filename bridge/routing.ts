@@ -1,7 +1,7 @@
 // From a watch event to the primaries that must be reconciled: the primary itself (filtered so
 // that status-only writes do not loop), the controller owner of an owned child (old and new
 // owner on updates), or the primaries a watched object maps to (by a label naming the primary,
-// or by a label selector stored in a field of the primary).
+// by a label selector stored in a field of the primary, or by a field of the primary naming it).
 import { objectKey, type ObjectRef, type ReconcileReason } from './contract.ts';
 import type { KindRef, ReconcilerConfig } from './config.ts';
 import type { KubeObject } from './kubeapi.ts';
@@ -170,11 +170,86 @@ export class SelectorIndex {
   }
 }
 
+/** Every value at a dotted path, a list on the way standing for each of its items. */
+export function valuesAt(obj: unknown, path: string): unknown[] {
+  let cur: unknown[] = [obj];
+  for (const part of path.split('.')) {
+    const next: unknown[] = [];
+    for (const v of cur.flatMap((c) => (Array.isArray(c) ? c : [c]))) {
+      if (typeof v === 'object' && v !== null && part in v) next.push((v as Record<string, unknown>)[part]);
+    }
+    cur = next;
+  }
+  return cur.flatMap((c) => (Array.isArray(c) ? c : [c]));
+}
+
+/**
+ * The primaries' references (one field of theirs naming another object), indexed by the name
+ * they hold: the primaries naming a watched object are found without looking at the others —
+ * controller-runtime's field index with EnqueueRequestsFromMapFunc, declared as a path.
+ */
+export class ReferenceIndex {
+  readonly field: string;
+  private readonly byName = new Map<string, Set<string>>();
+  private readonly entries = new Map<string, { names: string[]; namespace?: string }>();
+  /** Primaries looked at by the last `naming` call (for tests). */
+  lastChecked = 0;
+
+  constructor(field: string) {
+    this.field = field;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Records (or replaces) the names the primary `key` holds at the field. */
+  set(key: string, primary: KubeObject): void {
+    this.delete(key);
+    const names = [...new Set(valuesAt(primary, this.field).filter((v): v is string => typeof v === 'string' && v !== ''))];
+    if (names.length === 0) return;
+    this.entries.set(key, { names, namespace: primary.metadata.namespace });
+    for (const name of names) {
+      let keys = this.byName.get(name);
+      if (!keys) this.byName.set(name, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+
+  delete(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    for (const name of entry.names) {
+      const keys = this.byName.get(name)!;
+      keys.delete(key);
+      if (keys.size === 0) this.byName.delete(name);
+    }
+  }
+
+  /**
+   * Keys of the primaries naming `name`: in `namespace` (or cluster-scoped primaries) when the
+   * named object is namespaced, in any namespace when it is cluster-scoped (undefined).
+   */
+  naming(name: string, namespace: string | undefined): string[] {
+    const out: string[] = [];
+    this.lastChecked = 0;
+    for (const key of this.byName.get(name) ?? []) {
+      this.lastChecked++;
+      const entry = this.entries.get(key)!;
+      if (namespace === undefined || !entry.namespace || entry.namespace === namespace) out.push(key);
+    }
+    return out;
+  }
+}
+
 export interface RouteContext {
   /** True for events of a watcher's first list (work at low priority). */
   initial: boolean;
   /** The primaries' selectors by field, for selector mapping. */
   selectors?: (field: string) => SelectorIndex | undefined;
+  /** The primaries' references by field, for reference mapping. */
+  references?: (field: string) => ReferenceIndex | undefined;
   /**
    * Whether the primary kind is namespaced. A reference from a child or a watched object to a
    * cluster-scoped primary names no namespace, so its key is the name alone.
@@ -217,11 +292,14 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
         const name = version?.metadata.labels?.[mapping.label];
         if (name) keys.add(primaryKey(version!.metadata.namespace, name));
       }
-    } else {
+    } else if ('selectorField' in mapping) {
       const index = ctx.selectors?.(mapping.selectorField);
       for (const version of [obj, old]) {
         if (version) for (const key of index?.matching(version.metadata.labels, version.metadata.namespace) ?? []) keys.add(key);
       }
+    } else {
+      // The name does not change on update: the new version alone says who names it.
+      for (const key of ctx.references?.(mapping.referenceField)?.naming(obj.metadata.name, obj.metadata.namespace) ?? []) keys.add(key);
     }
     for (const key of keys) out.push({ key, reason: 'mapped', priority, trigger: refOf(obj) });
   }

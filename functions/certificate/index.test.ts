@@ -13,10 +13,12 @@ const readyIssuer = { apiVersion: Issuer.apiVersion, kind: 'Issuer', metadata: {
 type TlsSecret = { data: Record<string, string> };
 const pemOf = (s: TlsSecret) => new X509Certificate(Buffer.from(s.data['tls.crt']!, 'base64').toString());
 
-test('no ready Issuer: not Ready, asks again in 5 s, issues nothing', async () => {
+test('no ready Issuer: not Ready, issues nothing, and does not poll — the Issuer is watched', async () => {
   const out = await testReconcile(CertificateFunction, { object: cert });
-  assert.deepEqual([out.ready?.reason, out.ready?.message, out.result?.requeueAfterSeconds], ['IssuerNotReady', 'Issuer self does not exist', 5]);
+  assert.deepEqual([out.ready?.reason, out.ready?.message, out.result?.requeueAfterSeconds], ['IssuerNotReady', 'Issuer self does not exist', undefined]);
   assert.equal(out.children.length, 0);
+  const watch = CertificateFunction.watches?.find((w) => w.kind === 'Issuer');
+  assert.deepEqual(watch?.mapping, { referenceField: 'spec.issuerRef.name' }, 'an Issuer change reconciles the Certificates naming it');
 });
 
 test('a self-signed Issuer: a key pair for the names, valid for the duration, renewed 360 h before it ends', async () => {

@@ -85,6 +85,9 @@ export default defineReconciler({
   name: 'certificate',
   for: Certificate,
   owns: [Secret],
+  // An Issuer's change (ready, or a new CA) reconciles the Certificates naming it: the bridge
+  // keeps an index of spec.issuerRef.name, so nothing polls.
+  watches: [{ ...Issuer, mapping: { referenceField: 'spec.issuerRef.name' } }],
   uses: [{ kind: Issuer, verbs: ['get'] }],
   async reconcile(cert, ctx) {
     const live = ctx.owned<{ data?: Record<string, string> }>(Secret, cert.spec.secretName);
@@ -92,8 +95,8 @@ export default defineReconciler({
     const issuer = await ctx.get<IssuerObject>(Issuer, cert.spec.issuerRef.name);
     const issuerReady = issuer?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
     if (!issuer || !issuerReady) {
-      // Keep what exists; try again soon.
-      return { children: keep, ready: { ready: false, reason: 'IssuerNotReady', message: `Issuer ${cert.spec.issuerRef.name} ${issuer ? 'is not ready' : 'does not exist'}` }, requeueAfterSeconds: 5 };
+      // Keep what exists; the Issuer's next change brings this Certificate back.
+      return { children: keep, ready: { ready: false, reason: 'IssuerNotReady', message: `Issuer ${cert.spec.issuerRef.name} ${issuer ? 'is not ready' : 'does not exist'}` } };
     }
     const ca = await signingCa(issuer, ctx);
     const now = new Date();

@@ -14,6 +14,8 @@ test('self-signed is Ready; a CA Secret that is missing or not a CA is not, with
   assert.equal((await testReconcile(IssuerFunction, { object: { metadata: { name: 'self' }, spec: { selfSigned: {} } } })).ready?.status, 'True');
   const missing = await testReconcile(IssuerFunction, { object: { metadata: { name: 'ca' }, spec: { ca: { secretName: 'ca-key-pair' } } } });
   assert.deepEqual([missing.ready?.reason, missing.ready?.message], ['CannotSign', 'Secret ca-key-pair needs tls.crt and tls.key']);
+  assert.equal(missing.result?.requeueAfterSeconds, undefined, 'no polling: the Secret is watched');
+  assert.deepEqual(IssuerFunction.watches?.find((w) => w.kind === 'Secret')?.mapping, { referenceField: 'spec.ca.secretName' });
   const leaf = (await testReconcile(CertificateFunction, { object: cert, existing: [readyIssuer] })).child<TlsSecret>(Secret, 'web-tls')!;
   const notCa = await testReconcile(IssuerFunction, { object: { metadata: { name: 'ca' }, spec: { ca: { secretName: 'leaf' } } }, existing: [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'leaf' }, data: leaf.data }] });
   assert.equal(notCa.ready?.message, 'the certificate in leaf is not a CA');

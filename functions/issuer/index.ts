@@ -40,13 +40,15 @@ export async function signingCa(issuer: IssuerObject, ctx: ReconcileContext): Pr
 export default defineReconciler({
   name: 'issuer',
   for: Issuer,
+  // The CA's Secret appearing or changing reconciles the Issuers naming it (no polling).
+  watches: [{ ...Secret, mapping: { referenceField: 'spec.ca.secretName' } }],
   uses: [{ kind: Secret, verbs: ['get'] }],
   async reconcile(issuer, ctx) {
     try {
       await signingCa(issuer, ctx);
       return { ready: true };
     } catch (err) {
-      return { ready: { ready: false, reason: 'CannotSign', message: (err as Error).message }, requeueAfterSeconds: 30 };
+      return { ready: { ready: false, reason: 'CannotSign', message: (err as Error).message } };
     }
   },
 });

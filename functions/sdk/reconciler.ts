@@ -101,7 +101,16 @@ export interface ReconcileContext {
 }
 
 export interface WatchSpec extends KindRef {
-  mapping: { label: string } | { selectorField: string };
+  /**
+   * Which primaries an event of this kind reconciles — worked out by the bridge, from indexes
+   * of the primaries it already holds, so a watched object's change costs no invocation unless
+   * it names a primary:
+   * - `{label: key}`: the primary named by the object's label `key`;
+   * - `{selectorField: 'spec.selector'}`: the primaries whose label selector there matches it;
+   * - `{referenceField: 'spec.issuerRef.name'}`: the primaries naming it in that field (a
+   *   list on the path names each item: `spec.volumes.secretName`).
+   */
+  mapping: { label: string } | { selectorField: string } | { referenceField: string };
 }
 
 export interface ReconcilerDefinition<K extends Kind = Kind> {

@@ -4,14 +4,14 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { test } from 'node:test';
 import { generateClusterPki } from '../../cluster/pki.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
-import { functionStack } from '../support/functions.ts';
+import { functionStack, journalLines } from '../support/functions.ts';
 
 interface TlsSecret {
   type: string;
   data: Record<string, string>;
 }
 
-test('Certificate: TLS Secrets signed by a CA issuer and a self-signed one, names and validity, renewal', async (t) => {
+test('Certificate: TLS Secrets signed by a CA issuer and a self-signed one, names and validity, renewal; Issuer and CA Secret watched, not polled', async (t) => {
   const cluster = await testCluster();
   const issuers = await functionStack(t, cluster, 'issuer');
   const certs = await functionStack(t, cluster, 'certificate', { namespace: issuers.ns });
@@ -66,4 +66,19 @@ test('Certificate: TLS Secrets signed by a CA issuer and a self-signed one, name
     const s = await api.request<TlsSecret>('GET', `/api/v1/namespaces/${ns}/secrets/short-tls`);
     return new X509Certificate(Buffer.from(s.data['tls.crt']!, 'base64')).serialNumber !== first || undefined;
   }, { timeoutMs: 30_000 });
+
+  // Watches that map by reference, not polling: the broken Issuer and its Certificate were not
+  // delivered again while nothing changed; the CA Secret appearing reconciles the Issuer naming
+  // it (spec.ca.secretName), and the Issuer turning Ready reconciles the Certificate naming it
+  // (spec.issuerRef.name).
+  const deliveries = (journal: string, name: string) => journalLines(journal).filter((l) => l.key === `${ns}/${name}`);
+  assert.deepEqual(deliveries(certs.journal, 'orphan').filter((l) => l.reason === 'requeue'), [], 'the Certificate of a broken Issuer is not polled');
+  assert.deepEqual(deliveries(issuers.journal, 'broken').filter((l) => l.reason === 'requeue'), [], 'nor is the broken Issuer');
+  await api.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'missing' }, type: 'kubernetes.io/tls', data: { 'tls.crt': b64(ca.caCert), 'tls.key': b64(ca.caKey) } } });
+  const repaired = new X509Certificate(Buffer.from((await secret('orphan-tls')).data['tls.crt']!, 'base64'));
+  assert.ok(repaired.checkIssued(caCert), 'issued once its Issuer could sign');
+  const byIssuer = deliveries(issuers.journal, 'broken').find((l) => l.reason === 'mapped' && l.trigger?.kind === 'Secret' && l.trigger.name === 'missing');
+  assert.ok(byIssuer, 'the Issuer was reconciled because the Secret it names appeared');
+  const byCert = deliveries(certs.journal, 'orphan').find((l) => l.reason === 'mapped' && l.trigger?.kind === 'Issuer' && l.trigger.name === 'broken');
+  assert.ok(byCert, 'the Certificate was reconciled because the Issuer it names changed');
 });
