@@ -4,8 +4,8 @@
 // then). A certificate that still fits the spec is kept as it is: no new key on every call.
 import { X509Certificate, generateKeyPairSync, randomBytes } from 'node:crypto';
 import forge from 'node-forge';
-import { Issuer, signingCa, type IssuerObject, type SigningCa } from '../issuer/index.ts';
-import { Secret, defineKind, defineReconciler, t, type Child, type ObjectOf } from '../sdk/index.ts';
+import { Issuer, signingCa, type SigningCa } from '../issuer/index.ts';
+import { Secret, child, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
 
 const goDuration = { pattern: '^[0-9]+(h|m|s)$' };
 
@@ -90,9 +90,9 @@ export default defineReconciler({
   watches: [{ ...Issuer, mapping: { referenceField: 'spec.issuerRef.name' } }],
   uses: [{ kind: Issuer, verbs: ['get'] }],
   async reconcile(cert, ctx) {
-    const live = ctx.owned<{ data?: Record<string, string> }>(Secret, cert.spec.secretName);
-    const keep: Child[] = live?.data ? [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: cert.spec.secretName }, type: 'kubernetes.io/tls', data: live.data }] : [];
-    const issuer = await ctx.get<IssuerObject>(Issuer, cert.spec.issuerRef.name);
+    const live = ctx.owned(Secret, cert.spec.secretName);
+    const keep = live?.data ? [child(Secret, { metadata: { name: cert.spec.secretName }, type: 'kubernetes.io/tls', data: live.data })] : [];
+    const issuer = await ctx.get(Issuer, cert.spec.issuerRef.name);
     const issuerReady = issuer?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
     if (!issuer || !issuerReady) {
       // Keep what exists; the Issuer's next change brings this Certificate back.

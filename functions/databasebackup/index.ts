@@ -3,7 +3,7 @@
 // records completionTime). The function never waits: it starts the Job and returns, is called
 // again when the Job changes (it owns it) or when its requeue comes due, and does nothing in
 // a terminal phase.
-import { Job, defineKind, defineReconciler, t, type Child, type ObjectOf } from '../sdk/index.ts';
+import { Job, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const DatabaseBackup = defineKind({
   group: 'backup.example.com',
@@ -48,7 +48,7 @@ const backupScript = [
 /** How often an in-progress backup is checked even without a Job event. */
 const checkEverySeconds = 30;
 
-function backupJob(b: Backup): Child {
+function backupJob(b: Backup): Desired<typeof Job> {
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -75,10 +75,6 @@ function backupJob(b: Backup): Child {
   };
 }
 
-interface LiveJob {
-  status?: { conditions?: { type: string; status: string; message?: string }[] };
-}
-
 export default defineReconciler({
   name: 'databasebackup',
   for: DatabaseBackup,
@@ -96,7 +92,7 @@ export default defineReconciler({
         // Start the work and return at once.
         return { children: [job], status: { phase: 'InProgress' as const, startTime: now }, ready: inProgress, requeueAfterSeconds: checkEverySeconds };
       case 'InProgress': {
-        const live = ctx.owned<LiveJob>(Job, job.metadata.name);
+        const live = ctx.owned(Job, job.metadata.name);
         const condition = (type: string) => live?.status?.conditions?.find((c) => c.type === type && c.status === 'True');
         if (condition('Complete')) return { children: [job], status: { ...recorded, phase: 'Completed' as const, completionTime: now }, ready: true };
         const failed = condition('Failed');

@@ -27,7 +27,7 @@ export interface SigningCa {
 export async function signingCa(issuer: IssuerObject, ctx: ReconcileContext): Promise<SigningCa | undefined> {
   if (issuer.spec.selfSigned && !issuer.spec.ca) return undefined;
   if (!issuer.spec.ca || issuer.spec.selfSigned) throw new Error('spec needs exactly one of selfSigned or ca');
-  const secret = await ctx.get<{ data?: Record<string, string> }>(Secret, issuer.spec.ca.secretName, issuer.metadata.namespace);
+  const secret = await ctx.get(Secret, issuer.spec.ca.secretName, issuer.metadata.namespace);
   if (!secret?.data?.['tls.crt'] || !secret.data['tls.key']) throw new Error(`Secret ${issuer.spec.ca.secretName} needs tls.crt and tls.key`);
   const cert = Buffer.from(secret.data['tls.crt'], 'base64').toString();
   const key = Buffer.from(secret.data['tls.key'], 'base64').toString();

@@ -2,7 +2,7 @@
 // image (replicas, or 0 when idle), a Service, the runtime config in a ConfigMap, and a
 // HorizontalPodAutoscaler while autoscaling is on (it is pruned when it turns off; while it
 // is on, the HPA owns the replica count).
-import { ConfigMap, Deployment, HorizontalPodAutoscaler, Service, defineKind, defineReconciler, resourceRequirements, t, type Child, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, containerResources, HorizontalPodAutoscaler, Service, defineKind, defineReconciler, resourceRequirements, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 
 export const MicroServiceDeploy = defineKind({
@@ -33,11 +33,14 @@ export const MicroServiceDeploy = defineKind({
 });
 type Ms = ObjectOf<typeof MicroServiceDeploy>;
 
-function children(ms: Ms): Child[] {
+/** What it owns; its children are typed by these kinds' models. */
+const owns = [ConfigMap, Deployment, Service, HorizontalPodAutoscaler] as const;
+
+function children(ms: Ms): Desired<(typeof owns)[number]>[] {
   const name = ms.spec.fullName;
   const labels = { ms: ms.spec.msName, 'ms-version': ms.spec.version, 'ms-path': ms.spec.path, 'ms-instance': name };
   const autoscaled = ms.spec.autoscaling && !ms.spec.idle;
-  const out: Child[] = [
+  const out: Desired<(typeof owns)[number]>[] = [
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-config`, labels }, data: { config: ms.spec.config } },
     {
       apiVersion: 'apps/v1',
@@ -55,7 +58,7 @@ function children(ms: Ms): Child[] {
                 name: ms.spec.msName,
                 image: ms.spec.image,
                 envFrom: [{ configMapRef: { name: `${name}-config` } }],
-                ...(ms.spec.resourceRequirements ? { resources: ms.spec.resourceRequirements } : {}),
+                ...(ms.spec.resourceRequirements ? { resources: containerResources(ms.spec.resourceRequirements) } : {}),
               },
             ],
           },
@@ -83,9 +86,9 @@ function children(ms: Ms): Child[] {
 export default defineReconciler({
   name: 'microservicedeploy',
   for: MicroServiceDeploy,
-  owns: [ConfigMap, Deployment, Service, HorizontalPodAutoscaler],
+  owns,
   reconcile(ms, ctx) {
-    const available = ctx.owned<{ status?: { availableReplicas?: number } }>(Deployment, ms.spec.fullName)?.status?.availableReplicas ?? 0;
+    const available = ctx.owned(Deployment, ms.spec.fullName)?.status?.availableReplicas ?? 0;
     const wanted = ms.spec.idle ? 0 : Math.max(1, ms.spec.autoscaling ? 1 : ms.spec.replicas);
     return {
       children: children(ms),

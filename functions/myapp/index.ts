@@ -2,7 +2,7 @@
 // become a Deployment of the same name. Create it when missing (scenario A), update it when
 // the image or replica count changes (B), do nothing when it is right (C), and let it go with
 // the MyApp (D: the garbage collector deletes what the MyApp controls).
-import { Deployment, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const MyApp = defineKind({
   group: 'app.example.com',
@@ -21,7 +21,7 @@ export const MyApp = defineKind({
 });
 type App = ObjectOf<typeof MyApp>;
 
-const deployment = (app: App) => {
+const deployment = (app: App): Desired<typeof Deployment> => {
   const labels = { 'app.kubernetes.io/name': 'myapp', 'app.kubernetes.io/instance': app.metadata.name };
   return {
     apiVersion: 'apps/v1',
@@ -40,7 +40,7 @@ export default defineReconciler({
   for: MyApp,
   owns: [Deployment],
   reconcile(app, ctx) {
-    const ready = ctx.owned<{ status?: { readyReplicas?: number } }>(Deployment, app.metadata.name)?.status?.readyReplicas ?? 0;
+    const ready = ctx.owned(Deployment, app.metadata.name)?.status?.readyReplicas ?? 0;
     return {
       children: [deployment(app)],
       status: { readyReplicas: ready },

@@ -45,7 +45,7 @@ export default defineReconciler({
   owns: [ConfigMap, Job],
   reconcile(res, ctx) {
     const memory = String(res.spec.memory);
-    const state = stateOf(ctx.owned<LiveJob>(Job, jobName(res)));
+    const state = stateOf(ctx.owned(Job, jobName(res)));
     return {
       children: [
         { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: res.metadata.name }, data: { image: res.spec.image, memory } },

@@ -2,7 +2,7 @@
 // into a ConfigMap, nginx serves it from a Deployment (the pod template carries a hash of the
 // page, so an edit rolls the pods), and a NodePort Service exposes it.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Deployment, Service, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, Service, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const MyWeb = defineKind({
   group: 'operator.k8s-summit.org',
@@ -36,14 +36,14 @@ export function shortName(name: string): string {
 
 const labels = (web: Web) => ({ 'app.kubernetes.io/name': 'myweb', 'app.kubernetes.io/instance': shortName(web.metadata.name) });
 
-const page = (web: Web) => ({
+const page = (web: Web): Desired<typeof ConfigMap> => ({
   apiVersion: 'v1',
   kind: 'ConfigMap',
   metadata: { name: `${web.metadata.name}-page`, labels: labels(web) },
   data: { 'index.html': web.spec.pageContentHtml },
 });
 
-const deployment = (web: Web) => ({
+const deployment = (web: Web): Desired<typeof Deployment> => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
   metadata: { name: web.metadata.name, labels: labels(web) },
@@ -70,7 +70,7 @@ const deployment = (web: Web) => ({
   },
 });
 
-const service = (web: Web) => ({
+const service = (web: Web): Desired<typeof Service> => ({
   apiVersion: 'v1',
   kind: 'Service',
   metadata: { name: shortName(web.metadata.name), labels: labels(web) },
@@ -82,7 +82,7 @@ export default defineReconciler({
   for: MyWeb,
   owns: [ConfigMap, Deployment, Service],
   reconcile(web, ctx) {
-    const live = ctx.owned<{ status?: { availableReplicas?: number } }>(Deployment, web.metadata.name);
+    const live = ctx.owned(Deployment, web.metadata.name);
     const available = (live?.status?.availableReplicas ?? 0) >= 1;
     return {
       children: [page(web), deployment(web), service(web)],

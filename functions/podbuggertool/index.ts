@@ -22,12 +22,6 @@ export const PodBuggerTool = defineKind({
   ],
 });
 
-interface LivePod {
-  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
-  spec: { containers: { name: string }[]; ephemeralContainers?: { name: string }[] };
-  status?: { phase?: string };
-}
-
 export default defineReconciler({
   name: 'podbuggertool',
   for: PodBuggerTool,
@@ -36,13 +30,13 @@ export default defineReconciler({
   async reconcile(tool, ctx) {
     const ns = tool.metadata.namespace!;
     const debugName = `podbugger-${tool.metadata.name}`.slice(0, 63);
-    const pods = (await ctx.list<LivePod>(Pod, { namespace: ns })).filter((p) => !p.metadata.deletionTimestamp && selectorMatches(tool.spec.selector, p.metadata.labels));
+    const pods = (await ctx.list(Pod, { namespace: ns })).filter((p) => !p.metadata.deletionTimestamp && selectorMatches(tool.spec.selector, p.metadata.labels));
     const debugged: string[] = [];
     for (const pod of pods) {
-      if (!pod.spec.ephemeralContainers?.some((c) => c.name === debugName)) {
+      if (!pod.spec?.ephemeralContainers?.some((c) => c.name === debugName)) {
         if (pod.status?.phase !== 'Running') continue; // only running pods can take a debug container
         await ctx.api.request('PATCH', `/api/v1/namespaces/${ns}/pods/${pod.metadata.name}/ephemeralcontainers`, {
-          body: { spec: { ephemeralContainers: [{ name: debugName, image: tool.spec.image, stdin: true, tty: true, targetContainerName: pod.spec.containers[0]!.name }] } },
+          body: { spec: { ephemeralContainers: [{ name: debugName, image: tool.spec.image, stdin: true, tty: true, targetContainerName: pod.spec?.containers[0]?.name }] } },
           contentType: 'application/strategic-merge-patch+json',
         });
         ctx.log.info({ pod: pod.metadata.name }, 'debug container added');

@@ -1,7 +1,7 @@
 // PodSet (apps.jicki.cn/v1alpha1): spec.size busybox pods (`sleep 3600`) through a Deployment
 // with the seed's labels; status.nodes lists the names of its running pods, kept current as
 // pods come and go (Pods are watched and mapped to their PodSet by the podSet_cr label).
-import { Deployment, Pod, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, Pod, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const PodSet = defineKind({
   group: 'apps.jicki.cn',
@@ -18,7 +18,7 @@ type PodSetObject = ObjectOf<typeof PodSet>;
 
 const labelsFor = (name: string) => ({ app: 'podSet', podSet_cr: name });
 
-const deployment = (set: PodSetObject) => ({
+const deployment = (set: PodSetObject): Desired<typeof Deployment> => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
   metadata: { name: set.metadata.name },
@@ -32,18 +32,13 @@ const deployment = (set: PodSetObject) => ({
   },
 });
 
-interface LivePod {
-  metadata: { name: string; deletionTimestamp?: string };
-  status?: { phase?: string };
-}
-
 export default defineReconciler({
   name: 'podset',
   for: PodSet,
   owns: [Deployment],
   watches: [{ ...Pod, mapping: { label: 'podSet_cr' } }],
   async reconcile(set, ctx) {
-    const pods = await ctx.list<LivePod>(Pod, { namespace: set.metadata.namespace, labelSelector: `podSet_cr=${set.metadata.name}` });
+    const pods = await ctx.list(Pod, { namespace: set.metadata.namespace, labelSelector: `podSet_cr=${set.metadata.name}` });
     const nodes = pods.filter((p) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name).sort();
     return {
       children: [deployment(set)],

@@ -27,7 +27,7 @@ export default defineReconciler({
   owns: [Secret, Deployment],
   reconcile(project, ctx) {
     const labels = { 'app.kubernetes.io/name': 'project', 'app.kubernetes.io/instance': project.metadata.name };
-    const available = (ctx.owned<{ status?: { availableReplicas?: number } }>(Deployment, project.metadata.name)?.status?.availableReplicas ?? 0) >= 1;
+    const available = (ctx.owned(Deployment, project.metadata.name)?.status?.availableReplicas ?? 0) >= 1;
     return {
       children: [
         { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName(project), labels }, type: 'Opaque', data: { password: Buffer.from(project.spec.password).toString('base64') } },

@@ -3,7 +3,7 @@
 // redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
 // pods). Status: ready replicas.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Service, StatefulSet, defineKind, defineReconciler, resourceRequirements, t } from '../sdk/index.ts';
+import { ConfigMap, Service, StatefulSet, containerResources, defineKind, defineReconciler, resourceRequirements, t } from '../sdk/index.ts';
 
 
 export const RedisCluster = defineKind({
@@ -42,7 +42,7 @@ export default defineReconciler({
     const name = redis.metadata.name;
     const labels = { 'app.kubernetes.io/name': 'redis', 'app.kubernetes.io/instance': name };
     const conf = renderConfig(redis.spec.config);
-    const ready = ctx.owned<{ status?: { readyReplicas?: number } }>(StatefulSet, name)?.status?.readyReplicas ?? 0;
+    const ready = ctx.owned(StatefulSet, name)?.status?.readyReplicas ?? 0;
     return {
       children: [
         { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-config`, labels }, data: { 'redis.conf': conf } },
@@ -65,7 +65,7 @@ export default defineReconciler({
                     imagePullPolicy: redis.spec.imagePullPolicy,
                     command: ['redis-server', '/etc/redis/redis.conf'],
                     ports: [{ containerPort: 6379, name: 'redis' }],
-                    ...(redis.spec.resources ? { resources: redis.spec.resources } : {}),
+                    ...(redis.spec.resources ? { resources: containerResources(redis.spec.resources) } : {}),
                     volumeMounts: [{ name: 'config', mountPath: '/etc/redis' }],
                   },
                 ],

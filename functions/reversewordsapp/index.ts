@@ -4,7 +4,7 @@
 // conditions, Ready and ReverseWordsDeploymentNotReady. A finalizer cleans up what the app
 // created outside its ownership (a cache ConfigMap, standing for the seed's "resources not
 // owned by this CR, like a PVC") before the object may go.
-import { ConfigMap, Deployment, Pod, Service, defineKind, defineReconciler, t, type ObjectOf, type ReconcileContext } from '../sdk/index.ts';
+import { ConfigMap, Deployment, Pod, Service, defineKind, defineReconciler, t, type Desired, type ObjectOf, type ReconcileContext } from '../sdk/index.ts';
 
 export const ReverseWordsApp = defineKind({
   group: 'apps.linuxera.org',
@@ -29,7 +29,7 @@ const cacheName = (app: App) => `reversewords-cache-${app.metadata.name}`;
 
 const probe = { httpGet: { path: '/health', port: 8080 }, initialDelaySeconds: 5, timeoutSeconds: 2, periodSeconds: 15 };
 
-const deployment = (app: App) => ({
+const deployment = (app: App): Desired<typeof Deployment> => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
   metadata: { name: `dp-${app.metadata.name}`, labels: { app: app.metadata.name } },
@@ -55,7 +55,7 @@ const deployment = (app: App) => ({
   },
 });
 
-const service = (app: App) => ({
+const service = (app: App): Desired<typeof Service> => ({
   apiVersion: 'v1',
   kind: 'Service',
   metadata: { name: `service-${app.metadata.name}`, labels: { app: app.metadata.name } },
@@ -70,11 +70,6 @@ async function ensureCache(app: App, ctx: ReconcileContext): Promise<void> {
   });
 }
 
-interface LivePod {
-  metadata: { name: string; deletionTimestamp?: string };
-  status?: { phase?: string };
-}
-
 export default defineReconciler({
   name: 'reversewordsapp',
   for: ReverseWordsApp,
@@ -83,9 +78,9 @@ export default defineReconciler({
   uses: [{ kind: ConfigMap, verbs: ['get', 'create', 'delete'] }],
   async reconcile(app, ctx) {
     await ensureCache(app, ctx);
-    const live = ctx.owned<{ status?: { readyReplicas?: number } }>(Deployment, `dp-${app.metadata.name}`);
+    const live = ctx.owned(Deployment, `dp-${app.metadata.name}`);
     const ready = (live?.status?.readyReplicas ?? 0) === app.spec.replicas;
-    const pods = await ctx.list<LivePod>(Pod, { namespace: app.metadata.namespace, labelSelector: `app=${app.metadata.name}` });
+    const pods = await ctx.list(Pod, { namespace: app.metadata.namespace, labelSelector: `app=${app.metadata.name}` });
     return {
       children: [deployment(app), service(app)],
       status: { appPods: pods.filter((p) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name).sort() },
@@ -94,7 +89,7 @@ export default defineReconciler({
     };
   },
   async finalize(app, ctx) {
-    const cache = await ctx.get<{ metadata: { annotations?: Record<string, string> } }>(ConfigMap, cacheName(app));
+    const cache = await ctx.get(ConfigMap, cacheName(app));
     if (!cache) return;
     if (cache.metadata.annotations?.[lockedAnnotation] === 'true') throw new Error(`ConfigMap ${cacheName(app)} is locked (${lockedAnnotation}); cannot clean up yet`);
     await ctx.api.request('DELETE', `/api/v1/namespaces/${app.metadata.namespace}/configmaps/${cacheName(app)}`);

@@ -2,7 +2,7 @@
 //
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
-export { crdOf, defineKind, quantity, resourceRequirements, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
 export {
   ConfigMap,
   Deployment,
@@ -21,4 +21,5 @@ export {
   type ReconcileResult,
   type Reconciler,
 } from './reconciler.ts';
+export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
 export { createApp, lambdaHandler, serve } from './server.ts';

@@ -46,6 +46,16 @@ export const resourceRequirements = () => {
   return Type.Object({ limits: Type.Optional(amounts), requests: Type.Optional(amounts) });
 };
 
+/**
+ * Resource requirements as a pod spec's model types them (quantities as strings): what a spec
+ * field of `resourceRequirements()` gives, ready to put in a container (`2` → `"2"`; the
+ * apiserver stores both alike).
+ */
+export function containerResources(r: { limits?: Record<string, string | number | undefined>; requests?: Record<string, string | number | undefined> }): { limits?: Record<string, string>; requests?: Record<string, string> } {
+  const strings = (m: Record<string, string | number | undefined>) => Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
+  return { ...(r.limits ? { limits: strings(r.limits) } : {}), ...(r.requests ? { requests: strings(r.requests) } : {}) };
+}
+
 /** The status every kfn kind has besides its own fields. */
 export interface StandardStatus {
   observedGeneration?: number;

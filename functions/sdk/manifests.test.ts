@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
+import CertificateFunction from '../certificate/index.ts';
 import { functionKnativeService, functionManifests, pluralOf } from './manifests.ts';
 import { defineKind, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -69,4 +70,9 @@ test('limited to namespaces, the function is bound by RoleBindings there; only c
   assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole']);
   assert.deepEqual(objs.filter((o) => o.kind === 'RoleBinding').map((o) => [o.metadata.namespace, o.roleRef!.name]), [['team-a', 'kfn-fn-myweb-namespaced'], ['team-b', 'kfn-fn-myweb-namespaced']]);
   assert.equal(objs.some((o) => o.kind === 'ClusterRoleBinding'), false, 'no cluster-wide binding');
+});
+
+test('a watch given as a spread kind ({...Issuer, mapping}) becomes apiVersion, kind and mapping in the Reconciler', () => {
+  const reconciler = functionManifests(CertificateFunction).find((o) => o.kind === 'Reconciler') as { spec: { watches: unknown[] } };
+  assert.deepEqual(reconciler.spec.watches, [{ apiVersion: 'certs.kfn.dev/v1alpha1', kind: 'Issuer', mapping: { referenceField: 'spec.issuerRef.name' } }]);
 });

@@ -59,7 +59,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       spec: {
         for: { apiVersion: kind.apiVersion, kind: kind.kind },
         ...(owns.length ? { owns: owns.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind })) } : {}),
-        ...(watches.length ? { watches } : {}),
+        ...(watches.length ? { watches: watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) } : {}),
         sink,
         auth: { secretRef: { name: account, namespace: ns } },
         ...(options.namespaces?.length ? { namespaces: options.namespaces } : {}),

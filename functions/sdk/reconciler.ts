@@ -13,9 +13,13 @@
 // writes the status with observedGeneration and a Ready condition — and writes nothing when
 // nothing would change.
 import type { Logger } from 'pino';
-import type { KubeApi, KubeObject } from '../../bridge/kubeapi.ts';
+import type { KubeApi } from '../../bridge/kubeapi.ts';
 import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
 import type { Kind, ObjectOf } from './kind.ts';
+import type { ChildOf, KindRef, Live } from './types.ts';
+
+export type { KindRef } from './types.ts';
+export { ConfigMap, Deployment, HorizontalPodAutoscaler, Job, Pod, Secret, Service, StatefulSet } from './types.ts';
 
 /**
  * An error that retrying will not fix (an invalid spec, a reference that can never resolve):
@@ -32,21 +36,7 @@ export class Terminal extends Error {
   }
 }
 
-export interface KindRef {
-  apiVersion: string;
-  kind: string;
-}
-
-export const ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap' } as const;
-export const Secret = { apiVersion: 'v1', kind: 'Secret' } as const;
-export const Service = { apiVersion: 'v1', kind: 'Service' } as const;
-export const Pod = { apiVersion: 'v1', kind: 'Pod' } as const;
-export const Deployment = { apiVersion: 'apps/v1', kind: 'Deployment' } as const;
-export const StatefulSet = { apiVersion: 'apps/v1', kind: 'StatefulSet' } as const;
-export const Job = { apiVersion: 'batch/v1', kind: 'Job' } as const;
-export const HorizontalPodAutoscaler = { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' } as const;
-
-/** A desired child: any Kubernetes object; namespace defaults to the parent's. */
+/** A desired child, untyped: any Kubernetes object; namespace defaults to the parent's. Typed children: `Desired<typeof Deployment>`. */
 export interface Child {
   apiVersion: string;
   kind: string;
@@ -64,9 +54,9 @@ export interface ConditionResult {
   message?: string;
 }
 
-export interface ReconcileResult<Status = Record<string, unknown>> {
-  /** Everything the object should own now; owned objects not listed are deleted. */
-  children?: Child[];
+export interface ReconcileResult<Status = Record<string, unknown>, C = Child> {
+  /** Everything the object should own now; owned objects not listed are deleted. Each of a kind in `owns`, typed by it. */
+  children?: C[];
   /** Status fields (observedGeneration and the Ready condition are added by the SDK). */
   status?: Partial<Status>;
   /** Ready condition: true/false, or with a reason and message. Default: true. */
@@ -82,12 +72,12 @@ export interface ReconcileContext {
   attempt: number;
   /** The child or watched object that caused this event, if any. */
   trigger?: ObjectRef;
-  /** An owned object as it is now (listed before reconcile), by kind and name. */
-  owned<T = KubeObject>(ref: KindRef, name: string): T | undefined;
-  /** Reads any object (undefined if it does not exist). */
-  get<T = KubeObject>(ref: KindRef, name: string, namespace?: string): Promise<T | undefined>;
+  /** An owned object as it is now (listed before reconcile), by kind and name; typed by the kind (`ctx.owned(Deployment, n)?.status?.readyReplicas`). */
+  owned<R extends KindRef>(ref: R, name: string): Live<R> | undefined;
+  /** Reads any object, fresh from the apiserver (undefined if it does not exist). */
+  get<R extends KindRef>(ref: R, name: string, namespace?: string): Promise<Live<R> | undefined>;
   /** Lists objects of a kind, optionally in a namespace and by label selector. */
-  list<T = KubeObject>(ref: KindRef, options?: { namespace?: string; labelSelector?: string }): Promise<T[]>;
+  list<R extends KindRef>(ref: R, options?: { namespace?: string; labelSelector?: string }): Promise<Live<R>[]>;
   /** Records a Kubernetes Event on the object being reconciled. */
   event(type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   /** The API client, for imperative work the declarative result cannot express. Its requests are bound to `signal`. */
@@ -113,15 +103,16 @@ export interface WatchSpec extends KindRef {
   mapping: { label: string } | { selectorField: string } | { referenceField: string };
 }
 
-export interface ReconcilerDefinition<K extends Kind = Kind> {
+export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef = KindRef> {
   /** The Reconciler's name and field manager suffix (default: the kind's plural). */
   name?: string;
   for: K;
-  owns?: KindRef[];
+  /** The kinds of its children; each child returned must be of one of them, and is typed by it. */
+  owns?: readonly O[];
   watches?: WatchSpec[];
   /** Other kinds the function reads or writes imperatively (through ctx.api), for its RBAC. */
   uses?: { kind: KindRef; verbs: ('get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete')[]; subresource?: string }[];
-  reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>['status']>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>['status']>>>;
+  reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>["status"]>, ChildOf<O>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>["status"]>, ChildOf<O>>>;
   /**
    * Runs before a deleted object may go; the finalizer is removed once it succeeds. A failing
    * finalize is retried with backoff (each failure a `FinalizeFailed` Warning Event, counted
@@ -142,7 +133,12 @@ export interface ReconcilerDefinition<K extends Kind = Kind> {
   timeoutSeconds?: number;
 }
 
-export interface Reconciler<K extends Kind = Kind> extends ReconcilerDefinition<K> {
+/**
+ * A defined reconciler. Unparameterised (`Reconciler`) it is any reconciler, whatever its kind
+ * and children: what the runtime, the server and the tools take.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export interface Reconciler<K extends Kind = any, O extends KindRef = any> extends ReconcilerDefinition<K, O> {
   name: string;
   /** `kfn-<name>`: the one field manager of everything this reconciler writes. */
   fieldManager: string;
@@ -150,7 +146,7 @@ export interface Reconciler<K extends Kind = Kind> extends ReconcilerDefinition<
   finalizer?: string;
 }
 
-export function defineReconciler<K extends Kind>(definition: ReconcilerDefinition<K>): Reconciler<K> {
+export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(definition: ReconcilerDefinition<K, O>): Reconciler<K, O> {
   const name = definition.name ?? definition.for.plural;
   return { ...definition, name, fieldManager: `kfn-${name}`, finalizer: definition.finalize ? `kfn.dev/${name}` : undefined };
 }

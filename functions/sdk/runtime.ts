@@ -18,6 +18,7 @@ import { refOf } from '../../bridge/routing.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Condition, Kind } from './kind.ts';
+import type { Live } from './types.ts';
 import { Terminal, type Child, type KindRef, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
 export const ownerUidLabel = 'kfn.dev/owner-uid';
@@ -125,19 +126,19 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
     reason: received.reason,
     attempt: received.attempt,
     trigger: received.data.trigger,
-    owned: <T>(r: KindRef, n: string) => liveChildren.get(childKey(r.apiVersion, r.kind, n)) as T | undefined,
-    get: async <T>(r: KindRef, n: string, namespace = obj.metadata.namespace) => {
+    owned: <R extends KindRef>(r: R, n: string) => liveChildren.get(childKey(r.apiVersion, r.kind, n)) as Live<R> | undefined,
+    get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
       const resource = await api.resource(r.apiVersion, r.kind);
       try {
-        return await api.request<T>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
+        return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return undefined;
         throw err;
       }
     },
-    list: async <T>(r: KindRef, opts: { namespace?: string; labelSelector?: string } = {}) => {
+    list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string } = {}) => {
       const resource = await api.resource(r.apiVersion, r.kind);
-      const res = await api.request<{ items: T[] }>('GET', collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector } });
+      const res = await api.request<{ items: Live<R>[] }>('GET', collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector } });
       return res.items;
     },
     event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
@@ -198,7 +199,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const owned = reconciler.owns ?? [];
   await step('listing owned objects', async () => {
     for (const r of owned) {
-      for (const child of await ctx.list<KubeObject>(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` })) {
+      for (const child of (await ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` })) as KubeObject[]) {
         if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(childKey(r.apiVersion, r.kind, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
       }
     }
@@ -218,7 +219,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   // 4. Children: apply what changed; an invalid one becomes Ready=False, not a retry storm.
   const refusals: { child: string; reason: string; message: string }[] = [];
   const desiredKeys = new Set<string>();
-  for (const child of result.children ?? []) {
+  for (const child of (result.children ?? []) as Child[]) {
     const desired = childWithOwner(child, obj, reconciler.name);
     if (!owned.some((r) => childKey(r.apiVersion, r.kind, '') === childKey(desired.apiVersion, desired.kind, ''))) {
       // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.

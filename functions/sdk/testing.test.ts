@@ -2,7 +2,7 @@
 // reads of other objects, Events, errors, finalize on deletion — with no cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigMap, Secret, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
+import { ConfigMap, Secret, child, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
 import { labelSelectorMatches, testReconcile } from './testing.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
@@ -15,7 +15,7 @@ const gizmos = defineReconciler({
     if (g.spec.fail) throw new Error('the gizmo refuses');
     if (g.spec.parts > 10) throw new Terminal('spec.parts: at most 10 parts', { reason: 'TooManyParts' });
     const secrets = await ctx.list(Secret, { namespace: g.metadata.namespace, labelSelector: 'gizmo in (yes),!ignored' });
-    const parts = Array.from({ length: g.spec.parts }, (_, i) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
+    const parts = Array.from({ length: g.spec.parts }, (_, i) => child(ConfigMap, { metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
     await ctx.event('Normal', 'Built', `${g.spec.parts} parts`);
     return { children: parts, status: { built: g.spec.parts, secretKeys: secrets.length } };
   },

@@ -328,6 +328,21 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     assert.equal(second.deliveries.length, before, 'a deleted Reconciler delivers nothing');
   });
 
+  test('the Reconciler CRD takes each watch mapping alone and refuses two at once, saying which', async () => {
+    const cluster = await testCluster();
+    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    const api = kubeApi(cluster.kc);
+    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+    const create = (mapping: object) =>
+      api.request('POST', '/apis/kfn.dev/v1alpha1/reconcilers', {
+        query: { dryRun: 'All' },
+        body: { apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: uniqueName('mapping') }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, watches: [{ apiVersion: 'v1', kind: 'Secret', mapping }], sink: { uri: 'http://127.0.0.1:1/' } } },
+      });
+    for (const mapping of [{ label: 'example.com/widget' }, { selectorField: 'spec.selector' }, { referenceField: 'spec.secretRef.name' }]) await create(mapping);
+    await assert.rejects(create({ label: 'a', referenceField: 'spec.x' }), /mapping needs exactly one of label, selectorField or referenceField/);
+    await assert.rejects(create({}), /mapping needs exactly one of label, selectorField or referenceField/);
+  });
+
   test('a Reconciler whose kind is not served yet starts once its CRD is installed', async (t) => {
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'late-crd');

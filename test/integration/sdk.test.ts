@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
-import { ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind } from '../../functions/sdk/index.ts';
+import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind, type KindRef } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../bridge/kubeapi.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
@@ -46,7 +46,7 @@ describe('SDK runtime', () => {
       owns: [ConfigMap],
       reconcile(g) {
         if (g.spec.fail) throw new Error('the gizmo refuses');
-        const parts = Array.from({ length: g.spec.parts }, (_, i) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
+        const parts = Array.from({ length: g.spec.parts }, (_, i) => child(ConfigMap, { metadata: { name: `${g.metadata.name}-part-${i}` }, data: { index: String(i) } }));
         return { children: parts, status: { built: g.spec.parts } };
       },
       finalize(g) {
@@ -100,7 +100,9 @@ describe('SDK runtime', () => {
     await installKind(t2, api, Scaler);
     const fn = defineReconciler({
       for: Scaler,
-      owns: [ConfigMap, HorizontalPodAutoscaler], // autoscaling/v2
+      // Untyped on purpose (a KindRef list): it returns a kind it does not own, and an HPA at
+      // another version than owns names — what the type check would otherwise refuse.
+      owns: [ConfigMap, HorizontalPodAutoscaler] as KindRef[], // autoscaling/v2
       reconcile(s) {
         if (s.spec.mode === 'status-only') return { status: {} };
         if (s.spec.mode === 'stray') return { children: [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'stray' }, stringData: { a: 'b' } }] };
