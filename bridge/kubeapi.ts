@@ -291,6 +291,29 @@ export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOpt
 }
 
 /** The collection path of a resource, in one namespace or across all. */
+/**
+ * Every item of a collection, a page at a time (`limit` and `continue`), so a list of any size
+ * comes in bounded answers. A continue token that expired (410 Gone: the snapshot was
+ * compacted) starts the list again from the first page, at most twice.
+ */
+export async function listAll<T>(api: KubeApi, path: string, options: { query?: RequestOptions['query']; pageSize?: number; signal?: AbortSignal } = {}): Promise<T[]> {
+  const pageSize = options.pageSize ?? 500;
+  for (let restarts = 0; ; restarts++) {
+    const items: T[] = [];
+    let cont: string | undefined;
+    try {
+      do {
+        const page = await api.request<{ items: T[]; metadata?: { continue?: string } }>('GET', path, { query: { ...options.query, limit: pageSize, continue: cont }, signal: options.signal });
+        items.push(...page.items);
+        cont = page.metadata?.continue || undefined;
+      } while (cont);
+      return items;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 410 && cont && restarts < 2)) throw err;
+    }
+  }
+}
+
 export function collectionPath(resource: ResourceInfo, namespace?: string): string {
   const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;
   return resource.namespaced && namespace ? `${base}/namespaces/${namespace}/${resource.plural}` : `${base}/${resource.plural}`;

@@ -41,3 +41,18 @@ test('a self-signed Issuer: a key pair for the names, valid for the duration, re
   const renamed = await testReconcile(CertificateFunction, { object: { ...cert, spec: { ...cert.spec, dnsNames: ['api'] } }, existing: [readyIssuer], children: [live] });
   assert.notEqual(pemOf(renamed.child<TlsSecret>(Secret, 'web-tls')!).serialNumber, x.serialNumber);
 });
+
+test('renewal follows ctx.now(): kept before renewBefore its end, reissued after, with the clock of the test', async () => {
+  const issuedAt = new Date('2026-01-01T00:00:00Z');
+  const first = await testReconcile(CertificateFunction, { object: cert, existing: [readyIssuer], now: issuedAt });
+  const x = pemOf(first.child<TlsSecret>(Secret, 'web-tls')!);
+  assert.equal(Date.parse(x.validTo), issuedAt.getTime() + 2160 * 3_600_000, 'valid from the clock of the test');
+  const live = first.child<TlsSecret>(Secret, 'web-tls')!;
+  const at = (hours: number) => new Date(issuedAt.getTime() + hours * 3_600_000);
+  const early = await testReconcile(CertificateFunction, { object: cert, existing: [readyIssuer], children: [live], now: at(2160 - 361) });
+  assert.equal(pemOf(early.child<TlsSecret>(Secret, 'web-tls')!).serialNumber, x.serialNumber, 'kept 361 h before its end');
+  assert.ok(Math.abs(early.result!.requeueAfterSeconds! - 3600) < 120, `asks again when renewal is due (${early.result!.requeueAfterSeconds} s)`);
+  const due = await testReconcile(CertificateFunction, { object: cert, existing: [readyIssuer], children: [live], now: at(2160 - 359) });
+  assert.notEqual(pemOf(due.child<TlsSecret>(Secret, 'web-tls')!).serialNumber, x.serialNumber, 'reissued 359 h before its end');
+  assert.deepEqual(due.events.map((e) => e.reason), ['Issued']);
+});

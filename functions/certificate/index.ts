@@ -99,7 +99,7 @@ export default defineReconciler({
       return { children: keep, ready: { ready: false, reason: 'IssuerNotReady', message: `Issuer ${cert.spec.issuerRef.name} ${issuer ? 'is not ready' : 'does not exist'}` } };
     }
     const ca = await signingCa(issuer, ctx);
-    const now = new Date();
+    const now = ctx.now();
     const livePem = live?.data?.['tls.crt'] ? Buffer.from(live.data['tls.crt'], 'base64').toString() : undefined;
     let pem: Pem;
     if (livePem && live?.data?.['tls.key'] && stillGood(livePem, cert, ca, now)) {

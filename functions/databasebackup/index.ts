@@ -85,7 +85,7 @@ export default defineReconciler({
     const { phase = 'Pending', startTime, completionTime, message } = backup.status ?? {};
     const recorded = { phase, startTime, completionTime, message };
     const job = backupJob(backup);
-    const now = new Date().toISOString();
+    const now = ctx.now().toISOString();
     const inProgress = { ready: false, reason: 'InProgress', message: 'backup running' };
     switch (phase) {
       case 'Pending':

@@ -76,8 +76,13 @@ export interface ReconcileContext {
   owned<R extends KindRef>(ref: R, name: string): Live<R> | undefined;
   /** Reads any object, fresh from the apiserver (undefined if it does not exist). */
   get<R extends KindRef>(ref: R, name: string, namespace?: string): Promise<Live<R> | undefined>;
-  /** Lists objects of a kind, optionally in a namespace and by label selector. */
-  list<R extends KindRef>(ref: R, options?: { namespace?: string; labelSelector?: string }): Promise<Live<R>[]>;
+  /** Lists objects of a kind, optionally in a namespace and by label selector: every one, fetched `pageSize` (default 500) at a time. */
+  list<R extends KindRef>(ref: R, options?: { namespace?: string; labelSelector?: string; pageSize?: number }): Promise<Live<R>[]>;
+  /**
+   * The time, from the SDK's clock: use it rather than `new Date()` — a test sets it
+   * (`testReconcile({now})`), and an offline replay gives back the times the invocation read.
+   */
+  now(): Date;
   /** Records a Kubernetes Event on the object being reconciled. */
   event(type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   /** The API client, for imperative work the declarative result cannot express. Its requests are bound to `signal`. */

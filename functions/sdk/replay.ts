@@ -108,7 +108,13 @@ class RecordedApi extends KubeApi {
     const body = typeof options.body === 'string' ? safeParse(options.body) : options.body;
     let answer: Exchange | undefined;
     if (method === 'GET') {
-      const candidates = record.reads.filter((r) => r.path === path && queryKey(r.query) === query);
+      let candidates = record.reads.filter((r) => r.path === path && queryKey(r.query) === query);
+      if (!candidates.length && options.query?.limit !== undefined && options.query.continue === undefined) {
+        // A first page asked of a record made before lists were paged: its one unpaged answer
+        // holds every item and no continue token, so it is the whole list.
+        const unpaged = (q: RequestOptions['query'] | Exchange['query']) => queryKey({ ...q, limit: undefined });
+        candidates = record.reads.filter((r) => r.path === path && r.query?.limit === undefined && unpaged(r.query) === unpaged(options.query));
+      }
       answer = candidates.find((r) => !used.has(r)) ?? candidates.at(-1);
       if (!answer) {
         const what = `GET ${path}${query !== '[]' ? ` ${query}` : ''}`;

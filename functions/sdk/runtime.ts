@@ -13,7 +13,7 @@
 import type { Logger } from 'pino';
 import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
 import { maxTimerMs } from '../../bridge/clock.ts';
-import { ApiError, collectionPath, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
+import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
 import { refOf } from '../../bridge/routing.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
@@ -136,11 +136,11 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
         throw err;
       }
     },
-    list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string } = {}) => {
+    list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string; pageSize?: number } = {}) => {
       const resource = await api.resource(r.apiVersion, r.kind);
-      const res = await api.request<{ items: Live<R>[] }>('GET', collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector } });
-      return res.items;
+      return listAll<Live<R>>(api, collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector }, pageSize: opts.pageSize });
     },
+    now,
     event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
     api,
     log,

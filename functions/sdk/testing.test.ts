@@ -27,6 +27,21 @@ const gizmos = defineReconciler({
 const gizmo = (parts: number, extra: Record<string, unknown> = {}) => ({ metadata: { name: 'g', namespace: 'shop', ...extra }, spec: { parts } });
 
 describe('testReconcile', () => {
+  test('lists come a page at a time, as from the apiserver, and ctx.list gathers every page', async () => {
+    const Counter = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Counter', spec: t.Object({}), status: t.Object({ seen: t.Optional(t.Array(t.String())) }) });
+    const counter = defineReconciler({
+      for: Counter,
+      async reconcile(c, ctx) {
+        return { status: { seen: (await ctx.list(Secret, { namespace: c.metadata.namespace, pageSize: 1 })).map((s) => s.metadata.name) } };
+      },
+    });
+    const existing = ['a', 'b', 'c'].map((name) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name } }));
+    const out = await testReconcile(counter, { object: { metadata: { name: 'n', namespace: 'shop' }, spec: {} }, existing });
+    assert.equal(out.error, undefined);
+    assert.deepEqual(out.status?.seen, ['a', 'b', 'c']);
+    assert.equal(out.reads.filter((r) => r.path.endsWith('/secrets')).length, 3, 'one read per page');
+  });
+
   test('children with owner and labels, the finalizer, status with observedGeneration, an Event, reads of other objects', async () => {
     const out = await testReconcile(gizmos, {
       object: gizmo(2, { generation: 4 }),

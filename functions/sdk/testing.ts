@@ -80,6 +80,9 @@ class MemoryApi extends KubeApi {
   override async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
     const known = this.state.kinds.find((k) => groupOf(k.apiVersion) === groupOf(apiVersion) && k.kind === kind);
     const info = known ? { ...known, apiVersion } : { apiVersion, kind, plural: pluralOf(kind), namespaced: !clusterScoped.has(kind), verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
+    // A kind the reconciler did not declare is served too (as the apiserver would), and its
+    // paths are known from now on.
+    if (!known) this.state.kinds.push(info);
     this.tap?.resource?.(info);
     return info;
   }
@@ -126,7 +129,11 @@ class MemoryApi extends KubeApi {
     }
     if (method === 'GET' && !where.name) {
       const items = [...objects.values()].filter((o) => groupOf(o.apiVersion!) === groupOf(where.apiVersion) && o.kind === where.kind && (!where.namespace || o.metadata.namespace === where.namespace) && labelSelectorMatches(options.query?.labelSelector as string | undefined, o.metadata.labels));
-      return answer(200, { apiVersion: where.apiVersion, kind: `${where.kind}List`, metadata: { resourceVersion: String(this.state.version) }, items });
+      // Pages as the apiserver does: `limit` items, and a continue token while more remain.
+      const from = Number(options.query?.continue ?? 0);
+      const limit = Number(options.query?.limit ?? 0) || items.length;
+      const rest = from + limit < items.length ? { continue: String(from + limit) } : {};
+      return answer(200, { apiVersion: where.apiVersion, kind: `${where.kind}List`, metadata: { resourceVersion: String(this.state.version), ...rest }, items: items.slice(from, from + limit) });
     }
     if (method === 'POST') {
       const o = structuredClone(body) as Obj;

@@ -91,6 +91,30 @@ describe('SDK runtime', () => {
     assert.deepEqual(gone.body, { result: 'done', changes: [] }, 'a gone object needs nothing');
   });
 
+  test('ctx.list returns every object, fetched a page at a time', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'pages');
+    const group = `${uniqueName('pages')}.kfn.test`;
+    const Tally = defineKind({ group, version: 'v1', kind: 'Tally', spec: t.Object({}), status: t.Object({ counted: t.Optional(t.Array(t.String())) }) });
+    await installKind(t2, api, Tally);
+    const fn = defineReconciler({
+      for: Tally,
+      async reconcile(tally, ctx) {
+        const maps = await ctx.list(ConfigMap, { namespace: tally.metadata.namespace, labelSelector: 'tally=yes', pageSize: 2 });
+        return { status: { counted: maps.map((m) => m.metadata.name).sort() } };
+      },
+    });
+    for (let i = 0; i < 5; i++) await api.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `m${i}`, labels: { tally: 'yes' } } } });
+    await api.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other', labels: { tally: 'no' } } } });
+    await api.request('POST', `/apis/${Tally.apiVersion}/namespaces/${ns}/tallies`, { body: { apiVersion: Tally.apiVersion, kind: 'Tally', metadata: { name: 'all' }, spec: {} } });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    const answer = await deliverTo(app, api, Tally, ns, 'all', 'created');
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    const live = await api.request<{ status: { counted: string[] } }>('GET', `/apis/${Tally.apiVersion}/namespaces/${ns}/tallies/all`);
+    assert.deepEqual(live.status.counted, ['m0', 'm1', 'm2', 'm3', 'm4'], 'three pages of at most two, all of them');
+  });
+
   test('children are known by group and kind, not version; no children returned prunes nothing; a kind not in owns is an error', async (t2) => {
     const cluster = await testCluster();
     const api = kubeApi(cluster.kc);
