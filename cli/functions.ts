@@ -14,6 +14,7 @@ import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/servi
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/server.ts';
+import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
@@ -45,6 +46,9 @@ Options:
   --host H        address to listen on (default 127.0.0.1)
   --kubeconfig P  kubeconfig to use
   --insecure      accept unsigned events (local development only)
+  --webhook-cert-dir D  serve the function's admission webhooks (default/validate) over HTTPS
+                  with D/tls.crt and D/tls.key (re-read when they change)
+  --webhook-port N      port of the HTTPS listener (default 9443)
   -h, --help      show this help`;
 
 export const serveCommand: Command = {
@@ -53,14 +57,17 @@ export const serveCommand: Command = {
   usage: serveUsage,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(serveUsage), 0);
-    const { values, positionals } = parseCommandArgs('serve', argv, { port: { type: 'string' }, host: { type: 'string' }, kubeconfig: { type: 'string' }, insecure: { type: 'boolean' } }, true);
+    const { values, positionals } = parseCommandArgs('serve', argv, { port: { type: 'string' }, host: { type: 'string' }, kubeconfig: { type: 'string' }, insecure: { type: 'boolean' }, 'webhook-port': { type: 'string' }, 'webhook-cert-dir': { type: 'string' } }, true);
     if (positionals.length !== 1) throw new UsageError(`kfn serve: expected one function folder, e.g. functions/myweb\n\n${serveUsage}`);
     if (values.insecure) process.env.KFN_INSECURE = '1';
     const reconciler = await loadFunction(positionals[0]!);
     const port = parsePort('--port', values.port) ?? Number(process.env.PORT ?? 8080);
     const api = new KubeApi(loadConnection(values.kubeconfig));
-    const server = await serve(reconciler, { port, hostname: values.host ?? '127.0.0.1', api });
-    console.error(`kfn serve: ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on http://${values.host ?? '127.0.0.1'}:${port}/`);
+    const certDir = values['webhook-cert-dir'];
+    const webhookPort = parsePort('--webhook-port', values['webhook-port']) ?? 9443;
+    if (certDir && !hasWebhooks(reconciler)) throw new UsageError(`kfn serve: ${reconciler.name} has no default() or validate(), so it serves no webhooks; drop --webhook-cert-dir`);
+    const server = await serve(reconciler, { port, hostname: values.host ?? '127.0.0.1', api, ...(certDir ? { webhooks: { port: webhookPort, certDir } } : {}) });
+    console.error(`kfn serve: ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on http://${values.host ?? '127.0.0.1'}:${port}/${certDir ? `, admission webhooks on https://${values.host ?? '127.0.0.1'}:${webhookPort}/admission/` : ''}`);
     await new Promise<void>((done) => {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
     });
@@ -171,7 +178,7 @@ export interface StartedFunction {
  * runs it: under its ServiceAccount's token (kfn-fn-<name> in `namespace`, from TokenRequest)
  * and with its auth secret, both created by applyFunction. Resolves once it answers /healthz.
  */
-export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string }): Promise<StartedFunction> {
+export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string } }): Promise<StartedFunction> {
   const { dir, name, port, namespace, workDir } = options;
   const admin = new KubeConfig();
   admin.loadFromFile(options.adminKubeconfig);
@@ -182,7 +189,8 @@ export async function startFunction(options: { dir: string; name: string; port: 
   writeFileSync(kubeconfig, kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(), { mode: 0o600 });
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`], {
+  const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
   });

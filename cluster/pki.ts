@@ -117,3 +117,45 @@ export function generateClusterPki(serviceIp: string, now = new Date()): Cluster
     kubeletClientKey: kubeletClient.privateKey,
   };
 }
+
+/** A webhook's key material: its own CA (the caBundle of its webhook configurations) and a serving certificate signed by it. */
+export interface WebhookPki {
+  caCert: string;
+  cert: string;
+  key: string;
+}
+
+/**
+ * Key material for a function's admission webhooks, valid a year: a CA of its own and a serving
+ * certificate for `dnsNames` (the function's Service names) and `ips` (127.0.0.1 for a function
+ * the apiserver calls on loopback).
+ */
+export function generateWebhookPki(name: string, dnsNames: string[], ips: string[] = [], now = new Date()): WebhookPki {
+  const ca = rsaKeyPair();
+  const caCert = certificate({
+    subject: `${name}-webhook-ca`,
+    issuer: `${name}-webhook-ca`,
+    publicKey: ca.publicKey,
+    signingKey: ca.privateKey,
+    now,
+    extensions: [
+      { name: 'basicConstraints', cA: true, critical: true },
+      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+    ],
+  });
+  const serving = rsaKeyPair();
+  const cert = certificate({
+    subject: dnsNames[0] ?? ips[0] ?? name,
+    issuer: `${name}-webhook-ca`,
+    publicKey: serving.publicKey,
+    signingKey: ca.privateKey,
+    now,
+    extensions: [
+      { name: 'basicConstraints', cA: false, critical: true },
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: [...dnsNames.map((value) => ({ type: 2, value })), ...ips.map((ip) => ({ type: 7, ip }))] },
+    ],
+  });
+  return { caCert, cert, key: serving.privateKey };
+}

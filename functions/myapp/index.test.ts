@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Deployment } from '../sdk/index.ts';
 import { testReconcile } from '../sdk/testing.ts';
+import { admit, parseAdmissionReview } from '../sdk/admission.ts';
 import MyAppFunction from './index.ts';
 
 const app = (replicas: number, image = 'kfn.local/nginx:1.22') => ({ metadata: { name: 'a', namespace: 'demo' }, spec: { replicas, image } });
@@ -24,4 +25,18 @@ test('readyReplicas from the live Deployment; Ready when all are', async () => {
   assert.equal(all.ready?.status, 'True');
   const zero = await testReconcile(MyAppFunction, { object: app(0) });
   assert.equal(zero.ready?.status, 'True', 'zero replicas wanted, zero ready');
+});
+
+test('webhooks: an image without a tag gets :latest; more than 10 replicas and a bad image are refused, each by its field', async () => {
+  const review = (spec: object) => parseAdmissionReview(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'app.example.com', version: 'v1', kind: 'MyApp' }, operation: 'CREATE', object: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'a' }, spec } } }));
+  const defaulted = await admit(MyAppFunction, 'default', review({ replicas: 1, image: 'nginx' }));
+  assert.deepEqual(JSON.parse(Buffer.from(defaulted.response!.patch!, 'base64').toString()), [{ op: 'replace', path: '/spec/image', value: 'nginx:latest' }]);
+  for (const image of ['nginx:1.22', 'kfn.local/nginx:1.22', 'localhost:5000/team/app', `app@sha256:${'a'.repeat(64)}`]) {
+    const r = await admit(MyAppFunction, 'default', review({ replicas: 1, image }));
+    assert.equal(r.response?.patch === undefined, image !== 'localhost:5000/team/app', image);
+  }
+  assert.equal((await admit(MyAppFunction, 'validate', review({ replicas: 10, image: 'nginx:1.22' }))).response?.allowed, true);
+  const refused = await admit(MyAppFunction, 'validate', review({ replicas: 11, image: 'Nginx' }));
+  assert.equal(refused.response?.allowed, false);
+  assert.deepEqual(refused.response?.status?.details?.causes.map((c) => `${c.field}: ${c.message}`), ['spec.replicas: must be ≤ 10 (got 11)', 'spec.image: "Nginx" is not an image reference (lowercase name, then :tag or @sha256:digest)']);
 });

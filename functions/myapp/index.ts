@@ -35,10 +35,30 @@ const deployment = (app: App): Desired<typeof Deployment> => {
   };
 };
 
+/** At most this many replicas: more is refused by the validating webhook. */
+export const maxReplicas = 10;
+
+// A container image reference: lowercase repository path, then an optional tag or digest.
+const imageReference = /^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
+const hasTagOrDigest = (image: string) => image.includes('@') || /:[^/]+$/.test(image);
+
 export default defineReconciler({
   name: 'myapp',
   for: MyApp,
   owns: [Deployment],
+  // The webhook half of the seed's operator = CRD + webhook + controller. Defaulting: an image
+  // named without a tag gets the one the node would pull anyway, written down (`nginx` →
+  // `nginx:latest`), so the stored object says what runs.
+  default(app) {
+    if (app.spec.image && !hasTagOrDigest(app.spec.image)) app.spec.image = `${app.spec.image}:latest`;
+  },
+  // Validation: every problem at once, each with its field.
+  validate(app) {
+    const problems: string[] = [];
+    if (app.spec.replicas > maxReplicas) problems.push(`spec.replicas: must be ≤ ${maxReplicas} (got ${app.spec.replicas})`);
+    if (!imageReference.test(app.spec.image)) problems.push(`spec.image: "${app.spec.image}" is not an image reference (lowercase name, then :tag or @sha256:digest)`);
+    return problems;
+  },
   reconcile(app, ctx) {
     const ready = ctx.owned(Deployment, app.metadata.name)?.status?.readyReplicas ?? 0;
     return {

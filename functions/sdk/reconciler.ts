@@ -17,6 +17,7 @@ import type { KubeApi } from '../../bridge/kubeapi.ts';
 import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
 import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, KindRef, Live } from './types.ts';
+import type { Problem } from './admission.ts';
 
 export type { KindRef } from './types.ts';
 export { ConfigMap, Deployment, HorizontalPodAutoscaler, Job, Pod, Secret, Service, StatefulSet } from './types.ts';
@@ -127,6 +128,21 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
    * `kfn.dev/skip-finalizer: "true"` lets it go at once, without cleanup.
    */
   finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
+  /**
+   * Admission: sets the fields a user left out, before the object is stored (a mutating
+   * webhook; the apiserver calls the function at /admission/default). Change `obj` in place or
+   * return the object to store. Runs on create and update.
+   */
+  default?(obj: ObjectOf<K>): void | ObjectOf<K> | Promise<void | ObjectOf<K>>;
+  /**
+   * Admission: refuses an object before it is stored (a validating webhook at
+   * /admission/validate), on create (`old` undefined) and update. Return the problems, each
+   * `"spec.replicas: must be ≤ 10"` or `{field, message}`: the apiserver refuses the write and
+   * the user sees each one (kubectl prints them). Nothing returned: allowed.
+   */
+  validate?(obj: ObjectOf<K>, old: ObjectOf<K> | undefined): Problem[] | void | Promise<Problem[] | void>;
+  /** How the apiserver calls the webhooks: failurePolicy (default Fail: no write while the function cannot answer) and timeoutSeconds (default 10). */
+  admission?: { failurePolicy?: 'Fail' | 'Ignore'; timeoutSeconds?: number };
   /** How long a failing finalize is retried after deletion was asked for (default 600 s). */
   finalizeTimeoutSeconds?: number;
   /**

@@ -8,6 +8,8 @@ import pino, { type Logger } from 'pino';
 import { connectionFromKubeconfigText, loadConnection } from '../../bridge/connection.ts';
 import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
 import { KubeApi } from '../../bridge/kubeapi.ts';
+import { admit, BadAdmissionReview, parseAdmissionReview } from './admission.ts';
+import { hasWebhooks, serveWebhooks } from './webhooks.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
 import { reconcileEvent } from './runtime.ts';
@@ -53,6 +55,29 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   let api = options.api;
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
+  // Admission webhooks: called by the apiserver over TLS (the listener of serveWebhooks); they
+  // compute an answer and write nothing.
+  for (const mode of ['default', 'validate'] as const) {
+    app.post(`/admission/${mode}`, async (c) => {
+      let review;
+      try {
+        review = parseAdmissionReview(await c.req.text());
+      } catch (err) {
+        if (!(err instanceof BadAdmissionReview)) throw err;
+        log.warn({ webhook: mode, error: err.message }, 'refused a malformed AdmissionReview');
+        return c.json({ error: err.message }, 400);
+      }
+      try {
+        const answer = await admit(current(), mode, review);
+        const r = review.request;
+        log.info({ webhook: mode, operation: r.operation, object: `${r.namespace ? `${r.namespace}/` : ''}${r.name ?? ''}`, allowed: answer.response!.allowed, patched: Boolean(answer.response!.patch) }, 'admission');
+        return c.json(answer);
+      } catch (err) {
+        log.error({ webhook: mode, error: (err as Error).message }, `${mode} failed`);
+        return c.json({ error: `${mode} failed: ${(err as Error).message}` }, 500);
+      }
+    });
+  }
   app.post('/', async (c) => {
     const body = await c.req.text();
     let received;
@@ -86,13 +111,32 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   return app;
 }
 
-/** Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT. */
-export function serve(reconciler: Reconciler, options: FunctionOptions & { port?: number; hostname?: string } = {}): Promise<ServerType> {
+export interface ServeOptions extends FunctionOptions {
+  port?: number;
+  hostname?: string;
+  /**
+   * Admission webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the
+   * folder holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT
+   * (9443) when the reconciler has `default` or `validate`.
+   */
+  webhooks?: { port: number; certDir: string };
+}
+
+/**
+ * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
+ * for a reconciler with admission webhooks, an HTTPS listener for the apiserver. Closing the
+ * HTTP server closes both.
+ */
+export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
   const app = createApp(reconciler, options);
   const port = options.port ?? Number(process.env.PORT ?? 8080);
+  const hostname = options.hostname ?? '0.0.0.0';
+  const webhooks = options.webhooks ?? (hasWebhooks(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
+  const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
   return new Promise((resolve, reject) => {
-    const server = serveNode({ fetch: app.fetch, port, hostname: options.hostname ?? '0.0.0.0' }, () => resolve(server));
+    const server = serveNode({ fetch: app.fetch, port, hostname }, () => resolve(server));
     server.once('error', reject);
+    server.once('close', () => tls?.close());
   });
 }
 

@@ -1,6 +1,7 @@
 // An example function deployed as in production, for end-to-end tests: its CRD and RBAC from
 // `kfn manifests`, the function as its own process under its ServiceAccount token, and a
 // bridge process delivering to it, for objects in a namespace of the test's own.
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,8 @@ import type { KubeApi } from '../../bridge/kubeapi.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
+import { generateWebhookPki } from '../../cluster/pki.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { lambdaEnvironment, startLambda, unzipPackage, type LambdaOptions, type LocalLambda } from './lambda.ts';
 import { freePort, spawnBridge } from './bridge.ts';
@@ -24,6 +27,8 @@ export interface FunctionStack {
   objects: string;
   /** What the function printed so far (its process log, or the Lambda's logs). */
   output(): string;
+  /** The function's process (runtime `process`). */
+  process?: ChildProcess;
 }
 
 export interface JournalLine {
@@ -65,10 +70,16 @@ export interface StackOptions {
   lambda?: Pick<LambdaOptions, 'iam' | 'failFirst' | 'concurrency'>;
   /** The bridge's AWS credentials (environment), for sinks with awsIam. */
   bridgeEnv?: Record<string, string>;
+  /**
+   * Process only: serve the function's admission webhooks over HTTPS (a fresh CA and serving
+   * certificate for 127.0.0.1) and register them with the apiserver for the test namespace
+   * alone, removed afterwards.
+   */
+  webhooks?: boolean;
 }
 
 export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
-  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, ...extra } = options;
+  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, ...extra } = options;
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
@@ -81,6 +92,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } } } };
   let lambda: LocalLambda | undefined;
   let output = () => '';
+  let webhookCa: string | undefined;
+  let process_: ChildProcess | undefined;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
@@ -101,9 +114,25 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
     reconcilerObj.spec.sink.uri = started.url;
     if (lambdaOptions?.iam) reconcilerObj.spec.sink.awsIam = { region: lambdaOptions.iam.region };
   } else {
-    const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
+    let tls: { port: number; certDir: string } | undefined;
+    if (webhooks) {
+      const pki = generateWebhookPki(reconciler.name, ['localhost'], ['127.0.0.1']);
+      tls = { port: await freePort(), certDir: join(dir, 'webhook-tls') };
+      mkdirSync(tls.certDir);
+      writeFileSync(join(tls.certDir, 'tls.crt'), pki.cert);
+      writeFileSync(join(tls.certDir, 'tls.key'), pki.key, { mode: 0o600 });
+      webhookCa = pki.caCert;
+    }
+    const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir, webhooks: tls });
     t.after(() => void fn.process.kill('SIGKILL'));
     output = () => readFileSync(fn.log, 'utf8');
+    process_ = fn.process;
+    if (tls) {
+      for (const config of webhookConfigurations(reconciler, { client: { url: `https://127.0.0.1:${tls.port}` }, caBundle: webhookCa!, namespaces: [ns], name: uniqueName(`kfn-fn-${reconciler.name}`) })) {
+        const created = await api.request<{ metadata: { name: string } }>('POST', `/apis/admissionregistration.k8s.io/v1/${(config.kind as string).toLowerCase()}s`, { body: config });
+        t.after(() => api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${(config.kind as string).toLowerCase()}s/${created.metadata.name}`).catch(() => undefined));
+      }
+    }
   }
 
   const config = join(dir, 'bridge.yaml');
@@ -114,5 +143,5 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // before their directory goes (a bridge still journaling made the removal fail).
   t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const kind = reconciler.for;
-  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda, output: () => { try { return output(); } catch { return ''; } } };
+  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda, process: process_, output: () => { try { return output(); } catch { return ''; } } };
 }

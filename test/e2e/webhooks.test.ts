@@ -1,0 +1,58 @@
+// Admission webhooks from the same function, called by the real kube-apiserver: MyApp's
+// default() is visible on the stored object, its validate() refuses with the field path (as
+// kubectl prints it), and a function that cannot answer fails the write naming the webhook.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
+import { cachedBinaries } from '../../cluster/build.ts';
+import { testCluster, waitFor } from '../support/cluster.ts';
+import { functionStack } from '../support/functions.ts';
+
+interface MyAppObject {
+  metadata: { name: string };
+  spec: { replicas: number; image: string };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+test('MyApp webhooks on the apiserver: defaulting stored, validation refused by field, a function that is down fails the write by name', async (t) => {
+  const cluster = await testCluster();
+  const s = await functionStack(t, cluster, 'myapp', { webhooks: true });
+  const body = (name: string, spec: object) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name }, spec });
+
+  // Defaulting: the stored object carries what default() set; the reconcile sees it too.
+  const created = await waitFor('the webhook to be called for a create', () => s.api.request<MyAppObject>('POST', s.objects, { body: body('web', { replicas: 1, image: 'kfn.local/nginx' }) }), { timeoutMs: 30_000 });
+  assert.equal(created.spec.image, 'kfn.local/nginx:latest', 'defaulted before it was stored');
+  assert.equal((await s.api.request<MyAppObject>('GET', `${s.objects}/web`)).spec.image, 'kfn.local/nginx:latest');
+  await waitFor('the Deployment of the defaulted MyApp', async () => {
+    const d = await s.api.request<{ spec: { template: { spec: { containers: { image: string }[] } } } }>('GET', `/apis/apps/v1/namespaces/${s.ns}/deployments/web`);
+    return d.spec.template.spec.containers[0]!.image === 'kfn.local/nginx:latest' || undefined;
+  });
+
+  // Validation: refused with every problem by its field, on create and on update.
+  await assert.rejects(
+    s.api.request('POST', s.objects, { body: body('big', { replicas: 11, image: 'Nginx' }) }),
+    (err: Error) => {
+      assert.match(err.message, /admission webhook "validate\.myapps\.app\.example\.com" denied the request/);
+      assert.match(err.message, /spec\.replicas: must be ≤ 10 \(got 11\)/);
+      assert.match(err.message, /spec\.image: "Nginx:latest" is not an image reference/, "validated after defaulting");
+      return true;
+    },
+  );
+  await assert.rejects(s.api.request('PATCH', `${s.objects}/web`, { body: { spec: { replicas: 12 } }, contentType: 'application/merge-patch+json' }), /spec\.replicas: must be ≤ 10 \(got 12\)/);
+  await assert.rejects(s.api.request('GET', `${s.objects}/big`), /not found/i, 'nothing stored');
+
+  // What a user sees: kubectl apply prints the apiserver's refusal, field by field.
+  const kubectl = spawnSync(cachedBinaries()!.path('kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, 'apply', '-n', s.ns, '-f', '-'], {
+    input: JSON.stringify(body('applied', { replicas: 20, image: 'Nginx' })),
+    encoding: 'utf8',
+  });
+  assert.notEqual(kubectl.status, 0);
+  assert.match(kubectl.stderr, /spec\.replicas: must be ≤ 10 \(got 20\)/, kubectl.stderr);
+  assert.match(kubectl.stderr, /spec\.image: "Nginx:latest" is not an image reference/, kubectl.stderr);
+  t.diagnostic(`kubectl apply printed: ${kubectl.stderr.trim()}`);
+
+  // The function down: failurePolicy Fail refuses the write, naming the webhook and why.
+  s.process!.kill('SIGKILL');
+  await waitFor('the function to be gone', async () => (s.process!.exitCode !== null || s.process!.signalCode !== null) || undefined);
+  await assert.rejects(s.api.request('POST', s.objects, { body: body('later', { replicas: 1, image: 'nginx:1' }) }), /failed calling webhook "default\.myapps\.app\.example\.com".*connect: connection refused/s);
+});
