@@ -116,6 +116,11 @@ export const demoCommand: Command = {
       for (const name of reconcilers) await api?.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
       if (inCluster && api) {
         say('Removing the bridge and the functions from the cluster…');
+        // The functions' admission webhooks first: once their pods go, a webhook with
+        // failurePolicy Fail would refuse every write of its kind.
+        for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+          await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: 'app.kubernetes.io/managed-by=kfn' } }).catch(() => undefined);
+        }
         // Nothing is in flight any more (the samples are gone): the workloads need no graceful
         // stop, and waiting 30 s per pod for it is what made stopping slow.
         const ns = `/api/v1/namespaces/${systemNamespace}`;

@@ -4,6 +4,7 @@
 // own ServiceAccount, its Reconciler delivering to that Service.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -14,7 +15,10 @@ import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths, displayPath, repoRoot } from '../cluster/controlplane.ts';
 import { buildImage, importImages, nodeRecipe, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
-import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
+import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
@@ -176,6 +180,54 @@ export interface DeployOptions {
   log?: (line: string) => void;
 }
 
+/** A webhook certificate is renewed when it has less than this left (or does not name the Service). */
+export const webhookRenewBeforeMs = 30 * 24 * 3600_000;
+
+/**
+ * The webhook certificate of a deployed function, from its Secret's data: kept while it names
+ * `dnsNames` and has 30 days left, else a new CA and certificate. The CA bundle to register holds
+ * the current CA and, right after a renewal, the previous one too: until the kubelet has put the
+ * new files in the pod (up to a minute), the apiserver still meets the old certificate.
+ */
+export function webhookTls(existing: Record<string, string> | undefined, name: string, dnsNames: string[], now = new Date()): { data: Record<string, string>; caBundle: string; renewed: boolean; why?: string } {
+  const decode = (key: string) => (existing?.[key] ? Buffer.from(existing[key], 'base64').toString() : undefined);
+  const [cert, key, ca] = [decode('tls.crt'), decode('tls.key'), decode('ca.crt')];
+  let why: string | undefined;
+  let oldCa: string | undefined;
+  if (!cert || !key || !ca) why = 'no certificate yet';
+  else {
+    try {
+      const x = new X509Certificate(cert);
+      const names = (x.subjectAltName ?? '').split(', ').map((n) => n.replace(/^DNS:/, ''));
+      if (!dnsNames.every((n) => names.includes(n))) why = `it does not name ${dnsNames.find((n) => !names.includes(n))}`;
+      else if (Date.parse(x.validTo) - now.getTime() < webhookRenewBeforeMs) why = `it expires ${new Date(x.validTo).toISOString()}`;
+      if (Date.parse(new X509Certificate(ca).validTo) > now.getTime()) oldCa = ca;
+    } catch (err) {
+      why = `it cannot be read (${(err as Error).message})`;
+    }
+  }
+  if (!why) return { data: existing!, caBundle: ca!, renewed: false };
+  const pki = generateWebhookPki(name, dnsNames, [], now);
+  const b64 = (v: string) => Buffer.from(v).toString('base64');
+  return { data: { 'tls.crt': b64(pki.cert), 'tls.key': b64(pki.key), 'ca.crt': b64(pki.caCert) }, caBundle: oldCa ? `${pki.caCert}${oldCa}` : pki.caCert, renewed: true, why };
+}
+
+/** Creates or renews a deployed function's webhook certificate Secret; returns the CA bundle to register. */
+async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace: string, log: (line: string) => void): Promise<string> {
+  const secretName = webhookTlsSecretName(reconciler);
+  const service = `kfn-fn-${reconciler.name}`;
+  const existing = await api.request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${namespace}/secrets/${secretName}`).catch((err) => {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  });
+  const tls = webhookTls(existing?.data, service, [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`]);
+  if (tls.renewed) {
+    log(`${existing ? 'Renewing' : 'Creating'} the webhook certificate of ${reconciler.name} (Secret ${namespace}/${secretName}): ${tls.why}`);
+    await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace, labels: { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name } }, type: 'kubernetes.io/tls', data: tls.data } as Parameters<typeof applyObject>[1], 'kfn-deploy');
+  }
+  return tls.caBundle;
+}
+
 /** Builds, imports and applies each function, then waits until it is available. */
 export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
   const log = options.log ?? say;
@@ -187,6 +239,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   }
   const binaries = await ensureBinaries({ log });
   const deployed: string[] = [];
+  const webhooks = new Map<string, { reconciler: Reconciler; caBundle: string }>();
   for (const dir of dirs) {
     const image = await functionImage(dir, binaries, log);
     importImages(socket, [image.tarball]);
@@ -199,6 +252,8 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
+    if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
+    if (hasWebhooks(reconciler) && !knative) webhooks.set(reconciler.name, { reconciler, caBundle: await ensureWebhookTls(api, reconciler, options.namespace, log) });
     const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
@@ -209,6 +264,14 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     if (knative) await waitKnativeService(api, options.namespace, `kfn-fn-${name}`, deadline, options.timeoutSeconds ?? 120);
     else await waitDeployment(api, options.namespace, name, deadline, options.timeoutSeconds ?? 120);
     log(`Function ${name} runs in the cluster: ${knative ? 'Knative Service' : 'Deployment and Service'} ${options.namespace}/kfn-fn-${name}`);
+    // Registered once the function answers: with failurePolicy Fail, a webhook nobody serves
+    // would refuse every write of the kind.
+    const hooks = webhooks.get(name);
+    if (hooks) {
+      const configs = webhookConfigurations(hooks.reconciler, { client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } }, caBundle: hooks.caBundle, namespaces: options.namespaces });
+      for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
+      log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
+    }
   }
 }
 

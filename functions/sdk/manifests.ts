@@ -4,6 +4,7 @@
 // kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
 import { crdOf, pluralOf } from './kind.ts';
 import type { KindRef, Reconciler } from './reconciler.ts';
+import { hasWebhooks } from './webhooks.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
 export const reconcileDefaults = { maxConcurrentReconciles: 1, timeoutSeconds: 30 };
@@ -148,6 +149,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
   const ns = options.namespace ?? 'kfn-system';
   const account = `kfn-fn-${reconciler.name}`;
   const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  const webhooks = hasWebhooks(reconciler);
   return [
     {
       apiVersion: 'apps/v1',
@@ -161,7 +163,8 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
           spec: {
             serviceAccountName: account,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [functionContainer(account, options, false)],
+            containers: [webhooks ? withWebhooks(functionContainer(account, options, false)) : functionContainer(account, options, false)],
+            ...(webhooks ? { volumes: [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] } : {}),
           },
         },
       },
@@ -170,9 +173,25 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
       apiVersion: 'v1',
       kind: 'Service',
       metadata: { name: account, namespace: ns, labels },
-      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }] },
+      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }, ...(webhooks ? [{ name: 'webhook', port: 443, targetPort: 'webhook' }] : [])] },
     },
   ];
+}
+
+/** The Secret holding a deployed function's webhook certificate (tls.crt, tls.key, ca.crt). */
+export const webhookTlsSecretName = (reconciler: Reconciler) => `kfn-fn-${reconciler.name}-webhook-tls`;
+
+/** Where a deployed function's webhook listener takes its certificate from; rotated in place by the kubelet. */
+const webhookCertDir = '/var/run/kfn/webhook-tls';
+
+/** The container of a function with admission webhooks: the HTTPS listener on 9443, its certificate mounted. */
+function withWebhooks(container: ReturnType<typeof functionContainer>) {
+  return {
+    ...container,
+    env: [...container.env, { name: 'KFN_WEBHOOK_CERT_DIR', value: webhookCertDir }, { name: 'KFN_WEBHOOK_PORT', value: '9443' }],
+    ports: [...container.ports, { name: 'webhook', containerPort: 9443 }],
+    volumeMounts: [{ name: 'webhook-tls', mountPath: webhookCertDir, readOnly: true }],
+  };
 }
 
 /** The function's container, the same on a Deployment and on Knative (which sets PORT itself). */

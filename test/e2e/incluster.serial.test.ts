@@ -25,6 +25,8 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const kfn = (...args: string[]) => exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig }, maxBuffer: 16 * 1024 * 1024 });
   const ns = await testNamespace(t, cluster, 'incluster');
   t.after(async () => {
+    for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}/kfn-fn-myapp`).catch(() => undefined);
+    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myapp').catch(() => undefined);
     await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
     await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
     await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
@@ -44,8 +46,25 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const leader = bridgePods.find((p) => lease.startsWith(p.metadata.name));
   assert.ok(leader, `the Lease holder ${lease} is one of the bridge pods`);
 
-  const { stderr } = await kfn('deploy', 'functions/myweb', '--watch-namespace', ns);
+  const { stderr } = await kfn('deploy', 'functions/myweb', 'functions/myapp', '--watch-namespace', ns);
   assert.match(stderr, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
+  assert.match(stderr, /Creating the webhook certificate of myapp \(Secret kfn-system\/kfn-fn-myapp-webhook-tls\): no certificate yet/);
+  assert.match(stderr, /Admission webhooks of myapp registered: default\.myapps\.app\.example\.com, validate\.myapps\.app\.example\.com/);
+
+  // The webhooks of a deployed function: the apiserver calls its pod through its Service, over
+  // TLS with the certificate kfn deploy made; defaulting is stored, validation refuses.
+  const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
+  const app = await api.request<{ spec: { image: string } }>('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'app' }, spec: { replicas: 1, image: 'kfn.local/nginx' } } });
+  assert.equal(app.spec.image, 'kfn.local/nginx:latest');
+  await assert.rejects(api.request('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'big' }, spec: { replicas: 11, image: 'kfn.local/nginx:1.22' } } }), /denied the request: .*spec\.replicas: must be ≤ 10 \(got 11\)/);
+  // (The defaulted image is not on the node; reconciling it is enough here.)
+  await waitFor('the deployed myapp function to reconcile the defaulted MyApp', async () => {
+    const d = await api.request<{ spec: { template: { spec: { containers: { image: string }[] } } } }>('GET', `/apis/apps/v1/namespaces/${ns}/deployments/app`).catch(() => undefined);
+    return d?.spec.template.spec.containers[0]!.image === 'kfn.local/nginx:latest' || undefined;
+  }, { timeoutMs: 60_000 });
+  // A second deploy keeps the certificate (it is good for a year).
+  const again = await kfn('deploy', 'functions/myapp', '--watch-namespace', ns);
+  assert.doesNotMatch(again.stderr, /webhook certificate/);
   const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
   assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
 

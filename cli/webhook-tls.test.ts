@@ -1,0 +1,52 @@
+// A deployed function's webhook certificate: created, kept while good, renewed before it ends or
+// when it no longer names the Service — the CA bundle covering the pod's old files meanwhile.
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { test } from 'node:test';
+import MyAppFunction from '../functions/myapp/index.ts';
+import { functionWorkload } from '../functions/sdk/manifests.ts';
+import { webhookRenewBeforeMs, webhookTls } from './deploy.ts';
+
+const names = ['kfn-fn-myapp.kfn-system.svc', 'kfn-fn-myapp.kfn-system.svc.cluster.local'];
+const pem = (data: Record<string, string>, key: string) => Buffer.from(data[key]!, 'base64').toString();
+const cas = (bundle: string) => bundle.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
+
+test('created when missing, kept while it names the Service with 30 days left, renewed otherwise with both CAs in the bundle', () => {
+  const now = new Date('2026-01-01T00:00:00Z');
+  const first = webhookTls(undefined, 'kfn-fn-myapp', names, now);
+  assert.deepEqual([first.renewed, first.why], [true, 'no certificate yet']);
+  const x = new X509Certificate(pem(first.data, 'tls.crt'));
+  assert.ok(x.checkHost('kfn-fn-myapp.kfn-system.svc'));
+  assert.ok(x.verify(new X509Certificate(pem(first.data, 'ca.crt')).publicKey), 'signed by its CA');
+  assert.equal(cas(first.caBundle).length, 1);
+
+  const later = new Date(Date.parse(x.validTo) - webhookRenewBeforeMs - 3600_000);
+  const kept = webhookTls(first.data, 'kfn-fn-myapp', names, later);
+  assert.equal(kept.renewed, false);
+  assert.equal(kept.data, first.data);
+
+  const due = new Date(Date.parse(x.validTo) - webhookRenewBeforeMs + 3600_000);
+  const renewed = webhookTls(first.data, 'kfn-fn-myapp', names, due);
+  assert.equal(renewed.renewed, true);
+  assert.match(renewed.why!, /expires/);
+  assert.notEqual(pem(renewed.data, 'tls.crt'), pem(first.data, 'tls.crt'));
+  assert.deepEqual(cas(renewed.caBundle), [pem(renewed.data, 'ca.crt').trim(), pem(first.data, 'ca.crt').trim()], 'the new CA, and the old one while pods still serve the old certificate');
+
+  const moved = webhookTls(first.data, 'kfn-fn-myapp', ['kfn-fn-myapp.other.svc'], later);
+  assert.deepEqual([moved.renewed, moved.why], [true, 'it does not name kfn-fn-myapp.other.svc']);
+  const garbage = webhookTls({ 'tls.crt': 'bm90IGEgY2VydA==', 'tls.key': 'eA==', 'ca.crt': 'eA==' }, 'kfn-fn-myapp', names, later);
+  assert.equal(garbage.renewed, true);
+  assert.match(garbage.why!, /cannot be read/);
+});
+
+test('a function with webhooks is deployed with its HTTPS listener: port 9443, the certificate mounted, the Service on 443', () => {
+  const [deployment, service] = functionWorkload(MyAppFunction, { image: 'kfn.local/fn-myapp:1', namespace: 'kfn-system' }) as [
+    { spec: { template: { spec: { containers: { env: { name: string; value?: string }[]; ports: { name: string; containerPort: number }[]; volumeMounts: { name: string; mountPath: string }[] }[]; volumes: { secret: { secretName: string } }[] } } } },
+    { spec: { ports: { name: string; port: number; targetPort: string }[] } },
+  ];
+  const c = deployment.spec.template.spec.containers[0]!;
+  assert.ok(c.env.some((e) => e.name === 'KFN_WEBHOOK_CERT_DIR' && e.value === '/var/run/kfn/webhook-tls'));
+  assert.ok(c.ports.some((p) => p.name === 'webhook' && p.containerPort === 9443));
+  assert.equal(deployment.spec.template.spec.volumes[0]!.secret.secretName, 'kfn-fn-myapp-webhook-tls');
+  assert.deepEqual(service.spec.ports.find((p) => p.name === 'webhook'), { name: 'webhook', port: 443, targetPort: 'webhook' });
+});
