@@ -244,16 +244,21 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const image = await functionImage(dir, binaries, log);
     importImages(socket, [image.tarball]);
     const reconciler = await loadFunction(dir);
+    const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
+    if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v: { version: string }) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
+    if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
+    const caBundle = hasWebhooks(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
+    if (caBundle) webhooks.set(reconciler.name, { reconciler, caBundle });
     const objects = functionManifests(reconciler, {
       namespace: options.namespace,
       sinkUri: knative ? undefined : functionServiceUrl(reconciler, options.namespace),
       namespaces: options.namespaces,
       resyncPeriodSeconds: options.resyncPeriodSeconds,
+      // The CRD names its conversion webhook: the function's Service, over TLS.
+      ...(versions.length && caBundle ? { conversion: { client: { service: { namespace: options.namespace, name: `kfn-fn-${reconciler.name}` } }, caBundle } } : {}),
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
-    if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
-    if (hasWebhooks(reconciler) && !knative) webhooks.set(reconciler.name, { reconciler, caBundle: await ensureWebhookTls(api, reconciler, options.namespace, log) });
     const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
@@ -267,7 +272,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     // Registered once the function answers: with failurePolicy Fail, a webhook nobody serves
     // would refuse every write of the kind.
     const hooks = webhooks.get(name);
-    if (hooks) {
+    if (hooks && (hooks.reconciler.default || hooks.reconciler.validate)) {
       const configs = webhookConfigurations(hooks.reconciler, { client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } }, caBundle: hooks.caBundle, namespaces: options.namespaces });
       for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
       log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);

@@ -23,6 +23,33 @@ export interface KindOptions<Spec extends TObject, Status extends TObject> {
   spec: Spec;
   status: Status;
   printerColumns?: PrinterColumn[];
+  /**
+   * Earlier versions still served (v1alpha1 while `version` is v1): their schemas and how an
+   * object converts to the current version (`up`) and back (`down`). The apiserver stores the
+   * current version and calls the function's conversion webhook (/convert) to translate.
+   */
+  previousVersions?: PreviousVersion[];
+}
+
+/** An earlier version of a kind: its schema, and its conversions to and from the current one. */
+export interface PreviousVersion {
+  version: string;
+  spec: TObject;
+  status?: TObject;
+  /** This version's object → the current version's (metadata is kept by the SDK; return spec and status). */
+  up(obj: VersionedObject): VersionedObject;
+  /** The current version's object → this version's. */
+  down(obj: VersionedObject): VersionedObject;
+}
+
+/** An object in conversion: whatever its version holds, typed loosely. */
+export interface VersionedObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: Record<string, unknown>;
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+  [field: string]: unknown;
 }
 
 /** Object metadata, as the bridge and the SDK read it. */
@@ -155,10 +182,47 @@ const conditionsSchema = {
   },
 };
 
-/** The CustomResourceDefinition of a kind, with the status subresource and standard status. */
-export function crdOf(kind: Kind): Record<string, unknown> {
+/** How the apiserver reaches a kind's conversion webhook, and the CA its certificate is signed by. */
+export interface ConversionClient {
+  client: { url: string } | { service: { namespace: string; name: string; port?: number } };
+  caBundle: string;
+}
+
+/** A version's schema: spec and status, the status with kfn's standard fields. */
+function versionSchema(spec: TObject, statusSchema: TObject | undefined): Record<string, unknown> {
+  const status = (statusSchema ? openApi(statusSchema) : { type: 'object' }) as { properties?: Record<string, unknown> };
+  return {
+    openAPIV3Schema: {
+      type: 'object',
+      required: ['spec'],
+      properties: {
+        spec: openApi(spec),
+        status: { ...status, type: 'object', properties: { ...(status.properties ?? {}), observedGeneration: { type: 'integer' }, conditions: conditionsSchema } },
+      },
+    },
+  };
+}
+
+/**
+ * The CustomResourceDefinition of a kind, with the status subresource and standard status. A
+ * kind with previous versions serves them all, stores the current one, and needs `conversion`:
+ * where its function's /convert answers.
+ */
+export function crdOf(kind: Kind, options: { conversion?: ConversionClient } = {}): Record<string, unknown> {
   const o = kind.options;
-  const status = openApi(o.status) as { properties?: Record<string, unknown> };
+  const previous = o.previousVersions ?? [];
+  if (previous.length && !options.conversion) {
+    throw new Error(`${kind.kind} has previous versions (${previous.map((p) => p.version).join(', ')}): its CRD needs a conversion webhook — pass crdOf(kind, { conversion: { client, caBundle } }), as kfn deploy does`);
+  }
+  const conversion = options.conversion;
+  const served = (name: string, storage: boolean, schema: Record<string, unknown>) => ({
+    name,
+    served: true,
+    storage,
+    subresources: { status: {} },
+    ...(o.printerColumns && storage ? { additionalPrinterColumns: o.printerColumns } : {}),
+    schema,
+  });
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -174,29 +238,21 @@ export function crdOf(kind: Kind): Record<string, unknown> {
         ...(o.shortNames ? { shortNames: o.shortNames } : {}),
         ...(o.categories ? { categories: o.categories } : {}),
       },
-      versions: [
-        {
-          name: kind.version,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          ...(o.printerColumns ? { additionalPrinterColumns: o.printerColumns } : {}),
-          schema: {
-            openAPIV3Schema: {
-              type: 'object',
-              required: ['spec'],
-              properties: {
-                spec: openApi(o.spec),
-                status: {
-                  ...status,
-                  type: 'object',
-                  properties: { ...(status.properties ?? {}), observedGeneration: { type: 'integer' }, conditions: conditionsSchema },
+      versions: [served(kind.version, true, versionSchema(o.spec, o.status)), ...previous.map((p) => served(p.version, false, versionSchema(p.spec, p.status)))],
+      ...(conversion
+        ? {
+            conversion: {
+              strategy: 'Webhook',
+              webhook: {
+                conversionReviewVersions: ['v1'],
+                clientConfig: {
+                  caBundle: Buffer.from(conversion.caBundle).toString('base64'),
+                  ...('url' in conversion.client ? { url: `${conversion.client.url.replace(/\/$/, '')}/convert` } : { service: { ...conversion.client.service, port: conversion.client.service.port ?? 443, path: '/convert' } }),
                 },
               },
             },
-          },
-        },
-      ],
+          }
+        : {}),
     },
   };
 }

@@ -2,7 +2,7 @@
 // Reconciler that tells the bridge what to watch and where to deliver, the function's own
 // ServiceAccount with least-privilege RBAC (its kind, status, finalizers, owned and watched
 // kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
-import { crdOf, pluralOf } from './kind.ts';
+import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
 import type { KindRef, Reconciler } from './reconciler.ts';
 import { hasWebhooks } from './webhooks.ts';
 
@@ -17,6 +17,8 @@ export interface ManifestOptions {
   /** Namespaces the Reconciler is limited to (default: all). */
   namespaces?: string[];
   resyncPeriodSeconds?: number;
+  /** For a kind with previous versions: where the CRD's conversion webhook is (`kfn deploy` sets it). */
+  conversion?: ConversionClient;
 }
 
 export { pluralOf } from './kind.ts';
@@ -52,7 +54,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
   const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': name };
   const sink: { uri?: string; ref?: KindRef & { name: string; namespace: string } } = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
   return [
-    crdOf(kind),
+    crdOf(kind, { conversion: options.conversion }),
     {
       apiVersion: 'kfn.dev/v1alpha1',
       kind: 'Reconciler',

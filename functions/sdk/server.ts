@@ -9,6 +9,7 @@ import { connectionFromKubeconfigText, loadConnection } from '../../bridge/conne
 import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
 import { KubeApi } from '../../bridge/kubeapi.ts';
 import { admit, BadAdmissionReview, parseAdmissionReview } from './admission.ts';
+import { convertReview, parseConversionReview } from './conversion.ts';
 import { hasWebhooks, serveWebhooks } from './webhooks.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
@@ -55,6 +56,22 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   let api = options.api;
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
+  // The conversion webhook of a kind with previous versions.
+  app.post('/convert', async (c) => {
+    let review;
+    try {
+      review = parseConversionReview(await c.req.text());
+    } catch (err) {
+      if (!(err instanceof BadAdmissionReview)) throw err;
+      log.warn({ webhook: 'convert', error: err.message }, 'refused a malformed ConversionReview');
+      return c.json({ error: err.message }, 400);
+    }
+    const answer = convertReview(current().for, review);
+    const result = answer.response!.result;
+    if (result.status === 'Failure') log.warn({ webhook: 'convert', error: result.message }, 'conversion failed');
+    else log.debug({ webhook: 'convert', to: review.request.desiredAPIVersion, objects: review.request.objects.length }, 'converted');
+    return c.json(answer);
+  });
   // Admission webhooks: called by the apiserver over TLS (the listener of serveWebhooks); they
   // compute an answer and write nothing.
   for (const mode of ['default', 'validate'] as const) {

@@ -47,8 +47,8 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
   return out;
 }
 
-/** True when the reconciler has admission webhooks. */
-export const hasWebhooks = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.validate);
+/** True when the reconciler has webhooks to serve: admission (default, validate) or conversion (a kind with previous versions). */
+export const hasWebhooks = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.validate || reconciler.for.options.previousVersions?.length);
 
 /**
  * Serves `app` over HTTPS with the certificate in `certDir` (tls.crt, tls.key — a mounted
