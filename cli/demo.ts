@@ -96,6 +96,7 @@ export const demoCommand: Command = {
     mkdirSync(work, { recursive: true });
 
     const reconcilers: string[] = [];
+    const plurals: string[] = [];
     let inCluster = false;
     let follow: AbortController | undefined;
     let api: KubeApi | undefined;
@@ -173,6 +174,7 @@ export const demoCommand: Command = {
         for (const dir of dirs) {
           const reconciler = await loadFunction(dir);
           reconcilers.push(reconciler.name);
+          plurals.push(reconciler.for.plural);
           say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as ${values.knative ? 'Knative Service' : 'Deployment'} ${systemNamespace}/kfn-fn-${reconciler.name}`);
         }
         follow = followBridgeJournal(api, systemNamespace, (entry) => appendFileSync(journal, `${JSON.stringify(entry)}\n`));
@@ -185,6 +187,7 @@ export const demoCommand: Command = {
           const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
           await applyFunction(api, reconciler.name, objects, systemNamespace);
           reconcilers.push(reconciler.name);
+          plurals.push(reconciler.for.plural);
           const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: kubeconfig!, namespace: systemNamespace, workDir: work });
           children.push(fn.process);
           say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
@@ -207,7 +210,7 @@ export const demoCommand: Command = {
         appliedAt.set(`${sample.kind}/${sample.metadata.name}`, Date.now());
       }
       const readyAt = new Map<string, number>();
-      say(`Applied ${samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(kubeconfig!)} -n ${namespace} get all,mywebs`);
+      say(`Applied ${samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(kubeconfig!)} -n ${namespace} get all,${[...new Set(plurals)].join(',')}`);
       say(dim(values['exit-when-ready'] ? 'Stopping once every sample is Ready.' : 'Press Ctrl-C to stop everything the demo started.'));
       say('');
       let interrupted = false;

@@ -1,0 +1,162 @@
+// `kfn new`: a function folder that works at once — the kind, a reconcile that owns a
+// ConfigMap, samples.yaml, a README and a cluster-free unit test — as `operator-sdk init` and
+// `create api` give a Go project its first controller.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve, sep } from 'node:path';
+import { repoRoot } from '../cluster/controlplane.ts';
+import { pluralOf } from '../functions/sdk/kind.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+
+const usage = `Usage: kfn new <name> --group G --kind K [--version V] [options]
+
+Writes a function folder that works at once: index.ts (the kind and its reconcile, owning a
+ConfigMap), samples.yaml, README.md and index.test.ts (a unit test without a cluster).
+
+  kfn new greeter --group demo.example.com --kind Greeting        → functions/greeter/
+  npm start -- --function greeter                                 → runs it on the local cluster
+  node --test functions/greeter/index.test.ts                     → its unit test
+
+Options:
+  --group G      the kind's API group, a DNS name with a dot (e.g. demo.example.com)
+  --kind K       the kind, in PascalCase (e.g. Greeting)
+  --version V    the API version (default v1alpha1)
+  --dir D        where the folder goes (default: functions/ of this repository, or ./functions
+                 in another project)
+  --sdk S        how index.ts imports the SDK (default: a relative path inside this
+                 repository, the package name "kfn/sdk" elsewhere)
+  -h, --help     show this help`;
+
+const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const dnsSubdomain = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
+const apiVersion = /^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$/;
+const pascal = /^[A-Z][A-Za-z0-9]{0,62}$/;
+
+export interface NewFunction {
+  name: string;
+  group: string;
+  version: string;
+  kind: string;
+  /** The folder the function's folder goes into. */
+  dir: string;
+  /** The SDK's import specifier; default: relative to this repository's SDK inside it, else "kfn/sdk". */
+  sdk?: string;
+}
+
+/** Checks the names, saying for each what is wrong and what would be right. */
+export function checkNames(o: Pick<NewFunction, 'name' | 'group' | 'version' | 'kind'>): string[] {
+  const problems: string[] = [];
+  if (!dnsLabel.test(o.name)) problems.push(`name "${o.name}" must be a DNS label: lowercase letters, digits and '-', at most 63 (e.g. greeter)`);
+  if (!dnsSubdomain.test(o.group)) problems.push(`--group "${o.group}" must be a DNS name with at least one dot, lowercase (e.g. demo.example.com)`);
+  if (!apiVersion.test(o.version)) problems.push(`--version "${o.version}" must look like v1, v1beta1 or v1alpha1`);
+  if (!pascal.test(o.kind)) problems.push(`--kind "${o.kind}" must be PascalCase letters and digits (e.g. Greeting)`);
+  return problems;
+}
+
+/** The files of a new function, by name. */
+export function newFunctionFiles(o: NewFunction & { sdk: string }): Record<string, string> {
+  const { name, group, version, kind, sdk } = o;
+  const plural = pluralOf(kind);
+  const ident = kind[0]!.toLowerCase() + kind.slice(1);
+  return {
+    'index.ts': `// ${kind} (${group}/${version}): written by \`kfn new\`. Each ${kind} owns a ConfigMap holding
+// its message; status says which message the ConfigMap holds. Change the kind's schema and the
+// reconcile to make it yours — the CRD, the RBAC and the types follow from this file.
+import { ConfigMap, child, defineKind, defineReconciler, t } from '${sdk}';
+
+export const ${kind} = defineKind({
+  group: '${group}',
+  version: '${version}',
+  kind: '${kind}',
+  spec: t.Object({
+    message: t.String({ minLength: 1, default: 'hello' }),
+  }),
+  status: t.Object({
+    observedMessage: t.Optional(t.String()),
+  }),
+  printerColumns: [{ name: 'Message', type: 'string', jsonPath: '.spec.message' }],
+});
+
+export default defineReconciler({
+  name: '${name}',
+  for: ${kind},
+  owns: [ConfigMap],
+  reconcile(${ident}) {
+    return {
+      children: [child(ConfigMap, { metadata: { name: \`\${${ident}.metadata.name}-message\` }, data: { message: ${ident}.spec.message } })],
+      status: { observedMessage: ${ident}.spec.message },
+      ready: true,
+    };
+  },
+});
+`,
+    'index.test.ts': `// ${kind} without a cluster: what the reconcile decides, given the object.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigMap } from '${sdk}';
+import { testReconcile } from '${sdk.endsWith('/index.ts') ? sdk.replace(/index\.ts$/, 'testing.ts') : `${sdk}/testing`}';
+import ${kind}Function from './index.ts';
+
+test('a ${kind} gets a ConfigMap with its message, and is Ready', async () => {
+  const out = await testReconcile(${kind}Function, { object: { metadata: { name: 'first', namespace: 'default' }, spec: { message: 'hello' } } });
+  assert.equal(out.error, undefined);
+  assert.deepEqual(out.child<{ data: Record<string, string> }>(ConfigMap, 'first-message')?.data, { message: 'hello' });
+  assert.equal(out.status?.observedMessage, 'hello');
+  assert.equal(out.ready?.status, 'True');
+});
+`,
+    'samples.yaml': `apiVersion: ${group}/${version}
+kind: ${kind}
+metadata:
+  name: first
+spec:
+  message: hello from ${kind}
+`,
+    'README.md': `# ${name}: ${kind} (${group}/${version})
+
+Written by \`kfn new\`. Each ${kind} owns a ConfigMap \`<name>-message\` holding \`spec.message\`;
+\`status.observedMessage\` says which message it holds.
+
+| | |
+| --- | --- |
+| run it on the local cluster, with its samples | \`npm start -- --function ${name}\` |
+| its unit test (no cluster) | \`node --test ${name}/index.test.ts\` |
+| the CRD, RBAC and Reconciler | \`npm run kfn -- manifests ${name}\` |
+| deploy it as a pod | \`npm run kfn -- deploy ${name}\` |
+
+The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
+`,
+  };
+}
+
+/** Writes the folder; refuses to touch an existing one. Returns its path. */
+export function writeNewFunction(o: NewFunction): string {
+  const problems = checkNames(o);
+  if (problems.length) throw new UsageError(`kfn new: ${problems.join('; ')}`);
+  const target = resolve(o.dir, o.name);
+  if (existsSync(target)) throw new UsageError(`kfn new: ${target} already exists; choose another name or remove it first`, 1);
+  const insideRepo = (resolve(target) + sep).startsWith(repoRoot + sep);
+  const relativeSdk = relative(target, join(repoRoot, 'functions', 'sdk', 'index.ts')).split(sep).join('/');
+  const sdk = o.sdk ?? (insideRepo ? (relativeSdk.startsWith('.') ? relativeSdk : `./${relativeSdk}`) : 'kfn/sdk');
+  mkdirSync(target, { recursive: true });
+  for (const [file, text] of Object.entries(newFunctionFiles({ ...o, sdk }))) writeFileSync(join(target, file), text);
+  return target;
+}
+
+export const newCommand: Command = {
+  name: 'new',
+  summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values, positionals } = parseCommandArgs('new', argv, { group: { type: 'string' }, kind: { type: 'string' }, version: { type: 'string' }, dir: { type: 'string' }, sdk: { type: 'string' } }, true);
+    if (positionals.length !== 1 || !values.group || !values.kind) throw new UsageError(`kfn new: expected a name, --group and --kind\n\n${usage}`);
+    const inRepo = (resolve(process.cwd()) + sep).startsWith(repoRoot + sep) || resolve(process.cwd()) === repoRoot;
+    const dir = values.dir ?? (inRepo ? join(repoRoot, 'functions') : join(process.cwd(), 'functions'));
+    const target = writeNewFunction({ name: positionals[0]!, group: values.group, version: values.version ?? 'v1alpha1', kind: values.kind, dir, sdk: values.sdk });
+    const shown = relative(process.cwd(), target) || '.';
+    console.log(`Wrote ${shown}/: index.ts, index.test.ts, samples.yaml, README.md`);
+    console.log(`Next: node --test ${shown}/index.test.ts   (its unit test)`);
+    if (inRepo && !values.dir) console.log(`      npm start -- --function ${positionals[0]}   (on the local cluster, with its samples)`);
+    return 0;
+  },
+};
