@@ -16,7 +16,7 @@ import { kindId, watchedKinds, type KindRef, type ReconcilerConfig, type WatchNe
 import { reconcileEvent, type Credentials, type ObjectRef, type Observation, type ReconcileReason } from './contract.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { Journal } from './journal.ts';
-import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from './kubeapi.ts';
+import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { sigv4Signer, type RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';

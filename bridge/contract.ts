@@ -8,6 +8,8 @@
 // retried with backoff; other 4xx terminal for that observation.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
+import { objectKey } from '../kube/objects.ts';
+import type { KubeObject } from '../kube/api.ts';
 
 export const contractVersion = 1;
 export const reconcileEventType = 'dev.kfn.reconcile.v1';
@@ -53,10 +55,7 @@ export interface HttpMessage {
 
 export const signatureHeader = 'kfn-signature';
 
-/** `namespace/name`, or `name` for cluster-scoped objects: the event subject and queue key. */
-export function objectKey(ref: { namespace?: string; name: string }): string {
-  return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
-}
+export { objectKey };
 
 /**
  * The event id: the same for every delivery attempt of one observation (a retry after a
@@ -309,4 +308,14 @@ export function classifyResponse(status: number, headers: { get(name: string): s
   if (status === 429 || status === 503) return { kind: 'retry', afterMs: retryAfterMs(headers.get('retry-after'), now), why: `HTTP ${status}: ${snippet}` };
   if (status >= 500) return { kind: 'retry', why: `HTTP ${status}: ${snippet}` };
   return { kind: 'terminal', why: `HTTP ${status}: ${snippet}` };
+}
+
+/** The reference to `obj` that the contract carries (primary, trigger): kind, name, uid, version. */
+export function refOf(obj: KubeObject): ObjectRef {
+  const ref: ObjectRef = { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', name: obj.metadata.name };
+  if (obj.metadata.namespace) ref.namespace = obj.metadata.namespace;
+  if (obj.metadata.uid) ref.uid = obj.metadata.uid;
+  if (obj.metadata.resourceVersion) ref.resourceVersion = obj.metadata.resourceVersion;
+  if (obj.metadata.generation !== undefined) ref.generation = obj.metadata.generation;
+  return ref;
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock } from './clock.ts';
-import { ApiError, type KubeApi } from './kubeapi.ts';
+import { ApiError, type KubeApi } from '../kube/api.ts';
 import { LeaderElector } from './leader.ts';
 
 const flush = async () => {

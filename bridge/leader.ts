@@ -9,7 +9,7 @@
 // and every request made while renewing carries the deadline, so a renewal stuck on a frozen
 // connection cannot keep a leader leading past it.
 import { systemClock, type Clock } from './clock.ts';
-import { ApiError, type KubeApi } from './kubeapi.ts';
+import { ApiError, type KubeApi } from '../kube/api.ts';
 
 export interface LeaderElectionOptions {
   api: KubeApi;

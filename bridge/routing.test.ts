@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
-import type { KubeObject } from './kubeapi.ts';
+import type { KubeObject } from '../kube/api.ts';
 import { primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
 
 const config: ReconcilerConfig = parseReconciler({

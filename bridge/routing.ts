@@ -2,9 +2,10 @@
 // that status-only writes do not loop), the controller owner of an owned child (old and new
 // owner on updates), or the primaries a watched object maps to (by a label naming the primary,
 // by a label selector stored in a field of the primary, or by a field of the primary naming it).
-import { objectKey, type ObjectRef, type ReconcileReason } from './contract.ts';
+import { objectKey, refOf, type ObjectRef, type ReconcileReason } from './contract.ts';
+import { selectorMatches, type LabelSelector } from '../kube/objects.ts';
 import type { KindRef, ReconcilerConfig } from './config.ts';
-import type { KubeObject } from './kubeapi.ts';
+import type { KubeObject } from '../kube/api.ts';
 import type { WatchEvent } from './watcher.ts';
 import type { Priority } from './workqueue.ts';
 
@@ -25,14 +26,6 @@ export function sameKind(a: KindRef, b: KindRef): boolean {
   return a.kind === b.kind && groupOf(a.apiVersion) === groupOf(b.apiVersion);
 }
 
-export function refOf(obj: KubeObject): ObjectRef {
-  const ref: ObjectRef = { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', name: obj.metadata.name };
-  if (obj.metadata.namespace) ref.namespace = obj.metadata.namespace;
-  if (obj.metadata.uid) ref.uid = obj.metadata.uid;
-  if (obj.metadata.resourceVersion) ref.resourceVersion = obj.metadata.resourceVersion;
-  if (obj.metadata.generation !== undefined) ref.generation = obj.metadata.generation;
-  return ref;
-}
 
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 
@@ -54,11 +47,6 @@ export function primaryChanged(old: KubeObject, cur: KubeObject): boolean {
   );
 }
 
-interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: { key: string; operator: string; values?: string[] }[];
-}
-
 /** Reads a dotted path (`spec.selector`) from an object. */
 export function fieldAt(obj: unknown, path: string): unknown {
   let cur: unknown = obj;
@@ -69,38 +57,6 @@ export function fieldAt(obj: unknown, path: string): unknown {
   return cur;
 }
 
-/**
- * Kubernetes label-selector semantics: an empty selector matches everything, a missing one
- * nothing. A plain string map (a Service-style selector) is read as matchLabels.
- */
-export function selectorMatches(selector: unknown, labels: Record<string, string> = {}): boolean {
-  if (typeof selector !== 'object' || selector === null || Array.isArray(selector)) return false;
-  const s = selector as LabelSelector & Record<string, unknown>;
-  const structured = 'matchLabels' in s || 'matchExpressions' in s;
-  const matchLabels = structured ? (s.matchLabels ?? {}) : (s as Record<string, string>);
-  for (const [k, v] of Object.entries(matchLabels)) if (labels[k] !== v) return false;
-  for (const e of (structured ? s.matchExpressions : undefined) ?? []) {
-    const has = Object.hasOwn(labels, e.key);
-    const value = labels[e.key];
-    switch (e.operator) {
-      case 'In':
-        if (!has || !(e.values ?? []).includes(value!)) return false;
-        break;
-      case 'NotIn':
-        if (has && (e.values ?? []).includes(value!)) return false;
-        break;
-      case 'Exists':
-        if (!has) return false;
-        break;
-      case 'DoesNotExist':
-        if (has) return false;
-        break;
-      default:
-        return false; // an operator we do not know matches nothing, as the apiserver rejects it
-    }
-  }
-  return true;
-}
 
 /**
  * The primaries' label selectors (one field of theirs), indexed so that finding the primaries
@@ -310,3 +266,6 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
     return slash < 0 || config.namespaces.includes(e.key.slice(0, slash));
   });
 }
+
+export { selectorMatches };
+export { refOf };

@@ -16,7 +16,7 @@
 // a notification, not a guarantee: an object can vanish between two lists without any
 // intermediate state being seen, which is what finalizers are for.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from './kubeapi.ts';
+import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from './contract.ts';
 
 export type WatchEvent =

@@ -187,8 +187,8 @@ async function status(argv: string[]): Promise<number> {
   console.log(`  ${'total'.padEnd(24)}  ${''.padEnd(7)}  ${''.padEnd(8)}  ${formatMiB(total).padStart(7)}`);
   if (s.healthy) {
     const { knativeStatus } = await import('../cluster/knative.ts');
-    const { connectionFromKubeconfig } = await import('../bridge/connection.ts');
-    const { KubeApi } = await import('../bridge/kubeapi.ts');
+    const { connectionFromKubeconfig } = await import('../kube/connection.ts');
+    const { KubeApi } = await import('../kube/api.ts');
     const kn = await knativeStatus(new KubeApi(connectionFromKubeconfig(s.paths.kubeconfig)));
     console.log('');
     if (kn) (await import('./knative.ts')).printKnativeStatus(kn, (l) => console.log(`  ${l}`));

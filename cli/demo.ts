@@ -9,8 +9,8 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSyn
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { connectionFromKubeconfig, loadConnection } from '../bridge/connection.ts';
-import { applyObject, collectionPath, KubeApi, objectPath } from '../bridge/kubeapi.ts';
+import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
+import { applyObject, collectionPath, KubeApi, objectPath } from '../kube/api.ts';
 import { clusterDown, clusterPaths, clusterUp, displayPath, readState, repoRoot } from '../cluster/controlplane.ts';
 import { deployFunctions } from './deploy.ts';
 import { followBridgeJournal, installBridge } from './incluster.ts';

@@ -2,9 +2,9 @@
 // against the cluster, every write a server-side dry run (dryRun=All), nothing stored.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConnection } from '../bridge/connection.ts';
+import { loadConnection } from '../kube/connection.ts';
 import { reconcileEvent } from '../bridge/contract.ts';
-import { ApiError, KubeApi, objectPath } from '../bridge/kubeapi.ts';
+import { ApiError, KubeApi, objectPath } from '../kube/api.ts';
 import { repoRoot } from '../cluster/controlplane.ts';
 import type { RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';

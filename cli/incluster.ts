@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { applyObject, type KubeApi } from '../bridge/kubeapi.ts';
+import { applyObject, type KubeApi } from '../kube/api.ts';
 import type { JournalEntry } from '../bridge/journal.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths, repoRoot } from '../cluster/controlplane.ts';

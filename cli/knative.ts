@@ -1,6 +1,6 @@
 // `kfn knative …`: Knative Serving (with Traefik as its ingress) on the local cluster.
-import { connectionFromKubeconfig } from '../bridge/connection.ts';
-import { KubeApi } from '../bridge/kubeapi.ts';
+import { connectionFromKubeconfig } from '../kube/connection.ts';
+import { KubeApi } from '../kube/api.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterHealthy, clusterPaths } from '../cluster/controlplane.ts';
 import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';

@@ -2,10 +2,10 @@
 // server-side dry run against the cluster, or live by sending its event to the function again.
 import { existsSync, readFileSync } from 'node:fs';
 import { fetch as undiciFetch } from 'undici';
-import { loadConnection } from '../bridge/connection.ts';
+import { loadConnection } from '../kube/connection.ts';
 import { authenticate, reconcileEvent, type Credentials, type ReconcileResponse } from '../bridge/contract.ts';
 import type { JournalEntry } from '../bridge/journal.ts';
-import { ApiError, KubeApi } from '../bridge/kubeapi.ts';
+import { ApiError, KubeApi } from '../kube/api.ts';
 import { formatChanges } from '../functions/sdk/diff.ts';
 import { readRecords, type InvocationRecord, type RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
@@ -252,7 +252,7 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
   let text: string;
   if (viaProxy) {
     const api = o.api();
-    const res = await undiciFetch(new URL(api.connection.server + viaProxy.path), { method: 'POST', headers: { ...api.connection.headers(), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
+    const res = await undiciFetch(new URL(api.connection.server + viaProxy.path), { method: 'POST', headers: { ...(await api.connection.headers()), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
     status = res.status;
     text = await res.text();
   } else {

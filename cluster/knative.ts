@@ -10,7 +10,7 @@ import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { ApiError, applyObject, objectPath, type KubeApi } from '../bridge/kubeapi.ts';
+import { ApiError, applyObject, objectPath, type KubeApi } from '../kube/api.ts';
 import { cachedBuild, ensureBuild, goOutput, type BuildOptions, type BuildSpec, type BinarySet } from './build.ts';
 import { buildImage, imageRef, importImages, nonRootUid, type BuiltImage, type ImageRecipe } from './images.ts';
 import { requiredVersion } from './versions.ts';

@@ -2,8 +2,7 @@
 // ephemeral debug container running the tool's image — once per pod — through the
 // pods/ephemeralcontainers subresource. The bridge maps Pod events to tools by the selector
 // stored in each tool (mapping selectorField: spec.selector). Status lists the debugged pods.
-import { selectorMatches } from '../../bridge/routing.ts';
-import { Pod, defineKind, defineReconciler, t } from '../sdk/index.ts';
+import { Pod, defineKind, defineReconciler, selectorMatches, t } from '../sdk/index.ts';
 
 const requirement = t.Object({ key: t.String(), operator: t.Union([t.Literal('In'), t.Literal('NotIn'), t.Literal('Exists'), t.Literal('DoesNotExist')]), values: t.Optional(t.Array(t.String())) });
 

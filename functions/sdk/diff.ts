@@ -1,6 +1,6 @@
 // Field-level differences between two JSON values, and between two lists of writes: what
 // `kfn replay` and the dev UI show ("~ spec.replicas: 1 → 3").
-import type { Exchange } from '../../bridge/kubeapi.ts';
+import type { Exchange } from '../../kube/api.ts';
 
 export interface FieldChange {
   path: string;

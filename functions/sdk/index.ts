@@ -23,3 +23,4 @@ export {
 } from './reconciler.ts';
 export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
 export { createApp, lambdaHandler, serve } from './server.ts';
+export { labelSelectorMatches, objectKey, selectorMatches, type LabelSelector } from '../../kube/objects.ts';

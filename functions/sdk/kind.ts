@@ -1,7 +1,7 @@
 // A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
 // definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
-import type { KubeObject } from '../../bridge/kubeapi.ts';
+import type { KubeObject } from '../../kube/api.ts';
 
 export interface PrinterColumn {
   name: string;

@@ -13,7 +13,7 @@
 // writes the status with observedGeneration and a Ready condition — and writes nothing when
 // nothing would change.
 import type { Logger } from 'pino';
-import type { KubeApi } from '../../bridge/kubeapi.ts';
+import type { KubeApi } from '../../kube/api.ts';
 import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
 import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, KindRef, Live } from './types.ts';

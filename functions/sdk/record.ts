@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { ReceivedReconcile, ReconcileEventData, ReconcileResponse } from '../../bridge/contract.ts';
 import type { JournalEntry } from '../../bridge/journal.ts';
 import { Journal } from '../../bridge/journal.ts';
-import type { Exchange, ResourceInfo, Tap } from '../../bridge/kubeapi.ts';
+import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 
 export const recordFormat = 1;

@@ -10,7 +10,7 @@ import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { authenticate, reconcileEvent } from '../../bridge/contract.ts';
-import { KubeApi, type Method, type RequestOptions, type Tap } from '../../bridge/kubeapi.ts';
+import { KubeApi, type Method, type RequestOptions, type Tap } from '../../kube/api.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import MyWebFunction, { MyWeb } from '../myweb/index.ts';
 import { compareWrites, diffValues } from './diff.ts';

@@ -8,8 +8,8 @@
 import { CloudEvent } from 'cloudevents';
 import pino, { type Logger } from 'pino';
 import { reconcileEventType, type ReceivedReconcile, type ReconcileEventData } from '../../bridge/contract.ts';
-import type { Connection } from '../../bridge/connection.ts';
-import { apiError, KubeApi, type Exchange, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../bridge/kubeapi.ts';
+import type { Connection } from '../../kube/connection.ts';
+import { apiError, KubeApi, type Exchange, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import { compareWrites, diffValues, writesEqual, type FieldChange, type WriteComparison } from './diff.ts';
 import { capturingLogger, Recorder, type InvocationRecord, type RecordedEvent } from './record.ts';
 import type { Reconciler } from './reconciler.ts';

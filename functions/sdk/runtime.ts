@@ -11,10 +11,11 @@
 // sent when it holds every desired field and kfn's field manager owns no field the function
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
-import type { Change, ReceivedReconcile, ReconcileResponse } from '../../bridge/contract.ts';
-import { maxTimerMs } from '../../bridge/clock.ts';
-import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../bridge/kubeapi.ts';
-import { refOf } from '../../bridge/routing.ts';
+import { refOf, type Change, type ReceivedReconcile, type ReconcileResponse } from '../../bridge/contract.ts';
+
+/** Node's longest timer (a longer delay fires after 1 ms). */
+const maxTimerMs = 2 ** 31 - 1;
+import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Condition, Kind } from './kind.ts';

@@ -12,12 +12,15 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { reconcileEvent as eventFor, type ObjectRef, type ReconcileReason, type ReconcileResponse } from '../../bridge/contract.ts';
-import type { Connection } from '../../bridge/connection.ts';
-import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../bridge/kubeapi.ts';
+import type { Connection } from '../../kube/connection.ts';
+import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from './kind.ts';
 import { pluralOf } from './manifests.ts';
 import { Recorder } from './record.ts';
 import type { KindRef, Reconciler } from './reconciler.ts';
+import { labelSelectorMatches } from '../../kube/objects.ts';
+
+export { labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
 import { ownerUidLabel, reconcileEvent, reconcilerLabel } from './runtime.ts';
 
@@ -41,24 +44,6 @@ interface MemoryState {
 
 const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
 const keyOf = (apiVersion: string, kind: string, namespace: string | undefined, name: string) => `${groupOf(apiVersion)}/${kind}/${namespace ?? ''}/${name}`;
-
-/** Label selectors as strings: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`. */
-export function labelSelectorMatches(selector: string | undefined, labels: Record<string, string> = {}): boolean {
-  if (!selector) return true;
-  const terms = selector.match(/[^,(]+(\([^)]*\))?/g) ?? [];
-  return terms.every((raw) => {
-    const term = raw.trim();
-    let m: RegExpMatchArray | null;
-    if ((m = term.match(/^(\S+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
-      const values = m[3]!.split(',').map((v) => v.trim());
-      const has = m[1]! in labels && values.includes(labels[m[1]!]!);
-      return m[2] === 'in' ? has : !has;
-    }
-    if ((m = term.match(/^([^!=\s]+)\s*(==|=|!=)\s*(\S*)$/))) return m[2] === '!=' ? labels[m[1]!] !== m[3] : labels[m[1]!] === m[3];
-    if (term.startsWith('!')) return !(term.slice(1) in labels);
-    return term in labels;
-  });
-}
 
 /** An apiserver in memory: objects by kind and name, label-selected lists, apply as replace-and-merge. */
 class MemoryApi extends KubeApi {

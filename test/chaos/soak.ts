@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
-import { applyObject } from '../../bridge/kubeapi.ts';
+import { applyObject } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';

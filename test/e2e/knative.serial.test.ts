@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { JournalEntry } from '../../bridge/journal.ts';
-import type { KubeApi } from '../../bridge/kubeapi.ts';
+import type { KubeApi } from '../../kube/api.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';

@@ -2,7 +2,7 @@
 // idle scales to zero.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApiError } from '../../bridge/kubeapi.ts';
+import { ApiError } from '../../kube/api.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
 

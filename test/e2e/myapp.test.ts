@@ -1,7 +1,7 @@
 // MyApp end to end: the seed's four scenarios of one reconcile loop.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApiError } from '../../bridge/kubeapi.ts';
+import { ApiError } from '../../kube/api.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 

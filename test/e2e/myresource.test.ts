@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { ApiError } from '../../bridge/kubeapi.ts';
+import { ApiError } from '../../kube/api.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { ApiError, applyObject } from '../../bridge/kubeapi.ts';
+import { ApiError, applyObject } from '../../kube/api.ts';
 import { testCluster, waitFor, type TestCluster } from '../support/cluster.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 

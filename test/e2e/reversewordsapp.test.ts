@@ -2,7 +2,7 @@
 // and a finalizer that cleans up before deletion but never blocks it forever.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApiError } from '../../bridge/kubeapi.ts';
+import { ApiError } from '../../kube/api.ts';
 import { lockedAnnotation } from '../../functions/reversewordsapp/index.ts';
 import { testCluster, waitFor } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pino from 'pino';
-import { applyObject } from '../../bridge/kubeapi.ts';
+import { applyObject } from '../../kube/api.ts';
 import { generateWebhookPki } from '../../cluster/pki.ts';
 import { crdOf, defineKind, defineReconciler, serve, t } from '../../functions/sdk/index.ts';
 import { freePort } from '../support/bridge.ts';

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { reconcileEvent as eventFor } from '../../bridge/contract.ts';
-import { ApiError, applyObject } from '../../bridge/kubeapi.ts';
+import { ApiError, applyObject } from '../../kube/api.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import MyWebFunction, { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';

@@ -2,7 +2,7 @@
 // namespaces, it may write its children there and is refused everywhere else.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { applyObject } from '../../bridge/kubeapi.ts';
+import { applyObject } from '../../kube/api.ts';
 import { ConfigMap, defineKind, defineReconciler, Deployment, t as types } from '../../functions/sdk/index.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
 import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind, type KindRef } from '../../functions/sdk/index.ts';
-import { applyObject } from '../../bridge/kubeapi.ts';
+import { applyObject } from '../../kube/api.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';

@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { connectionFromOptions } from '../../bridge/connection.ts';
-import { applyObject, KubeApi } from '../../bridge/kubeapi.ts';
+import { connectionFromOptions } from '../../kube/connection.ts';
+import { applyObject, KubeApi } from '../../kube/api.ts';
 import { parseAllDocuments } from 'yaml';
 import { clusterPaths, clusterUp, restartApiserver as restartApiserverProcess, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
 

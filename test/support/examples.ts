@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { ApiError, applyObject, collectionPath, objectPath } from '../../bridge/kubeapi.ts';
+import { ApiError, applyObject, collectionPath, objectPath } from '../../kube/api.ts';
 import { loadFunction } from '../../cli/functions.ts';
 import { testCluster, testNamespace, waitFor } from './cluster.ts';
 import { functionStack, journalLines, stackReport, type FunctionRuntime } from './functions.ts';

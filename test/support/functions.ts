@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
-import type { KubeApi } from '../../bridge/kubeapi.ts';
+import type { KubeApi } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -37,8 +37,18 @@ test('a tokenFile is read (and trimmed); basic auth works too', (t) => {
   assert.deepEqual(connectionFromKubeconfig(kubeconfig(t, { username: 'u', password: 'p' })).headers(), { Authorization: `Basic ${Buffer.from('u:p').toString('base64')}` });
 });
 
-test('exec plugins are refused with what to do instead', (t) => {
-  assert.throws(() => connectionFromKubeconfig(kubeconfig(t, { exec: { command: 'aws' } })), /exec or auth-provider plugin, which the kfn bridge does not run; give it a token or a client certificate/);
+test('an exec credential plugin (as EKS, GKE and AKS use) gives the token; a failing plugin is a clear error', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-exec-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const plugin = join(dir, 'plugin.sh');
+  // Counts its runs: the credential is cached until it expires, not fetched per request.
+  writeFileSync(plugin, `#!/bin/sh\necho run >> ${join(dir, 'runs')}\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin","expirationTimestamp":"2999-01-01T00:00:00Z"}}'\n`, { mode: 0o755 });
+  const c = connectionFromKubeconfig(kubeconfig(t, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } }));
+  assert.deepEqual(await c.headers(), { Authorization: 'Bearer from-plugin' });
+  assert.deepEqual(await c.headers(), { Authorization: 'Bearer from-plugin' });
+  assert.equal(readFileSync(join(dir, 'runs'), 'utf8').trim().split('\n').length, 1, 'one run while the credential is valid');
+  const broken = connectionFromKubeconfig(kubeconfig(t, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: join(dir, 'missing-plugin'), interactiveMode: 'Never' } }));
+  await assert.rejects(async () => broken.headers(), /kubeconfig .*config: the credential plugin of user u failed: /);
 });
 
 test('missing files and contexts are clear errors', (t) => {

@@ -4,8 +4,10 @@
 // 80 MiB of resident memory for the few things it needs.
 //
 // Supported: tokens (inline or tokenFile, re-read so rotated tokens work), client certificates,
-// CAs (inline or file), insecure-skip-tls-verify, and in-cluster configuration. Exec and
-// auth-provider plugins are not: such a kubeconfig gets an error saying so.
+// CAs (inline or file), insecure-skip-tls-verify, and in-cluster configuration. A user that
+// authenticates with an exec or auth-provider plugin (how EKS, GKE and AKS kubeconfigs work) is
+// handed to @kubernetes/client-node, loaded only then: it runs the plugin and caches the
+// credential until it expires; the connection takes the Authorization header it yields.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
@@ -21,8 +23,8 @@ export interface Connection {
    * all requests share it, so aborting one request would leave the next on the same dead socket.
    */
   reset(): void;
-  /** Authorization headers for the next request (a token file is re-read at most every minute). */
-  headers(): Record<string, string>;
+  /** Authorization headers for the next request (a token file is re-read at most every minute; an exec plugin runs when its credential has expired). */
+  headers(): Record<string, string> | Promise<Record<string, string>>;
   /** Where it came from, for messages. */
   source: string;
 }
@@ -38,6 +40,8 @@ export interface ConnectionOptions {
   username?: string;
   password?: string;
   source?: string;
+  /** Credentials from a plugin: the Authorization header, asked before each request. */
+  authenticate?: () => Promise<Record<string, string>>;
 }
 
 const inClusterDir = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -62,7 +66,8 @@ export function connectionFromOptions(o: ConnectionOptions): Connection {
       void old.destroy().catch(() => undefined);
     },
     source: o.source ?? o.server,
-    headers(): Record<string, string> {
+    headers(): Record<string, string> | Promise<Record<string, string>> {
+      if (o.authenticate) return o.authenticate();
       if (o.tokenFile && Date.now() - readAt > 60_000) {
         token = readFileSync(o.tokenFile, 'utf8').trim();
         readAt = Date.now();
@@ -109,13 +114,14 @@ export function connectionFromKubeconfigText(text: string, path: string, base = 
   const cluster = doc.clusters?.find((c) => c.name === context.cluster)?.cluster;
   if (!cluster?.server) throw new Error(`kubeconfig ${path}: cluster ${context.cluster} has no server`);
   const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
+  const ca = cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? file(cluster['certificate-authority']) : undefined;
   if (user.exec || user['auth-provider']) {
-    throw new Error(`kubeconfig ${path}: user ${context.user} authenticates with an exec or auth-provider plugin, which the kfn bridge does not run; give it a token or a client certificate (e.g. a ServiceAccount token: kfn cluster token NS/SA --kubeconfig-out F)`);
+    return connectionFromOptions({ server: cluster.server, ca, insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true, source: path, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
   }
   const str = (k: string) => (typeof user[k] === 'string' ? (user[k] as string) : undefined);
   return connectionFromOptions({
     server: cluster.server,
-    ca: cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? file(cluster['certificate-authority']) : undefined,
+    ca,
     insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
     token: str('token'),
     tokenFile: str('tokenFile') ? (isAbsolute(str('tokenFile')!) ? str('tokenFile') : join(base, str('tokenFile')!)) : undefined,
@@ -125,6 +131,32 @@ export function connectionFromKubeconfigText(text: string, path: string, base = 
     password: str('password'),
     source: path,
   });
+}
+
+/**
+ * The Authorization header of a kubeconfig user with an exec or auth-provider plugin, from
+ * @kubernetes/client-node (imported on first use: it costs the process tens of MiB, so only
+ * kubeconfigs that need it load it). It caches the plugin's credential until it expires.
+ */
+function pluginCredentials(text: string, path: string, base: string, userName: string): () => Promise<Record<string, string>> {
+  let config: Promise<import('@kubernetes/client-node').KubeConfig> | undefined;
+  return async () => {
+    config ??= import('@kubernetes/client-node').then(({ KubeConfig }) => {
+      const kc = new KubeConfig();
+      kc.loadFromString(text);
+      kc.makePathsAbsolute(base);
+      return kc;
+    });
+    const opts: { headers?: Record<string, string> } = {};
+    try {
+      await (await config).applyToHTTPSOptions(opts as never);
+    } catch (err) {
+      throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} failed: ${(err as Error).message}`);
+    }
+    const authorization = opts.headers?.Authorization;
+    if (!authorization) throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} gave no token (a plugin that returns a client certificate is not supported; use one that returns a token)`);
+    return { Authorization: authorization };
+  };
 }
 
 /** The in-cluster configuration of a pod: its ServiceAccount token (rotated) and the cluster CA. */

@@ -109,8 +109,8 @@ export class KubeApi {
     return url;
   }
 
-  private send(method: Method, path: string, options: RequestOptions) {
-    const headers: Record<string, string> = { ...this.connection.headers(), Accept: options.accept ?? 'application/json' };
+  private async send(method: Method, path: string, options: RequestOptions) {
+    const headers: Record<string, string> = { ...(await this.connection.headers()), Accept: options.accept ?? 'application/json' };
     if (options.body !== undefined) headers['Content-Type'] = options.contentType ?? 'application/json';
     return fetch(this.url(path, options.query), {
       method,
