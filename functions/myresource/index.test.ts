@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigMap, Job } from '../sdk/index.ts';
 import { testReconcile } from '../sdk/testing.ts';
+import { admit, parseAdmissionReview } from '../sdk/admission.ts';
 import MyResourceFunction from './index.ts';
 
 const res = (memory: string | number = '64Mi') => ({ metadata: { name: 'r', namespace: 'demo' }, spec: { image: 'kfn.local/busybox:1.35', memory } });
@@ -36,4 +37,12 @@ test('status.state follows the Job: Running, Succeeded (Ready), Failed', async (
   assert.deepEqual([done.status?.state, done.ready?.status], ['Succeeded', 'True']);
   assert.equal((await withJob({ failed: 1, conditions: [{ type: 'Failed', status: 'True' }] })).status?.state, 'Failed');
   void Job;
+});
+
+test('webhook: a bare number of bytes and more than 4Gi are refused with the field; 1024Mi is fine', async () => {
+  const review = (memory: string | number) => parseAdmissionReview(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'mygroup.example.com', version: 'v1alpha1', kind: 'MyResource' }, operation: 'CREATE', object: { apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name: 'r' }, spec: { image: 'busybox', memory } } } }));
+  const causes = async (memory: string | number) => (await admit(MyResourceFunction, 'validate', review(memory))).response?.status?.details?.causes.map((c) => `${c.field}: ${c.message}`);
+  assert.deepEqual(await causes(256), ['spec.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi?']);
+  assert.deepEqual(await causes('8Gi'), ['spec.memory: at most 4Gi (got 8Gi)']);
+  assert.equal(await causes('1024Mi'), undefined);
 });

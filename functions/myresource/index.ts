@@ -3,7 +3,7 @@
 // the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
 // edit starts a new Job and the old one is pruned.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Job, defineKind, defineReconciler, quantity, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Job, defineKind, defineReconciler, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
 
 export const MyResource = defineKind({
   group: 'mygroup.example.com',
@@ -43,6 +43,16 @@ export default defineReconciler({
   name: 'myresource',
   for: MyResource,
   owns: [ConfigMap, Job],
+  // The webhook half: a memory limit that cannot be meant is refused before it is stored — a
+  // bare number is bytes (the Job's container would be killed at once), and more than 4Gi is
+  // more than a task of this kind may ask.
+  validate(res) {
+    const bytes = parseQuantity(res.spec.memory);
+    if (bytes === undefined) return [];
+    if (bytes < 4 * 2 ** 20) return [`spec.memory: ${res.spec.memory} is ${bytes} bytes, too little to run a container${/^[0-9]+$/.test(String(res.spec.memory)) ? `; did you mean ${res.spec.memory}Mi?` : ''}`];
+    if (bytes > 4 * 2 ** 30) return [`spec.memory: at most 4Gi (got ${res.spec.memory})`];
+    return [];
+  },
   reconcile(res, ctx) {
     const memory = String(res.spec.memory);
     const state = stateOf(ctx.owned(Job, jobName(res)));

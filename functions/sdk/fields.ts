@@ -12,6 +12,12 @@
 const quantityPattern = /^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$/;
 const quantityFactor: Record<string, number> = { n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
 
+/** A Kubernetes quantity's value ("512Mi" → 536870912, "250m" → 0.25, 2 → 2); undefined if it is not one. */
+export function parseQuantity(q: unknown): number | undefined {
+  const m = typeof q === 'string' || typeof q === 'number' ? String(q).match(quantityPattern) : null;
+  return m ? Number(m[1]) * quantityFactor[m[2] ?? '']! : undefined;
+}
+
 /** Kubernetes quantities the apiserver rewrites in canonical form ("1024Mi" is stored as "1Gi"). */
 export function sameQuantity(a: unknown, b: unknown): boolean {
   const qa = typeof a === 'string' || typeof a === 'number' ? String(a).match(quantityPattern) : null;

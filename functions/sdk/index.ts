@@ -23,4 +23,5 @@ export {
 } from './reconciler.ts';
 export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
 export { createApp, lambdaHandler, serve } from './server.ts';
+export { parseQuantity } from './fields.ts';
 export { labelSelectorMatches, objectKey, selectorMatches, type LabelSelector } from '../../kube/objects.ts';

@@ -19,8 +19,16 @@ test('MyApp webhooks on the apiserver: defaulting stored, validation refused by 
   const s = await functionStack(t, cluster, 'myapp', { webhooks: true });
   const body = (name: string, spec: object) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name }, spec });
 
+  // The apiserver takes a moment to start calling new webhooks (until then writes go through
+  // unchecked): wait until one refuses, then every write below meets both.
+  let probe = 0;
+  await waitFor('the apiserver to call the webhooks', async () => {
+    const err = await s.api.request('POST', s.objects, { body: body(`probe-${probe++}`, { replicas: 99, image: 'kfn.local/nginx:1.22' }) }).then(() => undefined, (e: Error) => e);
+    return err?.message.includes('denied the request') || undefined;
+  }, { timeoutMs: 30_000 });
+
   // Defaulting: the stored object carries what default() set; the reconcile sees it too.
-  const created = await waitFor('the webhook to be called for a create', () => s.api.request<MyAppObject>('POST', s.objects, { body: body('web', { replicas: 1, image: 'kfn.local/nginx' }) }), { timeoutMs: 30_000 });
+  const created = await s.api.request<MyAppObject>('POST', s.objects, { body: body('web', { replicas: 1, image: 'kfn.local/nginx' }) });
   assert.equal(created.spec.image, 'kfn.local/nginx:latest', 'defaulted before it was stored');
   assert.equal((await s.api.request<MyAppObject>('GET', `${s.objects}/web`)).spec.image, 'kfn.local/nginx:latest');
   await waitFor('the Deployment of the defaulted MyApp', async () => {
@@ -55,4 +63,19 @@ test('MyApp webhooks on the apiserver: defaulting stored, validation refused by 
   s.process!.kill('SIGKILL');
   await waitFor('the function to be gone', async () => (s.process!.exitCode !== null || s.process!.signalCode !== null) || undefined);
   await assert.rejects(s.api.request('POST', s.objects, { body: body('later', { replicas: 1, image: 'nginx:1' }) }), /failed calling webhook "default\.myapps\.app\.example\.com".*connect: connection refused/s);
+});
+
+test('MyResource validation on the apiserver: a bare number of bytes is refused, saying what was meant', async (t) => {
+  const cluster = await testCluster();
+  const s = await functionStack(t, cluster, 'myresource', { webhooks: true });
+  const body = (name: string, memory: string | number) => ({ apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name }, spec: { image: 'kfn.local/busybox:1.35', memory } });
+  // The apiserver takes a moment to start calling a new webhook: until then a write is let through.
+  let attempt = 0;
+  const refusal = await waitFor('the webhook to refuse a bare number', async () => {
+    const err = await s.api.request('POST', s.objects, { body: body(`tiny-${attempt++}`, 256) }).then(() => undefined, (e: Error) => e);
+    return err?.message.includes('denied the request') ? err : undefined;
+  }, { timeoutMs: 30_000 });
+  assert.match(refusal.message, /MyResource\.mygroup\.example\.com "tiny-\d+" is invalid: spec\.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi\?/);
+  await assert.rejects(s.api.request('POST', s.objects, { body: body('huge', '8Gi') }), /spec\.memory: at most 4Gi \(got 8Gi\)/);
+  await s.api.request('POST', s.objects, { body: body('fine', '64Mi') });
 });
