@@ -55,19 +55,27 @@ export function jsonPatch(from: unknown, to: unknown, at: (string | number)[] = 
   return ops;
 }
 
-/** Reads and checks an AdmissionReview request body. */
-export function parseAdmissionReview(body: string): Required<Pick<AdmissionReview, 'request'>> & AdmissionReview {
+/**
+ * A webhook review's body as JSON of the expected apiVersion and kind, with an object `request`;
+ * anything else is a BadAdmissionReview saying what came instead.
+ */
+export function readReview(body: string, apiVersion: string, kind: string): { review: Record<string, unknown>; request: Record<string, unknown> } {
   let review: unknown;
   try {
     review = JSON.parse(body);
   } catch {
-    throw new BadAdmissionReview('the body is not JSON: expected an admission.k8s.io/v1 AdmissionReview');
+    throw new BadAdmissionReview(`the body is not JSON: expected an ${apiVersion} ${kind}`);
   }
-  if (!isObject(review) || review.apiVersion !== 'admission.k8s.io/v1' || review.kind !== 'AdmissionReview') {
-    throw new BadAdmissionReview(`expected apiVersion admission.k8s.io/v1, kind AdmissionReview; got ${isObject(review) ? `${String(review.apiVersion)} ${String(review.kind)}` : typeof review}`);
+  if (!isObject(review) || review.apiVersion !== apiVersion || review.kind !== kind) {
+    throw new BadAdmissionReview(`expected apiVersion ${apiVersion}, kind ${kind}; got ${isObject(review) ? `${String(review.apiVersion)} ${String(review.kind)}` : typeof review}`);
   }
-  const request = review.request;
-  if (!isObject(request) || typeof request.uid !== 'string' || !request.uid) throw new BadAdmissionReview('the AdmissionReview has no request.uid');
+  return { review, request: isObject(review.request) ? review.request : {} };
+}
+
+/** Reads and checks an AdmissionReview request body. */
+export function parseAdmissionReview(body: string): Required<Pick<AdmissionReview, 'request'>> & AdmissionReview {
+  const { review, request } = readReview(body, 'admission.k8s.io/v1', 'AdmissionReview');
+  if (typeof request.uid !== 'string' || !request.uid) throw new BadAdmissionReview('the AdmissionReview has no request.uid');
   if (!['CREATE', 'UPDATE', 'DELETE', 'CONNECT'].includes(request.operation as string)) throw new BadAdmissionReview(`request.operation ${String(request.operation)} is not CREATE, UPDATE, DELETE or CONNECT`);
   return review as unknown as Required<Pick<AdmissionReview, 'request'>> & AdmissionReview;
 }

@@ -3,27 +3,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { convertObject, convertReview, parseConversionReview } from './conversion.ts';
-import { crdOf, createApp, defineKind, defineReconciler, t } from './index.ts';
+import { crdOf, createApp, defineReconciler } from './index.ts';
+import { shirtKind } from './testdata/shirt.ts';
 
-// v1 says what unit a chest size is in; v1alpha1 had centimetres only.
-export const Shirt = defineKind({
-  group: 'shop.kfn.test',
-  version: 'v1',
-  kind: 'Shirt',
-  spec: t.Object({ chest: t.Object({ value: t.Integer(), unit: t.Union([t.Literal('cm'), t.Literal('in')]) }) }),
-  status: t.Object({}),
-  previousVersions: [
-    {
-      version: 'v1alpha1',
-      spec: t.Object({ chestCm: t.Integer() }),
-      up: (o) => ({ ...o, spec: { chest: { value: (o.spec as { chestCm: number }).chestCm, unit: 'cm' } } }),
-      down: (o) => {
-        const chest = (o.spec as { chest: { value: number; unit: string } }).chest;
-        return { ...o, spec: { chestCm: chest.unit === 'in' ? Math.round(chest.value * 2.54) : chest.value } };
-      },
-    },
-  ],
-});
+const Shirt = shirtKind();
 
 const meta = { name: 'tee', namespace: 'shop', uid: 'u1', resourceVersion: '7' };
 const review = (desired: string, objects: unknown[]) => JSON.stringify({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'ConversionReview', request: { uid: 'r1', desiredAPIVersion: desired, objects } });

@@ -2,7 +2,7 @@
 // at the desired version out. The apiserver stores the current version and asks the function
 // (POST /convert) whenever an object is read or written at another one.
 import type { Kind, VersionedObject } from './kind.ts';
-import { BadAdmissionReview } from './admission.ts';
+import { BadAdmissionReview, readReview } from './admission.ts';
 
 export interface ConversionReview {
   apiVersion: 'apiextensions.k8s.io/v1';
@@ -11,21 +11,10 @@ export interface ConversionReview {
   response?: { uid: string; convertedObjects: VersionedObject[]; result: { status: 'Success' | 'Failure'; message?: string } };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** Reads and checks a ConversionReview request (a malformed one is a 400, as for admission). */
 export function parseConversionReview(body: string): ConversionReview & { request: NonNullable<ConversionReview['request']> } {
-  let review: unknown;
-  try {
-    review = JSON.parse(body);
-  } catch {
-    throw new BadAdmissionReview('the body is not JSON: expected an apiextensions.k8s.io/v1 ConversionReview');
-  }
-  if (!isObject(review) || review.apiVersion !== 'apiextensions.k8s.io/v1' || review.kind !== 'ConversionReview') {
-    throw new BadAdmissionReview(`expected apiVersion apiextensions.k8s.io/v1, kind ConversionReview; got ${isObject(review) ? `${String(review.apiVersion)} ${String(review.kind)}` : typeof review}`);
-  }
-  const r = review.request;
-  if (!isObject(r) || typeof r.uid !== 'string' || typeof r.desiredAPIVersion !== 'string' || !Array.isArray(r.objects)) {
+  const { review, request: r } = readReview(body, 'apiextensions.k8s.io/v1', 'ConversionReview');
+  if (typeof r.uid !== 'string' || typeof r.desiredAPIVersion !== 'string' || !Array.isArray(r.objects)) {
     throw new BadAdmissionReview('the ConversionReview needs request.uid, request.desiredAPIVersion and request.objects');
   }
   return review as unknown as ConversionReview & { request: NonNullable<ConversionReview['request']> };

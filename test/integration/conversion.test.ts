@@ -9,29 +9,10 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { applyObject } from '../../kube/api.ts';
 import { generateWebhookPki } from '../../cluster/pki.ts';
-import { crdOf, defineKind, defineReconciler, serve, t } from '../../functions/sdk/index.ts';
+import { crdOf, defineReconciler, serve } from '../../functions/sdk/index.ts';
+import { shirtKind } from '../../functions/sdk/testdata/shirt.ts';
 import { freePort } from '../support/bridge.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
-
-const shirtKind = (group: string) =>
-  defineKind({
-    group,
-    version: 'v1',
-    kind: 'Shirt',
-    spec: t.Object({ chest: t.Object({ value: t.Integer(), unit: t.Union([t.Literal('cm'), t.Literal('in')]) }) }),
-    status: t.Object({}),
-    previousVersions: [
-      {
-        version: 'v1alpha1',
-        spec: t.Object({ chestCm: t.Integer() }),
-        up: (o) => ({ ...o, spec: { chest: { value: (o.spec as { chestCm: number }).chestCm, unit: 'cm' } } }),
-        down: (o) => {
-          const chest = (o.spec as { chest: { value: number; unit: string } }).chest;
-          return { ...o, spec: { chestCm: chest.unit === 'in' ? Math.round(chest.value * 2.54) : chest.value } };
-        },
-      },
-    ],
-  });
 
 test('a two-version kind: written at either version, read at both (get and list) through the conversion webhook; the webhook down fails reads by name', async (t) => {
   const cluster = await testCluster();
