@@ -97,6 +97,8 @@ class ReconcilerRuntime {
   private readonly selectors = new Map<string, SelectorIndex>();
   // The primaries' references, by the field a reference-mapped watch names.
   private readonly references = new Map<string, ReferenceIndex>();
+  // Both kinds of index, kept up to date from the primary's events.
+  private readonly primaryIndexes: (SelectorIndex | ReferenceIndex)[] = [];
   private readonly bridge: Bridge;
   private credentials: Credentials | undefined;
   private sinkUrl: string | undefined;
@@ -118,6 +120,7 @@ class ReconcilerRuntime {
       if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));
       if ('referenceField' in w.mapping) this.references.set(w.mapping.referenceField, new ReferenceIndex(w.mapping.referenceField));
     }
+    this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key));
     this.resync.start();
@@ -149,11 +152,11 @@ class ReconcilerRuntime {
         // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves.
         if (this.inNamespaces(event.object)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
-        for (const index of [...this.selectors.values(), ...this.references.values()]) index.delete(key);
+        for (const index of this.primaryIndexes) index.delete(key);
       } else {
         this.tombstones.delete(key);
         if (this.inNamespaces(event.object)) this.resync.track(key);
-        for (const index of [...this.selectors.values(), ...this.references.values()]) index.set(key, event.object);
+        for (const index of this.primaryIndexes) index.set(key, event.object);
       }
     }
     const now = this.bridge.clock.now();

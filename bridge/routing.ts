@@ -58,6 +58,28 @@ export function fieldAt(obj: unknown, path: string): unknown {
 }
 
 
+/** Primary keys filed under names (a selector's key=value pair, a referenced name): add, remove, look up. */
+class Filing {
+  private readonly byName = new Map<string, Set<string>>();
+
+  add(name: string, key: string): void {
+    let keys = this.byName.get(name);
+    if (!keys) this.byName.set(name, (keys = new Set()));
+    keys.add(key);
+  }
+
+  remove(name: string, key: string): void {
+    const keys = this.byName.get(name);
+    if (!keys) return;
+    keys.delete(key);
+    if (keys.size === 0) this.byName.delete(name);
+  }
+
+  under(name: string): Iterable<string> {
+    return this.byName.get(name) ?? [];
+  }
+}
+
 /**
  * The primaries' label selectors (one field of theirs), indexed so that finding the primaries
  * selecting an object looks at few of them, not every primary on every event: a selector with
@@ -68,7 +90,7 @@ export function fieldAt(obj: unknown, path: string): unknown {
 export class SelectorIndex {
   readonly field: string;
   private readonly entries = new Map<string, { selector: unknown; namespace?: string; pair?: string }>();
-  private readonly byPair = new Map<string, Set<string>>();
+  private readonly byPair = new Filing();
   private readonly unfiled = new Set<string>();
   /** Selectors checked by the last `matching` call (for tests and metrics). */
   lastChecked = 0;
@@ -91,23 +113,16 @@ export class SelectorIndex {
     const first = Object.entries(labels).find(([, v]) => typeof v === 'string');
     const pair = first ? `${first[0]}=${first[1]}` : undefined;
     this.entries.set(key, { selector, namespace: primary.metadata.namespace, pair });
-    if (pair) {
-      let keys = this.byPair.get(pair);
-      if (!keys) this.byPair.set(pair, (keys = new Set()));
-      keys.add(key);
-    } else {
-      this.unfiled.add(key);
-    }
+    if (pair) this.byPair.add(pair, key);
+    else this.unfiled.add(key);
   }
 
   delete(key: string): void {
     const entry = this.entries.get(key);
     if (!entry) return;
     this.entries.delete(key);
-    if (!entry.pair) return void this.unfiled.delete(key);
-    const keys = this.byPair.get(entry.pair)!;
-    keys.delete(key);
-    if (keys.size === 0) this.byPair.delete(entry.pair);
+    if (entry.pair) this.byPair.remove(entry.pair, key);
+    else this.unfiled.delete(key);
   }
 
   /** Keys of the primaries whose selector matches `labels` (same namespace, or cluster-scoped primaries). */
@@ -120,7 +135,7 @@ export class SelectorIndex {
       this.lastChecked++;
       if (selectorMatches(entry.selector, labels)) out.push(key);
     };
-    for (const [k, v] of Object.entries(labels)) for (const key of this.byPair.get(`${k}=${v}`) ?? []) check(key);
+    for (const [k, v] of Object.entries(labels)) for (const key of this.byPair.under(`${k}=${v}`)) check(key);
     for (const key of this.unfiled) check(key);
     return out;
   }
@@ -146,7 +161,7 @@ export function valuesAt(obj: unknown, path: string): unknown[] {
  */
 export class ReferenceIndex {
   readonly field: string;
-  private readonly byName = new Map<string, Set<string>>();
+  private readonly byName = new Filing();
   private readonly entries = new Map<string, { names: string[]; namespace?: string }>();
   /** Primaries looked at by the last `naming` call (for tests). */
   lastChecked = 0;
@@ -165,22 +180,14 @@ export class ReferenceIndex {
     const names = [...new Set(valuesAt(primary, this.field).filter((v): v is string => typeof v === 'string' && v !== ''))];
     if (names.length === 0) return;
     this.entries.set(key, { names, namespace: primary.metadata.namespace });
-    for (const name of names) {
-      let keys = this.byName.get(name);
-      if (!keys) this.byName.set(name, (keys = new Set()));
-      keys.add(key);
-    }
+    for (const name of names) this.byName.add(name, key);
   }
 
   delete(key: string): void {
     const entry = this.entries.get(key);
     if (!entry) return;
     this.entries.delete(key);
-    for (const name of entry.names) {
-      const keys = this.byName.get(name)!;
-      keys.delete(key);
-      if (keys.size === 0) this.byName.delete(name);
-    }
+    for (const name of entry.names) this.byName.remove(name, key);
   }
 
   /**
@@ -190,7 +197,7 @@ export class ReferenceIndex {
   naming(name: string, namespace: string | undefined): string[] {
     const out: string[] = [];
     this.lastChecked = 0;
-    for (const key of this.byName.get(name) ?? []) {
+    for (const key of this.byName.under(name)) {
       this.lastChecked++;
       const entry = this.entries.get(key)!;
       if (namespace === undefined || !entry.namespace || entry.namespace === namespace) out.push(key);

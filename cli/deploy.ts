@@ -245,7 +245,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     importImages(socket, [image.tarball]);
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
-    if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v: { version: string }) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
+    if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
     if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
     const caBundle = hasWebhooks(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
     if (caBundle) webhooks.set(reconciler.name, { reconciler, caBundle });
@@ -272,11 +272,10 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     // Registered once the function answers: with failurePolicy Fail, a webhook nobody serves
     // would refuse every write of the kind.
     const hooks = webhooks.get(name);
-    if (hooks && (hooks.reconciler.default || hooks.reconciler.validate)) {
-      const configs = webhookConfigurations(hooks.reconciler, { client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } }, caBundle: hooks.caBundle, namespaces: options.namespaces });
-      for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
-      log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
-    }
+    // (A kind with previous versions alone has its conversion webhook in its CRD: no configurations.)
+    const configs = hooks ? webhookConfigurations(hooks.reconciler, { client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } }, caBundle: hooks.caBundle, namespaces: options.namespaces }) : [];
+    for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
+    if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
   }
 }
 

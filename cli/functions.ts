@@ -46,7 +46,7 @@ Options:
   --host H        address to listen on (default 127.0.0.1)
   --kubeconfig P  kubeconfig to use
   --insecure      accept unsigned events (local development only)
-  --webhook-cert-dir D  serve the function's admission webhooks (default/validate) over HTTPS
+  --webhook-cert-dir D  serve the function's webhooks (default, validate, conversion) over HTTPS
                   with D/tls.crt and D/tls.key (re-read when they change)
   --webhook-port N      port of the HTTPS listener (default 9443)
   -h, --help      show this help`;
@@ -65,9 +65,9 @@ export const serveCommand: Command = {
     const api = new KubeApi(loadConnection(values.kubeconfig));
     const certDir = values['webhook-cert-dir'];
     const webhookPort = parsePort('--webhook-port', values['webhook-port']) ?? 9443;
-    if (certDir && !hasWebhooks(reconciler)) throw new UsageError(`kfn serve: ${reconciler.name} has no default() or validate(), so it serves no webhooks; drop --webhook-cert-dir`);
+    if (certDir && !hasWebhooks(reconciler)) throw new UsageError(`kfn serve: ${reconciler.name} has no webhooks (no default(), validate() or previous versions of its kind); drop --webhook-cert-dir`);
     const server = await serve(reconciler, { port, hostname: values.host ?? '127.0.0.1', api, ...(certDir ? { webhooks: { port: webhookPort, certDir } } : {}) });
-    console.error(`kfn serve: ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on http://${values.host ?? '127.0.0.1'}:${port}/${certDir ? `, admission webhooks on https://${values.host ?? '127.0.0.1'}:${webhookPort}/admission/` : ''}`);
+    console.error(`kfn serve: ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on http://${values.host ?? '127.0.0.1'}:${port}/${certDir ? `, webhooks on https://${values.host ?? '127.0.0.1'}:${webhookPort}/` : ''}`);
     await new Promise<void>((done) => {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
     });

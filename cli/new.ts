@@ -128,15 +128,17 @@ The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
   };
 }
 
+/** True for this repository's folder and anything under it. */
+const insideRepo = (path: string) => resolve(path) === repoRoot || resolve(path).startsWith(repoRoot + sep);
+
 /** Writes the folder; refuses to touch an existing one. Returns its path. */
 export function writeNewFunction(o: NewFunction): string {
   const problems = checkNames(o);
   if (problems.length) throw new UsageError(`kfn new: ${problems.join('; ')}`);
   const target = resolve(o.dir, o.name);
   if (existsSync(target)) throw new UsageError(`kfn new: ${target} already exists; choose another name or remove it first`, 1);
-  const insideRepo = (resolve(target) + sep).startsWith(repoRoot + sep);
   const relativeSdk = relative(target, join(repoRoot, 'functions', 'sdk', 'index.ts')).split(sep).join('/');
-  const sdk = o.sdk ?? (insideRepo ? (relativeSdk.startsWith('.') ? relativeSdk : `./${relativeSdk}`) : 'kfn/sdk');
+  const sdk = o.sdk ?? (insideRepo(target) ? (relativeSdk.startsWith('.') ? relativeSdk : `./${relativeSdk}`) : 'kfn/sdk');
   mkdirSync(target, { recursive: true });
   for (const [file, text] of Object.entries(newFunctionFiles({ ...o, sdk }))) writeFileSync(join(target, file), text);
   return target;
@@ -150,7 +152,7 @@ export const newCommand: Command = {
     if (wantsHelp(argv)) return (console.log(usage), 0);
     const { values, positionals } = parseCommandArgs('new', argv, { group: { type: 'string' }, kind: { type: 'string' }, version: { type: 'string' }, dir: { type: 'string' }, sdk: { type: 'string' } }, true);
     if (positionals.length !== 1 || !values.group || !values.kind) throw new UsageError(`kfn new: expected a name, --group and --kind\n\n${usage}`);
-    const inRepo = (resolve(process.cwd()) + sep).startsWith(repoRoot + sep) || resolve(process.cwd()) === repoRoot;
+    const inRepo = insideRepo(process.cwd());
     const dir = values.dir ?? (inRepo ? join(repoRoot, 'functions') : join(process.cwd(), 'functions'));
     const target = writeNewFunction({ name: positionals[0]!, group: values.group, version: values.version ?? 'v1alpha1', kind: values.kind, dir, sdk: values.sdk });
     const shown = relative(process.cwd(), target) || '.';

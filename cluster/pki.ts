@@ -61,6 +61,21 @@ function certificate(options: {
   return forge.pki.certificateToPem(cert);
 }
 
+/** The extensions of a CA certificate (fresh objects each time: node-forge fills them in). */
+const caExtensions = () => [
+  { name: 'basicConstraints', cA: true, critical: true },
+  { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+  { name: 'subjectKeyIdentifier' },
+];
+
+/** The extensions of a TLS serving certificate for these names. */
+const servingExtensions = (altNames: object[]) => [
+  { name: 'basicConstraints', cA: false, critical: true },
+  { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+  { name: 'extKeyUsage', serverAuth: true },
+  { name: 'subjectAltName', altNames },
+];
+
 export function generateClusterPki(serviceIp: string, now = new Date()): ClusterPki {
   const ca = rsaKeyPair();
   const caCert = certificate({
@@ -69,11 +84,7 @@ export function generateClusterPki(serviceIp: string, now = new Date()): Cluster
     publicKey: ca.publicKey,
     signingKey: ca.privateKey,
     now,
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-      { name: 'subjectKeyIdentifier' },
-    ],
+    extensions: caExtensions(),
   });
   const serving = rsaKeyPair();
   const servingCert = certificate({
@@ -82,12 +93,7 @@ export function generateClusterPki(serviceIp: string, now = new Date()): Cluster
     publicKey: serving.publicKey,
     signingKey: ca.privateKey,
     now,
-    extensions: [
-      { name: 'basicConstraints', cA: false, critical: true },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: apiserverAltNames(serviceIp) },
-    ],
+    extensions: servingExtensions(apiserverAltNames(serviceIp)),
   });
   // The kubelet authorizes the apiserver's requests by SubjectAccessReview; system:masters may do all.
   const kubeletClient = rsaKeyPair();
@@ -138,10 +144,7 @@ export function generateWebhookPki(name: string, dnsNames: string[], ips: string
     publicKey: ca.publicKey,
     signingKey: ca.privateKey,
     now,
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-    ],
+    extensions: caExtensions(),
   });
   const serving = rsaKeyPair();
   const cert = certificate({
@@ -150,12 +153,7 @@ export function generateWebhookPki(name: string, dnsNames: string[], ips: string
     publicKey: serving.publicKey,
     signingKey: ca.privateKey,
     now,
-    extensions: [
-      { name: 'basicConstraints', cA: false, critical: true },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: [...dnsNames.map((value) => ({ type: 2, value })), ...ips.map((ip) => ({ type: 7, ip }))] },
-    ],
+    extensions: servingExtensions([...dnsNames.map((value) => ({ type: 2, value })), ...ips.map((ip) => ({ type: 7, ip }))]),
   });
   return { caCert, cert, key: serving.privateKey };
 }

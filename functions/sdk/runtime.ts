@@ -12,9 +12,6 @@
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
 import { refOf, type Change, type ReceivedReconcile, type ReconcileResponse } from '../../bridge/contract.ts';
-
-/** Node's longest timer (a longer delay fires after 1 ms). */
-const maxTimerMs = 2 ** 31 - 1;
 import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
@@ -23,6 +20,9 @@ import type { Live } from './types.ts';
 import { Terminal, type Child, type KindRef, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
 export const ownerUidLabel = 'kfn.dev/owner-uid';
+
+/** Node's longest timer (a longer delay fires after 1 ms); the bridge's clock has the same limit. */
+const maxTimerMs = 2 ** 31 - 1;
 export const reconcilerLabel = 'kfn.dev/reconciler';
 /** The documented way out of a finalizer whose cleanup cannot succeed. */
 export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';

@@ -56,42 +56,39 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   let api = options.api;
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
+  // Webhooks, called by the apiserver over TLS (the listener of serveWebhooks): they compute an
+  // answer and write nothing. A body that is not the review expected is a 400 saying why.
+  const webhook = <R>(path: string, name: string, parse: (body: string) => R, answer: (review: R) => Promise<Response>) =>
+    app.post(path, async (c) => {
+      let review: R;
+      try {
+        review = parse(await c.req.text());
+      } catch (err) {
+        if (!(err instanceof BadAdmissionReview)) throw err;
+        log.warn({ webhook: name, error: err.message }, 'refused a malformed review');
+        return c.json({ error: err.message }, 400);
+      }
+      return answer(review);
+    });
   // The conversion webhook of a kind with previous versions.
-  app.post('/convert', async (c) => {
-    let review;
-    try {
-      review = parseConversionReview(await c.req.text());
-    } catch (err) {
-      if (!(err instanceof BadAdmissionReview)) throw err;
-      log.warn({ webhook: 'convert', error: err.message }, 'refused a malformed ConversionReview');
-      return c.json({ error: err.message }, 400);
-    }
+  webhook('/convert', 'convert', parseConversionReview, async (review) => {
     const answer = convertReview(current().for, review);
     const result = answer.response!.result;
     if (result.status === 'Failure') log.warn({ webhook: 'convert', error: result.message }, 'conversion failed');
     else log.debug({ webhook: 'convert', to: review.request.desiredAPIVersion, objects: review.request.objects.length }, 'converted');
-    return c.json(answer);
+    return Response.json(answer);
   });
-  // Admission webhooks: called by the apiserver over TLS (the listener of serveWebhooks); they
-  // compute an answer and write nothing.
+  // Admission webhooks: default() and validate().
   for (const mode of ['default', 'validate'] as const) {
-    app.post(`/admission/${mode}`, async (c) => {
-      let review;
-      try {
-        review = parseAdmissionReview(await c.req.text());
-      } catch (err) {
-        if (!(err instanceof BadAdmissionReview)) throw err;
-        log.warn({ webhook: mode, error: err.message }, 'refused a malformed AdmissionReview');
-        return c.json({ error: err.message }, 400);
-      }
+    webhook(`/admission/${mode}`, mode, parseAdmissionReview, async (review) => {
       try {
         const answer = await admit(current(), mode, review);
         const r = review.request;
         log.info({ webhook: mode, operation: r.operation, object: `${r.namespace ? `${r.namespace}/` : ''}${r.name ?? ''}`, allowed: answer.response!.allowed, patched: Boolean(answer.response!.patch) }, 'admission');
-        return c.json(answer);
+        return Response.json(answer);
       } catch (err) {
         log.error({ webhook: mode, error: (err as Error).message }, `${mode} failed`);
-        return c.json({ error: `${mode} failed: ${(err as Error).message}` }, 500);
+        return Response.json({ error: `${mode} failed: ${(err as Error).message}` }, { status: 500 });
       }
     });
   }
@@ -132,16 +129,16 @@ export interface ServeOptions extends FunctionOptions {
   port?: number;
   hostname?: string;
   /**
-   * Admission webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the
-   * folder holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT
-   * (9443) when the reconciler has `default` or `validate`.
+   * Webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the folder
+   * holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT (9443)
+   * when the reconciler has webhooks (`default`, `validate`, or a kind with previous versions).
    */
   webhooks?: { port: number; certDir: string };
 }
 
 /**
  * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
- * for a reconciler with admission webhooks, an HTTPS listener for the apiserver. Closing the
+ * for a reconciler with webhooks, an HTTPS listener for the apiserver. Closing the
  * HTTP server closes both.
  */
 export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {

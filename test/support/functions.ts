@@ -92,7 +92,6 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } } } };
   let lambda: LocalLambda | undefined;
   let output = () => '';
-  let webhookCa: string | undefined;
   let process_: ChildProcess | undefined;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
   if (runtime === 'lambda') {
@@ -114,23 +113,23 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
     reconcilerObj.spec.sink.uri = started.url;
     if (lambdaOptions?.iam) reconcilerObj.spec.sink.awsIam = { region: lambdaOptions.iam.region };
   } else {
-    let tls: { port: number; certDir: string } | undefined;
+    let tls: { port: number; certDir: string; caCert: string } | undefined;
     if (webhooks) {
       const pki = generateWebhookPki(reconciler.name, ['localhost'], ['127.0.0.1']);
-      tls = { port: await freePort(), certDir: join(dir, 'webhook-tls') };
+      tls = { port: await freePort(), certDir: join(dir, 'webhook-tls'), caCert: pki.caCert };
       mkdirSync(tls.certDir);
       writeFileSync(join(tls.certDir, 'tls.crt'), pki.cert);
       writeFileSync(join(tls.certDir, 'tls.key'), pki.key, { mode: 0o600 });
-      webhookCa = pki.caCert;
     }
     const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir, webhooks: tls });
     t.after(() => void fn.process.kill('SIGKILL'));
     output = () => readFileSync(fn.log, 'utf8');
     process_ = fn.process;
     if (tls) {
-      for (const config of webhookConfigurations(reconciler, { client: { url: `https://127.0.0.1:${tls.port}` }, caBundle: webhookCa!, namespaces: [ns], name: uniqueName(`kfn-fn-${reconciler.name}`) })) {
-        const created = await api.request<{ metadata: { name: string } }>('POST', `/apis/admissionregistration.k8s.io/v1/${(config.kind as string).toLowerCase()}s`, { body: config });
-        t.after(() => api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${(config.kind as string).toLowerCase()}s/${created.metadata.name}`).catch(() => undefined));
+      for (const config of webhookConfigurations(reconciler, { client: { url: `https://127.0.0.1:${tls.port}` }, caBundle: tls.caCert, namespaces: [ns], name: uniqueName(`kfn-fn-${reconciler.name}`) })) {
+        const collection = `/apis/admissionregistration.k8s.io/v1/${(config.kind as string).toLowerCase()}s`;
+        const created = await api.request<{ metadata: { name: string } }>('POST', collection, { body: config });
+        t.after(() => api.request('DELETE', `${collection}/${created.metadata.name}`).catch(() => undefined));
       }
     }
   }
