@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { ApiError, applyObject } from '../../kube/api.ts';
 import { testCluster, waitFor, type TestCluster } from '../support/cluster.ts';
-import { functionStack, journalLines } from '../support/functions.ts';
+import { functionStack, journalLines, stackReport } from '../support/functions.ts';
 
 const myWebStack = (t: TestContext, cluster: TestCluster, extra: { resyncPeriodSeconds?: number } = {}) => functionStack(t, cluster, 'myweb', extra);
 
@@ -104,7 +104,10 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     const ready = await waitFor('Ready=False with the apiserver reason', async () => {
       const obj = await s.api.request<Obj>('GET', `${s.objects}/clash`);
       const c = (obj.status?.conditions as { type: string; status: string; reason: string; message: string }[] | undefined)?.find((x) => x.type === 'Ready');
-      return c?.status === 'False' && c.reason === 'Invalid' ? c : undefined;
+      if (c?.status === 'False' && c.reason === 'Invalid') return c;
+      throw new Error(`Ready: ${JSON.stringify(c ?? null)}`);
+    }, { timeoutMs: 90_000 }).catch((e: Error) => {
+      throw new Error(`${e.message}\n${stackReport(s)}`, { cause: e });
     });
     assert.match(ready.message, /provided port is already allocated/);
     const since = Date.now();

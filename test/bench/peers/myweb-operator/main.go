@@ -1,0 +1,178 @@
+// The controller-runtime peer of kfn's MyWeb function: the same children (page ConfigMap, nginx
+// Deployment, NodePort Service, each owned by the MyWeb), the same status (completed,
+// observedGeneration, a Ready condition), written the way a kubebuilder operator writes them:
+// controllerutil.CreateOrUpdate per child (a read from the cache, a write only when a field
+// this operator sets differs) and a status update only when the status changed. Reads come from
+// controller-runtime's default cache; its defaults otherwise (one reconcile at a time, no
+// client-side rate limit).
+//
+//	myweb-operator --kubeconfig FILE [--namespace NS] [--metrics-bind-address ADDR]
+//	               [--max-concurrent-reconciles N] [--watch-only]
+//
+// --watch-only keeps the cache and the watches but returns from every reconcile at once (for
+// measuring what holding N objects costs). The first reconcile prints `first-reconcile <unix ns>`.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+type reconciler struct {
+	client.Client
+	scheme    *runtime.Scheme
+	watchOnly bool
+	first     atomic.Bool
+}
+
+func labelsOf(web *MyWeb) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "myweb", "app.kubernetes.io/instance": web.Name}
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.first.CompareAndSwap(false, true) {
+		fmt.Printf("first-reconcile %d\n", time.Now().UnixNano())
+	}
+	if r.watchOnly {
+		return ctrl.Result{}, nil
+	}
+	web := &MyWeb{}
+	if err := r.Get(ctx, req.NamespacedName, web); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	labels := labelsOf(web)
+
+	page := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: web.Name + "-page", Namespace: web.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, page, func() error {
+		page.Labels = labels
+		page.Data = map[string]string{"index.html": web.Spec.PageContentHTML}
+		return controllerutil.SetControllerReference(web, page, r.scheme)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	sum := sha256.Sum256([]byte(web.Spec.PageContentHTML))
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: web.Name, Namespace: web.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
+		dep.Labels = labels
+		dep.Spec.Replicas = ptr.To[int32](1)
+		if dep.CreationTimestamp.IsZero() {
+			dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+		}
+		dep.Spec.Template.Labels = labels
+		dep.Spec.Template.Annotations = map[string]string{"myweb.kfn.dev/page-sha256": hex.EncodeToString(sum[:])[:16]}
+		pod := &dep.Spec.Template.Spec
+		if len(pod.Containers) != 1 {
+			pod.Containers = []corev1.Container{{}}
+		}
+		c := &pod.Containers[0]
+		c.Name = "nginx"
+		c.Image = web.Spec.Image
+		c.Ports = []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "page", MountPath: "/usr/share/nginx/html"}}
+		pod.Volumes = []corev1.Volume{{Name: "page", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: web.Name + "-page"},
+			DefaultMode:          ptr.To[int32](0o644),
+		}}}}
+		return controllerutil.SetControllerReference(web, dep, r.scheme)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: web.Name, Namespace: web.Namespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		svc.Labels = labels
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		svc.Spec.Selector = labels
+		svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80), NodePort: web.Spec.NodePortNumber, Protocol: corev1.ProtocolTCP}}
+		return controllerutil.SetControllerReference(web, svc, r.scheme)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	available := dep.Status.AvailableReplicas >= 1
+	status := *web.Status.DeepCopy()
+	status.Completed = available
+	status.ObservedGeneration = web.Generation
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Reconciled", Message: "", ObservedGeneration: web.Generation}
+	if !available {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "DeploymentNotAvailable", "waiting for Deployment "+web.Name+" to be available"
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	if !equality.Semantic.DeepEqual(status, web.Status) {
+		web.Status = status
+		if err := r.Status().Update(ctx, web); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func (s MyWebStatus) DeepCopy() *MyWebStatus {
+	w := &MyWeb{Status: s}
+	return &w.DeepCopy().Status
+}
+
+func main() {
+	var namespace, metricsAddr string
+	var watchOnly bool
+	var workers int
+	flag.StringVar(&namespace, "namespace", "", "watch this namespace only (default: all)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where to serve /metrics (0: nowhere)")
+	flag.IntVar(&workers, "max-concurrent-reconciles", 1, "reconciles at once")
+	flag.BoolVar(&watchOnly, "watch-only", false, "cache and watch, but do nothing in reconcile")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+
+	scheme := runtime.NewScheme()
+	must(clientgoscheme.AddToScheme(scheme))
+	must(addKnownTypes(scheme))
+	options := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr}, HealthProbeBindAddress: "0"}
+	if namespace != "" {
+		options.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), options)
+	must(err)
+	r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly}
+	must(ctrl.NewControllerManagedBy(mgr).
+		For(&MyWeb{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("myweb").
+		Complete(r))
+	must(mgr.Start(ctrl.SetupSignalHandler()))
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
