@@ -5,11 +5,16 @@
 //	    arrives: `<ADDED|MODIFIED|DELETED> <name> <generation> <unix ns>` (after `synced <n>`).
 //	    Nothing is decoded beyond what the line needs: the latency of a watch alone.
 //
-//	floor converge --kubeconfig FILE --namespace NS [--parallel 16]
-//	    Does for every MyWeb in NS only the writes a MyWeb controller must make: server-side
-//	    applies of its ConfigMap, Deployment and Service, then, as each Deployment becomes
-//	    available (watched), its status with Ready=True. No reads of children, no cache, no
-//	    queue: the convergence floor. Prints `done <writes> <unix ns>` when every MyWeb is Ready.
+//	floor receive
+//	    An HTTP receiver on 127.0.0.1 for kfn's deliveries and ApiServerSource's CloudEvents,
+//	    timestamping each on arrival in a process of its own: prints `listening <port>`, then
+//	    `<path> <name> <generation> <unix ns>` per request. kfn's deliveries are answered "done".
+//
+//	floor converge --kubeconfig FILE --namespace NS --count N [--parallel 16]
+//	    Does for each MyWeb created in NS (watched) only the writes a MyWeb controller must
+//	    make: server-side applies of its ConfigMap, Deployment and Service, then, as each
+//	    Deployment becomes available (watched), its status with Ready=True. No reads of children,
+//	    no cache, no queue: the convergence floor. Prints `done <writes> <unix ns>` after N.
 package main
 
 import (
@@ -17,8 +22,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -44,7 +53,12 @@ func main() {
 	version := fs.String("version", "v1", "watch: API version")
 	resource := fs.String("resource", "", "watch: resource (plural)")
 	parallel := fs.Int("parallel", 16, "converge: writes in flight")
+	count := fs.Int("count", 0, "converge: MyWebs to wait for")
 	fail(fs.Parse(os.Args[2:]))
+	if os.Args[1] == "receive" {
+		receive()
+		return
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	fail(err)
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
@@ -55,7 +69,7 @@ func main() {
 	case "watch":
 		watchFloor(ctx, client.Resource(schema.GroupVersionResource{Group: *group, Version: *version, Resource: *resource}).Namespace(*namespace))
 	case "converge":
-		converge(ctx, client, *namespace, *parallel)
+		converge(ctx, client, *namespace, *parallel, *count)
 	default:
 		fail(fmt.Errorf("unknown command %q", os.Args[1]))
 	}
@@ -85,6 +99,43 @@ func watchFloor(ctx context.Context, res dynamic.ResourceInterface) {
 			out.Flush()
 		}
 	}
+}
+
+func receive() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fail(err)
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintf(out, "listening %d\n", ln.Addr().(*net.TCPAddr).Port)
+	out.Flush()
+	fail(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		at := time.Now().UnixNano()
+		var msg struct {
+			Primary *struct {
+				Name       string
+				Generation int64
+			} `json:"primary"`
+			Metadata *struct {
+				Name       string
+				Generation int64
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		name, generation := "", int64(0)
+		if msg.Primary != nil {
+			name, generation = msg.Primary.Name, msg.Primary.Generation
+			w.Header().Set("content-type", "application/json")
+			_, _ = w.Write([]byte(`{"result":"done","changes":[]}`))
+		} else if msg.Metadata != nil {
+			name, generation = msg.Metadata.Name, msg.Metadata.Generation
+			w.WriteHeader(http.StatusAccepted)
+		}
+		mu.Lock()
+		fmt.Fprintf(out, "%s %s %d %d\n", r.URL.Path, name, generation, at)
+		out.Flush()
+		mu.Unlock()
+	})))
 }
 
 var (
@@ -127,9 +178,7 @@ func children(web *unstructured.Unstructured) []struct {
 	}
 }
 
-func converge(ctx context.Context, client dynamic.Interface, ns string, parallel int) {
-	webs, err := client.Resource(webGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-	fail(err)
+func converge(ctx context.Context, client dynamic.Interface, ns string, parallel, count int) {
 	var writes atomic.Int64
 	apply := func(res dynamic.ResourceInterface, body obj, sub ...string) {
 		u := &unstructured.Unstructured{Object: body}
@@ -145,69 +194,69 @@ func converge(ctx context.Context, client dynamic.Interface, ns string, parallel
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	byName := map[string]*unstructured.Unstructured{}
-	for i := range webs.Items {
-		byName[webs.Items[i].GetName()] = &webs.Items[i]
-	}
-	// Deployments becoming available → that MyWeb's status, from a watch started before any write.
-	deps := client.Resource(depGVR).Namespace(ns)
-	w, err := deps.Watch(ctx, metav1.ListOptions{})
+	// Both watches start before the first MyWeb is created.
+	webWatch, err := client.Resource(webGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{})
 	fail(err)
-	ready := make(chan struct{})
-	go func() {
-		done := map[string]bool{}
-		statusWork := make(chan *unstructured.Unstructured, len(byName))
-		var wg sync.WaitGroup
-		for range parallel {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for web := range statusWork {
-					apply(client.Resource(webGVR).Namespace(ns), obj{"apiVersion": "operator.k8s-summit.org/v1", "kind": "MyWeb", "metadata": obj{"name": web.GetName()}, "status": obj{
-						"completed": true, "observedGeneration": web.GetGeneration(),
-						"conditions": []any{obj{"type": "Ready", "status": "True", "reason": "Reconciled", "message": "", "observedGeneration": web.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
-					}}, "status")
-				}
-			}()
-		}
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			available, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
-			web := byName[d.GetName()]
-			if available >= 1 && web != nil && !done[d.GetName()] {
-				done[d.GetName()] = true
-				statusWork <- web
-				if len(done) == len(byName) {
-					break
-				}
-			}
-		}
-		close(statusWork)
-		wg.Wait()
-		close(ready)
-	}()
-	work := make(chan *unstructured.Unstructured)
+	depWatch, err := client.Resource(depGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	fail(err)
+	var mu sync.Mutex
+	byName := map[string]*unstructured.Unstructured{}
+	childWork := make(chan *unstructured.Unstructured, count)
+	statusWork := make(chan *unstructured.Unstructured, count)
 	var wg sync.WaitGroup
 	for range parallel {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			for web := range work {
+			for web := range childWork {
 				for _, c := range children(web) {
 					apply(client.Resource(c.gvr).Namespace(ns), c.body)
 				}
 			}
 		}()
+		go func() {
+			defer wg.Done()
+			for web := range statusWork {
+				apply(client.Resource(webGVR).Namespace(ns), obj{"apiVersion": "operator.k8s-summit.org/v1", "kind": "MyWeb", "metadata": obj{"name": web.GetName()}, "status": obj{
+					"completed": true, "observedGeneration": web.GetGeneration(),
+					"conditions": []any{obj{"type": "Ready", "status": "True", "reason": "Reconciled", "message": "", "observedGeneration": web.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
+				}}, "status")
+			}
+		}()
 	}
-	for _, web := range byName {
-		work <- web
+	go func() {
+		for ev := range webWatch.ResultChan() {
+			web, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			mu.Lock()
+			byName[web.GetName()] = web
+			mu.Unlock()
+			childWork <- web
+		}
+	}()
+	done := map[string]bool{}
+	for ev := range depWatch.ResultChan() {
+		d, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		available, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+		mu.Lock()
+		web := byName[d.GetName()]
+		mu.Unlock()
+		if available >= 1 && web != nil && !done[d.GetName()] {
+			done[d.GetName()] = true
+			statusWork <- web
+			if len(done) == count {
+				break
+			}
+		}
 	}
-	close(work)
+	close(statusWork)
+	close(childWork)
 	wg.Wait()
-	<-ready
 	fmt.Printf("done %d %d\n", writes.Load(), time.Now().UnixNano())
 }
 

@@ -1,0 +1,512 @@
+// npm run bench:compare — kfn beside its peers and the API's own floors, in one run on the real
+// local cluster (with its fake nodes: the MyWebs' pods go there, no container starts):
+//
+//   P1 convergence  N MyWebs bulk-created → all Ready: kfn (bridge + function process) vs the
+//                   controller-runtime MyWeb operator vs the floor (a bare client doing only the
+//                   writes); apiserver writes and reads per MyWeb, from the apiserver's metrics.
+//   P2 latency      write → arrival at 1,000 objects changing at several rates: kfn's bridge vs
+//                   Knative's ApiServerSource adapter vs a bare watch, all three on the same writes.
+//   P3 idle         apiserver requests by each contender over one resync period of N idle MyWebs.
+//   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
+//                   adapter, each started fresh on a namespace of K MyWebs, for each K.
+//
+// Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
+// next); P2 runs the three watchers together on one stream of writes, so each pays for the
+// others' CPU alike. Figures move between runs on a shared machine: read the ratios.
+//
+//   npm run bench:compare -- [--objects 1000] [--rates 50,200,max] [--changes 1000]
+//                            [--memory 1000,10000] [--only p1,p2,p4] [--out DIR]
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { bridgeNodeOptions } from '../../bridge/main.ts';
+import { repoRoot } from '../../cluster/controlplane.ts';
+import { applyYaml, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { functionStack } from '../support/functions.ts';
+import { ensurePeers } from './peers/peers.ts';
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: 'string', default: '1000' },
+    rates: { type: 'string', default: '50,200,max' },
+    changes: { type: 'string', default: '1000' },
+    memory: { type: 'string', default: '1000,10000' },
+    only: { type: 'string', default: 'p1,p2,p3,p4' },
+    out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
+  },
+});
+const objects = Number(values.objects);
+const changes = Number(values.changes);
+const only = new Set(values.only.split(','));
+if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
+const log = (line: string) => console.error(`  ${line}`);
+const now = () => performance.timeOrigin + performance.now(); // wall-clock ms, comparable with the peers' unix ns
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
+};
+
+const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+if (build.status !== 0) throw new Error('npm run build failed (the bridge bundle a deployment runs)');
+const bundle = join(repoRoot, 'dist', 'kfn.mjs');
+const peers = await ensurePeers({ log });
+const cluster = await testCluster();
+if (cluster.state.fakeNodes < 1) throw new Error('bench:compare needs the local cluster with fake nodes (the MyWebs\' pods go there): stop the running one (npm run kfn -- cluster down) and run again');
+const api = kubeApi(cluster.kc);
+const dir = mkdtempSync(join(tmpdir(), 'kfn-compare-'));
+const kubeconfig = cluster.paths.kubeconfig;
+const results: Record<string, unknown> = { date: new Date().toISOString(), objects, peers: peers.versions, machine: machine() };
+const cleanups: (() => unknown)[] = [];
+
+function machine() {
+  const cpu = readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown CPU';
+  const cores = readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s*:/gm)?.length ?? 0;
+  const mem = Number(readFileSync('/proc/meminfo', 'utf8').match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0) / 1048576;
+  return `${cores} × ${cpu}, ${mem.toFixed(0)} GiB, Node ${process.version}`;
+}
+
+/** Runs `fn` for 0..n-1 with `parallel` calls in flight. */
+async function inParallel(n: number, parallel: number, fn: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: parallel }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+function startProcess(name: string, command: string, args: string[], env: Record<string, string> = {}): ChildProcess & { logFile: string } {
+  const logFile = join(dir, `${name}.log`);
+  const fd = openSync(logFile, 'a');
+  const child = spawn(command, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  closeSync(fd);
+  cleanups.push(() => child.kill('SIGKILL'));
+  return Object.assign(child, { logFile });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(5000).then(() => child.kill('SIGKILL'))]);
+}
+
+function rssMiB(pid: number): number {
+  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** The apiserver's request counters for the resources a MyWeb controller touches. */
+async function apiserverCounts(): Promise<{ writes: number; reads: number }> {
+  const text = await api.text('GET', '/metrics');
+  let writes = 0;
+  let reads = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    const resource = labels.resource ?? '';
+    if (!['configmaps', 'deployments', 'services', 'mywebs'].includes(resource)) continue;
+    // The Deployment's status is the deployment controller's, not the contender's.
+    if (resource === 'deployments' && labels.subresource === 'status') continue;
+    const n = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (['POST', 'PUT', 'PATCH', 'APPLY', 'DELETE'].includes(labels.verb ?? '')) writes += n;
+    else reads += n;
+  }
+  return { writes, reads };
+}
+
+async function createNamespace(prefix: string): Promise<string> {
+  const ns = uniqueName(prefix);
+  await api.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+  return ns;
+}
+
+async function deleteNamespace(ns: string): Promise<void> {
+  await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  const deadline = Date.now() + 300_000;
+  while (Date.now() < deadline) {
+    try {
+      await api.request('GET', `/api/v1/namespaces/${ns}`);
+    } catch {
+      return;
+    }
+    await sleep(1000);
+  }
+  throw new Error(`namespace ${ns} was not deleted within 5 minutes`);
+}
+
+const webs = (ns: string) => `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`;
+const web = (name: string, port: number) => ({ apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { image: 'kfn.local/nginx:1.22', nodePortNumber: port, pageContentHtml: `<h1>${name}</h1>` } });
+
+/** Watches the namespace's MyWebs and resolves with the time the last of `n` became Ready. */
+function allReady(ns: string, n: number, signal: AbortSignal): Promise<number> {
+  const ready = new Set<string>();
+  return new Promise((resolve, reject) => {
+    api.stream(`${webs(ns)}?watch=1&allowWatchBookmarks=false`, { signal }, (line) => {
+      const obj = (line as { object: { metadata: { name: string }; status?: { conditions?: { type: string; status: string }[] } } }).object;
+      if (obj.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) ready.add(obj.metadata.name);
+      if (ready.size === n) resolve(now());
+    }).catch((err: Error) => (signal.aborted ? undefined : reject(err)));
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// The MyWebs' pods go to the fake nodes: the real node is cordoned and the fake ones lose their
+// taint for the run (both restored at the end).
+async function podsToFakeNodes(): Promise<() => Promise<void>> {
+  const nodes = await api.request<{ items: { metadata: { name: string; labels?: Record<string, string> }; spec?: { taints?: unknown[]; unschedulable?: boolean } }[] }>('GET', '/api/v1/nodes');
+  const restore: (() => Promise<unknown>)[] = [];
+  for (const node of nodes.items) {
+    const path = `/api/v1/nodes/${node.metadata.name}`;
+    const patch = (body: unknown) => api.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+    if (node.metadata.labels?.type === 'kwok') {
+      await patch({ spec: { taints: null } });
+      restore.push(() => patch({ spec: { taints: node.spec?.taints ?? null } }));
+    } else {
+      await patch({ spec: { unschedulable: true } });
+      restore.push(() => patch({ spec: { unschedulable: node.spec?.unschedulable ?? null } }));
+    }
+  }
+  return async () => {
+    for (const r of restore) await r();
+  };
+}
+
+interface Convergence {
+  contender: string;
+  seconds: number;
+  writesPerObject: number;
+  readsPerObject: number;
+  idle?: { seconds: number; writes: number; reads: number };
+}
+
+const idleSeconds = 30;
+
+async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn'): Promise<Convergence> {
+  const ns = await createNamespace(`kfn-compare-${contender === 'controller-runtime' ? 'cr' : contender}`);
+  let child: ChildProcess | undefined;
+  const after: (() => unknown)[] = [];
+  log(`P1 ${contender}: ${objects} MyWebs in ${ns}`);
+  try {
+    if (contender === 'controller-runtime') {
+      child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--zap-log-level', 'error']);
+    } else if (contender === 'kfn') {
+      // kfn's function process and bridge as the tests run them, resync once per idle window.
+      const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
+      await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds });
+    } else {
+      child = startProcess(`floor-${ns}`, peers.floor, ['converge', '--kubeconfig', kubeconfig, '--namespace', ns, '--count', String(objects)]);
+    }
+    await sleep(2000); // watches established
+    const abort = new AbortController();
+    const before = await apiserverCounts();
+    const started = now();
+    const done = allReady(ns, objects, abort.signal);
+    await inParallel(objects, 16, (i) => api.request('POST', webs(ns), { body: web(`w${i}`, 30000 + i) }));
+    const finished = await Promise.race([done, sleep(900_000).then(() => Promise.reject(new Error(`${contender}: not all ${objects} MyWebs Ready within 15 minutes`)))]);
+    const after1 = await apiserverCounts();
+    abort.abort();
+    // The bench's own requests are not the contender's: N creates, one watch.
+    const result: Convergence = {
+      contender,
+      seconds: (finished - started) / 1000,
+      writesPerObject: (after1.writes - before.writes - objects) / objects,
+      readsPerObject: (after1.reads - before.reads - 1) / objects,
+    };
+    log(`P1 ${contender}: all Ready in ${result.seconds.toFixed(1)} s; ${result.writesPerObject.toFixed(2)} writes, ${result.readsPerObject.toFixed(2)} reads per MyWeb`);
+    if (only.has('p3') && contender !== 'floor') {
+      await sleep(5000);
+      const a = await apiserverCounts();
+      await sleep(idleSeconds * 1000);
+      const b = await apiserverCounts();
+      result.idle = { seconds: idleSeconds, writes: b.writes - a.writes, reads: b.reads - a.reads };
+      log(`P3 ${contender}: ${result.idle.writes} writes, ${result.idle.reads} reads in ${idleSeconds} s idle`);
+    }
+    return result;
+  } finally {
+    if (child) await stop(child);
+    for (const fn of after) await fn();
+    log(`P1 ${contender}: cleaning up ${ns}`);
+    await deleteNamespace(ns);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// P2: one stream of writes to 1,000 Widgets; three watchers timestamp each change's arrival.
+
+interface LatencyRow {
+  rate: string;
+  achieved: number;
+  watchers: Record<string, { p50: number; p99: number; max: number; missed: number }>;
+}
+
+async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Record<string, number> }> {
+  const group = `${uniqueName('compare')}.kfn.test`;
+  const apiVersion = `${group}/v1`;
+  const ns = await createNamespace('kfn-compare-latency');
+  await applyYaml(cluster.kc, stringify({
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `widgets.${group}` },
+    spec: { group, scope: 'Namespaced', names: { kind: 'Widget', plural: 'widgets', singular: 'widget', listKind: 'WidgetList' }, versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }] },
+  }));
+  cleanups.push(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`).catch(() => undefined));
+  for (let i = 0; i < 100; i++) {
+    try {
+      await api.resource(apiVersion, 'Widget');
+      break;
+    } catch {
+      await sleep(100);
+    }
+  }
+  const widgets = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
+  const n = 1000;
+  log(`P2: creating ${n} Widgets`);
+  await inParallel(n, 16, (i) => api.request('POST', widgets, { body: { apiVersion, kind: 'Widget', metadata: { name: `w${i}` }, spec: { n: 0 } } }));
+
+  // Arrivals by watcher, of `name@generation`, timestamped by processes of their own (Go): the
+  // receiver for kfn's bridge and the adapter, the bare watch for itself.
+  const arrivals: Record<string, Map<string, number>> = { kfn: new Map(), adapter: new Map(), watch: new Map() };
+  const counts: Record<string, number> = { kfn: 0, adapter: 0, watch: 0 };
+  const record = (who: string, name: string, generation: string, unixNs: string) => {
+    counts[who]!++;
+    const key = `${name}@${generation}`;
+    if (!arrivals[who]!.has(key)) arrivals[who]!.set(key, Number(unixNs) / 1e6);
+  };
+  const receiver = spawn(peers.floor, ['receive'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanups.push(() => receiver.kill('SIGKILL'));
+  const port = await new Promise<number>((resolve) => {
+    createInterface({ input: receiver.stdout! }).on('line', (line) => {
+      const [first, name, generation, at] = line.split(' ');
+      if (first === 'listening') resolve(Number(name));
+      else record(first === '/adapter' ? 'adapter' : 'kfn', name!, generation!, at!);
+    });
+  });
+
+  const config = join(dir, 'latency-bridge.yaml');
+  writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'latency' }, spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0 } }));
+  const bridge = startProcess('latency-bridge', process.execPath, [...bridgeNodeOptions.split(' ').filter(Boolean), bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+  const adapter = startProcess('latency-adapter', peers.adapter, ['--kubeconfig', kubeconfig], {
+    NAME: 'compare', NAMESPACE: ns, K_SINK: `http://127.0.0.1:${port}/adapter`,
+    K_SOURCE_CONFIG: JSON.stringify({ namespaces: [ns], resources: [{ gvr: { Group: group, Version: 'v1', Resource: 'widgets' } }], mode: 'Resource' }),
+  });
+  const watch = spawn(peers.floor, ['watch', '--kubeconfig', kubeconfig, '--namespace', ns, '--group', group, '--version', 'v1', '--resource', 'widgets'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanups.push(() => watch.kill('SIGKILL'));
+  createInterface({ input: watch.stdout! }).on('line', (line) => {
+    const [type, name, generation, at] = line.split(' ');
+    if (type !== 'synced') record('watch', name!, generation!, at!);
+  });
+  // kfn delivers every existing object once at start; the others start quietly.
+  const deadline = Date.now() + 120_000;
+  while (arrivals.kfn!.size < n && Date.now() < deadline) await sleep(100);
+  await sleep(3000);
+  const initialDeliveries = { ...counts };
+  log(`P2: at start, kfn delivered ${counts.kfn}, the adapter ${counts.adapter}, the watch ${counts.watch} events for ${n} existing Widgets`);
+
+  const rows: LatencyRow[] = [];
+  let generation = 1;
+  for (const rate of values.rates.split(',')) {
+    generation++;
+    const written = new Map<string, number>();
+    const interval = rate === 'max' ? 0 : 1000 / Number(rate);
+    const t0 = performance.now();
+    await inParallel(changes, 16, async (i) => {
+      if (interval) {
+        const wait = t0 + i * interval - performance.now();
+        if (wait > 0) await sleep(wait);
+      }
+      const name = `w${i % n}`;
+      const g = generation + Math.floor(i / n);
+      // From the write's request: the apiserver may send the watch event before its response
+      // reaches this process.
+      const sent = now();
+      await api.request('PATCH', `${widgets}/${name}`, { body: { spec: { n: Math.random() } }, contentType: 'application/merge-patch+json' });
+      written.set(`${name}@${g}`, sent);
+    });
+    const achieved = changes / ((performance.now() - t0) / 1000);
+    generation += Math.floor((changes - 1) / n);
+    const until = Date.now() + 30_000;
+    while (Date.now() < until && ![...written.keys()].every((k) => arrivals.kfn!.has(k) && arrivals.adapter!.has(k) && arrivals.watch!.has(k))) await sleep(100);
+    const row: LatencyRow = { rate, achieved, watchers: {} };
+    for (const who of ['watch', 'kfn', 'adapter']) {
+      const lat = [...written].flatMap(([k, w]) => (arrivals[who]!.has(k) ? [arrivals[who]!.get(k)! - w] : []));
+      row.watchers[who] = { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat), missed: written.size - lat.length };
+    }
+    rows.push(row);
+    log(`P2 ${rate}/s (achieved ${achieved.toFixed(0)}/s): p99 watch ${row.watchers.watch!.p99.toFixed(1)} ms, kfn ${row.watchers.kfn!.p99.toFixed(1)} ms, adapter ${row.watchers.adapter!.p99.toFixed(1)} ms`);
+    await sleep(2000);
+  }
+  await stop(bridge);
+  await stop(adapter);
+  watch.kill('SIGTERM');
+  receiver.kill('SIGTERM');
+  await deleteNamespace(ns);
+  return { rows, initialDeliveries };
+}
+
+// ------------------------------------------------------------------------------------------
+// P4: memory with K MyWebs in a namespace, each watcher started fresh and measured once its
+// resident set has settled.
+
+async function settledRss(pid: number): Promise<number> {
+  let last = 0;
+  let steady = 0;
+  const deadline = Date.now() + 300_000;
+  while (Date.now() < deadline) {
+    await sleep(1000);
+    const rss = rssMiB(pid);
+    steady = last && Math.abs(rss - last) / last < 0.01 ? steady + 1 : 0;
+    last = rss;
+    if (steady >= 5) break;
+  }
+  return last;
+}
+
+/**
+ * Forces a full garbage collection in a Node process started with --inspect=127.0.0.1:0 (through
+ * the inspector protocol) and returns its heap in use afterwards, in MiB.
+ */
+async function heapAfterGc(logFile: string): Promise<number> {
+  const url = readFileSync(logFile, 'utf8').match(/Debugger listening on (ws:\/\/\S+)/)?.[1];
+  if (!url) throw new Error(`no inspector address in ${logFile}`);
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.addEventListener('open', resolve, { once: true });
+    ws.addEventListener('error', reject, { once: true });
+  });
+  let id = 0;
+  const call = (method: string) => new Promise<{ result?: { result?: { value?: number } } }>((resolve) => {
+    const mine = ++id;
+    const onMessage = (e: MessageEvent) => {
+      const msg = JSON.parse(String(e.data)) as { id?: number };
+      if (msg.id === mine) {
+        ws.removeEventListener('message', onMessage);
+        resolve(msg as never);
+      }
+    };
+    ws.addEventListener('message', onMessage);
+    ws.send(JSON.stringify({ id: mine, method, params: method === 'Runtime.evaluate' ? { expression: 'process.memoryUsage().heapUsed', returnByValue: true } : {} }));
+  });
+  await call('HeapProfiler.collectGarbage');
+  const used = (await call('Runtime.evaluate')).result?.result?.value ?? NaN;
+  ws.close();
+  return used / 1048576;
+}
+
+async function memory(): Promise<{ objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[]> {
+  const ns = await createNamespace('kfn-compare-memory');
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(req.url === '/kfn' ? '{"result":"done","changes":[]}' : ''));
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => sink.close());
+  const port = (sink.address() as AddressInfo).port;
+  const rows: { objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[] = [];
+  let created = 0;
+  for (const k of values.memory.split(',').map(Number)) {
+    log(`P4: ${k} MyWebs (creating ${k - created})`);
+    const from = created;
+    await inParallel(k - created, 16, (i) => api.request('POST', webs(ns), { body: web(`m${from + i}`, 30000 + ((from + i) % 2700)) }));
+    created = k;
+    const config = join(dir, 'memory-bridge.yaml');
+    writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'memory' }, spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }, { apiVersion: 'apps/v1', kind: 'Deployment' }, { apiVersion: 'v1', kind: 'Service' }], sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [ns], maxConcurrentReconciles: 8 } }));
+    const row = { objects: k, kfn: 0, kfnHeapAfterGc: 0, cr: 0, adapter: 0 };
+    const bridge = startProcess(`memory-bridge-${k}`, process.execPath, [...bridgeNodeOptions.split(' ').filter(Boolean), '--inspect=127.0.0.1:0', bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+    row.kfn = await settledRss(bridge.pid!);
+    row.kfnHeapAfterGc = await heapAfterGc(bridge.logFile);
+    await stop(bridge);
+    const cr = startProcess(`memory-cr-${k}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--watch-only', '--zap-log-level', 'error']);
+    row.cr = await settledRss(cr.pid!);
+    await stop(cr);
+    const adapter = startProcess(`memory-adapter-${k}`, peers.adapter, ['--kubeconfig', kubeconfig], {
+      NAME: 'compare', NAMESPACE: ns, K_SINK: `http://127.0.0.1:${port}/adapter`,
+      K_SOURCE_CONFIG: JSON.stringify({ namespaces: [ns], resources: [{ gvr: { Group: 'operator.k8s-summit.org', Version: 'v1', Resource: 'mywebs' } }], mode: 'Resource' }),
+    });
+    row.adapter = await settledRss(adapter.pid!);
+    await stop(adapter);
+    rows.push(row);
+    log(`P4 ${k}: kfn bridge ${row.kfn.toFixed(0)} MiB (heap after a forced GC ${row.kfnHeapAfterGc.toFixed(1)} MiB), controller-runtime ${row.cr.toFixed(0)} MiB, ApiServerSource adapter ${row.adapter.toFixed(0)} MiB`);
+  }
+  sink.close();
+  await deleteNamespace(ns);
+  return rows;
+}
+
+// ------------------------------------------------------------------------------------------
+
+const lines: string[] = [];
+const say = (line = '') => lines.push(line);
+try {
+  if (only.has('p1')) {
+    const restore = await podsToFakeNodes();
+    try {
+      const rows: Convergence[] = [];
+      for (const c of ['floor', 'controller-runtime', 'kfn'] as const) rows.push(await convergence(c));
+      results.convergence = rows;
+    } finally {
+      await restore();
+    }
+  }
+  if (only.has('p2')) results.latency = await latency();
+  if (only.has('p4')) results.memory = await memory();
+} finally {
+  for (const fn of cleanups.reverse()) await fn();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+// The table.
+const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+say(`kfn vs peers — ${results.date}, ${results.machine}; controller-runtime ${peers.versions.controllerRuntime}, Knative Eventing ${peers.versions.eventing}`);
+const conv = results.convergence as Convergence[] | undefined;
+if (conv) {
+  const [floor, cr, kfn] = conv as [Convergence, Convergence, Convergence];
+  say();
+  say(`P1 convergence: ${objects} MyWebs bulk-created → all Ready (pods on fake nodes)`);
+  say('  contender            seconds   ×floor   writes/MyWeb   reads/MyWeb');
+  for (const r of conv) say(`  ${r.contender.padEnd(20)} ${r.seconds.toFixed(1).padStart(7)}   ${x(r.seconds, floor.seconds).padStart(6)}   ${r.writesPerObject.toFixed(2).padStart(12)}   ${r.readsPerObject.toFixed(2).padStart(11)}`);
+  say(`  kfn / controller-runtime: ${x(kfn.seconds, cr.seconds)} (goal ≤ 1.0×); kfn / floor: ${x(kfn.seconds, floor.seconds)} (goal ≤ 1.3×)`);
+  if (kfn.idle && cr.idle) {
+    say();
+    say(`P3 idle: ${objects} Ready MyWebs, ${idleSeconds} s (kfn resyncs every ${idleSeconds} s; controller-runtime's default resync is 10 h)`);
+    for (const r of [kfn, cr]) say(`  ${r.contender.padEnd(20)} ${String(r.idle!.writes).padStart(5)} writes ${String(r.idle!.reads).padStart(7)} reads`);
+  }
+}
+const lat = results.latency as { rows: LatencyRow[]; initialDeliveries: Record<string, number> } | undefined;
+if (lat) {
+  say();
+  say(`P2 write → arrival, ${changes} changes over 1,000 objects, all three watching the same writes, from each write's request (ms)`);
+  say('  rate (achieved)      bare watch p50/p99    kfn bridge p50/p99 (×watch p99)   ApiServerSource p50/p99 (×watch p99)');
+  for (const r of lat.rows) {
+    const w = r.watchers;
+    const cell = (s: { p50: number; p99: number; missed: number }, ref?: number) => `${s.p50.toFixed(1)} / ${s.p99.toFixed(1)}${ref ? ` (${x(s.p99, ref)})` : ''}${s.missed ? ` [${s.missed} missed]` : ''}`;
+    say(`  ${`${r.rate}/s (${r.achieved.toFixed(0)})`.padEnd(20)} ${cell(w.watch!).padEnd(21)} ${cell(w.kfn!, w.watch!.p99).padEnd(33)} ${cell(w.adapter!, w.watch!.p99)}`);
+  }
+  say(`  at start (1,000 existing objects): kfn delivered ${lat.initialDeliveries.kfn}, ApiServerSource ${lat.initialDeliveries.adapter}`);
+}
+const mem = results.memory as { objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[] | undefined;
+if (mem) {
+  say();
+  say('P4 resident memory, watching K MyWebs (MiB)');
+  say('  K          kfn bridge (heap after GC)   controller-runtime   ApiServerSource   kfn/controller-runtime');
+  for (const r of mem) say(`  ${String(r.objects).padEnd(10)} ${r.kfn.toFixed(0).padStart(10)} (${r.kfnHeapAfterGc.toFixed(1).padStart(6)})        ${r.cr.toFixed(0).padStart(18)}   ${r.adapter.toFixed(0).padStart(15)}   ${x(r.kfn, r.cr).padStart(10)}`);
+  if (mem.length > 1) {
+    const [a, b] = [mem[0]!, mem.at(-1)!];
+    const slope = (f: (r: typeof a) => number) => ((f(b) - f(a)) * 1048576 / (b.objects - a.objects) / 1024).toFixed(2);
+    say(`  per additional object (KiB of RSS): kfn ${slope((r) => r.kfn)} (of heap after a forced GC: ${slope((r) => r.kfnHeapAfterGc)}), controller-runtime ${slope((r) => r.cr)}, ApiServerSource ${slope((r) => r.adapter)}`);
+  }
+}
+const table = lines.join('\n');
+console.log(table);
+mkdirSync(values.out, { recursive: true });
+const stamp = (results.date as string).replace(/[:.]/g, '-');
+writeFileSync(join(values.out, `compare-${stamp}.json`), `${JSON.stringify({ ...results, table }, null, 2)}\n`);
+console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)}`);
+process.exit(0);
+
