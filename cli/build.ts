@@ -4,11 +4,10 @@
 // image `kfn deploy` runs (as `kfn image build`).
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
 import { repoRoot } from '../cluster/controlplane.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { requireBanner } from './deploy.ts';
+import { bundleFunction } from './deploy.ts';
 import { zip } from './zip.ts';
 
 const say = (line: string) => console.error(line);
@@ -25,15 +24,16 @@ export async function buildLambdaPackage(dir: string, out = join(repoRoot, '.kfn
   const work = join(out, reconciler.name);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
-  const entry = join(work, 'entry.ts');
+  const entry = join(work, 'index.ts');
   writeFileSync(
     entry,
     `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
   );
-  // Lambda's Node 22/24 runtimes load index.mjs as ESM; everything the function needs is inside.
-  await build({ entryPoints: [entry], bundle: true, platform: 'node', target: 'node22', format: 'esm', outfile: join(work, 'index.mjs'), banner: { js: requireBanner }, logLevel: 'warning', legalComments: 'none' });
+  // Lambda's Node 22/24 runtimes load index.mjs as ESM; the chunks beside it are loaded on demand.
+  const bundle = join(work, 'bundle');
+  const files = await bundleFunction(entry, bundle, 'node22');
   const file = join(out, `${reconciler.name}.zip`);
-  writeFileSync(file, zip([{ name: 'index.mjs', data: readFileSync(join(work, 'index.mjs')) }]));
+  writeFileSync(file, zip(files.map((name) => ({ name, data: readFileSync(join(bundle, name)) }))));
   rmSync(work, { recursive: true, force: true });
   return { name: reconciler.name, zip: file, bytes: statSync(file).size };
 }

@@ -199,8 +199,10 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   // 3. What exists now, then what should.
   const owned = reconciler.owns ?? [];
   await step('listing owned objects', async () => {
-    for (const r of owned) {
-      for (const child of (await ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` })) as KubeObject[]) {
+    // One list per owned kind, all at once: a reconcile waits for one round trip, not one per kind.
+    const lists = await Promise.all(owned.map((r) => ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` }) as Promise<KubeObject[]>));
+    for (const [i, r] of owned.entries()) {
+      for (const child of lists[i]!) {
         if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(childKey(r.apiVersion, r.kind, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
       }
     }

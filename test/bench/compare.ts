@@ -7,6 +7,9 @@
 //   P2 latency      write → arrival at 1,000 objects changing at several rates: kfn's bridge vs
 //                   Knative's ApiServerSource adapter vs a bare watch, all three on the same writes.
 //   P3 idle         apiserver requests by each contender over one resync period of N idle MyWebs.
+//   P5 cold start   process start → first reconcile answered: kfn's function (its deployment
+//                   bundle) vs a bare Hono server (bundled the same way) vs the Go operator's
+//                   start → first reconcile.
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
 //                   adapter, each started fresh on a namespace of K MyWebs, for each K.
 //
@@ -14,7 +17,7 @@
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
 // others' CPU alike. Figures move between runs on a shared machine: read the ratios.
 //
-//   npm run bench:compare -- [--objects 1000] [--rates 50,200,max] [--changes 1000]
+//   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
 //                            [--memory 1000,10000] [--only p1,p2,p4] [--out DIR]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,15 +34,22 @@ import { bridgeNodeOptions } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { applyYaml, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
+import { MyWeb } from '../../functions/myweb/index.ts';
+import { crdOf } from '../../functions/sdk/kind.ts';
+import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
+import { bundleFunction } from '../../cli/deploy.ts';
+import { reconcileEvent } from '../../bridge/contract.ts';
+import { sendReconcileEvent } from '../../bridge/delivery.ts';
 
 const { values } = parseArgs({
   options: {
     objects: { type: 'string', default: '1000' },
+    concurrency: { type: 'string', default: '1,4' },
     rates: { type: 'string', default: '50,200,max' },
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000' },
-    only: { type: 'string', default: 'p1,p2,p3,p4' },
+    only: { type: 'string', default: 'p1,p2,p3,p4,p5' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
   },
 });
@@ -63,6 +73,17 @@ if (cluster.state.fakeNodes < 1) throw new Error('bench:compare needs the local 
 const api = kubeApi(cluster.kc);
 const dir = mkdtempSync(join(tmpdir(), 'kfn-compare-'));
 const kubeconfig = cluster.paths.kubeconfig;
+// The MyWeb CRD, as kfn's manifests write it (every contender uses it).
+await applyObject(api, crdOf(MyWeb) as never, 'kfn-bench');
+for (let i = 0; ; i++) {
+  try {
+    await api.resource('operator.k8s-summit.org/v1', 'MyWeb');
+    break;
+  } catch (err) {
+    if (i > 100) throw err;
+    await sleep(100);
+  }
+}
 const results: Record<string, unknown> = { date: new Date().toISOString(), objects, peers: peers.versions, machine: machine() };
 const cleanups: (() => unknown)[] = [];
 
@@ -180,6 +201,7 @@ async function podsToFakeNodes(): Promise<() => Promise<void>> {
 
 interface Convergence {
   contender: string;
+  concurrency: number;
   seconds: number;
   writesPerObject: number;
   readsPerObject: number;
@@ -188,18 +210,19 @@ interface Convergence {
 
 const idleSeconds = 30;
 
-async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn'): Promise<Convergence> {
+async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', concurrency: number): Promise<Convergence> {
   const ns = await createNamespace(`kfn-compare-${contender === 'controller-runtime' ? 'cr' : contender}`);
   let child: ChildProcess | undefined;
   const after: (() => unknown)[] = [];
-  log(`P1 ${contender}: ${objects} MyWebs in ${ns}`);
+  const label = contender === 'floor' ? contender : `${contender} ×${concurrency}`;
+  log(`P1 ${label}: ${objects} MyWebs in ${ns}`);
   try {
     if (contender === 'controller-runtime') {
-      child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--zap-log-level', 'error']);
+      child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--max-concurrent-reconciles', String(concurrency), '--zap-log-level', 'error']);
     } else if (contender === 'kfn') {
       // kfn's function process and bridge as the tests run them, resync once per idle window.
       const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
-      await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds });
+      await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds, maxConcurrentReconciles: concurrency });
     } else {
       child = startProcess(`floor-${ns}`, peers.floor, ['converge', '--kubeconfig', kubeconfig, '--namespace', ns, '--count', String(objects)]);
     }
@@ -215,26 +238,109 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn'): P
     // The bench's own requests are not the contender's: N creates, one watch.
     const result: Convergence = {
       contender,
+      concurrency,
       seconds: (finished - started) / 1000,
       writesPerObject: (after1.writes - before.writes - objects) / objects,
       readsPerObject: (after1.reads - before.reads - 1) / objects,
     };
-    log(`P1 ${contender}: all Ready in ${result.seconds.toFixed(1)} s; ${result.writesPerObject.toFixed(2)} writes, ${result.readsPerObject.toFixed(2)} reads per MyWeb`);
+    log(`P1 ${label}: all Ready in ${result.seconds.toFixed(1)} s; ${result.writesPerObject.toFixed(2)} writes, ${result.readsPerObject.toFixed(2)} reads per MyWeb`);
     if (only.has('p3') && contender !== 'floor') {
       await sleep(5000);
       const a = await apiserverCounts();
       await sleep(idleSeconds * 1000);
       const b = await apiserverCounts();
       result.idle = { seconds: idleSeconds, writes: b.writes - a.writes, reads: b.reads - a.reads };
-      log(`P3 ${contender}: ${result.idle.writes} writes, ${result.idle.reads} reads in ${idleSeconds} s idle`);
+      log(`P3 ${label}: ${result.idle.writes} writes, ${result.idle.reads} reads in ${idleSeconds} s idle`);
     }
     return result;
   } finally {
     if (child) await stop(child);
     for (const fn of after) await fn();
-    log(`P1 ${contender}: cleaning up ${ns}`);
+    log(`P1 ${label}: cleaning up ${ns}`);
     await deleteNamespace(ns);
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// P5: cold start. Each contender is started fresh `coldRuns` times; the clock runs from spawn to
+// the first answered reconcile (for kfn, the answer includes the reconcile's own API requests).
+
+const coldRuns = 5;
+
+/** Bundles `source` as a function image's bundle is made (cli/deploy.ts) and returns its entry. */
+async function bundleEntry(name: string, source: string): Promise<string> {
+  const work = join(dir, `bundle-${name}`);
+  mkdirSync(work, { recursive: true });
+  // Beside the repository's node_modules, so that packages resolve as they do for a function.
+  const entry = join(repoRoot, '.kfn', 'build', `bench-${name}.ts`);
+  mkdirSync(join(repoRoot, '.kfn', 'build'), { recursive: true });
+  writeFileSync(entry, source);
+  try {
+    await bundleFunction(entry, work);
+  } finally {
+    rmSync(entry, { force: true });
+  }
+  return join(work, `bench-${name}.mjs`);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Spawns `node file` and answers the ms from spawn until `attempt` first succeeds. */
+async function timeToAnswer(file: string, env: Record<string, string>, attempt: (port: number) => Promise<boolean>): Promise<number> {
+  const port = await freePort();
+  const started = now();
+  const child = startProcess(`cold-${port}`, process.execPath, [file], { ...env, PORT: String(port) });
+  try {
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (await attempt(port).catch(() => false)) return now() - started;
+      await sleep(2);
+    }
+    throw new Error(`${file} did not answer within 30 s; see ${child.logFile}`);
+  } finally {
+    await stop(child);
+  }
+}
+
+async function coldStart(): Promise<{ kfn: number[]; kfnListening: number[]; hono: number[]; operator: number[] }> {
+  const ns = await createNamespace('kfn-compare-cold');
+  await api.request('POST', webs(ns), { body: web('cold', 30999) });
+  const secret = 'bench-cold-start';
+  const fnFile = await bundleEntry('fn', `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { serve } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nawait serve(reconciler, { hostname: '127.0.0.1' });\n`);
+  const honoFile = await bundleEntry('hono', "import { Hono } from 'hono';\nimport { serve } from '@hono/node-server';\nconst app = new Hono();\napp.post('/', (c) => c.json({ result: 'done', changes: [] }));\nserve({ fetch: app.fetch, port: Number(process.env.PORT), hostname: '127.0.0.1' });\n");
+  const result = { kfn: [] as number[], kfnListening: [] as number[], hono: [] as number[], operator: [] as number[] };
+  for (let i = 0; i < coldRuns; i++) {
+    result.kfn.push(await timeToAnswer(fnFile, { KFN_AUTH_SECRET: secret, KUBECONFIG: kubeconfig }, async (port) => {
+      const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: ns, name: 'cold' }, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench');
+      const r = await sendReconcileEvent({ url: `http://127.0.0.1:${port}/`, message, credentials: { kind: 'hmac', secret }, timeoutMs: 10_000 });
+      return r.outcome.kind === 'done' || r.outcome.kind === 'requeue';
+    }));
+    result.kfnListening.push(await timeToAnswer(fnFile, { KFN_AUTH_SECRET: secret, KUBECONFIG: kubeconfig }, async (port) => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok));
+    result.hono.push(await timeToAnswer(honoFile, {}, async (port) => (await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' })).ok));
+    const started = now();
+    const op = spawn(peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--zap-log-level', 'error'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    cleanups.push(() => op.kill('SIGKILL'));
+    const first = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the operator did not reconcile within 30 s')), 30_000);
+      createInterface({ input: op.stdout! }).on('line', (line) => {
+        if (line.startsWith('first-reconcile ')) {
+          clearTimeout(timer);
+          resolve(Number(line.split(' ')[1]) / 1e6);
+        }
+      });
+    });
+    result.operator.push(first - started);
+    await stop(op);
+  }
+  log(`P5 median: kfn function ${percentile(result.kfn, 50).toFixed(0)} ms, bare Hono ${percentile(result.hono, 50).toFixed(0)} ms, Go operator ${percentile(result.operator, 50).toFixed(0)} ms`);
+  await deleteNamespace(ns);
+  return result;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -448,8 +554,21 @@ try {
     const restore = await podsToFakeNodes();
     try {
       const rows: Convergence[] = [];
-      for (const c of ['floor', 'controller-runtime', 'kfn'] as const) rows.push(await convergence(c));
+      rows.push(await convergence('floor', 16));
+      for (const c of values.concurrency.split(',').map(Number)) {
+        rows.push(await convergence('controller-runtime', c));
+        rows.push(await convergence('kfn', c));
+      }
       results.convergence = rows;
+    } finally {
+      await restore();
+    }
+  }
+  if (only.has('p5')) {
+    // The cold-start MyWeb's pod goes to a fake node too.
+    const restore = await podsToFakeNodes();
+    try {
+      results.coldStart = await coldStart();
     } finally {
       await restore();
     }
@@ -466,16 +585,22 @@ const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
 say(`kfn vs peers — ${results.date}, ${results.machine}; controller-runtime ${peers.versions.controllerRuntime}, Knative Eventing ${peers.versions.eventing}`);
 const conv = results.convergence as Convergence[] | undefined;
 if (conv) {
-  const [floor, cr, kfn] = conv as [Convergence, Convergence, Convergence];
+  const floor = conv[0]!;
   say();
-  say(`P1 convergence: ${objects} MyWebs bulk-created → all Ready (pods on fake nodes)`);
-  say('  contender            seconds   ×floor   writes/MyWeb   reads/MyWeb');
-  for (const r of conv) say(`  ${r.contender.padEnd(20)} ${r.seconds.toFixed(1).padStart(7)}   ${x(r.seconds, floor.seconds).padStart(6)}   ${r.writesPerObject.toFixed(2).padStart(12)}   ${r.readsPerObject.toFixed(2).padStart(11)}`);
-  say(`  kfn / controller-runtime: ${x(kfn.seconds, cr.seconds)} (goal ≤ 1.0×); kfn / floor: ${x(kfn.seconds, floor.seconds)} (goal ≤ 1.3×)`);
-  if (kfn.idle && cr.idle) {
+  say(`P1 convergence: ${objects} MyWebs bulk-created → all Ready (pods on fake nodes); ×N = reconciles at once`);
+  say('  contender                 seconds   ×floor   writes/MyWeb   reads/MyWeb');
+  const name = (r: Convergence) => (r.contender === 'floor' ? 'floor (16 writers)' : `${r.contender} ×${r.concurrency}`);
+  for (const r of conv) say(`  ${name(r).padEnd(24)} ${r.seconds.toFixed(1).padStart(8)}   ${x(r.seconds, floor.seconds).padStart(6)}   ${r.writesPerObject.toFixed(2).padStart(12)}   ${r.readsPerObject.toFixed(2).padStart(11)}`);
+  for (const c of new Set(conv.filter((r) => r.contender === 'kfn').map((r) => r.concurrency))) {
+    const kfn = conv.find((r) => r.contender === 'kfn' && r.concurrency === c)!;
+    const cr = conv.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)!;
+    say(`  ×${c}: kfn / controller-runtime ${x(kfn.seconds, cr.seconds)} (goal ≤ 1.0×); kfn / floor ${x(kfn.seconds, floor.seconds)} (goal ≤ 1.3×)`);
+  }
+  const idle = conv.filter((r) => r.idle);
+  if (idle.length) {
     say();
     say(`P3 idle: ${objects} Ready MyWebs, ${idleSeconds} s (kfn resyncs every ${idleSeconds} s; controller-runtime's default resync is 10 h)`);
-    for (const r of [kfn, cr]) say(`  ${r.contender.padEnd(20)} ${String(r.idle!.writes).padStart(5)} writes ${String(r.idle!.reads).padStart(7)} reads`);
+    for (const r of idle) say(`  ${name(r).padEnd(24)} ${String(r.idle!.writes).padStart(5)} writes ${String(r.idle!.reads).padStart(7)} reads`);
   }
 }
 const lat = results.latency as { rows: LatencyRow[]; initialDeliveries: Record<string, number> } | undefined;
@@ -489,6 +614,13 @@ if (lat) {
     say(`  ${`${r.rate}/s (${r.achieved.toFixed(0)})`.padEnd(20)} ${cell(w.watch!).padEnd(21)} ${cell(w.kfn!, w.watch!.p99).padEnd(33)} ${cell(w.adapter!, w.watch!.p99)}`);
   }
   say(`  at start (1,000 existing objects): kfn delivered ${lat.initialDeliveries.kfn}, ApiServerSource ${lat.initialDeliveries.adapter}`);
+}
+const cold = results.coldStart as { kfn: number[]; kfnListening: number[]; hono: number[]; operator: number[] } | undefined;
+if (cold) {
+  say();
+  say(`P5 cold start, process start → first reconcile answered (median of ${coldRuns}, ms)`);
+  const [k, h, o] = [percentile(cold.kfn, 50), percentile(cold.hono, 50), percentile(cold.operator, 50)];
+  say(`  kfn function ${k.toFixed(0)} (answering /healthz: ${percentile(cold.kfnListening, 50).toFixed(0)})   bare Hono ${h.toFixed(0)}   Go operator (to its first reconcile) ${o.toFixed(0)}   kfn / Hono ${x(k, h)} (goal ≤ 2×)`);
 }
 const mem = results.memory as { objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[] | undefined;
 if (mem) {
