@@ -8,7 +8,7 @@
 // the bridge runs with; default: those of the shipped Deployment; "" for Node's defaults),
 // --from-source (run cli/kfn.ts instead of the esbuild bundle that a deployment runs).
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,7 @@ import { parseReconcileRequest } from '../../bridge/contract.ts';
 import { bridgeNodeOptions } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';
+import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +41,6 @@ const rate = Number(values.rate);
 const memoryObjects = Number(values['memory-objects']);
 
 const say = (line: string) => console.log(line);
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 
 let entry = join(repoRoot, 'cli', 'kfn.ts');
 if (!values['from-source']) {
@@ -71,23 +71,8 @@ await applyYaml(
   }),
 );
 await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
-for (let i = 0; i < 100; i++) {
-  try {
-    await api.resource(apiVersion, 'Widget');
-    break;
-  } catch {
-    await sleep(100);
-  }
-}
+await untilServed(api, apiVersion, 'Widget');
 const widgets = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
-
-/** Runs `fn` for 0..n-1 with `parallel` requests in flight. */
-async function inParallel(n: number, parallel: number, fn: (i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: parallel }, async () => {
-    while (next < n) await fn(next++);
-  }));
-}
 
 // The receiver: records when each (name, generation) arrives.
 const arrivals = new Map<string, number>();
@@ -122,11 +107,6 @@ function startBridgeProcess(name: string, extra: Record<string, unknown> = {}) {
   const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--metrics-addr=127.0.0.1:${port}`, '--log-level=error'], { stdio: ['ignore', log, log] });
   closeSync(log);
   return Object.assign(child, { metricsPort: port });
-}
-
-function rssMiB(pid: number): number {
-  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
-  return m ? Number(m[1]) / 1024 : NaN;
 }
 
 async function waitUntil(what: string, check: () => boolean, timeoutMs: number): Promise<void> {

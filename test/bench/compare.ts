@@ -18,7 +18,8 @@
 // others' CPU alike. Figures move between runs on a shared machine: read the ratios.
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
-//                            [--memory 1000,10000] [--only p1,p2,p4] [--out DIR]
+//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5] [--out DIR]
+//                            [--bridge-node-options "…"]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -38,6 +39,7 @@ import { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
+import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
 import { bundleFunction } from '../../cli/deploy.ts';
 import { reconcileEvent } from '../../bridge/contract.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
@@ -51,6 +53,8 @@ const { values } = parseArgs({
     memory: { type: 'string', default: '1000,10000' },
     only: { type: 'string', default: 'p1,p2,p3,p4,p5' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
+    // The V8 flags the bridge runs with (default: those of the shipped Deployment).
+    'bridge-node-options': { type: 'string', default: bridgeNodeOptions },
   },
 });
 const objects = Number(values.objects);
@@ -59,10 +63,6 @@ const only = new Set(values.only.split(','));
 if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
 const log = (line: string) => console.error(`  ${line}`);
 const now = () => performance.timeOrigin + performance.now(); // wall-clock ms, comparable with the peers' unix ns
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
-};
 
 const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
 if (build.status !== 0) throw new Error('npm run build failed (the bridge bundle a deployment runs)');
@@ -75,15 +75,7 @@ const dir = mkdtempSync(join(tmpdir(), 'kfn-compare-'));
 const kubeconfig = cluster.paths.kubeconfig;
 // The MyWeb CRD, as kfn's manifests write it (every contender uses it).
 await applyObject(api, crdOf(MyWeb) as never, 'kfn-bench');
-for (let i = 0; ; i++) {
-  try {
-    await api.resource('operator.k8s-summit.org/v1', 'MyWeb');
-    break;
-  } catch (err) {
-    if (i > 100) throw err;
-    await sleep(100);
-  }
-}
+await untilServed(api, 'operator.k8s-summit.org/v1', 'MyWeb');
 const results: Record<string, unknown> = { date: new Date().toISOString(), objects, peers: peers.versions, machine: machine() };
 const cleanups: (() => unknown)[] = [];
 
@@ -92,14 +84,6 @@ function machine() {
   const cores = readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s*:/gm)?.length ?? 0;
   const mem = Number(readFileSync('/proc/meminfo', 'utf8').match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0) / 1048576;
   return `${cores} × ${cpu}, ${mem.toFixed(0)} GiB, Node ${process.version}`;
-}
-
-/** Runs `fn` for 0..n-1 with `parallel` calls in flight. */
-async function inParallel(n: number, parallel: number, fn: (i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: parallel }, async () => {
-    while (next < n) await fn(next++);
-  }));
 }
 
 function startProcess(name: string, command: string, args: string[], env: Record<string, string> = {}): ChildProcess & { logFile: string } {
@@ -116,11 +100,6 @@ async function stop(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   await Promise.race([exited, sleep(5000).then(() => child.kill('SIGKILL'))]);
-}
-
-function rssMiB(pid: number): number {
-  const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
-  return m ? Number(m[1]) / 1024 : NaN;
 }
 
 /** The apiserver's request counters for the resources a MyWeb controller touches. */
@@ -363,14 +342,7 @@ async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Recor
     spec: { group, scope: 'Namespaced', names: { kind: 'Widget', plural: 'widgets', singular: 'widget', listKind: 'WidgetList' }, versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }] },
   }));
   cleanups.push(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`).catch(() => undefined));
-  for (let i = 0; i < 100; i++) {
-    try {
-      await api.resource(apiVersion, 'Widget');
-      break;
-    } catch {
-      await sleep(100);
-    }
-  }
+  await untilServed(api, apiVersion, 'Widget');
   const widgets = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
   const n = 1000;
   log(`P2: creating ${n} Widgets`);
@@ -397,7 +369,7 @@ async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Recor
 
   const config = join(dir, 'latency-bridge.yaml');
   writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'latency' }, spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0 } }));
-  const bridge = startProcess('latency-bridge', process.execPath, [...bridgeNodeOptions.split(' ').filter(Boolean), bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+  const bridge = startProcess('latency-bridge', process.execPath, [...values['bridge-node-options'].split(' ').filter(Boolean), bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
   const adapter = startProcess('latency-adapter', peers.adapter, ['--kubeconfig', kubeconfig], {
     NAME: 'compare', NAMESPACE: ns, K_SINK: `http://127.0.0.1:${port}/adapter`,
     K_SOURCE_CONFIG: JSON.stringify({ namespaces: [ns], resources: [{ gvr: { Group: group, Version: 'v1', Resource: 'widgets' } }], mode: 'Resource' }),
@@ -524,7 +496,7 @@ async function memory(): Promise<{ objects: number; kfn: number; kfnHeapAfterGc:
     const config = join(dir, 'memory-bridge.yaml');
     writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'memory' }, spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }, { apiVersion: 'apps/v1', kind: 'Deployment' }, { apiVersion: 'v1', kind: 'Service' }], sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [ns], maxConcurrentReconciles: 8 } }));
     const row = { objects: k, kfn: 0, kfnHeapAfterGc: 0, cr: 0, adapter: 0 };
-    const bridge = startProcess(`memory-bridge-${k}`, process.execPath, [...bridgeNodeOptions.split(' ').filter(Boolean), '--inspect=127.0.0.1:0', bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+    const bridge = startProcess(`memory-bridge-${k}`, process.execPath, [...values['bridge-node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
     row.kfn = await settledRss(bridge.pid!);
     row.kfnHeapAfterGc = await heapAfterGc(bridge.logFile);
     await stop(bridge);

@@ -7,12 +7,12 @@
 //   npm run bench:pods -- [--pods 50] [--sequential]
 import { parseArgs } from 'node:util';
 import { kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { percentile } from './common.ts';
 
 const { values } = parseArgs({ options: { pods: { type: 'string', default: '50' }, sequential: { type: 'boolean', default: false } } });
 const count = Number(values.pods);
 const cluster = await testCluster();
 const api = kubeApi(cluster.kc);
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 
 async function measure(label: string, fake: boolean): Promise<number[]> {
   const ns = uniqueName(`kfn-bench-pods-${fake ? 'fake' : 'real'}`);

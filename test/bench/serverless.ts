@@ -26,6 +26,7 @@ import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
 import { lambdaEnvironment, startLambda, unzipPackage } from '../support/lambda.ts';
+import { percentile } from './common.ts';
 
 const { values } = parseArgs({ options: { cold: { type: 'string', default: '20' }, warm: { type: 'string', default: '20' }, targets: { type: 'string', default: 'deployment,knative,lambda' } } });
 const targets = new Set(values.targets.split(','));
@@ -45,10 +46,6 @@ const ns = uniqueName('kfn-bench-serverless');
 await api.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
 let port = 30400;
 
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
-};
 const ms = (x: number) => `${Math.round(x)} ms`;
 interface Sample {
   total: number;
