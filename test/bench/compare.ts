@@ -10,6 +10,8 @@
 //   P5 cold start   process start → first reconcile answered: kfn's function (its deployment
 //                   bundle) vs a bare Hono server (bundled the same way) vs the Go operator's
 //                   start → first reconcile.
+//   P6 relists      K watched objects: deliveries after an apiserver restart, and after changes
+//                   made while kfn's bridge and the adapter were frozen, then 410 Gone.
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
 //                   adapter, each started fresh on a namespace of K MyWebs, for each K.
 //
@@ -19,7 +21,7 @@
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
 //                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5] [--out DIR]
-//                            [--bridge-node-options "…"]
+//                            [--relist-objects 10000] [--bridge-node-options "…"]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -33,7 +35,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { bridgeNodeOptions } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
-import { applyYaml, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { applyYaml, compactEtcd, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
 import { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
@@ -51,7 +53,8 @@ const { values } = parseArgs({
     rates: { type: 'string', default: '50,200,max' },
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000' },
-    only: { type: 'string', default: 'p1,p2,p3,p4,p5' },
+    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6' },
+    'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptions },
@@ -331,10 +334,11 @@ interface LatencyRow {
   watchers: Record<string, { p50: number; p99: number; max: number; missed: number }>;
 }
 
-async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Record<string, number> }> {
+/** A Widget CRD of its own and `n` Widgets in a new namespace. */
+async function widgets(prefix: string, n: number) {
   const group = `${uniqueName('compare')}.kfn.test`;
   const apiVersion = `${group}/v1`;
-  const ns = await createNamespace('kfn-compare-latency');
+  const ns = await createNamespace(prefix);
   await applyYaml(cluster.kc, stringify({
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -343,47 +347,68 @@ async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Recor
   }));
   cleanups.push(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`).catch(() => undefined));
   await untilServed(api, apiVersion, 'Widget');
-  const widgets = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
-  const n = 1000;
-  log(`P2: creating ${n} Widgets`);
-  await inParallel(n, 16, (i) => api.request('POST', widgets, { body: { apiVersion, kind: 'Widget', metadata: { name: `w${i}` }, spec: { n: 0 } } }));
+  const path = `/apis/${apiVersion}/namespaces/${ns}/widgets`;
+  log(`${prefix}: creating ${n} Widgets`);
+  await inParallel(n, 16, (i) => api.request('POST', path, { body: { apiVersion, kind: 'Widget', metadata: { name: `w${i}` }, spec: { n: 0 } } }));
+  return { group, apiVersion, ns, path, n };
+}
 
-  // Arrivals by watcher, of `name@generation`, timestamped by processes of their own (Go): the
-  // receiver for kfn's bridge and the adapter, the bare watch for itself.
+/**
+ * kfn's bridge and the ApiServerSource adapter watching the Widgets, delivering to a Go receiver
+ * that timestamps each arrival (`name@generation` → first arrival, and a count per watcher);
+ * with `bareWatch`, the bare watch too.
+ */
+async function watchers(w: Awaited<ReturnType<typeof widgets>>, name: string, bareWatch: boolean) {
   const arrivals: Record<string, Map<string, number>> = { kfn: new Map(), adapter: new Map(), watch: new Map() };
   const counts: Record<string, number> = { kfn: 0, adapter: 0, watch: 0 };
-  const record = (who: string, name: string, generation: string, unixNs: string) => {
+  const record = (who: string, objName: string, generation: string, unixNs: string) => {
     counts[who]!++;
-    const key = `${name}@${generation}`;
+    const key = `${objName}@${generation}`;
     if (!arrivals[who]!.has(key)) arrivals[who]!.set(key, Number(unixNs) / 1e6);
   };
   const receiver = spawn(peers.floor, ['receive'], { stdio: ['ignore', 'pipe', 'inherit'] });
   cleanups.push(() => receiver.kill('SIGKILL'));
   const port = await new Promise<number>((resolve) => {
     createInterface({ input: receiver.stdout! }).on('line', (line) => {
-      const [first, name, generation, at] = line.split(' ');
-      if (first === 'listening') resolve(Number(name));
-      else record(first === '/adapter' ? 'adapter' : 'kfn', name!, generation!, at!);
+      const [first, objName, generation, at] = line.split(' ');
+      if (first === 'listening') resolve(Number(objName));
+      else record(first === '/adapter' ? 'adapter' : 'kfn', objName!, generation!, at!);
     });
   });
-
-  const config = join(dir, 'latency-bridge.yaml');
-  writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: 'latency' }, spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0 } }));
-  const bridge = startProcess('latency-bridge', process.execPath, [...values['bridge-node-options'].split(' ').filter(Boolean), bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
-  const adapter = startProcess('latency-adapter', peers.adapter, ['--kubeconfig', kubeconfig], {
-    NAME: 'compare', NAMESPACE: ns, K_SINK: `http://127.0.0.1:${port}/adapter`,
-    K_SOURCE_CONFIG: JSON.stringify({ namespaces: [ns], resources: [{ gvr: { Group: group, Version: 'v1', Resource: 'widgets' } }], mode: 'Resource' }),
+  const config = join(dir, `${name}-bridge.yaml`);
+  writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion: w.apiVersion, kind: 'Widget' }, sink: { uri: `http://127.0.0.1:${port}/kfn` }, namespaces: [w.ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0 } }));
+  const bridge = startProcess(`${name}-bridge`, process.execPath, [...values['bridge-node-options'].split(' ').filter(Boolean), bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+  const adapter = startProcess(`${name}-adapter`, peers.adapter, ['--kubeconfig', kubeconfig], {
+    NAME: 'compare', NAMESPACE: w.ns, K_SINK: `http://127.0.0.1:${port}/adapter`,
+    K_SOURCE_CONFIG: JSON.stringify({ namespaces: [w.ns], resources: [{ gvr: { Group: w.group, Version: 'v1', Resource: 'widgets' } }], mode: 'Resource' }),
   });
-  const watch = spawn(peers.floor, ['watch', '--kubeconfig', kubeconfig, '--namespace', ns, '--group', group, '--version', 'v1', '--resource', 'widgets'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  cleanups.push(() => watch.kill('SIGKILL'));
-  createInterface({ input: watch.stdout! }).on('line', (line) => {
-    const [type, name, generation, at] = line.split(' ');
-    if (type !== 'synced') record('watch', name!, generation!, at!);
-  });
+  let watch: ChildProcess | undefined;
+  if (bareWatch) {
+    watch = spawn(peers.floor, ['watch', '--kubeconfig', kubeconfig, '--namespace', w.ns, '--group', w.group, '--version', 'v1', '--resource', 'widgets'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanups.push(() => watch!.kill('SIGKILL'));
+    createInterface({ input: watch.stdout! }).on('line', (line) => {
+      const [type, objName, generation, at] = line.split(' ');
+      if (type !== 'synced') record('watch', objName!, generation!, at!);
+    });
+  }
   // kfn delivers every existing object once at start; the others start quietly.
-  const deadline = Date.now() + 120_000;
-  while (arrivals.kfn!.size < n && Date.now() < deadline) await sleep(100);
+  const deadline = Date.now() + 300_000;
+  while (arrivals.kfn!.size < w.n && Date.now() < deadline) await sleep(100);
   await sleep(3000);
+  const stopAll = async () => {
+    await stop(bridge);
+    await stop(adapter);
+    watch?.kill('SIGTERM');
+    receiver.kill('SIGTERM');
+  };
+  return { arrivals, counts, bridge, adapter, stopAll };
+}
+
+async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Record<string, number> }> {
+  const w = await widgets('kfn-compare-latency', 1000);
+  const { ns, n } = w;
+  const { arrivals, counts, stopAll } = await watchers(w, 'latency', true);
+  const widgetsPath = w.path;
   const initialDeliveries = { ...counts };
   log(`P2: at start, kfn delivered ${counts.kfn}, the adapter ${counts.adapter}, the watch ${counts.watch} events for ${n} existing Widgets`);
 
@@ -404,7 +429,7 @@ async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Recor
       // From the write's request: the apiserver may send the watch event before its response
       // reaches this process.
       const sent = now();
-      await api.request('PATCH', `${widgets}/${name}`, { body: { spec: { n: Math.random() } }, contentType: 'application/merge-patch+json' });
+      await api.request('PATCH', `${widgetsPath}/${name}`, { body: { spec: { n: Math.random() } }, contentType: 'application/merge-patch+json' });
       written.set(`${name}@${g}`, sent);
     });
     const achieved = changes / ((performance.now() - t0) / 1000);
@@ -420,12 +445,66 @@ async function latency(): Promise<{ rows: LatencyRow[]; initialDeliveries: Recor
     log(`P2 ${rate}/s (achieved ${achieved.toFixed(0)}/s): p99 watch ${row.watchers.watch!.p99.toFixed(1)} ms, kfn ${row.watchers.kfn!.p99.toFixed(1)} ms, adapter ${row.watchers.adapter!.p99.toFixed(1)} ms`);
     await sleep(2000);
   }
-  await stop(bridge);
-  await stop(adapter);
-  watch.kill('SIGTERM');
-  receiver.kill('SIGTERM');
+  await stopAll();
   await deleteNamespace(ns);
   return { rows, initialDeliveries };
+}
+
+// ------------------------------------------------------------------------------------------
+// P6: relists. K Widgets watched by kfn's bridge and the ApiServerSource adapter. (1) The
+// apiserver restarts, nothing changes: what does each deliver? (2) Both are frozen (SIGSTOP),
+// `changed` Widgets change, etcd is compacted and the apiserver restarted, both resume: each
+// must relist (410 Gone). What does each deliver, and which changes does each miss?
+// (Freezing alone is not a gap: events sent on an open watch wait in the frozen process's socket.)
+
+interface RelistResult {
+  objects: number;
+  changed: number;
+  afterRestart: Record<string, number>;
+  after410: Record<string, number>;
+  missed: Record<string, number>;
+}
+
+async function relists(k: number, changed = 100): Promise<RelistResult> {
+  const w = await widgets('kfn-compare-relist', k);
+  const { arrivals, counts, bridge, adapter, stopAll } = await watchers(w, 'relist', false);
+  const delta = (before: Record<string, number>) => ({ kfn: counts.kfn! - before.kfn!, adapter: counts.adapter! - before.adapter! });
+
+  log(`P6: restarting the apiserver with ${k} Widgets watched`);
+  let before = { ...counts };
+  await restartApiserver({ downtimeMs: 2000 });
+  await sleep(15_000);
+  const afterRestart = delta(before);
+  log(`P6: after the restart, kfn delivered ${afterRestart.kfn}, ApiServerSource ${afterRestart.adapter}`);
+
+  log(`P6: both frozen; ${changed} Widgets change, etcd is compacted, the apiserver restarts`);
+  before = { ...counts };
+  bridge.kill('SIGSTOP');
+  adapter.kill('SIGSTOP');
+  const keys: string[] = [];
+  try {
+    // A first restart closes their watch connections while they cannot reconnect: the changes
+    // then reach no open watch (events already sent would wait in the frozen process's socket).
+    await restartApiserver({ downtimeMs: 1000 });
+    await inParallel(changed, 16, async (i) => {
+      const obj = await api.request<{ metadata: { generation: number } }>('PATCH', `${w.path}/w${i}`, { body: { spec: { n: -1 } }, contentType: 'application/merge-patch+json' });
+      keys.push(`w${i}@${obj.metadata.generation}`);
+    });
+    await compactEtcd();
+    await restartApiserver({ downtimeMs: 2000 });
+  } finally {
+    bridge.kill('SIGCONT');
+    adapter.kill('SIGCONT');
+  }
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline && !keys.every((key) => arrivals.kfn!.has(key) && arrivals.adapter!.has(key))) await sleep(200);
+  await sleep(5000);
+  const after410 = delta(before);
+  const missed = { kfn: keys.filter((key) => !arrivals.kfn!.has(key)).length, adapter: keys.filter((key) => !arrivals.adapter!.has(key)).length };
+  log(`P6: after the 410, kfn delivered ${after410.kfn} (missed ${missed.kfn} of ${changed} changes), ApiServerSource ${after410.adapter} (missed ${missed.adapter})`);
+  await stopAll();
+  await deleteNamespace(w.ns);
+  return { objects: k, changed, afterRestart, after410, missed };
 }
 
 // ------------------------------------------------------------------------------------------
@@ -546,6 +625,7 @@ try {
     }
   }
   if (only.has('p2')) results.latency = await latency();
+  if (only.has('p6')) results.relists = await relists(Number(values['relist-objects']));
   if (only.has('p4')) results.memory = await memory();
 } finally {
   for (const fn of cleanups.reverse()) await fn();
@@ -605,6 +685,15 @@ if (mem) {
     const slope = (f: (r: typeof a) => number) => ((f(b) - f(a)) * 1048576 / (b.objects - a.objects) / 1024).toFixed(2);
     say(`  per additional object (KiB of RSS): kfn ${slope((r) => r.kfn)} (of heap after a forced GC: ${slope((r) => r.kfnHeapAfterGc)}), controller-runtime ${slope((r) => r.cr)}, ApiServerSource ${slope((r) => r.adapter)}`);
   }
+}
+const rel = results.relists as RelistResult | undefined;
+if (rel) {
+  say();
+  say(`P6 relists, ${rel.objects} Widgets watched (deliveries)`);
+  say('                                                       kfn bridge   ApiServerSource');
+  say(`  apiserver restart, nothing changed                 ${String(rel.afterRestart.kfn).padStart(10)}   ${String(rel.afterRestart.adapter).padStart(15)}`);
+  say(`  ${rel.changed} changes while cut off, then 410 Gone         ${String(rel.after410.kfn).padStart(10)}   ${String(rel.after410.adapter).padStart(15)}`);
+  say(`  of those ${rel.changed} changes, never delivered              ${String(rel.missed.kfn).padStart(10)}   ${String(rel.missed.adapter).padStart(15)}`);
 }
 const table = lines.join('\n');
 console.log(table);
