@@ -46,6 +46,12 @@ export interface BridgeOptions {
    * deleted — or the watch is forbidden).
    */
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
+  /**
+   * Sharding: whether this bridge delivers `key` (an object key, as the store's). Asked when a
+   * key is observed; the keys of other shards are neither queued nor delivered here. Default:
+   * every key.
+   */
+  owns?: (key: string) => boolean;
 }
 
 /** The sink a Reconciler names cannot take deliveries; the message says which object and why. */
@@ -140,8 +146,27 @@ class ReconcilerRuntime {
 
   /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
   private observe(key: string, obs: PendingObservation, priority: Priority, override = true): void {
+    if (!this.owns(key)) return; // another shard's
     if (override || !this.pending.has(key)) this.pending.set(key, obs);
     this.queue.add(key, priority);
+  }
+
+  private owns(key: string): boolean {
+    return this.bridge.options.owns?.(key) ?? true;
+  }
+
+  /** Queues every primary `which` selects (a shard just taken over), as a resync would. */
+  redeliver(which: (key: string) => boolean): number {
+    const now = this.bridge.clock.now();
+    let n = 0;
+    for (const w of this.primaryWatches) {
+      for (const [key, obj] of w.store) {
+        if (!which(key) || !this.inNamespaces(obj)) continue;
+        this.observe(key, { reason: 'resync', observedAt: now }, 'low', false);
+        n++;
+      }
+    }
+    return n;
   }
 
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
@@ -149,8 +174,9 @@ class ReconcilerRuntime {
     if (sameKind(kind, this.config.for)) {
       const key = storeKey(event.object);
       if (event.type === 'delete') {
-        // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves.
-        if (this.inNamespaces(event.object)) this.tombstones.set(key, event.object);
+        // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
+        // (and this shard delivers).
+        if (this.inNamespaces(event.object) && this.owns(key)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
         for (const index of this.primaryIndexes) index.delete(key);
       } else {
@@ -391,6 +417,13 @@ export class Bridge {
     this.options = options;
     this.clock = options.clock ?? systemClock;
     this.source = options.source ?? `kfn://${hostname()}/bridge`;
+  }
+
+  /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */
+  redeliver(which: (key: string) => boolean): number {
+    let n = 0;
+    for (const runtime of this.runtimes.values()) n += runtime.redeliver(which);
+    return n;
   }
 
   /** A watch of `ref` (the first, when there are several: per namespace or per selector). */

@@ -9,6 +9,7 @@ import { loadConnection } from '../kube/connection.ts';
 import { Journal } from './journal.ts';
 import { KubeApi, type KubeObject } from '../kube/api.ts';
 import { LeaderElector } from './leader.ts';
+import { preferredShard, shardOf, ShardSet } from './shards.ts';
 import { BridgeMetrics } from './metrics.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
 
@@ -32,6 +33,10 @@ export interface BridgeProcessOptions {
   /** host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; "0" disables). */
   metricsAddr?: string;
   leaderElect?: boolean;
+  /** With leaderElect: split the objects over this many shards, each a Lease (`<leaseName>-<i>`). */
+  shards?: number;
+  /** The shard this replica goes for first (default: its pod name's ordinal). */
+  shard?: number;
   leaseNamespace?: string;
   leaseName?: string;
   identity?: string;
@@ -103,9 +108,14 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     const [source, message] = [...current.entries()][0]!;
     return { reason: source === 'sink' ? 'SinkNotReady' : 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   };
+  const shards = options.shards ?? 1;
+  if (!Number.isInteger(shards) || shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
+  if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');
+  let shardSet: ShardSet | undefined;
   const bridge = new Bridge({
     api,
     log: logger,
+    owns: shards > 1 ? (key) => shardSet?.owns(key) ?? false : undefined,
     journal,
     metrics,
     watcher: options.watcher,
@@ -253,6 +263,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     await configWatcher?.stop();
     await bridge.stop(options.shutdownTimeoutMs ?? 30_000);
     await elector?.stop(true);
+    await shardSet?.stop();
     await journal?.flush();
     metrics.leader.set({ name: leaseName }, 0);
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
@@ -261,10 +272,36 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     resolveDone();
   }
 
-  if (options.leaderElect) {
+  const leaseNamespace = options.leaseNamespace ?? process.env.POD_NAMESPACE ?? 'kfn-system';
+  if (shards > 1) {
+    // Every replica watches everything at once (a warm standby); it delivers the keys of the
+    // shards whose Leases it holds.
+    shardSet = new ShardSet({
+      api,
+      namespace: leaseNamespace,
+      leaseName,
+      identity,
+      shards,
+      preferred: preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()),
+      log: (msg, fields) => logger.info(fields ?? {}, msg),
+      onGained: (shard) => {
+        metrics.leader.set({ name: shardSet!.leaseName(shard) }, 1);
+        const queued = bridge.redeliver((key) => shardOf(key, shards) === shard);
+        logger.info({ shard, shards: shardSet!.shards, queued }, 'delivering a shard');
+      },
+      onLost: (shard, why) => {
+        // Another replica may take the shard now: stop at once, without finishing work.
+        logger.error({ shard, why }, 'lost a shard; exiting');
+        process.exit(1);
+      },
+    });
+    logger.info({ identity, shards, lease: `${leaseName}-<shard>` }, 'sharded: watching everything, delivering the shards held');
+    await lead();
+    shardSet.start();
+  } else if (options.leaderElect) {
     elector = new LeaderElector({
       api,
-      namespace: options.leaseNamespace ?? process.env.POD_NAMESPACE ?? 'kfn-system',
+      namespace: leaseNamespace,
       name: leaseName,
       identity,
       log: (msg, fields) => logger.info(fields ?? {}, msg),

@@ -14,6 +14,9 @@ Options:
   --journal F           append one JSON line per delivery and outcome to F (rotates at 10 MiB)
   --metrics-addr A      host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; 0 = off)
   --leader-elect        run as one of several replicas: deliver only while holding the Lease
+  --shards N            with --leader-elect: split the objects over N shards, one Lease each
+                        (<lease-name>-0 … -N-1); each replica delivers the shards it holds
+  --shard I             the shard this replica goes for first (default: its pod name's ordinal)
   --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
   --lease-name N        name of the Lease (default kfn-bridge)
   --shutdown-timeout S  seconds to let in-flight deliveries finish on SIGTERM (default 30)
@@ -34,6 +37,8 @@ export const bridgeCommand: Command = {
       journal: { type: 'string' },
       'metrics-addr': { type: 'string' },
       'leader-elect': { type: 'boolean' },
+      shards: { type: 'string' },
+      shard: { type: 'string' },
       'lease-namespace': { type: 'string' },
       'lease-name': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
@@ -46,6 +51,8 @@ export const bridgeCommand: Command = {
       journal: values.journal,
       metricsAddr: values['metrics-addr'],
       leaderElect: values['leader-elect'] ?? false,
+      shards: values.shards === undefined ? undefined : Number(values.shards),
+      shard: values.shard === undefined ? undefined : Number(values.shard),
       leaseNamespace: values['lease-namespace'],
       leaseName: values['lease-name'],
       shutdownTimeoutMs: Number.isFinite(shutdownSeconds) ? shutdownSeconds * 1000 : 30_000,

@@ -8,6 +8,7 @@ import { parse, stringify } from 'yaml';
 import { spawnBridge, widgetSetup } from '../support/bridge.ts';
 import { testCluster, waitFor, kubeApi } from '../support/cluster.ts';
 import { startFaultProxy } from '../support/proxy.ts';
+import { shardOf } from '../../bridge/shards.ts';
 
 describe('bridge processes', { concurrency: true }, () => {
   test('two bridges: one delivers; SIGKILL it and the other takes over without losing a change', async (t) => {
@@ -108,5 +109,50 @@ describe('bridge processes', { concurrency: true }, () => {
       const r3 = f.receiver.of('r3').length >= 2; // re-delivered by the new bridge's initial list
       return r1 && r4 && r3 ? true : undefined;
     }, { timeoutMs: 30_000 });
+  });
+  test('three sharded bridges: each delivers its own shard; SIGKILL one and its shard is taken over, nothing lost, never two at once', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster);
+    const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
+    // Each replica delivers to its own path of the one receiver, so deliveries say who sent them.
+    const configOf = (who: string) => {
+      const file = join(f.dir, `bridge-${who}.yaml`);
+      writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
+      return file;
+    };
+    // Every delivery takes 50 ms, so two replicas delivering one object at once would overlap.
+    f.receiver.answer = async (_d, res) => {
+      await new Promise((r) => setTimeout(r, 50));
+      res.writeHead(200).end(JSON.stringify({ result: 'done', changes: [] }));
+    };
+    const key = (name: string) => shardOf(`${f.ns}/${name}`, 3);
+    const names = Array.from({ length: 30 }, (_, i) => `s${i}`);
+    for (const name of names) await f.createWidget(name);
+    const replicas = [];
+    for (const i of [0, 1, 2]) {
+      replicas.push(await spawnBridge(t, f.dir, `r${i}`, [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf(`r${i}`)}`, '--leader-elect', '--shards=3', `--shard=${i}`, `--lease-namespace=${f.ns}`, '--lease-name=bridge']));
+    }
+    await waitFor('every object delivered', async () => names.every((n) => f.receiver.of(n).length > 0) || undefined, { timeoutMs: 60_000 });
+    for (const n of names) {
+      const from = new Set(f.receiver.of(n).map((d) => d.path));
+      assert.deepEqual([...from], [`/r${key(n)}`], `${n} (shard ${key(n)}) delivered by its shard's replica alone`);
+    }
+
+    replicas[1]!.kill('SIGKILL');
+    const killedAt = Date.now();
+    // Changes in every shard while shard 1 has no replica.
+    const changed = names.slice(0, 12);
+    for (const n of changed) await f.patchWidget(n, { spec: { size: 2 } });
+    await waitFor('every change delivered, shard 1 by another replica', async () => changed.every((n) => f.receiver.of(n).some((d) => d.generation === 2)) || undefined, { timeoutMs: 60_000 });
+    for (const n of changed.filter((n) => key(n) === 1)) {
+      const d = f.receiver.of(n).find((x) => x.generation === 2)!;
+      assert.notEqual(d.path, '/r1', `${n}: the killed replica delivered nothing after its death`);
+      t.diagnostic(`${n} (shard 1) delivered by ${d.path.slice(1)} ${((d.receivedAt - killedAt) / 1000).toFixed(1)} s after the kill`);
+    }
+    // Never two deliveries of one object at once (each takes 50 ms).
+    for (const n of names) {
+      const times = f.receiver.of(n).map((d) => d.receivedAt).sort((a, b) => a - b);
+      for (let i = 1; i < times.length; i++) assert.ok(times[i]! - times[i - 1]! >= 45, `${n}: deliveries ${times[i]! - times[i - 1]!} ms apart`);
+    }
   });
 });

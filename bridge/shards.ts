@@ -1,0 +1,115 @@
+// Sharding: N bridge replicas split the objects between them. Shard i is a Lease of its own
+// (`<lease>-<i>`, taken and renewed as in leader election); a replica delivers the keys that
+// hash to the shards whose Leases it holds, and nothing else. Every replica watches everything
+// (a standby is warm), so taking a shard over is a matter of its Lease.
+//
+// Each replica first goes for its own shard (its ordinal: --shard, or the trailing number of a
+// StatefulSet pod's name) and, after a delay, for any shard whose Lease nobody renews: a replica
+// that dies has its shard taken over by another once the Lease expires (15 s). A replica that
+// cannot renew a Lease it holds exits at once, as a leader does: no key is delivered by two
+// replicas at once. Shards are not handed back when the replica comes back; it waits as a
+// standby for the shard it would prefer.
+import { LeaderElector } from './leader.ts';
+import type { KubeApi } from '../kube/api.ts';
+
+/** The shard of an object key (FNV-1a, 32 bits): stable across processes and versions. */
+export function shardOf(key: string, shards: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    hash ^= key.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % shards;
+}
+
+/** The shard a replica goes for first: `--shard`, else its name's ordinal (`kfn-bridge-2` → 2), else none. */
+export function preferredShard(shards: number, explicit: number | undefined, podName: string | undefined): number | undefined {
+  if (explicit !== undefined) {
+    if (!Number.isInteger(explicit) || explicit < 0 || explicit >= shards) throw new Error(`--shard must be a whole number from 0 to ${shards - 1}, not ${explicit}`);
+    return explicit;
+  }
+  const ordinal = podName?.match(/-(\d+)$/)?.[1];
+  return ordinal === undefined ? undefined : Number(ordinal) % shards;
+}
+
+export interface ShardOptions {
+  api: KubeApi;
+  namespace: string;
+  /** Lease names are `<leaseName>-<shard>`. */
+  leaseName: string;
+  identity: string;
+  shards: number;
+  preferred?: number;
+  /** How long a replica waits before going for shards other than its own (default 15 s: the Lease duration). */
+  takeoverDelayMs?: number;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** A shard's Lease was taken: deliver its keys from now on. */
+  onGained: (shard: number) => void;
+  /** A held Lease could not be renewed: the caller must stop delivering at once (exit). */
+  onLost: (shard: number, why: string) => void;
+}
+
+export class ShardSet {
+  private readonly o: ShardOptions;
+  private readonly held = new Set<number>();
+  private readonly electors: LeaderElector[] = [];
+  private stopped = false;
+
+  constructor(options: ShardOptions) {
+    if (!Number.isInteger(options.shards) || options.shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
+    this.o = options;
+  }
+
+  /** Whether this replica delivers `key` now. */
+  owns(key: string): boolean {
+    return this.held.has(shardOf(key, this.o.shards));
+  }
+
+  /** The shards held now, in order. */
+  get shards(): number[] {
+    return [...this.held].sort((a, b) => a - b);
+  }
+
+  leaseName(shard: number): string {
+    return `${this.o.leaseName}-${shard}`;
+  }
+
+  /** Starts competing for the shards: its own at once, the others after the takeover delay. */
+  start(): void {
+    const { preferred, shards } = this.o;
+    for (let shard = 0; shard < shards; shard++) {
+      const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = this.o;
+      const timing = Object.fromEntries(Object.entries({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }).filter(([, v]) => v !== undefined));
+      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, ...timing });
+      this.electors.push(elector);
+      const delay = preferred === undefined || shard === preferred ? 0 : (this.o.takeoverDelayMs ?? 15_000);
+      const timer = setTimeout(() => {
+        if (this.stopped) return;
+        void elector
+          .run(
+            () => {
+              this.held.add(shard);
+              this.o.log?.('took shard', { shard, lease: this.leaseName(shard) });
+              this.o.onGained(shard);
+            },
+            (why) => {
+              this.held.delete(shard);
+              this.o.onLost(shard, why);
+            },
+          )
+          .catch((err) => this.o.onLost(shard, (err as Error).message));
+      }, delay);
+      timer.unref();
+    }
+  }
+
+  /** Stops renewing; releases the held Leases so other replicas take the shards at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.held.clear();
+    await Promise.all(this.electors.map((e) => e.stop(true)));
+  }
+}
