@@ -104,4 +104,23 @@ describe('LeaderElector', () => {
     assert.equal(second.lost.length, 1);
     assert.match(second.lost[0]!.why, /another candidate holds the lease/);
   });
+
+  test('with acquireAfter, a candidate watches the lease from the start but takes it only after that time', async () => {
+    const clock = new FakeClock(0);
+    const store = leaseStore();
+    const holder = new LeaderElector({ api: store.api, namespace: 'ns', name: 'bridge', identity: 'holder', clock });
+    assert.equal(await holder.tryAcquireOrRenew(), true);
+    const late = new LeaderElector({ api: store.api, namespace: 'ns', name: 'bridge', identity: 'late', clock, acquireAfter: 20_000 });
+    assert.equal(await late.tryAcquireOrRenew(), false, 'held');
+    clock.advance(16_000); // the holder died at 0: its lease expired at 15 s, as the candidate saw it from 0
+    assert.equal(await late.tryAcquireOrRenew(), false, 'expired, but not its turn before 20 s');
+    assert.equal(store.holder(), 'holder');
+    clock.advance(4_000);
+    assert.equal(await late.tryAcquireOrRenew(), true, 'its turn: taken at once, no new 15 s wait');
+    assert.equal(store.holder(), 'late');
+    const fresh = leaseStore();
+    const early = new LeaderElector({ api: fresh.api, namespace: 'ns', name: 'bridge', identity: 'early', clock, acquireAfter: clock.now() + 1000 });
+    assert.equal(await early.tryAcquireOrRenew(), false, 'a Lease nobody created is not created before its time either');
+    assert.equal(fresh.holder(), undefined);
+  });
 });

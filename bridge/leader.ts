@@ -19,6 +19,12 @@ export interface LeaderElectionOptions {
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
+  /**
+   * Before this time (ms, on `clock`) the candidate only watches the Lease and never takes it,
+   * even free: its judgement of expiry starts at once, its claim later (a sharded replica's
+   * claim on other replicas' shards).
+   */
+  acquireAfter?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   clock?: Clock;
 }
@@ -40,7 +46,7 @@ function microTime(ms: number): string {
 }
 
 export class LeaderElector {
-  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock'>> & Pick<LeaderElectionOptions, 'log'>;
+  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock' | 'acquireAfter'>> & Pick<LeaderElectionOptions, 'log' | 'acquireAfter'>;
   private readonly clock: Clock;
   private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
   private stopped = false;
@@ -97,6 +103,7 @@ export class LeaderElector {
       lease = await api.request<Lease>('GET', this.path);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status !== 404) throw err;
+      if (now < (this.o.acquireAfter ?? 0)) return false;
       try {
         const created = await api.request<Lease>('POST', `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`, {
           body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(now)) },
@@ -113,6 +120,7 @@ export class LeaderElector {
     const heldByOther = !!s.holderIdentity && s.holderIdentity !== identity;
     const expired = now - this.observed.at > (s.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
     if (heldByOther && !expired) return false;
+    if (s.holderIdentity !== identity && now < (this.o.acquireAfter ?? 0)) return false; // not our turn yet
     const transitions = (s.leaseTransitions ?? 0) + (s.holderIdentity === identity ? 0 : 1);
     const acquireTime = s.holderIdentity === identity && s.acquireTime ? s.acquireTime : microTime(now);
     try {

@@ -5,7 +5,8 @@
 //
 // Each replica first goes for its own shard (its ordinal: --shard, or the trailing number of a
 // StatefulSet pod's name) and, after a delay, for any shard whose Lease nobody renews: a replica
-// that dies has its shard taken over by another once the Lease expires (15 s). A replica that
+// that dies has its shard taken over by another once the Lease expires (15 s after its last
+// renewal, as seen by replicas that watch every Lease from their start). A replica that
 // cannot renew a Lease it holds exits at once, as a leader does: no key is delivered by two
 // replicas at once. Shards are not handed back when the replica comes back; it waits as a
 // standby for the shard it would prefer.
@@ -56,7 +57,6 @@ export class ShardSet {
   private readonly o: ShardOptions;
   private readonly held = new Set<number>();
   private readonly electors: LeaderElector[] = [];
-  private stopped = false;
 
   constructor(options: ShardOptions) {
     if (!Number.isInteger(options.shards) || options.shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
@@ -83,32 +83,29 @@ export class ShardSet {
     for (let shard = 0; shard < shards; shard++) {
       const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = this.o;
       const timing = Object.fromEntries(Object.entries({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }).filter(([, v]) => v !== undefined));
-      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, ...timing });
-      this.electors.push(elector);
+      // Every Lease is watched from the start (so a dead holder's expiry is judged from now);
+      // other replicas' shards are claimed only after the takeover delay.
       const delay = preferred === undefined || shard === preferred ? 0 : (this.o.takeoverDelayMs ?? 15_000);
-      const timer = setTimeout(() => {
-        if (this.stopped) return;
-        void elector
-          .run(
-            () => {
-              this.held.add(shard);
-              this.o.log?.('took shard', { shard, lease: this.leaseName(shard) });
-              this.o.onGained(shard);
-            },
-            (why) => {
-              this.held.delete(shard);
-              this.o.onLost(shard, why);
-            },
-          )
-          .catch((err) => this.o.onLost(shard, (err as Error).message));
-      }, delay);
-      timer.unref();
+      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, acquireAfter: Date.now() + delay, ...timing });
+      this.electors.push(elector);
+      void elector
+        .run(
+          () => {
+            this.held.add(shard);
+            this.o.log?.('took shard', { shard, lease: this.leaseName(shard) });
+            this.o.onGained(shard);
+          },
+          (why) => {
+            this.held.delete(shard);
+            this.o.onLost(shard, why);
+          },
+        )
+        .catch((err) => this.o.onLost(shard, (err as Error).message));
     }
   }
 
   /** Stops renewing; releases the held Leases so other replicas take the shards at once. */
   async stop(): Promise<void> {
-    this.stopped = true;
     this.held.clear();
     await Promise.all(this.electors.map((e) => e.stop(true)));
   }
