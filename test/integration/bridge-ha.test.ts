@@ -5,10 +5,20 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
-import { spawnBridge, widgetSetup } from '../support/bridge.ts';
+import { spawnBridge, widgetSetup, type WidgetSetup } from '../support/bridge.ts';
 import { testCluster, waitFor, kubeApi } from '../support/cluster.ts';
 import { startFaultProxy } from '../support/proxy.ts';
 import { shardOf } from '../../bridge/shards.ts';
+
+/** A bridge configuration file per bridge, `who`, whose sink is the receiver's path `/<who>`. */
+function perBridgeConfig(f: WidgetSetup): (who: string) => string {
+  const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
+  return (who) => {
+    const file = join(f.dir, `bridge-${who}.yaml`);
+    writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
+    return file;
+  };
+}
 
 describe('bridge processes', { concurrency: true }, () => {
   test('two bridges: one delivers; SIGKILL it and the other takes over without losing a change', async (t) => {
@@ -61,12 +71,7 @@ describe('bridge processes', { concurrency: true }, () => {
     const cluster = await testCluster();
     const f = await widgetSetup(t, cluster);
     // Each bridge delivers to its own path of the one receiver, so deliveries say who sent them.
-    const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
-    const configOf = (who: string) => {
-      const file = join(f.dir, `bridge-${who}.yaml`);
-      writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
-      return file;
-    };
+    const configOf = perBridgeConfig(f);
     // Every delivery asks to be requeued in 1 s, so the leader keeps delivering without the apiserver.
     f.receiver.answer = (_d, res) => void res.writeHead(200).end(JSON.stringify({ result: 'done', requeueAfterSeconds: 1, changes: [] }));
     const proxy = await startFaultProxy(cluster.state.ports.apiserver);
@@ -113,13 +118,8 @@ describe('bridge processes', { concurrency: true }, () => {
   test('three sharded bridges: each delivers its own shard; SIGKILL one and its shard is taken over, nothing lost, never two at once', async (t) => {
     const cluster = await testCluster();
     const f = await widgetSetup(t, cluster);
-    const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
     // Each replica delivers to its own path of the one receiver, so deliveries say who sent them.
-    const configOf = (who: string) => {
-      const file = join(f.dir, `bridge-${who}.yaml`);
-      writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
-      return file;
-    };
+    const configOf = perBridgeConfig(f);
     // Every delivery takes 50 ms, so two replicas delivering one object at once would overlap.
     f.receiver.answer = async (_d, res) => {
       await new Promise((r) => setTimeout(r, 50));
