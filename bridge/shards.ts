@@ -79,10 +79,9 @@ export class ShardSet {
 
   /** Starts competing for the shards: its own at once, the others after the takeover delay. */
   start(): void {
-    const { preferred, shards } = this.o;
+    const { preferred, shards, leaseDurationMs, renewDeadlineMs, retryPeriodMs } = this.o;
+    const timing = Object.fromEntries(Object.entries({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }).filter(([, v]) => v !== undefined));
     for (let shard = 0; shard < shards; shard++) {
-      const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = this.o;
-      const timing = Object.fromEntries(Object.entries({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }).filter(([, v]) => v !== undefined));
       // Every Lease is watched from the start (so a dead holder's expiry is judged from now);
       // other replicas' shards are claimed only after the takeover delay.
       const delay = preferred === undefined || shard === preferred ? 0 : (this.o.takeoverDelayMs ?? 15_000);

@@ -29,6 +29,20 @@ describe('Watcher', () => {
     assert.equal(server.requests.at(-1)!.query.resourceVersion, '8', 'from the list\'s resourceVersion');
   });
 
+  test('a list applies each page as it comes (no second copy of the objects): page 1 is in the store before page 2 is asked for', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 7; i++) server.put(`w${i}`);
+    const pagesAsked: number[] = [];
+    const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1, 2], pageSize: 3 });
+    w.subscribe((e) => {
+      if (e.type === 'apply') pagesAsked.push(server.requests.filter((r) => r.method === 'GET').length);
+    });
+    w.start();
+    t.after(() => w.stop());
+    await until('the first list', () => (w.hasSynced ? true : undefined));
+    assert.deepEqual(pagesAsked, [1, 1, 1, 2, 2, 2, 3], 'each object applied when its own page had come, before the next was asked for');
+  });
+
   test('a watch the apiserver ends resumes from the last bookmark, without listing again', async (t) => {
     const server = new FakeApiServer();
     server.put('a');

@@ -20,11 +20,10 @@ export function parseQuantity(q: unknown): number | undefined {
 
 /** Kubernetes quantities the apiserver rewrites in canonical form ("1024Mi" is stored as "1Gi"). */
 export function sameQuantity(a: unknown, b: unknown): boolean {
-  const qa = typeof a === 'string' || typeof a === 'number' ? String(a).match(quantityPattern) : null;
-  const qb = typeof b === 'string' || typeof b === 'number' ? String(b).match(quantityPattern) : null;
-  if (!qa || !qb) return false;
-  const value = (q: RegExpMatchArray) => Number(q[1]) * quantityFactor[q[2] ?? '']!;
-  return Math.abs(value(qa) - value(qb)) <= 1e-9 * Math.max(1, Math.abs(value(qa)));
+  const va = parseQuantity(a);
+  const vb = parseQuantity(b);
+  if (va === undefined || vb === undefined) return false;
+  return Math.abs(va - vb) <= 1e-9 * Math.max(1, Math.abs(va));
 }
 
 function sameScalar(live: unknown, desired: unknown): boolean {

@@ -198,6 +198,8 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
   const after: (() => unknown)[] = [];
   const label = contender === 'floor' ? contender : `${contender} ×${concurrency}`;
   log(`P1 ${label}: ${objects} MyWebs in ${ns}`);
+  // Ends the readiness watch and the time limit, however the round ends.
+  const abort = new AbortController();
   try {
     if (contender === 'controller-runtime') {
       child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--max-concurrent-reconciles', String(concurrency), '--zap-log-level', 'error']);
@@ -209,12 +211,12 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
       child = startProcess(`floor-${ns}`, peers.floor, ['converge', '--kubeconfig', kubeconfig, '--namespace', ns, '--count', String(objects)]);
     }
     await sleep(2000); // watches established
-    const abort = new AbortController();
     const before = await apiserverCounts();
     const started = now();
     const done = allReady(ns, objects, abort.signal);
     await inParallel(objects, 16, (i) => api.request('POST', webs(ns), { body: web(`w${i}`, 30000 + i) }));
-    const finished = await Promise.race([done, sleep(900_000).then(() => Promise.reject(new Error(`${contender}: not all ${objects} MyWebs Ready within 15 minutes`)))]);
+    const limit = sleep(900_000, undefined, { signal: abort.signal }).then(() => Promise.reject(new Error(`${contender}: not all ${objects} MyWebs Ready within 15 minutes`)));
+    const finished = await Promise.race([done, limit]);
     const after1 = await apiserverCounts();
     abort.abort();
     // The bench's own requests are not the contender's: N creates, one watch.
@@ -236,6 +238,7 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
     }
     return result;
   } finally {
+    abort.abort();
     if (child) await stop(child);
     for (const fn of after) await fn();
     log(`P1 ${label}: cleaning up ${ns}`);
@@ -368,7 +371,8 @@ async function watchers(w: Awaited<ReturnType<typeof widgets>>, name: string, ba
   };
   const receiver = spawn(peers.floor, ['receive'], { stdio: ['ignore', 'pipe', 'inherit'] });
   cleanups.push(() => receiver.kill('SIGKILL'));
-  const port = await new Promise<number>((resolve) => {
+  const port = await new Promise<number>((resolve, reject) => {
+    receiver.once('exit', (code) => reject(new Error(`the receiver (floor receive) exited with ${code} before listening`)));
     createInterface({ input: receiver.stdout! }).on('line', (line) => {
       const [first, objName, generation, at] = line.split(' ');
       if (first === 'listening') resolve(Number(objName));

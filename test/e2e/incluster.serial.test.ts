@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../cluster/controlplane.ts';
-import { kubeApi, testCluster, testNamespace, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilWebhookRefuses, waitFor } from '../support/cluster.ts';
 
 const exec = promisify(execFile);
 
@@ -55,11 +55,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   // TLS with the certificate kfn deploy made; defaulting is stored, validation refuses.
   const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
   // The apiserver takes a moment to start calling new webhooks: wait until one refuses.
-  let probe = 0;
-  await waitFor('the apiserver to call the deployed webhooks', async () => {
-    const err = await api.request('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${probe++}` }, spec: { replicas: 99, image: 'kfn.local/nginx:1.22' } } }).then(() => undefined, (e: Error) => e);
-    return err?.message.includes('denied the request') || undefined;
-  }, { timeoutMs: 30_000 });
+  await untilWebhookRefuses(api, myapps, (n) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${n}` }, spec: { replicas: 99, image: 'kfn.local/nginx:1.22' } }), 'the apiserver to call the deployed webhooks');
   const app = await api.request<{ spec: { image: string } }>('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'app' }, spec: { replicas: 1, image: 'kfn.local/nginx' } } });
   assert.equal(app.spec.image, 'kfn.local/nginx:latest');
   await assert.rejects(api.request('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'big' }, spec: { replicas: 11, image: 'kfn.local/nginx:1.22' } } }), /denied the request: .*spec\.replicas: must be ≤ 10 \(got 11\)/);

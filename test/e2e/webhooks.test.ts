@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { cachedBinaries } from '../../cluster/build.ts';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster, untilWebhookRefuses, waitFor } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
 
 interface MyAppObject {
@@ -21,11 +21,7 @@ test('MyApp webhooks on the apiserver: defaulting stored, validation refused by 
 
   // The apiserver takes a moment to start calling new webhooks (until then writes go through
   // unchecked): wait until one refuses, then every write below meets both.
-  let probe = 0;
-  await waitFor('the apiserver to call the webhooks', async () => {
-    const err = await s.api.request('POST', s.objects, { body: body(`probe-${probe++}`, { replicas: 99, image: 'kfn.local/nginx:1.22' }) }).then(() => undefined, (e: Error) => e);
-    return err?.message.includes('denied the request') || undefined;
-  }, { timeoutMs: 30_000 });
+  await untilWebhookRefuses(s.api, s.objects, (n) => body(`probe-${n}`, { replicas: 99, image: 'kfn.local/nginx:1.22' }), 'the apiserver to call the webhooks');
 
   // Defaulting: the stored object carries what default() set; the reconcile sees it too.
   const created = await s.api.request<MyAppObject>('POST', s.objects, { body: body('web', { replicas: 1, image: 'kfn.local/nginx' }) });
@@ -70,11 +66,7 @@ test('MyResource validation on the apiserver: a bare number of bytes is refused,
   const s = await functionStack(t, cluster, 'myresource', { webhooks: true });
   const body = (name: string, memory: string | number) => ({ apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name }, spec: { image: 'kfn.local/busybox:1.35', memory } });
   // The apiserver takes a moment to start calling a new webhook: until then a write is let through.
-  let attempt = 0;
-  const refusal = await waitFor('the webhook to refuse a bare number', async () => {
-    const err = await s.api.request('POST', s.objects, { body: body(`tiny-${attempt++}`, 256) }).then(() => undefined, (e: Error) => e);
-    return err?.message.includes('denied the request') ? err : undefined;
-  }, { timeoutMs: 30_000 });
+  const refusal = await untilWebhookRefuses(s.api, s.objects, (n) => body(`tiny-${n}`, 256), 'the webhook to refuse a bare number');
   assert.match(refusal.message, /MyResource\.mygroup\.example\.com "tiny-\d+" is invalid: spec\.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi\?/);
   await assert.rejects(s.api.request('POST', s.objects, { body: body('huge', '8Gi') }), /spec\.memory: at most 4Gi \(got 8Gi\)/);
   await s.api.request('POST', s.objects, { body: body('fine', '64Mi') });

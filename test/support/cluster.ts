@@ -188,6 +188,19 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
   }
 }
 
+/**
+ * Waits until the apiserver calls a newly registered webhook — for a moment after registration
+ * it lets writes through unchecked — by creating `probe(n)` in `collection` until one is denied;
+ * answers that refusal.
+ */
+export async function untilWebhookRefuses(api: KubeApi, collection: string, probe: (n: number) => object, what = 'the apiserver to call the webhook'): Promise<Error> {
+  let n = 0;
+  return waitFor(what, async () => {
+    const err = await api.request('POST', collection, { body: probe(n++) }).then(() => undefined, (e: Error) => e);
+    return err?.message.includes('denied the request') ? err : undefined;
+  }, { timeoutMs: 30_000 });
+}
+
 /** An ApiException's status code and the apiserver's message, or any error's message. */
 export function describeError(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };
