@@ -65,4 +65,22 @@ describe('Bridge on a fake clock', () => {
     assert.equal(next.attempt, 2);
     assert.equal(receiver.of('w').filter((d) => d.reason === 'resync').length, 0);
   });
+
+  test('Reconcilers that join a watch while its first list is being applied are told of every object it lists', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 7; i++) server.put(`w${i}`);
+    const receiver = await startReceiver(t, { kind: 'none' });
+    // Pages of 2: the list is applied over four pages, and both Reconcilers share its watch.
+    const bridge = new Bridge({ api: server.api(), log: quiet, clock: new FakeClock(Date.now()), watcher: { backoffMs: [1, 2], pageSize: 2 } });
+    t.after(() => bridge.stop(1000));
+    const configs = ['first', 'second'].map((name) => parseReconciler({ metadata: { name }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: `${receiver.url}${name}` } } }));
+    assert.deepEqual([...(await bridge.setReconcilers(configs)).keys()], []);
+    for (const name of ['first', 'second']) {
+      const names = await until(`every Widget delivered to ${name}`, () => {
+        const seen = new Set(receiver.deliveries.filter((d) => d.path === `/${name}`).map((d) => d.name));
+        return seen.size === 7 ? seen : undefined;
+      });
+      assert.equal(names.size, 7);
+    }
+  });
 });

@@ -496,8 +496,10 @@ export class Bridge {
       const shared = await this.acquireWatch(need, config.name);
       if (sameKind(need.ref, config.for) && !runtime.primaryWatches.includes(shared.watcher)) runtime.primaryWatches.push(shared.watcher);
       if (shared.problem) this.options.onProblem?.(config.name, `watch ${kindId(need.ref)}`, shared.problem);
-      // Replay what the shared watch already knows, as a new informer handler would see it.
-      if (shared.watcher.hasSynced) for (const object of shared.watcher.store.values()) runtime.onEvent(need.ref, { type: 'apply', object }, true);
+      // Replay what the shared watch already knows, as a new informer handler would see it —
+      // also while its first list is still being applied: the pages applied before this
+      // Reconciler joined reach it only this way (the later ones come as events).
+      for (const object of shared.watcher.store.values()) runtime.onEvent(need.ref, { type: 'apply', object }, true);
     }
     this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
   }
