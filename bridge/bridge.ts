@@ -17,7 +17,7 @@ import { reconcileEvent, type Credentials, type ObjectRef, type Observation, typ
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { Journal } from './journal.ts';
 import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
-import { sigv4Signer, type RequestSigner } from './sigv4.ts';
+import type { RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, refOf, route, sameKind, SelectorIndex } from './routing.ts';
@@ -172,7 +172,8 @@ class ReconcilerRuntime {
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
     if (sameKind(kind, this.config.for)) {
-      const key = storeKey(event.object);
+      // The watch's own key string when it gives one: the resync schedule then shares it.
+      const key = event.key ?? storeKey(event.object);
       if (event.type === 'delete') {
         // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
         // (and this shard delivers).
@@ -237,7 +238,7 @@ class ReconcilerRuntime {
     try {
       sink = await this.resolveSink();
       const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: this.signer() });
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer() });
       if (result.refusedSignature && result.outcome.kind === 'retry') this.reportSink(result.outcome.why);
     } catch (err) {
       // The sink or the auth secret could not be resolved: retry like a failed delivery.
@@ -360,10 +361,15 @@ class ReconcilerRuntime {
   }
 
   /** The SigV4 signer of a sink with awsIam, made once (its credentials chain caches and refreshes). */
-  private signer(): RequestSigner | undefined {
+  private async signer(): Promise<RequestSigner | undefined> {
     const aws = this.config.sink.awsIam;
     if (!aws) return undefined;
-    this.sigv4 ??= sigv4Signer(aws);
+    // The AWS SDK is loaded only by a bridge that signs: about a megabyte of code the others
+    // would parse and keep for nothing.
+    if (!this.sigv4) {
+      const { sigv4Signer } = await import('./sigv4.ts');
+      this.sigv4 ??= sigv4Signer(aws);
+    }
     return this.sigv4;
   }
 
@@ -499,7 +505,7 @@ export class Bridge {
       // Replay what the shared watch already knows, as a new informer handler would see it —
       // also while its first list is still being applied: the pages applied before this
       // Reconciler joined reach it only this way (the later ones come as events).
-      for (const object of shared.watcher.store.values()) runtime.onEvent(need.ref, { type: 'apply', object }, true);
+      for (const [key, object] of shared.watcher.store) runtime.onEvent(need.ref, { type: 'apply', object, key }, true);
     }
     this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
   }

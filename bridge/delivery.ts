@@ -32,9 +32,13 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
   const started = now();
   const authenticated = authenticate(options.message, options.credentials);
   const { body } = authenticated;
+  // A timer of our own, cleared once the answer is read: AbortSignal.timeout's timer and signal
+  // would live for the whole timeout after every delivery (thousands at once after a list).
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new DOMException(`no answer within ${options.timeoutMs} ms`, 'TimeoutError')), options.timeoutMs);
   try {
     const headers = options.signer ? await options.signer(options.url, authenticated.headers, body) : authenticated.headers;
-    const res = await fetch(options.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(options.timeoutMs), redirect: 'manual' });
+    const res = await fetch(options.url, { method: 'POST', headers, body, signal: deadline.signal, redirect: 'manual' });
     const text = await res.text();
     if (options.signer && (res.status === 401 || res.status === 403)) {
       // The front door refused the signature, not the function the event: not this object's
@@ -54,5 +58,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
         ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
         : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
     return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(timedOut ? { timedOut } : {}) };
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
+import { recordOf } from './watcher.ts';
 
 const config: ReconcilerConfig = parseReconciler({
   apiVersion: 'kfn.dev/v1alpha1',
@@ -55,6 +56,31 @@ describe('route: the primary', () => {
     for (const meta of [{ labels: { a: 'b' } }, { annotations: { a: 'b' } }, { finalizers: ['f'] }, { deletionTimestamp: '2026-01-01T00:00:00Z' }]) {
       assert.equal(primaryChanged(base, web('a', { generation: 3, ...meta })), true, JSON.stringify(meta));
     }
+  });
+
+  test('the same verdicts against the compact record a metadata watch keeps (no annotations or finalizers in it)', () => {
+    const base = web('a', { generation: 3, labels: { tier: 'web' }, annotations: { note: 'x'.repeat(500) }, finalizers: ['f'] }, { status: { ready: false } });
+    const kept = recordOf(base, kinds.web);
+    assert.equal(kept.metadata.annotations, undefined, 'annotations are not kept');
+    assert.equal(kept.metadata.finalizers, undefined, 'finalizers are not kept');
+    assert.deepEqual(kept.metadata.labels, { tier: 'web' }, 'labels are: mappings read them');
+    const same = { labels: { tier: 'web' }, annotations: { note: 'x'.repeat(500) }, finalizers: ['f'] };
+    assert.equal(primaryChanged(kept, web('a', { generation: 3, resourceVersion: '9', ...same }, { status: { ready: true } })), false, 'a status-only write');
+    for (const meta of [{ labels: { tier: 'db' } }, { annotations: { note: 'y' } }, { finalizers: [] }, { deletionTimestamp: '2026-01-01T00:00:00Z' }, { generation: 4 }]) {
+      assert.equal(primaryChanged(kept, web('a', { generation: 3, ...same, ...meta })), true, JSON.stringify(meta));
+    }
+    assert.equal(route(config, kinds.web, { type: 'apply', object: web('a', { generation: 3, ...same, annotations: { note: 'y' } }), old: kept }, live)[0]?.reason, 'updated');
+  });
+
+  test('a compact record keeps what routing reads of a child: its controller owner, not the other references', () => {
+    const owners = [
+      { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', name: 'site', uid: 'u1', controller: true },
+      { apiVersion: 'v1', kind: 'ConfigMap', name: 'other', uid: 'u2' },
+    ];
+    const child = recordOf(obj('ConfigMap', 'v1', 'site-page', { ownerReferences: owners, creationTimestamp: '2026-01-01T00:00:00Z' }), kinds.cm);
+    assert.deepEqual(child.metadata.ownerReferences, [owners[0]]);
+    assert.equal(child.metadata.creationTimestamp, undefined);
+    assert.deepEqual(route(config, kinds.cm, { type: 'delete', object: child, inferred: true }, live).map((e) => [e.key, e.reason]), [['ns/site', 'child']]);
   });
 });
 

@@ -6,7 +6,7 @@ import { objectKey, refOf, type ObjectRef, type ReconcileReason } from './contra
 import { selectorMatches, type LabelSelector } from '../kube/objects.ts';
 import type { KindRef, ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
-import type { WatchEvent } from './watcher.ts';
+import { changeDigest, type WatchEvent } from './watcher.ts';
 import type { Priority } from './workqueue.ts';
 
 export interface Enqueue {
@@ -27,24 +27,17 @@ export function sameKind(a: KindRef, b: KindRef): boolean {
 }
 
 
-const sameJson = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 
 /**
  * True when an update to a primary is worth a reconcile: its spec (generation), labels,
  * annotations, finalizers or deletion changed. A status-only write changes none of them, so
- * a function patching its own status does not trigger itself.
+ * a function patching its own status does not trigger itself. Either side may be the watch's
+ * compact record, which keeps a digest of labels, annotations and finalizers instead of them.
  */
 export function primaryChanged(old: KubeObject, cur: KubeObject): boolean {
   const a = old.metadata;
   const b = cur.metadata;
-  return (
-    a.uid !== b.uid ||
-    a.generation !== b.generation ||
-    a.deletionTimestamp !== b.deletionTimestamp ||
-    !sameJson(a.labels, b.labels) ||
-    !sameJson(a.annotations, b.annotations) ||
-    !sameJson(a.finalizers, b.finalizers)
-  );
+  return a.uid !== b.uid || a.generation !== b.generation || a.deletionTimestamp !== b.deletionTimestamp || changeDigest(old) !== changeDigest(cur);
 }
 
 /** Reads a dotted path (`spec.selector`) from an object. */

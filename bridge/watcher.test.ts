@@ -15,6 +15,26 @@ function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters
 const names = (events: WatchEvent[], type: WatchEvent['type']) => events.filter((e) => e.type === type).map((e) => ('object' in e ? e.object.metadata.name : ''));
 
 describe('Watcher', () => {
+  test('a metadata watch keeps a compact record of each object; a full watch keeps the object', async (t) => {
+    const server = new FakeApiServer();
+    const meta = { labels: { app: 'web' }, annotations: { big: 'x'.repeat(2000) }, creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 };
+    server.put('a', meta);
+    const compact = watcherOn(server);
+    const full = watcherOn(server, { projection: 'full' });
+    t.after(() => Promise.all([compact.w.stop(), full.w.stop()]));
+    await until('both lists', () => (compact.w.hasSynced && full.w.hasSynced ? true : undefined));
+    const record = compact.w.store.get('ns/a')!;
+    assert.equal(record.metadata.annotations, undefined);
+    assert.equal(record.metadata.creationTimestamp, undefined);
+    assert.deepEqual([record.kind, record.metadata.uid, record.metadata.generation, record.metadata.labels], ['Widget', 'uid-a', 2, { app: 'web' }]);
+    assert.equal(full.w.store.get('ns/a')!.metadata.annotations?.big?.length, 2000);
+    // What the event hands on: the object as sent, and the record as the previous version.
+    server.put('a', { ...meta, generation: 3 });
+    const update = await until('the update', () => compact.events.find((e) => e.type === 'apply' && e.old));
+    assert.ok(update.type === 'apply' && update.object.metadata.annotations?.big && update.old?.metadata.annotations === undefined);
+    assert.equal(update.key, 'ns/a');
+  });
+
   test('lists page by page (continue tokens), then watches from the list\'s resourceVersion', async (t) => {
     const server = new FakeApiServer();
     for (let i = 0; i < 7; i++) server.put(`w${i}`);

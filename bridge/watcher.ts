@@ -15,14 +15,91 @@
 // known), `delete` (seen or inferred), `synced` (a list has been fully applied). A delete is
 // a notification, not a guarantee: an object can vanish between two lists without any
 // intermediate state being seen, which is what finalizers are for.
+//
+// What the store keeps of each object depends on the projection. A `metadata` watch keeps a
+// compact record (see `recordOf`): what routing and delivery read, and a digest of what makes
+// a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
+// managedFields), for the few users that read fields of them.
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from './contract.ts';
 
+/**
+ * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
+ * record of it; `delete` carries the store's record. `key` is the store's own key string, so
+ * that the bridge's other per-object structures can share it instead of holding copies.
+ */
 export type WatchEvent =
-  | { type: 'apply'; object: KubeObject; old?: KubeObject }
-  | { type: 'delete'; object: KubeObject; inferred: boolean }
+  | { type: 'apply'; object: KubeObject; old?: KubeObject; key?: string }
+  | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string }
   | { type: 'synced'; relist: boolean };
+
+/** Where a compact record keeps its digest of labels, annotations and finalizers. */
+const digestSlot = Symbol('kfn.digest');
+/**
+ * Where a kept object remembers the store's key string. A Map keeps the first key string an
+ * entry was set with; handing that same string on (not an equal copy built from each event)
+ * lets the resync schedule and the indexes share it.
+ */
+const keySlot = Symbol('kfn.key');
+
+/** The store's key string of an object the store keeps (or, for any other, its key built anew). */
+export function keyOf(obj: KubeObject): string {
+  return (obj as { [keySlot]?: string })[keySlot] ?? storeKey(obj);
+}
+
+/**
+ * A digest of what, besides generation and deletion, makes a change to a primary worth a
+ * reconcile: its labels, annotations and finalizers (0 when it has none). A compact record
+ * carries it; for a whole object it is computed.
+ */
+export function changeDigest(obj: KubeObject): number {
+  const kept = (obj as { [digestSlot]?: number })[digestSlot];
+  if (kept !== undefined) return kept;
+  const { labels, annotations, finalizers } = obj.metadata;
+  if (!labels && !annotations && !finalizers) return 0;
+  // 48 bits of a SHA-256, as a number (no string per record): two different sets of labels,
+  // annotations and finalizers give the same digest about once in 2^48 changes.
+  return createHash('sha256').update(JSON.stringify([labels ?? null, annotations ?? null, finalizers ?? null])).digest().readUIntBE(0, 6);
+}
+
+/** Strings many records hold the same value of (namespaces), kept once. */
+class Interned {
+  private readonly values = new Map<string, string>();
+  of(value: string): string {
+    const kept = this.values.get(value);
+    if (kept !== undefined) return kept;
+    // Bounded: namespaces are few; past this the strings are kept as they come.
+    if (this.values.size < 10_000) this.values.set(value, value);
+    return value;
+  }
+}
+
+/**
+ * The compact record a metadata watch keeps of an object: apiVersion and kind (the watch's own
+ * strings), name, namespace (interned), uid, resourceVersion, generation, deletionTimestamp,
+ * labels (label and selector mappings read them), the controller owner reference (whose child
+ * it is), and the digest of labels, annotations and finalizers. Annotations, finalizers, other
+ * owner references, creationTimestamp and the rest are not kept.
+ */
+export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = storeKey(obj), intern: (s: string) => string = (s) => s): KubeObject {
+  const m = obj.metadata;
+  const owner = m.ownerReferences?.find((r) => r.controller);
+  // One literal with every field (undefined when absent): every record has the same shape, its
+  // fields inside the object, no separate property store.
+  const metadata: KubeObject['metadata'] = {
+    name: m.name,
+    namespace: m.namespace ? intern(m.namespace) : undefined,
+    uid: m.uid,
+    resourceVersion: m.resourceVersion,
+    generation: m.generation,
+    deletionTimestamp: m.deletionTimestamp,
+    labels: m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined,
+    ownerReferences: owner ? [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true }] : undefined,
+  };
+  return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestSlot]: changeDigest(obj), [keySlot]: key };
+}
 
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
@@ -79,8 +156,9 @@ export function storeKey(obj: { metadata: { namespace?: string; name: string } }
 
 export class Watcher {
   readonly resource: ResourceInfo;
-  /** Everything the watcher knows, by namespace/name. */
+  /** Everything the watcher knows, by namespace/name: compact records, or whole objects for a `full` watch. */
   readonly store = new Map<string, KubeObject>();
+  private readonly interned = new Interned();
   private readonly api: KubeApi;
   private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>;
   private problem: string | undefined;
@@ -217,12 +295,13 @@ export class Watcher {
       const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont, labelSelector: this.options.labelSelector }, accept, signal: this.abort.signal });
       for (const item of page.items ?? []) {
         const obj = this.normalise(item);
-        const key = storeKey(obj);
+        const fresh = storeKey(obj);
+        const old = this.store.get(fresh);
+        const key = old ? keyOf(old) : fresh;
         seen.add(key);
-        const old = this.store.get(key);
         if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) continue;
-        this.store.set(key, obj);
-        this.emit({ type: 'apply', object: obj, old });
+        this.store.set(key, this.kept(obj, key));
+        this.emit({ type: 'apply', object: obj, old, key });
       }
       cont = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
@@ -230,7 +309,7 @@ export class Watcher {
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);
-        this.emit({ type: 'delete', object: old, inferred: true });
+        this.emit({ type: 'delete', object: old, inferred: true, key });
       }
     }
     this.emit({ type: 'synced', relist });
@@ -250,6 +329,13 @@ export class Watcher {
     obj.apiVersion = this.resource.apiVersion;
     obj.kind = this.resource.kind;
     delete obj.metadata.managedFields;
+    return obj;
+  }
+
+  /** What the store keeps of `obj`, under `key` (the record remembers its key string). */
+  private kept(obj: KubeObject, key: string): KubeObject {
+    if (this.options.projection === 'metadata') return recordOf(obj, this.resource, key, (s) => this.interned.of(s));
+    (obj as { [keySlot]?: string })[keySlot] = key;
     return obj;
   }
 
@@ -355,18 +441,22 @@ export class Watcher {
         this.stats.events++;
         this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
-        const key = storeKey(object);
-        const old = this.store.get(key);
-        this.store.set(key, object);
-        this.emit({ type: 'apply', object, old });
+        const fresh = storeKey(object);
+        const old = this.store.get(fresh);
+        const key = old ? keyOf(old) : fresh;
+        this.store.set(key, this.kept(object, key));
+        this.emit({ type: 'apply', object, old, key });
         return object.metadata.resourceVersion ?? resourceVersion;
       }
       case 'DELETED': {
         this.stats.events++;
         this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
-        this.store.delete(storeKey(object));
-        this.emit({ type: 'delete', object, inferred: false });
+        const fresh = storeKey(object);
+        const old = this.store.get(fresh);
+        const key = old ? keyOf(old) : fresh;
+        this.store.delete(key);
+        this.emit({ type: 'delete', object: this.kept(object, key), inferred: false, key });
         return object.metadata.resourceVersion ?? resourceVersion;
       }
     }

@@ -41,6 +41,7 @@ import { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
+import { compareChart } from './chart.ts';
 import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
 import { bundleFunction } from '../../cli/deploy.ts';
 import { reconcileEvent } from '../../bridge/contract.ts';
@@ -704,6 +705,7 @@ console.log(table);
 mkdirSync(values.out, { recursive: true });
 const stamp = (results.date as string).replace(/[:.]/g, '-');
 writeFileSync(join(values.out, `compare-${stamp}.json`), `${JSON.stringify({ ...results, table }, null, 2)}\n`);
-console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)}`);
+writeFileSync(join(values.out, `compare-${stamp}.png`), compareChart(results));
+console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)} and the chart beside it (.png); redraw one with: node test/bench/chart.ts <json>`);
 process.exit(0);
 
