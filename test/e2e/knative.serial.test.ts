@@ -138,10 +138,16 @@ describe('functions on Knative Serving', () => {
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
       body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'never' }, spec: { nodePortNumber: 31499, pageContentHtml: 'x' } },
     });
-    const condition = await waitFor('the Reconciler to say its sink is not Ready', async () => {
+    // Before Knative gives up on the revision the Service has no address yet, and the Reconciler
+    // says so first (seen in CI): wait for the verdict that names Knative's reason.
+    let last: string | undefined;
+    const condition = await waitFor('the Reconciler to say its sink is not Ready, with Knative\'s reason', async () => {
       const c = await reconcilerReady('crashy');
-      return c?.status === 'False' && c.reason === 'SinkNotReady' ? c : undefined;
-    }, { timeoutMs: 180_000, intervalMs: 1000 });
+      last = c?.message;
+      return c?.status === 'False' && c.reason === 'SinkNotReady' && /is not Ready: RevisionMissing/.test(c.message ?? '') ? c : undefined;
+    }, { timeoutMs: 180_000, intervalMs: 1000 }).catch((err: Error) => {
+      throw new Error(`${err.message}; the Reconciler's last Ready message: ${last ?? '(none)'}`);
+    });
     assert.match(condition.message!, /sink Service kfn-system\/kfn-fn-crashy \(serving\.knative\.dev\/v1\) is not Ready: RevisionMissing/);
     assert.match(condition.message!, /cannot start: no configuration/, 'the container\'s own last words, through Knative');
 
