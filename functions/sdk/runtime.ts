@@ -219,9 +219,11 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   });
   if (terminal) await step('recording a Warning Event', () => ctx.event('Warning', terminal!.reason, terminal!.message));
 
-  // 4. Children: apply what changed; an invalid one becomes Ready=False, not a retry storm.
-  const refusals: { child: string; reason: string; message: string }[] = [];
+  // 4. Children: apply what changed, all at once (a reconcile waits for one round trip, not one
+  // per child), except that cluster-scoped children — a Namespace the others live in — go
+  // first. An invalid one becomes Ready=False, not a retry storm.
   const desiredKeys = new Set<string>();
+  const toApply: KubeObject[] = [];
   for (const child of (result.children ?? []) as Child[]) {
     const desired = childWithOwner(child, obj, reconciler.name);
     if (!owned.some((r) => childKey(r.apiVersion, r.kind, '') === childKey(desired.apiVersion, desired.kind, ''))) {
@@ -233,31 +235,46 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
     const live = liveChildren.get(key);
     const needed = applyNeeded(live, desired, reconciler.fieldManager);
     options.observer?.child(desired, live, needed);
-    if (!needed) continue;
+    if (needed) toApply.push(desired);
+  }
+  type Applied = { desired: KubeObject; refusal?: { child: string; reason: string; message: string } };
+  const applyOne = async (desired: KubeObject): Promise<Applied> => {
     try {
       await step(`applying ${describe(desired)}`, async () => {
-        const resource = await api.resource(desired.apiVersion, desired.kind);
+        const resource = await api.resource(desired.apiVersion!, desired.kind!);
         await api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
           contentType: 'application/apply-patch+yaml',
           query: { fieldManager: reconciler.fieldManager, force: true },
         });
       });
-      changes.push({ action: 'applied', ref: { apiVersion: desired.apiVersion, kind: desired.kind, namespace: desired.metadata.namespace, name: desired.metadata.name } });
+      return { desired };
     } catch (err) {
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
       if (apiErr && apiErr.status === 422) {
-        refusals.push({ child: describe(desired), reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` });
         log.warn({ child: describe(desired), error: apiErr.message }, 'the apiserver rejected a child');
-        continue;
+        return { desired, refusal: { child: describe(desired), reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` } };
       }
       throw err;
     }
+  };
+  const clusterScoped = await Promise.all(toApply.map((d) => api.resource(d.apiVersion!, d.kind!).then((r) => !r.namespaced, () => false)));
+  const refusals: Applied['refusal'][] = [];
+  for (const wave of [toApply.filter((_, i) => clusterScoped[i]), toApply.filter((_, i) => !clusterScoped[i])]) {
+    const settled = await Promise.allSettled(wave.map(applyOne));
+    // Changes and refusals in the children's order, whatever order the answers came in.
+    for (const s of settled) {
+      if (s.status !== 'fulfilled') continue;
+      if (s.value.refusal) refusals.push(s.value.refusal);
+      else changes.push({ action: 'applied', ref: { apiVersion: s.value.desired.apiVersion!, kind: s.value.desired.kind!, namespace: s.value.desired.metadata.namespace, name: s.value.desired.metadata.name } });
+    }
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
   }
   // The first refusal in full, the others by name: what to fix first, and what else is waiting.
   const rejected = refusals.length
-    ? { reason: refusals[0]!.reason, message: refusals.length === 1 ? refusals[0]!.message : `${refusals[0]!.message} (also refused: ${refusals.slice(1).map((r) => r.child).join(', ')})` }
+    ? { reason: refusals[0]!.reason, message: refusals.length === 1 ? refusals[0]!.message : `${refusals[0]!.message} (also refused: ${refusals.slice(1).map((r) => r!.child).join(', ')})` }
     : undefined;
   // 5. Prune what this object controls but no longer wants. A result without `children` says
   // nothing about them (nothing is pruned); `children: []` means none.

@@ -2,7 +2,7 @@
 // reads of other objects, Events, errors, finalize on deletion — with no cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigMap, Secret, child, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
+import { ConfigMap, Namespace, Secret, child, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
 import { labelSelectorMatches, testReconcile } from './testing.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
@@ -27,6 +27,34 @@ const gizmos = defineReconciler({
 const gizmo = (parts: number, extra: Record<string, unknown> = {}) => ({ metadata: { name: 'g', namespace: 'shop', ...extra }, spec: { parts } });
 
 describe('testReconcile', () => {
+  test('children are applied at once, cluster-scoped ones first: one child\'s failure does not keep the others from being sent', async () => {
+    const Site = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Site', spec: t.Object({}), status: t.Object({}) });
+    const sites = defineReconciler({
+      for: Site,
+      owns: [ConfigMap, Namespace],
+      reconcile: () => ({
+        children: [
+          child(ConfigMap, { metadata: { name: 'a' }, data: {} }),
+          child(ConfigMap, { metadata: { name: 'b' }, data: {} }),
+          child(Namespace, { metadata: { name: 'site-home' } }),
+        ],
+        status: {},
+      }),
+    });
+    const tried: string[] = [];
+    const out = await testReconcile(sites, {
+      object: { metadata: { name: 's', namespace: 'shop' }, spec: {} },
+      refuse: (w) => {
+        if (w.method !== 'PATCH' || (!w.path.includes('/configmaps/') && !w.path.includes('/namespaces/site-home'))) return undefined;
+        tried.push(w.path.split('/').at(-1)!);
+        return w.path.endsWith('/configmaps/a') ? { status: 500, message: 'etcd is slow' } : undefined;
+      },
+    });
+    assert.equal(tried[0], 'site-home', 'the Namespace first, though the function returned it last');
+    assert.deepEqual(tried.slice(1).sort(), ['a', 'b'], 'b was sent though a failed: both went at once');
+    assert.match(String(out.error?.message), /applying ConfigMap shop\/a/);
+  });
+
   test('lists come a page at a time, as from the apiserver, and ctx.list gathers every page', async () => {
     const Counter = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Counter', spec: t.Object({}), status: t.Object({ seen: t.Optional(t.Array(t.String())) }) });
     const counter = defineReconciler({
