@@ -53,7 +53,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '1,4' },
     rates: { type: 'string', default: '50,200,max' },
     changes: { type: 'string', default: '1000' },
-    memory: { type: 'string', default: '1000,10000' },
+    memory: { type: 'string', default: '1000,10000,20000,40000' },
     only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6' },
     'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
@@ -689,6 +689,8 @@ if (mem) {
     const [a, b] = [mem[0]!, mem.at(-1)!];
     const slope = (f: (r: typeof a) => number) => ((f(b) - f(a)) * 1048576 / (b.objects - a.objects) / 1024).toFixed(2);
     say(`  per additional object (KiB of RSS): kfn ${slope((r) => r.kfn)} (of heap after a forced GC: ${slope((r) => r.kfnHeapAfterGc)}), controller-runtime ${slope((r) => r.cr)}, ApiServerSource ${slope((r) => r.adapter)}`);
+    const steps = mem.slice(1).map((r, i) => `${mem[i]!.objects / 1000}k→${r.objects / 1000}k ${(((r.kfnHeapAfterGc - mem[i]!.kfnHeapAfterGc) * 1024) / (r.objects - mem[i]!.objects)).toFixed(2)}`);
+    say(`  kfn's heap after a forced GC, KiB per additional object, step by step: ${steps.join(', ')}`);
   }
 }
 const rel = results.relists as RelistResult | undefined;
