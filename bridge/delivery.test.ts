@@ -59,6 +59,16 @@ describe('sendReconcileEvent', () => {
     assert.deepEqual(terminal.outcome, { kind: 'terminal', why: 'HTTP 400: status 400' });
   });
 
+  test("a redirect is the sink's answer, not followed: the event is not sent on to where it points", async (t) => {
+    const elsewhere = await receiver(t, (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
+    const r = await receiver(t, (res) => res.writeHead(307, { location: elsewhere.url }).end('moved'));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.status, 307);
+    assert.deepEqual(result.outcome, { kind: 'terminal', why: 'HTTP 307: moved' });
+    assert.deepEqual(r.received, ['cm']);
+    assert.deepEqual(elsewhere.received, []);
+  });
+
   test('a receiver hanging past the timeout is a retry', async (t) => {
     const r = await receiver(t, () => {
       /* never answers */

@@ -3,8 +3,7 @@
 // discovery of a kind's resource path. Connection details come from connection.ts.
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { Readable } from 'node:stream';
-import { fetch } from 'undici';
+import { request as undiciRequest } from 'undici';
 import type { Connection } from './connection.ts';
 
 export interface KubeObject {
@@ -112,7 +111,10 @@ export class KubeApi {
   private async send(method: Method, path: string, options: RequestOptions) {
     const headers: Record<string, string> = { ...(await this.connection.headers()), Accept: options.accept ?? 'application/json' };
     if (options.body !== undefined) headers['Content-Type'] = options.contentType ?? 'application/json';
-    return fetch(this.url(path, options.query), {
+    // undici's own request API rather than its fetch: no WHATWG Request, Headers and web-stream
+    // objects per request, and the body is a Node stream. For a bridge relaying thousands of
+    // watch events and deliveries that is a third or more of the JavaScript work per exchange.
+    return undiciRequest(this.url(path, options.query), {
       method,
       headers,
       body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
@@ -133,8 +135,8 @@ export class KubeApi {
     let text: string | undefined;
     try {
       const res = await this.send(method, path, options);
-      status = res.status;
-      text = await res.text();
+      status = res.statusCode;
+      text = await res.body.text();
     } catch (err) {
       this.tap?.request(exchangeOf(method, path, options, status, undefined, (err as Error).message));
       throw err;
@@ -151,9 +153,8 @@ export class KubeApi {
    */
   async stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void): Promise<void> {
     const res = await this.send('GET', path, options);
-    if (res.status !== 200) throw apiError(res.status, await res.text(), `GET ${path}`);
-    if (!res.body) return;
-    const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+    if (res.statusCode !== 200) throw apiError(res.statusCode, await res.body.text(), `GET ${path}`);
+    const body = res.body;
     if (onData) body.on('data', onData);
     const lines = createInterface({ input: body, crlfDelay: Infinity });
     // An aborted or broken body is re-emitted by readline as an 'error' event, which crashes the

@@ -1,0 +1,20 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { repoRoot } from '../cluster/controlplane.ts';
+import { bridgeNodeOptions } from './main.ts';
+
+test("the bridge's Deployment runs node with the V8 flags the benchmarks measure, and this Node accepts them", () => {
+  const docs = parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'bridge', 'deployment.yaml'), 'utf8')).map((d) => d.toJS());
+  const container = docs.find((d) => d?.kind === 'Deployment').spec.template.spec.containers[0];
+  const flags = bridgeNodeOptions.split(' ');
+  // The bridge image's entrypoint (cli/deploy.ts) with the flags between node and the bundle.
+  assert.deepEqual(container.command, ['/usr/local/bin/node', ...flags, '/app/kfn.mjs']);
+  assert.equal(container.args[0], 'bridge');
+  // A flag a Node release drops makes node refuse to start: the bridge's pod would crash-loop.
+  const run = spawnSync(process.execPath, [...flags, '-e', 'process.exit(0)'], { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+});
