@@ -4,7 +4,7 @@
 //   2. resident memory of a bridge process watching 10,000 objects (target ≤ 100 MB).
 // The bridge runs as its own process (as in production); the receiver answers at once.
 // Options: --objects N (default 1000), --changes N (default 1000), --rate N writes/s (default
-// 200), --memory-objects N (default 10000), --skip-memory, --node-options "…" (the V8 flags
+// 200), --memory-objects N (default 10000), --skip-memory, --node-options="…" (the V8 flags
 // the bridge runs with; default: those of the shipped Deployment; "" for Node's defaults),
 // --from-source (run cli/kfn.ts instead of the esbuild bundle that a deployment runs).
 import { spawn, spawnSync } from 'node:child_process';

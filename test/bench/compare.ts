@@ -21,7 +21,7 @@
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
 //                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5] [--out DIR]
-//                            [--relist-objects 10000] [--bridge-node-options "…"]
+//                            [--relist-objects 10000] [--bridge-node-options="…"]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';

@@ -85,9 +85,14 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
     }, { timeoutMs: 90_000 });
     if (reconciler.finalizer) {
       // It went because the function ran its cleanup and removed the finalizer — not by force.
-      const lines = journalLines(stacks.at(-1)!.journal);
-      const finalized = lines.find((l) => l.key === `${ns}/${s.metadata.name}` && l.response?.changes?.some((c) => c.action === 'finalizer' && c.detail?.startsWith('removed')));
-      assert.ok(finalized, `the function finalized ${s.kind} ${s.metadata.name}`);
+      // The bridge journals a delivery once the answer is back, which can be after the object
+      // is seen gone (the finalizer's removal lets the apiserver delete it at once): wait for it.
+      const stack = stacks.at(-1)!;
+      const finalized = await waitFor(`the journal to show the function finalizing ${s.kind} ${s.metadata.name}`, async () =>
+        journalLines(stack.journal).find((l) => l.key === `${ns}/${s.metadata.name}` && l.response?.changes?.some((c) => c.action === 'finalizer' && c.detail?.startsWith('removed'))),
+        { timeoutMs: 20_000 },
+      ).catch((e: Error) => assert.fail(`the function finalized ${s.kind} ${s.metadata.name}: ${e.message}\n${stackReport(stack, 25)}`));
+      assert.ok(finalized);
     }
   }
 }
