@@ -220,13 +220,14 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
     const finished = await Promise.race([done, limit]);
     const after1 = await apiserverCounts();
     abort.abort();
-    // The bench's own requests are not the contender's: N creates, one watch.
+    // The bench's own requests are not the contender's: N creates, one watch (which the
+    // apiserver counts when it ends, so it may not be in the count yet: never below 0).
     const result: Convergence = {
       contender,
       concurrency,
       seconds: (finished - started) / 1000,
       writesPerObject: (after1.writes - before.writes - objects) / objects,
-      readsPerObject: (after1.reads - before.reads - 1) / objects,
+      readsPerObject: Math.max(0, after1.reads - before.reads - 1) / objects,
     };
     log(`P1 ${label}: all Ready in ${result.seconds.toFixed(1)} s; ${result.writesPerObject.toFixed(2)} writes, ${result.readsPerObject.toFixed(2)} reads per MyWeb`);
     if (only.has('p3') && contender !== 'floor') {
