@@ -20,10 +20,11 @@ import { Watcher, type WatcherOptions } from './watcher.ts';
  * grow to a share of the machine's memory before collecting, and its optimizing compilers
  * (Maglev, TurboFan) leave tens of MiB of compiler memory with the allocator. A small young
  * generation, a modest old-space ceiling, and the interpreter with the baseline compiler only:
- * 93 MiB resident at 10,000 watched objects instead of 120, with the write → delivery p99
- * within 1.1× of a bare watch's at 450 changes/s on 2 cores (docs/performance.md). The ceiling
- * leaves room for well over 100,000 watched objects. A bridge facing thousands of changes a
- * second can drop the last three flags: more memory, less CPU.
+ * 93 MiB resident at 10,000 watched objects instead of 120, for about 1.4× the CPU per
+ * delivery: on 2 busy cores the write → delivery p99 at the highest rate was 1.1–1.2× a bare
+ * watch's in runs of its own and 2.5× in the full benchmark run (docs/performance.md). At 100,000
+ * watched objects the live heap is 72 MiB, inside the ceiling. A bridge facing thousands of
+ * changes a second can drop the last three flags: more memory, less CPU.
  */
 export const bridgeNodeOptions = '--max-semi-space-size=1 --max-old-space-size=160 --no-opt --no-maglev --optimize-for-size';
 
