@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { answerDone, startReceiver } from '../test/support/receiver.ts';
 import { Bridge } from './bridge.ts';
-import { FakeClock } from './clock.ts';
+import { FakeClock } from '../core/clock.ts';
 import { parseReconciler } from './config.ts';
 import { FakeApiServer, until } from './fakeapi.test-support.ts';
 

@@ -4,24 +4,26 @@
 //        store of objects                                  │  Workers (maxConcurrentReconciles)
 //   ResyncSchedule ─────────────── low-priority keys ──────┘        │
 //                                                                   ▼
-//        reconcileEvent() ─▶ sendReconcileEvent() ─▶ outcome: forget / requeue / backoff / terminal
+//        encodeReconcileEvent() ─▶ sendReconcileEvent() ─▶ outcome: forget / requeue / backoff / terminal
 //
 // What a key's delivery says is decided when it is sent, from the newest state: the primary
 // as the watcher holds it now (or its last known version, if it was deleted) and the reason
 // recorded for the key's most recent observation. A retry of an unchanged observation has
 // the same event id.
 import { hostname } from 'node:os';
-import { systemClock, type Clock } from './clock.ts';
-import { kindId, watchedKinds, type KindRef, type ReconcilerConfig, type WatchNeed } from './config.ts';
-import { reconcileEvent, type Credentials, type ObjectRef, type Observation, type ReconcileReason } from './contract.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
+import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
+import { type Credentials } from '../core/authentication.ts';
+import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
-import type { Journal } from './journal.ts';
+import type { Journal } from '../core/journal.ts';
 import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import type { RequestSigner } from './sigv4.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { ResyncSchedule } from './resync.ts';
-import { ReferenceIndex, refOf, route, sameKind, SelectorIndex } from './routing.ts';
-import { storeKey, Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
+import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
+import { Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 
 export interface Logger {
@@ -173,7 +175,7 @@ class ReconcilerRuntime {
     if (event.type === 'synced') return;
     if (sameKind(kind, this.config.for)) {
       // The watch's own key string when it gives one: the resync schedule then shares it.
-      const key = event.key ?? storeKey(event.object);
+      const key = event.key ?? objectKey(event.object.metadata);
       if (event.type === 'delete') {
         // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
         // (and this shard delivers).
@@ -231,7 +233,7 @@ class ReconcilerRuntime {
     const attempt = this.queue.retries(key) + 1;
     const timeoutMs = this.config.timeoutSeconds * 1000;
     const deadline = this.bridge.clock.now() + timeoutMs;
-    const { event, message } = reconcileEvent(observation, attempt, this.bridge.source, deadline);
+    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, deadline);
     metrics?.activeWorkers.inc({ controller });
     let result: DeliveryResult;
     let sink = '';
@@ -589,7 +591,7 @@ export class Bridge {
     try {
       await recordEvent(this.options.api, obj, { type: 'Warning', reason, message, component: 'kfn-bridge', now: new Date(this.clock.now()) });
     } catch (err) {
-      this.options.log.warn({ object: `${obj.kind}/${storeKey(obj)}`, reason, error: err instanceof ApiError ? err.message : String(err) }, 'could not write a Kubernetes Event');
+      this.options.log.warn({ object: `${obj.kind}/${objectKey(obj.metadata)}`, reason, error: err instanceof ApiError ? err.message : String(err) }, 'could not write a Kubernetes Event');
     }
   }
 

@@ -4,14 +4,8 @@
 // becomes a Ready=False condition (or a startup error) that says what to fix.
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
-
-export const reconcilerApiVersion = 'kfn.dev/v1alpha1';
-export const reconcilerKind = 'Reconciler';
-
-export interface KindRef {
-  apiVersion: string;
-  kind: string;
-}
+import type { KindRef } from '../core/objects.ts';
+import { managedByKfnSelector, reconcilerKind } from '../core/names.ts';
 
 /**
  * An owned kind. Its watch takes only objects matching `labelSelector` — by default the label
@@ -23,9 +17,6 @@ export interface KindRef {
 export interface OwnedKind extends KindRef {
   labelSelector: string;
 }
-
-/** The label the SDK sets on every child it applies. */
-export const childLabelSelector = 'app.kubernetes.io/managed-by=kfn';
 
 /**
  * How a watched object names the primaries to reconcile: a label whose value is the primary's
@@ -142,7 +133,7 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     const ref = kindRef(item, `spec.owns[${i}]`, problems);
     const selector = isObject(item) ? item.labelSelector : undefined;
     if (selector !== undefined && typeof selector !== 'string') problems.push(`spec.owns[${i}].labelSelector must be a label selector string`);
-    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : childLabelSelector });
+    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : managedByKfnSelector });
   }
   const watches: WatchSpec[] = [];
   if (spec.watches !== undefined && !Array.isArray(spec.watches)) problems.push('spec.watches must be a list');

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
-import { parseReconcileRequest, reconcileEvent, type Credentials, type Observation } from './contract.ts';
+import { parseReconcileRequest, encodeReconcileEvent, type Observation } from '../core/event.ts';
+import { type Credentials } from '../core/authentication.ts';
 import { sendReconcileEvent } from './delivery.ts';
 
 const observation: Observation = {
@@ -33,7 +34,7 @@ async function receiver(t: TestContext, respond: (res: ServerResponse, req: Inco
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, received };
 }
 
-const message = reconcileEvent(observation, 1, 'kfn://test').message;
+const message = encodeReconcileEvent(observation, 1, 'kfn://test').message;
 
 describe('sendReconcileEvent', () => {
   test('200 with the contract JSON is done, and the receiver got a valid signed event', async (t) => {

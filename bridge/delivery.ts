@@ -3,7 +3,8 @@
 // status code; not fetch, whose WHATWG objects and web streams cost more than the rest of a
 // delivery) — the same client the bridge talks to the apiserver with, rather than a second copy.
 import { request } from 'undici';
-import { authenticate, classifyResponse, type Credentials, type DeliveryOutcome, type HttpMessage } from './contract.ts';
+import { authenticate, type Credentials, type HttpMessage } from '../core/authentication.ts';
+import { classifyResponse, type DeliveryOutcome } from '../core/response.ts';
 import type { RequestSigner } from './sigv4.ts';
 
 export interface DeliveryResult {

@@ -8,7 +8,7 @@
 // from when the last successful renewal was *sent* (a standby saw that renewal no earlier),
 // and every request made while renewing carries the deadline, so a renewal stuck on a frozen
 // connection cannot keep a leader leading past it.
-import { systemClock, type Clock } from './clock.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
 
 export interface LeaderElectionOptions {

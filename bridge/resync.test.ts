@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeClock } from './clock.ts';
+import { FakeClock } from '../core/clock.ts';
 import { ResyncSchedule } from './resync.ts';
 
 function run(keys: number, periodMs: number, periods: number) {

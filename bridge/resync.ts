@@ -3,7 +3,7 @@
 // second rather than one burst. Each key gets a slot from a low-discrepancy sequence (the
 // golden ratio), so the spread stays even as keys come and go; the sequence starts at a random
 // point, so that bridges restarted together do not line up.
-import type { Clock } from './clock.ts';
+import type { Clock } from '../core/clock.ts';
 
 const goldenFraction = (Math.sqrt(5) - 1) / 2;
 

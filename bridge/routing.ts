@@ -2,9 +2,10 @@
 // that status-only writes do not loop), the controller owner of an owned child (old and new
 // owner on updates), or the primaries a watched object maps to (by a label naming the primary,
 // by a label selector stored in a field of the primary, or by a field of the primary naming it).
-import { objectKey, refOf, type ObjectRef, type ReconcileReason } from './contract.ts';
-import { selectorMatches, type LabelSelector } from '../kube/objects.ts';
-import type { KindRef, ReconcilerConfig } from './config.ts';
+import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import { type ReconcileReason } from '../core/event.ts';
+import { selectorMatches, type LabelSelector } from '../kube/selectors.ts';
+import type { ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { changeDigest, type WatchEvent } from './watcher.ts';
 import type { Priority } from './workqueue.ts';
@@ -16,17 +17,6 @@ export interface Enqueue {
   priority: Priority;
   trigger?: ObjectRef;
 }
-
-export function groupOf(apiVersion: string): string {
-  return apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
-}
-
-/** Same kind in the same API group (any version: the apiserver converts between them). */
-export function sameKind(a: KindRef, b: KindRef): boolean {
-  return a.kind === b.kind && groupOf(a.apiVersion) === groupOf(b.apiVersion);
-}
-
-
 
 /**
  * True when an update to a primary is worth a reconcile: its spec (generation), labels,
@@ -268,4 +258,3 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
 }
 
 export { selectorMatches };
-export { refOf };

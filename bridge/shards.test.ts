@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startReceiver } from '../test/support/receiver.ts';
 import { Bridge } from './bridge.ts';
-import { FakeClock } from './clock.ts';
+import { FakeClock } from '../core/clock.ts';
 import { parseReconciler } from './config.ts';
 import { FakeApiServer, until } from './fakeapi.test-support.ts';
 import { preferredShard, shardOf } from './shards.ts';

@@ -23,7 +23,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
-import { objectKey } from './contract.ts';
+import { objectKey } from '../core/objects.ts';
 
 /**
  * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
@@ -45,8 +45,8 @@ const digestSlot = Symbol('kfn.digest');
 const keySlot = Symbol('kfn.key');
 
 /** The store's key string of an object the store keeps (or, for any other, its key built anew). */
-export function keyOf(obj: KubeObject): string {
-  return (obj as { [keySlot]?: string })[keySlot] ?? storeKey(obj);
+function keptKey(obj: KubeObject): string {
+  return (obj as { [keySlot]?: string })[keySlot] ?? objectKey(obj.metadata);
 }
 
 /**
@@ -83,7 +83,7 @@ class Interned {
  * it is), and the digest of labels, annotations and finalizers. Annotations, finalizers, other
  * owner references, creationTimestamp and the rest are not kept.
  */
-export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = storeKey(obj), intern: (s: string) => string = (s) => s): KubeObject {
+export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = objectKey(obj.metadata), intern: (s: string) => string = (s) => s): KubeObject {
   const m = obj.metadata;
   const owner = m.ownerReferences?.find((r) => r.controller);
   // One literal with every field (undefined when absent): every record has the same shape, its
@@ -147,11 +147,6 @@ class Transition extends Error {
     super(why);
     this.next = next;
   }
-}
-
-/** The store's key of an object: the bridge's one key, as the event subject and queue use. */
-export function storeKey(obj: { metadata: { namespace?: string; name: string } }): string {
-  return objectKey(obj.metadata);
 }
 
 export class Watcher {
@@ -295,9 +290,9 @@ export class Watcher {
       const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont, labelSelector: this.options.labelSelector }, accept, signal: this.abort.signal });
       for (const item of page.items ?? []) {
         const obj = this.normalise(item);
-        const fresh = storeKey(obj);
+        const fresh = objectKey(obj.metadata);
         const old = this.store.get(fresh);
-        const key = old ? keyOf(old) : fresh;
+        const key = old ? keptKey(old) : fresh;
         seen.add(key);
         if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) continue;
         this.store.set(key, this.kept(obj, key));
@@ -441,9 +436,9 @@ export class Watcher {
         this.stats.events++;
         this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
-        const fresh = storeKey(object);
+        const fresh = objectKey(object.metadata);
         const old = this.store.get(fresh);
-        const key = old ? keyOf(old) : fresh;
+        const key = old ? keptKey(old) : fresh;
         this.store.set(key, this.kept(object, key));
         this.emit({ type: 'apply', object, old, key });
         return object.metadata.resourceVersion ?? resourceVersion;
@@ -452,9 +447,9 @@ export class Watcher {
         this.stats.events++;
         this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
-        const fresh = storeKey(object);
+        const fresh = objectKey(object.metadata);
         const old = this.store.get(fresh);
-        const key = old ? keyOf(old) : fresh;
+        const key = old ? keptKey(old) : fresh;
         this.store.delete(key);
         this.emit({ type: 'delete', object: this.kept(object, key), inferred: false, key });
         return object.metadata.resourceVersion ?? resourceVersion;

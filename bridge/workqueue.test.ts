@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FakeClock } from './clock.ts';
+import { FakeClock } from '../core/clock.ts';
 import { ExponentialBackoff, TokenBucket, WorkQueue, Workers } from './workqueue.ts';
 
 function drain(q: WorkQueue): string[] {

@@ -5,7 +5,7 @@
 //
 // The shape follows client-go's workqueue (add / get / done / forget / shutDown), with the
 // delaying and rate-limiting layers folded in, a priority lane, and the clock injected.
-import { systemClock, type Clock } from './clock.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export type Priority = 'high' | 'low';
 

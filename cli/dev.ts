@@ -17,8 +17,9 @@ import pino from 'pino';
 import { Bridge } from '../bridge/bridge.ts';
 import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
 import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/connection.ts';
-import { authenticate, reconcileEvent, type Credentials } from '../bridge/contract.ts';
-import { Journal } from '../bridge/journal.ts';
+import { authenticate, type Credentials } from '../core/authentication.ts';
+import { encodeReconcileEvent } from '../core/event.ts';
+import { Journal } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
 import { BridgeMetrics } from '../bridge/metrics.ts';
 import { clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
@@ -277,7 +278,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       return c.json({ id: out.record.id, same: out.same, comparisons: out.comparisons.map((x) => ({ key: x.key, status: x.status, changes: x.changes })), effects: out.effects });
     }
     // Live: the recorded event again, reason replay, through the contract and its auth.
-    const { message, event } = reconcileEvent({ reconciler: r.event.data.reconciler, primary: r.event.data.primary, reason: 'replay', ...(r.event.data.trigger ? { trigger: r.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn://dev/replay', Date.now() + 30_000);
+    const { message, event } = encodeReconcileEvent({ reconciler: r.event.data.reconciler, primary: r.event.data.primary, reason: 'replay', ...(r.event.data.trigger ? { trigger: r.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn://dev/replay', Date.now() + 30_000);
     const credentials: Credentials = { kind: 'hmac', secret: fn.secret };
     const signed = authenticate(message, credentials);
     const res = await fetch(`${base}/fn/${fn.name}`, { method: 'POST', headers: signed.headers, body: signed.body });

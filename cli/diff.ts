@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConnection } from '../kube/connection.ts';
-import { reconcileEvent } from '../bridge/contract.ts';
+import { encodeReconcileEvent } from '../core/event.ts';
 import { ApiError, KubeApi, objectPath } from '../kube/api.ts';
 import { repoRoot } from '../cluster/controlplane.ts';
 import type { RecordedEvent } from '../functions/sdk/record.ts';
@@ -62,7 +62,7 @@ export const diffCommand: Command = {
       throw err;
     });
     const primary = { apiVersion: kind.apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}), name, uid: live.metadata.uid, resourceVersion: live.metadata.resourceVersion };
-    const { event } = reconcileEvent({ reconciler: reconciler.name, primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn-diff');
+    const { event } = encodeReconcileEvent({ reconciler: reconciler.name, primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn-diff');
     const recorded: RecordedEvent = { id: event.id, source: event.source, reason: 'resync', attempt: 1, data: event.data! };
     const out = await replayDryRun(reconciler, recorded, api);
     if (values.json) {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { applyObject, type KubeApi } from '../kube/api.ts';
-import type { JournalEntry } from '../bridge/journal.ts';
+import type { JournalEntry } from '../core/journal.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths, repoRoot } from '../cluster/controlplane.ts';
 import { importImages } from '../cluster/images.ts';

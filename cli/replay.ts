@@ -3,8 +3,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fetch as undiciFetch } from 'undici';
 import { loadConnection } from '../kube/connection.ts';
-import { authenticate, reconcileEvent, type Credentials, type ReconcileResponse } from '../bridge/contract.ts';
-import type { JournalEntry } from '../bridge/journal.ts';
+import { authenticate, type Credentials } from '../core/authentication.ts';
+import { encodeReconcileEvent } from '../core/event.ts';
+import { type ReconcileResponse } from '../core/response.ts';
+import type { JournalEntry } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
 import { formatChanges } from '../functions/sdk/diff.ts';
 import { readRecords, type InvocationRecord, type RecordedEvent } from '../functions/sdk/record.ts';
@@ -246,7 +248,7 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
     }
   }
   credentials ??= { kind: 'none' };
-  const { message, event } = reconcileEvent({ reconciler: reconcilerName, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
+  const { message, event } = encodeReconcileEvent({ reconciler: reconcilerName, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
   const signed = authenticate(message, credentials);
   let status: number;
   let text: string;

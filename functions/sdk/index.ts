@@ -16,7 +16,6 @@ export {
   defineReconciler,
   type Child,
   type ConditionResult,
-  type KindRef,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
@@ -24,4 +23,5 @@ export {
 export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
 export { createApp, lambdaHandler, serve } from './server.ts';
 export { parseQuantity } from './fields.ts';
-export { labelSelectorMatches, objectKey, selectorMatches, type LabelSelector } from '../../kube/objects.ts';
+export { objectKey, type KindRef } from '../../core/objects.ts';
+export { labelSelectorMatches, selectorMatches, type LabelSelector } from '../../kube/selectors.ts';

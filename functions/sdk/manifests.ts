@@ -3,7 +3,8 @@
 // ServiceAccount with least-privilege RBAC (its kind, status, finalizers, owned and watched
 // kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
 import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
-import type { KindRef, Reconciler } from './reconciler.ts';
+import type { Reconciler } from './reconciler.ts';
+import { groupOf, isClusterScopedKind, type KindRef } from '../../core/objects.ts';
 import { hasWebhooks } from './webhooks.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
@@ -23,26 +24,11 @@ export interface ManifestOptions {
 
 export { pluralOf } from './kind.ts';
 
-const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
 
 function rule(ref: KindRef, verbs: string[], plural = pluralOf(ref.kind)) {
   return { apiGroups: [groupOf(ref.apiVersion)], resources: [plural], verbs };
 }
 
-/** Built-in kinds that live outside namespaces: a RoleBinding cannot grant them. */
-const clusterScopedKinds = new Set([
-  '/Namespace',
-  '/Node',
-  '/PersistentVolume',
-  'rbac.authorization.k8s.io/ClusterRole',
-  'rbac.authorization.k8s.io/ClusterRoleBinding',
-  'storage.k8s.io/StorageClass',
-  'apiextensions.k8s.io/CustomResourceDefinition',
-  'scheduling.k8s.io/PriorityClass',
-  'admissionregistration.k8s.io/MutatingWebhookConfiguration',
-  'admissionregistration.k8s.io/ValidatingWebhookConfiguration',
-]);
-const clusterScoped = (ref: KindRef) => clusterScopedKinds.has(`${groupOf(ref.apiVersion)}/${ref.kind}`);
 
 export function functionManifests(reconciler: Reconciler, options: ManifestOptions = {}): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
@@ -108,7 +94,8 @@ function functionRbac(reconciler: Reconciler, account: string, ns: string, label
     { ref: { apiVersion: 'v1', kind: 'Event' }, rule: { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch', 'get'] } },
   ];
   const scoped = namespaces.length > 0 && kind.namespaced;
-  const isCluster = (ref: KindRef) => clusterScoped(ref) || (ref === primary && !kind.namespaced);
+  // Built-in kinds that live outside namespaces: a RoleBinding cannot grant them.
+  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (ref === primary && !kind.namespaced);
   const perNamespace = scoped ? rules.filter((r) => !isCluster(r.ref)).map((r) => r.rule) : [];
   const clusterWide = scoped ? rules.filter((r) => isCluster(r.ref)).map((r) => r.rule) : rules.map((r) => r.rule);
   const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });

@@ -14,12 +14,13 @@
 // nothing would change.
 import type { Logger } from 'pino';
 import type { KubeApi } from '../../kube/api.ts';
-import type { ObjectRef, ReconcileReason } from '../../bridge/contract.ts';
+import type { ObjectRef } from '../../core/objects.ts';
+import type { ReconcileReason } from '../../core/event.ts';
 import type { Kind, ObjectOf } from './kind.ts';
-import type { ChildOf, KindRef, Live } from './types.ts';
+import type { ChildOf, Live } from './types.ts';
+import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
 
-export type { KindRef } from './types.ts';
 export { ConfigMap, Deployment, HorizontalPodAutoscaler, Job, Pod, Secret, Service, StatefulSet } from './types.ts';
 
 /**

@@ -8,9 +8,10 @@
 // a hash (`redacted:sha256:…`, equal values hash alike) and the record lists what it redacted.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ReceivedReconcile, ReconcileEventData, ReconcileResponse } from '../../bridge/contract.ts';
-import type { JournalEntry } from '../../bridge/journal.ts';
-import { Journal } from '../../bridge/journal.ts';
+import type { ReceivedReconcile, ReconcileEventData } from '../../core/event.ts';
+import type { ReconcileResponse } from '../../core/response.ts';
+import type { JournalEntry } from '../../core/journal.ts';
+import { Journal } from '../../core/journal.ts';
 import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 

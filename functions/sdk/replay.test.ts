@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
-import { authenticate, reconcileEvent } from '../../bridge/contract.ts';
+import { authenticate } from '../../core/authentication.ts';
+import { encodeReconcileEvent } from '../../core/event.ts';
 import { KubeApi, type Method, type RequestOptions, type Tap } from '../../kube/api.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import MyWebFunction, { MyWeb } from '../myweb/index.ts';
@@ -103,7 +104,7 @@ describe('offline replay', () => {
     let t = Date.now();
     const now = () => new Date((t += 7));
     const app = createApp(becomesReady as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api: oneObjectApi(), now, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
-    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+    const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
     const signed = authenticate(message, { kind: 'hmac', secret: 'k' });
     const res = await app.request('/', { method: 'POST', headers: signed.headers, body: signed.body });
     assert.equal(res.status, 200, await res.text());
@@ -128,7 +129,7 @@ describe('offline replay', () => {
       },
     });
     const app = createApp(slow as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api: oneObjectApi(), now: behind, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
-    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+    const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
     const signed = authenticate(message, { kind: 'hmac', secret: 'k' });
     const res = await app.request('/', { method: 'POST', headers: signed.headers, body: signed.body });
     assert.equal(res.status, 200, await res.text());
@@ -188,7 +189,7 @@ describe('records', () => {
     });
     const api = oneObjectApi();
     const app = createApp(failing as Reconciler, { credentials: { kind: 'hmac', secret: 'k' }, api, log: pino({ level: 'info' }, { write: () => {} }), record: (r) => records.push(r) });
-    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test');
+    const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', namespace: 'demo', name: 'site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test');
     const signed = authenticate(message, { kind: 'hmac', secret: 'k' });
     const res = await app.request('/', { method: 'POST', headers: signed.headers, body: signed.body });
     assert.equal(res.status, 500);

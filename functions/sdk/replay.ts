@@ -7,13 +7,14 @@
 // to a running function again, reason `replay` — is in cli/replay.ts: it needs no SDK.)
 import { CloudEvent } from 'cloudevents';
 import pino, { type Logger } from 'pino';
-import { reconcileEventType, type ReceivedReconcile, type ReconcileEventData } from '../../bridge/contract.ts';
+import { reconcileEventType, type ReceivedReconcile, type ReconcileEventData } from '../../core/event.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import { compareWrites, diffValues, writesEqual, type FieldChange, type WriteComparison } from './diff.ts';
 import { capturingLogger, Recorder, type InvocationRecord, type RecordedEvent } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
 import { reconcileEvent } from './runtime.ts';
+import { groupOf } from '../../core/objects.ts';
 
 export interface ReplayOutcome {
   mode: 'offline' | 'dry-run';
@@ -198,7 +199,7 @@ async function run(reconciler: Reconciler, received: ReceivedReconcile, api: Kub
 /** The function does not reconcile the record's kind (renamed, or its kind changed since). */
 export function checkKind(reconciler: Reconciler, record: { function: string; for?: { apiVersion: string; kind: string }; event: { data: ReconcileEventData } }): void {
   const primary = record.event.data.primary;
-  if (primary.kind !== reconciler.for.kind || primary.apiVersion.split('/')[0] !== reconciler.for.group) {
+  if (primary.kind !== reconciler.for.kind || groupOf(primary.apiVersion) !== reconciler.for.group) {
     throw new Error(`the record is of a ${primary.apiVersion} ${primary.kind} (function ${record.function}), but this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}: its kind changed, or this is another function`);
   }
 }

@@ -11,13 +11,16 @@
 // sent when it holds every desired field and kfn's field manager owns no field the function
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
-import { refOf, type Change, type ReceivedReconcile, type ReconcileResponse } from '../../bridge/contract.ts';
+import { objectId, refOf, sameKind } from '../../core/objects.ts';
+import { type Change, type ReconcileResponse } from '../../core/response.ts';
+import { type ReceivedReconcile } from '../../core/event.ts';
 import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Condition, Kind } from './kind.ts';
 import type { Live } from './types.ts';
-import { Terminal, type Child, type KindRef, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
+import type { KindRef } from '../../core/objects.ts';
+import { Terminal, type Child, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
 export const ownerUidLabel = 'kfn.dev/owner-uid';
 
@@ -121,7 +124,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
 
   // Children are known by group, kind and name — never by version: the same object read as
   // autoscaling/v2 and returned as autoscaling/v1 is one child, not one to prune and one to apply.
-  const childKey = (apiVersion: string, kind: string, name: string) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${kind}/${name}`;
+  const childKey = (apiVersion: string, kind: string, name: string) => objectId({ apiVersion, kind, name });
   const liveChildren = new Map<string, KubeObject>();
   const ctx: ReconcileContext = {
     reason: received.reason,
@@ -226,7 +229,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const toApply: KubeObject[] = [];
   for (const child of (result.children ?? []) as Child[]) {
     const desired = childWithOwner(child, obj, reconciler.name);
-    if (!owned.some((r) => childKey(r.apiVersion, r.kind, '') === childKey(desired.apiVersion, desired.kind, ''))) {
+    if (!owned.some((r) => sameKind(r, desired as KindRef))) {
       // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
       throw new ReconcileError(`applying ${describe(desired)}`, name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
     }

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
-import { authenticate, reconcileEvent, type Observation } from '../../bridge/contract.ts';
+import { authenticate } from '../../core/authentication.ts';
+import { encodeReconcileEvent, type Observation } from '../../core/event.ts';
 import MyWebFunction from '../myweb/index.ts';
 import { contains } from './fields.ts';
 import { createApp, credentialsFromEnv, lambdaHandler } from './server.ts';
@@ -16,7 +17,7 @@ const observation: Observation = {
   reason: 'created',
   observedAt: Date.parse('2026-01-01T00:00:00Z'),
 };
-const signed = () => authenticate(reconcileEvent(observation, 1, 'kfn://test').message, credentials);
+const signed = () => authenticate(encodeReconcileEvent(observation, 1, 'kfn://test').message, credentials);
 
 describe('function HTTP surface', () => {
   const app = createApp(MyWebFunction, { credentials, log: silent });
@@ -41,7 +42,7 @@ describe('function HTTP surface', () => {
   });
 
   test('refuses events for another kind', async () => {
-    const other = authenticate(reconcileEvent({ ...observation, primary: { ...observation.primary, kind: 'Other' } }, 1, 'kfn://test').message, credentials);
+    const other = authenticate(encodeReconcileEvent({ ...observation, primary: { ...observation.primary, kind: 'Other' } }, 1, 'kfn://test').message, credentials);
     const res = await app.request('/', { method: 'POST', headers: other.headers, body: other.body });
     assert.equal(res.status, 400);
     assert.match(((await res.json()) as { error: string }).error, /reconciles operator\.k8s-summit\.org\/v1 MyWeb, not/);

@@ -6,7 +6,8 @@ import { Hono } from 'hono';
 import { handle } from 'hono/aws-lambda';
 import pino, { type Logger } from 'pino';
 import { connectionFromKubeconfigText, loadConnection } from '../../kube/connection.ts';
-import { ContractError, parseReconcileRequest, type Credentials } from '../../bridge/contract.ts';
+import { ContractError, parseReconcileRequest } from '../../core/event.ts';
+import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { admit, BadAdmissionReview, parseAdmissionReview } from './admission.ts';
 import { convertReview, parseConversionReview } from './conversion.ts';
@@ -14,6 +15,7 @@ import { hasWebhooks, serveWebhooks } from './webhooks.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
 import { reconcileEvent } from './runtime.ts';
+import { groupOf } from '../../core/objects.ts';
 
 export interface FunctionOptions {
   credentials?: Credentials;
@@ -106,7 +108,7 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
     }
     const reconciler = current();
     const kind = received.data.primary;
-    if (kind.kind !== reconciler.for.kind || kind.apiVersion.split('/')[0] !== reconciler.for.group) {
+    if (kind.kind !== reconciler.for.kind || groupOf(kind.apiVersion) !== reconciler.for.group) {
       return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
     }
     const recorder = record ? new Recorder(reconciler, received, now()) : undefined;

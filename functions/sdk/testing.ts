@@ -11,21 +11,22 @@
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { reconcileEvent as eventFor, type ObjectRef, type ReconcileReason, type ReconcileResponse } from '../../bridge/contract.ts';
+import { encodeReconcileEvent as eventFor, type ReconcileReason } from '../../core/event.ts';
+import { groupOf, isClusterScopedKind, objectId, type KindRef, type ObjectRef } from '../../core/objects.ts';
+import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from './kind.ts';
 import { pluralOf } from './manifests.ts';
 import { Recorder } from './record.ts';
-import type { KindRef, Reconciler } from './reconciler.ts';
-import { labelSelectorMatches } from '../../kube/objects.ts';
+import type { Reconciler } from './reconciler.ts';
+import { labelSelectorMatches } from '../../kube/selectors.ts';
 
 export { labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
 import { ownerUidLabel, reconcileEvent, reconcilerLabel } from './runtime.ts';
 
 /** Kinds the apiserver serves cluster-wide (everything else here is namespaced). */
-const clusterScoped = new Set(['Namespace', 'Node', 'PersistentVolume', 'StorageClass', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'PriorityClass', 'IngressClass', 'RuntimeClass', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'APIService', 'CertificateSigningRequest']);
 
 const memoryConnection: Connection = { server: 'http://memory.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'kfn testing (in memory)' };
 
@@ -42,8 +43,7 @@ interface MemoryState {
   now: () => Date;
 }
 
-const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '');
-const keyOf = (apiVersion: string, kind: string, namespace: string | undefined, name: string) => `${groupOf(apiVersion)}/${kind}/${namespace ?? ''}/${name}`;
+const keyOf = (apiVersion: string, kind: string, namespace: string | undefined, name: string) => objectId({ apiVersion, kind, namespace, name });
 
 /** An apiserver in memory: objects by kind and name, label-selected lists, apply as replace-and-merge. */
 class MemoryApi extends KubeApi {
@@ -64,7 +64,7 @@ class MemoryApi extends KubeApi {
 
   override async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
     const known = this.state.kinds.find((k) => groupOf(k.apiVersion) === groupOf(apiVersion) && k.kind === kind);
-    const info = known ? { ...known, apiVersion } : { apiVersion, kind, plural: pluralOf(kind), namespaced: !clusterScoped.has(kind), verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
+    const info = known ? { ...known, apiVersion } : { apiVersion, kind, plural: pluralOf(kind), namespaced: !isClusterScopedKind({ apiVersion, kind }), verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
     // A kind the reconciler did not declare is served too (as the apiserver would), and its
     // paths are known from now on.
     if (!known) this.state.kinds.push(info);
@@ -238,7 +238,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
     apiVersion: k.apiVersion,
     kind: k.kind,
     plural: (k as { plural?: string }).plural ?? pluralOf(k.kind),
-    namespaced: (k as { namespaced?: boolean }).namespaced ?? !clusterScoped.has(k.kind),
+    namespaced: (k as { namespaced?: boolean }).namespaced ?? !isClusterScopedKind(k),
     verbs: [],
   }));
   kinds.push({ apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] }, { apiVersion: 'events.k8s.io/v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] });
@@ -268,7 +268,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   for (const e of options.existing ?? []) {
     const o = structuredClone(e) as Obj;
     const k = kinds.find((x) => x.kind === o.kind && groupOf(x.apiVersion) === groupOf(o.apiVersion!));
-    if ((k?.namespaced ?? !clusterScoped.has(o.kind!)) && !o.metadata.namespace) o.metadata.namespace = namespace ?? 'default';
+    if ((k?.namespaced ?? !isClusterScopedKind({ apiVersion: o.apiVersion!, kind: o.kind! })) && !o.metadata.namespace) o.metadata.namespace = namespace ?? 'default';
     put(o);
   }
 
@@ -317,7 +317,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
     writes: record.writes,
     get: <T>(k: KindRef, name: string, ns?: string) => {
       const info = kinds.find((x) => x.kind === k.kind && groupOf(x.apiVersion) === groupOf(k.apiVersion));
-      const scoped = info?.namespaced ?? !clusterScoped.has(k.kind);
+      const scoped = info?.namespaced ?? !isClusterScopedKind(k);
       return state.objects.get(keyOf(k.apiVersion, k.kind, scoped ? (ns ?? namespace ?? 'default') : undefined, name)) as T | undefined;
     },
     logs: record.logs,

@@ -22,17 +22,8 @@ import type {
   V1StatefulSet,
   V2HorizontalPodAutoscaler,
 } from '@kubernetes/client-node';
+import type { KindRef } from '../../core/objects.ts';
 
-/**
- * A kind: its apiVersion and kind, and (as a type only, never a value) the type of its objects.
- * Any `{apiVersion, kind}` is one; its objects are then untyped.
- */
-export interface KindRef<T = unknown> {
-  readonly apiVersion: string;
-  readonly kind: string;
-  /** Type only: the kind's objects. Never set. */
-  readonly Object?: T;
-}
 
 /**
  * An object as it travels in JSON: client-node's models say `Date` where the API sends an

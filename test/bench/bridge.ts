@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
-import { parseReconcileRequest } from '../../bridge/contract.ts';
+import { parseReconcileRequest } from '../../core/event.ts';
 import { bridgeNodeOptions } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';

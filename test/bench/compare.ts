@@ -44,7 +44,7 @@ import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
 import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
 import { bundleFunction } from '../../cli/deploy.ts';
-import { reconcileEvent } from '../../bridge/contract.ts';
+import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 
 const { values } = parseArgs({
@@ -304,7 +304,7 @@ async function coldStart(): Promise<{ kfn: number[]; kfnListening: number[]; hon
   const result = { kfn: [] as number[], kfnListening: [] as number[], hono: [] as number[], operator: [] as number[] };
   for (let i = 0; i < coldRuns; i++) {
     result.kfn.push(await timeToAnswer(fnFile, { KFN_AUTH_SECRET: secret, KUBECONFIG: kubeconfig }, async (port) => {
-      const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: ns, name: 'cold' }, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench');
+      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: ns, name: 'cold' }, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench');
       const r = await sendReconcileEvent({ url: `http://127.0.0.1:${port}/`, message, credentials: { kind: 'hmac', secret }, timeoutMs: 10_000 });
       return r.outcome.kind === 'done' || r.outcome.kind === 'requeue';
     }));

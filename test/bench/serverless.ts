@@ -16,9 +16,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { reconcileEvent } from '../../bridge/contract.ts';
+import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
-import type { JournalEntry } from '../../bridge/journal.ts';
+import type { JournalEntry } from '../../core/journal.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
@@ -136,7 +136,7 @@ if (targets.has('lambda')) {
       body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port++, pageContentHtml: name } },
     });
     const m = obj.metadata;
-    const { message } = reconcileEvent({ reconciler: 'myweb', primary: { apiVersion: obj.apiVersion, kind: obj.kind, namespace: m.namespace, name: m.name, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://bench/bridge');
+    const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: obj.apiVersion, kind: obj.kind, namespace: m.namespace, name: m.name, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://bench/bridge');
     const result = await sendReconcileEvent({ url: lambda.url, message, credentials: { kind: 'hmac', secret: env.KFN_AUTH_SECRET! }, timeoutMs: 30_000 });
     if (result.outcome.kind !== 'done' && result.outcome.kind !== 'requeue') throw new Error(`the Lambda answered ${result.status}: ${'why' in result.outcome ? result.outcome.why : ''}\n${lambda.logs().slice(-2000)}`);
     await api.request('DELETE', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs/${name}`);

@@ -6,7 +6,7 @@ import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import type { JournalEntry } from '../../bridge/journal.ts';
+import type { JournalEntry } from '../../core/journal.ts';
 import type { KubeApi } from '../../kube/api.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';

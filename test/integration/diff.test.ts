@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
-import { reconcileEvent as eventFor } from '../../bridge/contract.ts';
+import { encodeReconcileEvent as eventFor } from '../../core/event.ts';
 import { ApiError, applyObject } from '../../kube/api.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import MyWebFunction, { MyWeb } from '../../functions/myweb/index.ts';

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
-import { authenticate, reconcileEvent, type ReconcileReason } from '../../bridge/contract.ts';
+import { authenticate } from '../../core/authentication.ts';
+import { encodeReconcileEvent, type ReconcileReason } from '../../core/event.ts';
 import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind, type KindRef } from '../../functions/sdk/index.ts';
 import { applyObject } from '../../kube/api.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
@@ -18,7 +19,7 @@ type Answer = { result?: string; changes?: { action: string; ref: { name: string
 async function deliverTo(app: ReturnType<typeof createApp>, api: ReturnType<typeof kubeApi>, kind: { apiVersion: string; kind: string; plural: string }, ns: string, name: string, reason: ReconcileReason = 'updated', attempt = 1, deadline?: number): Promise<{ status: number; body: Answer }> {
   const obj = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}/${name}`).catch(() => undefined);
   const { headers, body } = authenticate(
-    reconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, attempt, 'kfn://test', deadline).message,
+    encodeReconcileEvent({ reconciler: kind.plural, primary: { apiVersion: kind.apiVersion, kind: kind.kind, namespace: ns, name, uid: obj?.metadata.uid, resourceVersion: obj?.metadata.resourceVersion }, reason, observedAt: Date.now() }, attempt, 'kfn://test', deadline).message,
     { kind: 'hmac', secret: 's' },
   );
   const res = await app.request('/', { method: 'POST', headers, body });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import type { Credentials } from '../../bridge/contract.ts';
+import type { Credentials } from '../../core/authentication.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { installCrd, testNamespace, uniqueName, type TestCluster, kubeApi } from './cluster.ts';

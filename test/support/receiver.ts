@@ -4,7 +4,8 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
-import { ContractError, parseReconcileRequest, type Credentials, type ReceivedReconcile } from '../../bridge/contract.ts';
+import { ContractError, parseReconcileRequest, type ReceivedReconcile } from '../../core/event.ts';
+import { type Credentials } from '../../core/authentication.ts';
 
 export interface Delivery {
   id: string;

@@ -1,10 +1,5 @@
-// What the bridge and the SDK both say about objects, in one place: the key of an object, and
-// which labels a label selector selects (as an object, and as the string the API takes).
-
-/** `namespace/name`, or `name` for cluster-scoped objects: the event subject, queue key and store key. */
-export function objectKey(ref: { namespace?: string; name: string }): string {
-  return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
-}
+// Which labels a label selector selects, in Kubernetes' semantics: as an object (matchLabels,
+// matchExpressions, or a Service-style plain map) and as the string the API takes.
 
 export interface LabelSelector {
   matchLabels?: Record<string, string>;

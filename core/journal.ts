@@ -10,7 +10,8 @@
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { appendFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { DeliveryOutcome, Observation } from './contract.ts';
+import type { Observation } from './event.ts';
+import type { DeliveryOutcome } from './response.ts';
 
 export interface JournalEntry {
   time: string;

@@ -1,32 +1,21 @@
-// The bridge → function event contract, version 1: the one place both sides take it from.
+// The bridge → function event contract, version 1: the request. What the bridge sends (built by
+// encodeReconcileEvent) and what a function accepts (parseReconcileRequest), in one file both
+// sides take it from; authentication.ts signs and checks it, response.ts is the answer.
 // docs/contract.md describes it for people (and for functions written in other languages).
 //
-// Request: HTTP POST, CloudEvents 1.0 binary mode (structured mode accepted), type
+// HTTP POST, CloudEvents 1.0 binary mode (structured mode accepted), type
 // `dev.kfn.reconcile.v1`, `kfn*` extension attributes naming the primary object, JSON data
-// holding references (never the object itself), authenticated by an HMAC signature or a
-// bearer token. Response: 200 with ReconcileResponse JSON; 429/503 with Retry-After; other 5xx
-// retried with backoff; other 4xx terminal for that observation.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+// holding references (never the object itself).
+import { createHash } from 'node:crypto';
 import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
-import { objectKey } from '../kube/objects.ts';
-import type { KubeObject } from '../kube/api.ts';
+import { objectKey, type ObjectRef } from './objects.ts';
+import { authenticationProblem, type Credentials, type HttpMessage } from './authentication.ts';
 
 export const contractVersion = 1;
 export const reconcileEventType = 'dev.kfn.reconcile.v1';
 
 export const reconcileReasons = ['created', 'updated', 'deleted', 'child', 'mapped', 'resync', 'requeue', 'replay'] as const;
 export type ReconcileReason = (typeof reconcileReasons)[number];
-
-/** A reference to a Kubernetes object, enough to GET it (and to tell versions apart). */
-export interface ObjectRef {
-  apiVersion: string;
-  kind: string;
-  namespace?: string;
-  name: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-}
 
 /** The `data` of a reconcile event. */
 export interface ReconcileEventData {
@@ -47,15 +36,6 @@ export interface Observation {
   /** When the bridge observed the change (ms since epoch). */
   observedAt: number;
 }
-
-export interface HttpMessage {
-  headers: Record<string, string>;
-  body: string;
-}
-
-export const signatureHeader = 'kfn-signature';
-
-export { objectKey };
 
 /**
  * The event id: the same for every delivery attempt of one observation (a retry after a
@@ -86,7 +66,7 @@ function refText(ref: ObjectRef): string {
  * Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1).
  * `deadline` (ms since epoch) is when the bridge stops waiting for the answer.
  */
-export function reconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
+export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
   const data: ReconcileEventData = { contract: contractVersion, reconciler: obs.reconciler, primary: obs.primary };
   if (obs.trigger) data.trigger = obs.trigger;
   // Extension values are strings: the SDK would put objects into headers verbatim.
@@ -121,32 +101,6 @@ export function reconcileEvent(obs: Observation, attempt: number, source: string
   return { event, message: { headers, body: typeof binary.body === 'string' ? binary.body : JSON.stringify(binary.body) } };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Authentication
-
-/** What the HMAC signs: the event id, its time and the exact body, newline-separated. */
-function signedPayload(id: string, time: string, body: string): string {
-  return `${id}\n${time}\n${body}`;
-}
-
-/** The `kfn-signature` header value: `v1=<hex HMAC-SHA256>`. */
-export function sign(secret: string, id: string, time: string, body: string): string {
-  return `v1=${createHmac('sha256', secret).update(signedPayload(id, time, body)).digest('hex')}`;
-}
-
-export type Credentials = { kind: 'hmac'; secret: string } | { kind: 'bearer'; token: string } | { kind: 'none' };
-
-/** Adds authentication headers to a message for the given credentials. */
-export function authenticate(message: HttpMessage, credentials: Credentials): HttpMessage {
-  const headers = { ...message.headers };
-  if (credentials.kind === 'hmac') headers[signatureHeader] = sign(credentials.secret, headers['ce-id'] ?? '', headers['ce-time'] ?? '', message.body);
-  if (credentials.kind === 'bearer') headers.authorization = `Bearer ${credentials.token}`;
-  return { headers, body: message.body };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Receiving side
-
 /** A request the function must refuse: the HTTP status to answer and why. */
 export class ContractError extends Error {
   readonly status: number;
@@ -163,43 +117,6 @@ export interface ReceivedReconcile {
   attempt: number;
   /** When the bridge stops waiting for the answer (kfndeadline); work past it is wasted or worse. */
   deadline?: Date;
-}
-
-function constantTimeEqual(a: string, b: string): boolean {
-  const ab = Buffer.from(a);
-  const bb = Buffer.from(b);
-  return ab.length === bb.length && timingSafeEqual(ab, bb);
-}
-
-/**
- * Checks a request's authentication. `credentials.kind === 'none'` accepts anything and is only
- * for explicit development mode. Throws ContractError(401) otherwise.
- */
-export function verifyAuthentication(headers: Record<string, string>, body: string, credentials: Credentials): void {
-  if (credentials.kind === 'none') return;
-  if (credentials.kind === 'bearer') {
-    const given = headers.authorization ?? '';
-    if (!given.startsWith('Bearer ') || !constantTimeEqual(given.slice(7), credentials.token)) {
-      throw new ContractError(401, 'missing or wrong bearer token: the bridge and the function must share the Reconciler auth secret');
-    }
-    return;
-  }
-  const given = headers[signatureHeader];
-  if (!given) throw new ContractError(401, `unsigned request: no ${signatureHeader} header (is the Reconciler's spec.auth set?)`);
-  // Structured mode carries id and time in the body; binary mode in headers.
-  let id = headers['ce-id'];
-  let time = headers['ce-time'];
-  if (id === undefined && (headers['content-type'] ?? '').startsWith('application/cloudevents+json')) {
-    try {
-      const parsed = JSON.parse(body) as { id?: string; time?: string };
-      id = parsed.id;
-      time = parsed.time;
-    } catch {
-      /* reported as a bad signature below, then as malformed */
-    }
-  }
-  const expected = sign(credentials.secret, id ?? '', time ?? '', body);
-  if (!constantTimeEqual(given, expected)) throw new ContractError(401, 'bad signature: the request was not signed with this function\'s secret, or was altered');
 }
 
 function lowerCaseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
@@ -219,7 +136,8 @@ function requireString(value: unknown, what: string): string {
  */
 export function parseReconcileRequest(rawHeaders: Record<string, string | string[] | undefined>, body: string, credentials: Credentials): ReceivedReconcile {
   const headers = lowerCaseHeaders(rawHeaders);
-  verifyAuthentication(headers, body, credentials);
+  const refused = authenticationProblem(headers, body, credentials);
+  if (refused) throw new ContractError(401, refused);
   let event: CloudEvent<ReconcileEventData>;
   try {
     const parsed = HTTP.toEvent<ReconcileEventData>({ headers, body });
@@ -255,67 +173,4 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
     if (Number.isNaN(deadline.getTime())) throw new ContractError(400, `kfndeadline must be an RFC 3339 time, not ${JSON.stringify(deadlineText)}`);
   }
   return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}) };
-}
-
-// ---------------------------------------------------------------------------------------------
-// The function's answer
-
-export interface Change {
-  /** What was done: applied (created or changed), pruned, status (patched), event, finalizer. */
-  action: 'applied' | 'pruned' | 'status' | 'event' | 'finalizer';
-  ref: ObjectRef;
-  detail?: string;
-}
-
-export interface ReconcileResponse {
-  result: 'done' | 'requeue';
-  requeueAfterSeconds?: number;
-  changes: Change[];
-  message?: string;
-}
-
-/** How the bridge treats a delivery's outcome. */
-export type DeliveryOutcome =
-  | { kind: 'done'; response?: ReconcileResponse }
-  /** `afterMs` undefined: requeue with the key's backoff, as controller-runtime's Requeue. */
-  | { kind: 'requeue'; afterMs?: number; response?: ReconcileResponse }
-  | { kind: 'retry'; afterMs?: number; why: string }
-  | { kind: 'terminal'; why: string };
-
-/** Parses Retry-After (seconds, or an HTTP date) into milliseconds; undefined if absent/bad. */
-export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {
-  if (!value) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
-
-/** Classifies a function's HTTP answer per the contract. */
-export function classifyResponse(status: number, headers: { get(name: string): string | null }, body: string, now = Date.now()): DeliveryOutcome {
-  if (status >= 200 && status < 300) {
-    let response: ReconcileResponse | undefined;
-    try {
-      response = body ? (JSON.parse(body) as ReconcileResponse) : undefined;
-    } catch {
-      response = undefined;
-    }
-    const seconds = Number(response?.requeueAfterSeconds ?? 0);
-    if (Number.isFinite(seconds) && seconds > 0) return { kind: 'requeue', afterMs: seconds * 1000, response };
-    if (response?.result === 'requeue') return { kind: 'requeue', response };
-    return { kind: 'done', response };
-  }
-  const snippet = body.length > 300 ? `${body.slice(0, 300)}…` : body;
-  if (status === 429 || status === 503) return { kind: 'retry', afterMs: retryAfterMs(headers.get('retry-after'), now), why: `HTTP ${status}: ${snippet}` };
-  if (status >= 500) return { kind: 'retry', why: `HTTP ${status}: ${snippet}` };
-  return { kind: 'terminal', why: `HTTP ${status}: ${snippet}` };
-}
-
-/** The reference to `obj` that the contract carries (primary, trigger): kind, name, uid, version. */
-export function refOf(obj: KubeObject): ObjectRef {
-  const ref: ObjectRef = { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', name: obj.metadata.name };
-  if (obj.metadata.namespace) ref.namespace = obj.metadata.namespace;
-  if (obj.metadata.uid) ref.uid = obj.metadata.uid;
-  if (obj.metadata.resourceVersion) ref.resourceVersion = obj.metadata.resourceVersion;
-  if (obj.metadata.generation !== undefined) ref.generation = obj.metadata.generation;
-  return ref;
 }

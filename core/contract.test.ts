@@ -1,20 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CloudEvent, HTTP } from 'cloudevents';
-import {
-  authenticate,
-  classifyResponse,
-  ContractError,
-  eventId,
-  parseReconcileRequest,
-  reconcileEvent,
-  reconcileEventType,
-  retryAfterMs,
-  sign,
-  signatureHeader,
-  type Credentials,
-  type Observation,
-} from './contract.ts';
+import { authenticate, sign, signatureHeader, type Credentials } from './authentication.ts';
+import { ContractError, encodeReconcileEvent, eventId, parseReconcileRequest, reconcileEventType, type Observation } from './event.ts';
+import { classifyResponse, retryAfterMs } from './response.ts';
 
 const observation: Observation = {
   reconciler: 'myweb',
@@ -39,7 +28,7 @@ function expectContractError(fn: () => unknown, status: number, pattern: RegExp)
 
 describe('reconcile events', () => {
   test('are binary-mode CloudEvents with the kfn extensions, valid for the CloudEvents SDK', () => {
-    const { message } = reconcileEvent(observation, 1, 'kfn://local/bridge');
+    const { message } = encodeReconcileEvent(observation, 1, 'kfn://local/bridge');
     assert.equal(message.headers['ce-specversion'], '1.0');
     assert.equal(message.headers['ce-type'], reconcileEventType);
     assert.equal(message.headers['ce-subject'], 'demo/site');
@@ -56,8 +45,8 @@ describe('reconcile events', () => {
   });
 
   test('ids: a retry keeps its id; every new observation, a resync or requeue of an unchanged object too, gets a new one', () => {
-    const first = reconcileEvent(observation, 1, 'kfn://a').message.headers['ce-id'];
-    const retry = reconcileEvent(observation, 2, 'kfn://a').message.headers['ce-id'];
+    const first = encodeReconcileEvent(observation, 1, 'kfn://a').message.headers['ce-id'];
+    const retry = encodeReconcileEvent(observation, 2, 'kfn://a').message.headers['ce-id'];
     assert.equal(first, retry);
     assert.equal(first, eventId(observation));
     const changed = eventId({ ...observation, primary: { ...observation.primary, resourceVersion: '43' } });
@@ -70,14 +59,14 @@ describe('reconcile events', () => {
   });
 
   test('a cluster-scoped primary has a bare-name subject and no namespace attribute', () => {
-    const { message } = reconcileEvent({ ...observation, primary: { apiVersion: 'v1', kind: 'Node', name: 'n1' } }, 1, 'kfn://a');
+    const { message } = encodeReconcileEvent({ ...observation, primary: { apiVersion: 'v1', kind: 'Node', name: 'n1' } }, 1, 'kfn://a');
     assert.equal(message.headers['ce-subject'], 'n1');
     assert.equal(message.headers['ce-kfnnamespace'], undefined);
   });
 });
 
 describe('parseReconcileRequest', () => {
-  const signed = () => authenticate(reconcileEvent(observation, 2, 'kfn://local/bridge').message, hmac);
+  const signed = () => authenticate(encodeReconcileEvent(observation, 2, 'kfn://local/bridge').message, hmac);
 
   test('accepts a signed binary-mode event and returns its data, reason and attempt', () => {
     const { headers, body } = signed();
@@ -88,7 +77,7 @@ describe('parseReconcileRequest', () => {
   });
 
   test('accepts the same event in structured mode', () => {
-    const { event } = reconcileEvent(observation, 1, 'kfn://local/bridge');
+    const { event } = encodeReconcileEvent(observation, 1, 'kfn://local/bridge');
     const structured = HTTP.structured(event);
     const body = String(structured.body);
     const headers: Record<string, string> = { ...(structured.headers as Record<string, string>) };
@@ -108,14 +97,14 @@ describe('parseReconcileRequest', () => {
 
   test('checks bearer tokens', () => {
     const bearer: Credentials = { kind: 'bearer', token: 'tok' };
-    const { headers, body } = authenticate(reconcileEvent(observation, 1, 'kfn://a').message, bearer);
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a').message, bearer);
     assert.equal(parseReconcileRequest(headers, body, bearer).reason, 'updated');
     expectContractError(() => parseReconcileRequest({ ...headers, authorization: 'Bearer nope' }, body, bearer), 401, /bearer token/);
   });
 
   test('refuses malformed requests with a clear 400 and never anything else', () => {
     const none: Credentials = { kind: 'none' };
-    const { headers, body } = reconcileEvent(observation, 1, 'kfn://a').message;
+    const { headers, body } = encodeReconcileEvent(observation, 1, 'kfn://a').message;
     const cases: [Record<string, string>, string, RegExp][] = [
       [{ 'content-type': 'application/json' }, '{}', /not a valid CloudEvent/],
       [{ 'content-type': 'text/plain' }, 'garbage', /not a valid CloudEvent/],

@@ -1,5 +1,6 @@
-// Time as a parameter: the bridge's queue, backoff and resync take a Clock, so their tests move
-// time forward by hand instead of sleeping.
+// Time as a parameter: the bridge's queue, backoff, resync and leases, and the SDK's deadlines,
+// take a Clock, so their tests move time forward by hand instead of sleeping. The one place that
+// knows the platform timer's limits.
 
 export interface Clock {
   /** Milliseconds since the epoch. */

@@ -1,0 +1,48 @@
+// The names kfn gives things, in one place: its own API (the Reconciler kind), the labels and
+// annotations it writes on children and on what `kfn deploy` creates, and the prefix of its
+// finalizers and field managers.
+
+/** kfn's own API group, and the Reconciler kind the bridge is configured with. */
+export const kfnGroup = 'kfn.dev';
+export const reconcilerApiVersion = `${kfnGroup}/v1alpha1`;
+export const reconcilerKind = 'Reconciler';
+export const reconcilerPlural = 'reconcilers';
+
+/** The finalizer a function with `finalize` puts on its primaries: `kfn.dev/<name>`. */
+export function finalizerName(reconciler: string): string {
+  return `${kfnGroup}/${reconciler}`;
+}
+
+/** The field manager of a function's server-side applies: one stable manager per Reconciler. */
+export function fieldManagerName(reconciler: string): string {
+  return `kfn-${reconciler}`;
+}
+
+/** True for a finalizer kfn added (any Reconciler's). */
+export function isKfnFinalizer(finalizer: string): boolean {
+  return finalizer.startsWith(`${kfnGroup}/`);
+}
+
+/** Kubernetes' recommended label for the tool that manages an object. */
+export const managedByLabel = 'app.kubernetes.io/managed-by';
+export const managedByKfn = 'kfn';
+/** The selector for everything kfn manages; the bridge watches owned kinds through it by default. */
+export const managedByKfnSelector = `${managedByLabel}=${managedByKfn}`;
+
+/** On a child: the uid of the primary that owns it (children are listed by it to prune). */
+export const ownerUidLabel = 'kfn.dev/owner-uid';
+/** On a child: the Reconciler whose function applied it. */
+export const reconcilerLabel = 'kfn.dev/reconciler';
+/** On what `kfn deploy` and the manifests create for a function: the function's name. */
+export const functionLabel = 'kfn.dev/function';
+
+/** The labels of an object kfn creates for the function `name` (its Deployment, RBAC, Secrets). */
+export function functionLabels(name: string): Record<string, string> {
+  return { [managedByLabel]: managedByKfn, [functionLabel]: name };
+}
+
+/** On a function's Deployment and Service: the id of the image it runs (a new image rolls it). */
+export const imageIdAnnotation = 'kfn.dev/image-id';
+
+/** The documented way out of a finalizer whose cleanup cannot succeed. */
+export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
