@@ -25,6 +25,7 @@ import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import { Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
+import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 
 export interface Logger {
   info(obj: Record<string, unknown>, msg: string): void;
@@ -325,7 +326,7 @@ class ReconcilerRuntime {
     if (this.sinkUrl) return this.sinkUrl;
     const ref = this.config.sink.ref!;
     const what = `sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} (${ref.apiVersion})`;
-    let obj: { status?: { url?: string; address?: { url?: string }; conditions?: { type: string; status: string; reason?: string; message?: string }[] } };
+    let obj: { status?: { url?: string; address?: { url?: string }; conditions?: ReadCondition[] } };
     try {
       const resource = await this.bridge.options.api.resource(ref.apiVersion, ref.kind);
       obj = await this.bridge.options.api.request('GET', objectPath(resource, ref.name, ref.namespace));
@@ -335,14 +336,8 @@ class ReconcilerRuntime {
       if (/does not serve/.test((err as Error).message)) throw new SinkError(`${what}: the API server does not serve that kind (is Knative Serving installed?)`);
       throw err;
     }
-    const conditions = obj.status?.conditions ?? [];
-    const ready = conditions.find((c) => c.type === 'Ready');
-    if (ready?.status === 'False') {
-      // Knative's Ready says little ("no ready Revision"); the failing part says why.
-      const cause = conditions.find((c) => c.type !== 'Ready' && c.status === 'False' && c.message && c.message !== ready.message);
-      const text = (c: typeof ready) => `${c.reason ?? 'NotReady'}${c.message ? `: ${c.message.trim()}` : ''}`;
-      throw new SinkError(`${what} is not Ready: ${text(ready)}${cause ? ` (${cause.type}: ${text(cause)})` : ''}`);
-    }
+    const why = whyNotReady(obj.status?.conditions);
+    if (why) throw new SinkError(`${what} is not Ready: ${why}`);
     const url = obj.status?.address?.url ?? obj.status?.url;
     if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
     this.sinkUrl = url;

@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import pino from 'pino';
 import { Bridge, type Logger } from './bridge.ts';
 import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, type ReconcilerConfig } from './config.ts';
-import { reconcilerApiVersion, reconcilerKind } from '../core/names.ts';
+import { reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 import { loadConnection } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi, type KubeObject } from '../kube/api.ts';
@@ -13,6 +13,7 @@ import { LeaderElector } from './leader.ts';
 import { preferredShard, shardOf, ShardSet } from './shards.ts';
 import { BridgeMetrics } from './metrics.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
+import { sameCondition, settleCondition, type Condition } from '../core/conditions.ts';
 
 /**
  * The V8 flags the bridge is meant to run with: its Deployment's command line passes them to
@@ -71,25 +72,15 @@ function parseAddr(addr: string): { host: string; port: number } {
   return { host, port };
 }
 
-type Condition = { type: string; status: 'True' | 'False' | 'Unknown'; reason: string; message: string; observedGeneration?: number; lastTransitionTime: string };
-
 /** Writes a Reconciler's Ready condition (only when it changed: no write on every resync). */
 const runningMessage = (config: ReconcilerConfig) => `delivering ${config.for.kind} events to ${config.sink.uri ?? `${config.sink.ref?.kind} ${config.sink.ref?.namespace ? `${config.sink.ref.namespace}/` : ''}${config.sink.ref?.name}`}`;
 
 async function writeReconcilerStatus(api: KubeApi, obj: KubeObject, ready: boolean, reason: string, message: string): Promise<void> {
-  const current = ((obj.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).find((c) => c.type === 'Ready');
-  const status = ready ? 'True' : 'False';
+  const conditions = (obj.status as { conditions?: Condition[] } | undefined)?.conditions;
   const generation = obj.metadata.generation;
-  if (current && current.status === status && current.reason === reason && current.message === message && current.observedGeneration === generation) return;
-  const condition: Condition = {
-    type: 'Ready',
-    status,
-    reason,
-    message,
-    observedGeneration: generation,
-    lastTransitionTime: current && current.status === status ? current.lastTransitionTime : new Date().toISOString(),
-  };
-  await api.request('PATCH', `/apis/${reconcilerApiVersion}/reconcilers/${obj.metadata.name}/status`, {
+  const condition = settleCondition(conditions, { type: 'Ready', status: ready ? 'True' : 'False', reason, message }, generation, new Date());
+  if (sameCondition(conditions?.find((c) => c.type === 'Ready'), condition)) return;
+  await api.request('PATCH', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${obj.metadata.name}/status`, {
     body: { status: { observedGeneration: generation, conditions: [condition] } },
     contentType: 'application/merge-patch+json',
   });

@@ -17,6 +17,8 @@ import { followBridgeJournal, installBridge } from './incluster.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
+import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import type { JournalEntry } from '../core/journal.ts';
 
 const usage = `Usage: kfn demo [options]          (npm start)
 
@@ -53,22 +55,8 @@ async function reachable(api: KubeApi): Promise<boolean> {
   }
 }
 
-interface JournalLine {
-  time: string;
-  reconciler: string;
-  key: string;
-  reason: string;
-  attempt: number;
-  primary: { kind: string };
-  status?: number;
-  outcome: string;
-  why?: string;
-  durationMs: number;
-  response?: { changes?: { action: string; ref: { kind: string; name: string }; detail?: string }[]; message?: string };
-}
-
 /** One readable line per delivery: event → function → what changed → status. */
-export function describeDelivery(l: JournalLine): string {
+export function describeDelivery(l: JournalEntry): string {
   const time = l.time.slice(11, 19);
   const head = `${dim(time)} ${bold(`${l.primary.kind} ${l.key}`)} ${l.reason}${l.attempt > 1 ? ` (attempt ${l.attempt})` : ''} → ${l.reconciler}`;
   if (l.outcome === 'retry' || l.outcome === 'terminal') return `${head} → ${l.outcome === 'retry' ? 'will retry' : 'refused'}: ${l.why ?? ''}`;
@@ -114,13 +102,13 @@ export const demoCommand: Command = {
           await sleep(250);
         }
       }
-      for (const name of reconcilers) await api?.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+      for (const name of reconcilers) await api?.request('DELETE', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).catch(() => undefined);
       if (inCluster && api) {
         say('Removing the bridge and the functions from the cluster…');
         // The functions' admission webhooks first: once their pods go, a webhook with
         // failurePolicy Fail would refuse every write of its kind.
         for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
-          await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: 'app.kubernetes.io/managed-by=kfn' } }).catch(() => undefined);
+          await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: managedByKfnSelector } }).catch(() => undefined);
         }
         // Nothing is in flight any more (the samples are gone): the workloads need no graceful
         // stop, and waiting 30 s per pod for it is what made stopping slow.
@@ -223,7 +211,7 @@ export const demoCommand: Command = {
           const text = readFileSync(journal, 'utf8');
           const fresh = text.slice(offset);
           const end = fresh.lastIndexOf('\n') + 1;
-          for (const line of fresh.slice(0, end).split('\n').filter(Boolean)) say(describeDelivery(JSON.parse(line) as JournalLine));
+          for (const line of fresh.slice(0, end).split('\n').filter(Boolean)) say(describeDelivery(JSON.parse(line) as JournalEntry));
           offset += end;
         }
         for (const c of children) if (c.exitCode !== null) throw new Error(`a demo process exited (status ${c.exitCode}); see the logs in ${displayPath(work)}`);
@@ -268,7 +256,7 @@ async function freshNamespace(api: KubeApi): Promise<void> {
       // forever. Its objects are demo data inside the namespace being deleted: let them go.
       if (held.length && waited > 10_000) {
         say(`  The previous run stopped before its functions finalized ${held.length} object(s); letting them go: ${held.map((h) => `${h.kind} ${h.name} (${h.finalizers.join(', ')})`).join(', ')}`);
-        for (const h of held) await api.request('PATCH', h.path, { body: { metadata: { finalizers: h.finalizers.length === h.all.length ? null : h.all.filter((f) => !f.startsWith('kfn.dev/')) } }, contentType: 'application/merge-patch+json' }).catch(() => undefined);
+        for (const h of held) await api.request('PATCH', h.path, { body: { metadata: { finalizers: h.finalizers.length === h.all.length ? null : h.all.filter((f) => !isKfnFinalizer(f)) } }, contentType: 'application/merge-patch+json' }).catch(() => undefined);
       } else {
         const what = held.length ? `waiting for ${held.length} object(s) with kfn finalizers: ${held.map((h) => `${h.kind} ${h.name}`).join(', ')}` : 'waiting for its objects to be deleted';
         if (what !== said) say(dim(`  ${what}…`));
@@ -295,7 +283,7 @@ async function heldByFinalizers(api: KubeApi): Promise<{ kind: string; name: str
     const list = await api.request<{ items: { metadata: { name: string; finalizers?: string[] } }[] }>('GET', collectionPath(resource, namespace)).catch(() => ({ items: [] }));
     for (const item of list.items) {
       const all = item.metadata.finalizers ?? [];
-      const ours = all.filter((f) => f.startsWith('kfn.dev/'));
+      const ours = all.filter(isKfnFinalizer);
       if (ours.length) out.push({ kind: k.kind, name: item.metadata.name, path: objectPath(resource, item.metadata.name, namespace), finalizers: ours, all });
     }
   }

@@ -22,6 +22,8 @@ import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
+import { functionLabel, functionLabels } from '../core/names.ts';
 
 const say = (line: string) => console.error(line);
 const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -235,7 +237,7 @@ async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace:
   const tls = webhookTls(existing?.data, service, [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`]);
   if (tls.renewed) {
     log(`${existing ? 'Renewing' : 'Creating'} the webhook certificate of ${reconciler.name} (Secret ${namespace}/${secretName}): ${tls.why}`);
-    await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace, labels: { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name } }, type: 'kubernetes.io/tls', data: tls.data } as Parameters<typeof applyObject>[1], 'kfn-deploy');
+    await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace, labels: functionLabels(reconciler.name) }, type: 'kubernetes.io/tls', data: tls.data } as Parameters<typeof applyObject>[1], 'kfn-deploy');
   }
   return tls.caBundle;
 }
@@ -338,7 +340,7 @@ async function waitDeployment(api: KubeApi, namespace: string, name: string, dea
   };
   while (!(await answers(`http://${svc.spec.clusterIP}/healthz`))) {
     if (Date.now() > deadline) {
-      const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `kfn.dev/function=${name}` } }).catch(() => ({ items: [] }));
+      const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${name}` } }).catch(() => ({ items: [] }));
       const podIP = pods.items[0]?.status?.podIP;
       const direct = podIP ? ((await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`) : 'no pod found';
       throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz (${direct}); see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
@@ -349,7 +351,7 @@ async function waitDeployment(api: KubeApi, namespace: string, name: string, dea
 
 interface KnativeServiceObject {
   metadata: { generation: number };
-  status?: { observedGeneration?: number; url?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+  status?: { observedGeneration?: number; url?: string; conditions?: ReadCondition[] };
 }
 
 /** Waits until the Knative Service is Ready for its latest generation; a failed revision fails at once with Knative's reason. */
@@ -360,12 +362,8 @@ export async function waitKnativeService(api: KubeApi, namespace: string, name: 
     const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
     if (current && ready?.status === 'True') return ksvc;
     // Knative says False only once a revision has failed (Unknown while it deploys).
-    if (current && ready?.status === 'False') {
-      const cause = ksvc.status?.conditions?.find((c) => c.type !== 'Ready' && c.status === 'False' && c.message !== ready.message);
-      throw new Error(
-        `Knative Service ${namespace}/${name} is not Ready: ${ready.reason}: ${ready.message ?? ''}${cause ? ` (${cause.type}: ${cause.reason}: ${cause.message?.trim() ?? ''})` : ''}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`,
-      );
-    }
+    const why = current ? whyNotReady(ksvc.status?.conditions) : undefined;
+    if (why) throw new Error(`Knative Service ${namespace}/${name} is not Ready: ${why}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`);
     if (Date.now() > deadline) {
       throw new Error(`Knative Service ${namespace}/${name} did not become Ready in ${timeoutSeconds}s (Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''})`);
     }

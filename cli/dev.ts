@@ -31,6 +31,8 @@ import { replayDryRun } from '../functions/sdk/replay.ts';
 import { createApp } from '../functions/sdk/server.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { applyFunction, functionDirs } from './functions.ts';
+import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { objectKey } from '../core/objects.ts';
 
 /** What the UI lists for each delivery (the whole record is one request away). */
 export interface DeliverySummary {
@@ -107,7 +109,7 @@ function summary(r: InvocationRecord, version: number): DeliverySummary {
     id: r.id,
     time: r.time,
     function: r.function,
-    object: p.namespace ? `${p.namespace}/${p.name}` : p.name,
+    object: objectKey(p),
     kind: p.kind,
     reason: r.event.reason,
     attempt: r.event.attempt,
@@ -223,7 +225,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     };
     fn.app = createApp(() => fn.reconciler, { credentials: { kind: 'hmac', secret }, api, record: addRecord, log: pino({ level: 'debug', base: { component: `kfn-fn-${name}` } }, { write: () => {} }) });
     fns.set(name, fn);
-    const existing = await adminApi.request('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).then(
+    const existing = await adminApi.request('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).then(
       () => true,
       () => false,
     );

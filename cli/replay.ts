@@ -14,6 +14,8 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun, replayOffline, type ReplayOutcome } from '../functions/sdk/replay.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { functionDirs, loadFunction } from './functions.ts';
+import { functionLabel, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { objectKey } from '../core/objects.ts';
 
 const usage = `Usage: kfn replay <source> [options]
 
@@ -79,9 +81,6 @@ function eventOfDelivery(d: JournalEntry): RecordedEvent {
   };
 }
 
-function objectName(ref: { namespace?: string; name: string }): string {
-  return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
-}
 
 /** Picks the records the options name, oldest first. */
 export function select(records: InvocationRecord[], deliveries: JournalEntry[], o: { id?: string; object?: string; since?: number; last?: boolean }): Selected[] {
@@ -93,7 +92,7 @@ export function select(records: InvocationRecord[], deliveries: JournalEntry[], 
       .map((d) => ({ delivery: d, time: d.time, event: eventOfDelivery(d), function: d.reconciler })),
   ];
   if (o.id) all = all.filter((s) => s.record?.id.startsWith(o.id!) || s.event.id.startsWith(o.id!));
-  if (o.object) all = all.filter((s) => objectName(s.event.data.primary) === o.object || s.event.data.primary.name === o.object);
+  if (o.object) all = all.filter((s) => objectKey(s.event.data.primary) === o.object || s.event.data.primary.name === o.object);
   if (o.since !== undefined) all = all.filter((s) => Date.parse(s.time) >= o.since!);
   all.sort((a, b) => Date.parse(a.time) - Date.parse(b.time));
   return o.last ? all.slice(-1) : all;
@@ -104,8 +103,8 @@ async function readSource(source: string, api: () => KubeApi, namespace: string)
   if (source === '-') return [{ text: readFileSync(0, 'utf8'), name: 'stdin' }];
   if (source.startsWith('cluster:')) {
     const fn = source.slice('cluster:'.length);
-    const pods = await api().request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `kfn.dev/function=${fn}` } });
-    if (!pods.items.length) throw new UsageError(`no pods of function ${fn} in namespace ${namespace} (label kfn.dev/function=${fn}); is it deployed (kfn deploy ${fn})?`);
+    const pods = await api().request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${fn}` } });
+    if (!pods.items.length) throw new UsageError(`no pods of function ${fn} in namespace ${namespace} (label ${functionLabel}=${fn}); is it deployed (kfn deploy ${fn})?`);
     let text = '';
     for (const pod of pods.items) text += `${await api().text('GET', `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`)}\n`;
     return [{ text, name: `${source} (${pods.items.length} pod${pods.items.length === 1 ? '' : 's'})` }];
@@ -150,7 +149,7 @@ function describeSelected(s: Selected): string {
   const p = s.event.data.primary;
   const id = s.record ? `record ${s.record.id}` : `delivery ${s.event.id.slice(0, 12)}`;
   const outcome = s.record ? (s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${writeCount(s.record.writes)}`) : s.delivery?.outcome;
-  return `${id}  ${s.function}  ${p.kind} ${objectName(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
+  return `${id}  ${s.function}  ${p.kind} ${objectKey(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
 }
 
 /** What a dry run would do to the cluster, and a failure with its stack: lines for the terminal. */
@@ -214,7 +213,7 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
     // No Reconciler (404): the function runs under kfn dev, which keeps only its auth Secret in the cluster.
     const rec = await o
       .api()
-      .request<ReconcilerSpec>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${reconcilerName}`)
+      .request<ReconcilerSpec>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${reconcilerName}`)
       .catch((err) => {
         if (err instanceof ApiError && err.status === 404) return undefined;
         throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message.trim()}); pass --to URL and set KFN_AUTH_SECRET`);
@@ -273,7 +272,7 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
     console.log(`  ✗ the function answered ${status}: ${(answer as { error?: string } | undefined)?.error ?? text.slice(0, 300)}`);
     return false;
   }
-  const changeKey = (c: ReconcileResponse['changes'][number]) => `${c.action} ${c.ref.kind} ${objectName(c.ref)}`;
+  const changeKey = (c: ReconcileResponse['changes'][number]) => `${c.action} ${c.ref.kind} ${objectKey(c.ref)}`;
   const now = answer.changes.map(changeKey);
   for (const c of now) console.log(`    ${c}`);
   if (!now.length) console.log('    no changes: the object is as the function wants it');

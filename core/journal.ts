@@ -11,8 +11,9 @@ import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } f
 import { appendFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Observation } from './event.ts';
-import type { DeliveryOutcome } from './response.ts';
+import type { DeliveryOutcome, ReconcileResponse } from './response.ts';
 
+/** One line of the bridge's journal: a delivery attempt and its outcome. */
 export interface JournalEntry {
   time: string;
   id: string;
@@ -28,7 +29,8 @@ export interface JournalEntry {
   outcome: DeliveryOutcome['kind'];
   why?: string;
   durationMs: number;
-  response?: unknown;
+  /** The function's answer, as it said it (a successful delivery). */
+  response?: ReconcileResponse;
 }
 
 export interface JournalOptions {

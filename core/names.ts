@@ -33,6 +33,11 @@ export const managedByKfnSelector = `${managedByLabel}=${managedByKfn}`;
 export const ownerUidLabel = 'kfn.dev/owner-uid';
 /** On a child: the Reconciler whose function applied it. */
 export const reconcilerLabel = 'kfn.dev/reconciler';
+/** The labels the SDK puts on every child it applies: kfn manages it, for this owner and Reconciler. */
+export function childLabels(ownerUid: string, reconciler: string): Record<string, string> {
+  return { [ownerUidLabel]: ownerUid, [reconcilerLabel]: reconciler, [managedByLabel]: managedByKfn };
+}
+
 /** On what `kfn deploy` and the manifests create for a function: the function's name. */
 export const functionLabel = 'kfn.dev/function';
 

@@ -2,7 +2,7 @@
 //
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
-export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Condition, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
 export {
   ConfigMap,
   Deployment,
@@ -24,4 +24,5 @@ export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyOb
 export { createApp, lambdaHandler, serve } from './server.ts';
 export { parseQuantity } from './fields.ts';
 export { objectKey, type KindRef } from '../../core/objects.ts';
+export type { Condition } from '../../core/conditions.ts';
 export { labelSelectorMatches, selectorMatches, type LabelSelector } from '../../kube/selectors.ts';

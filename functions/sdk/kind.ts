@@ -2,6 +2,7 @@
 // definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { KubeObject } from '../../kube/api.ts';
+import type { Condition } from '../../core/conditions.ts';
 
 export interface PrinterColumn {
   name: string;
@@ -54,15 +55,6 @@ export interface VersionedObject {
 
 /** Object metadata, as the bridge and the SDK read it. */
 export type ObjectMeta = KubeObject['metadata'];
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  observedGeneration?: number;
-  lastTransitionTime: string;
-}
 
 /** A Kubernetes quantity ("500m", "1Gi", 2): a string or an integer. */
 export const quantity = () => Type.Unsafe<string | number>({ 'x-kubernetes-int-or-string': true });

@@ -6,6 +6,7 @@ import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
 import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, type KindRef } from '../../core/objects.ts';
 import { hasWebhooks } from './webhooks.ts';
+import { functionLabels, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
 export const reconcileDefaults = { maxConcurrentReconciles: 1, timeoutSeconds: 30 };
@@ -37,12 +38,12 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
   const kind = reconciler.for;
   const owns = reconciler.owns ?? [];
   const watches = reconciler.watches ?? [];
-  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': name };
+  const labels = functionLabels(name);
   const sink: { uri?: string; ref?: KindRef & { name: string; namespace: string } } = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
   return [
     crdOf(kind, { conversion: options.conversion }),
     {
-      apiVersion: 'kfn.dev/v1alpha1',
+      apiVersion: reconcilerApiVersion,
       kind: 'Reconciler',
       metadata: { name, labels },
       spec: {
@@ -137,7 +138,7 @@ export const functionServiceUrl = (reconciler: Reconciler, namespace = 'kfn-syst
 export function functionWorkload(reconciler: Reconciler, options: WorkloadOptions): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
   const account = `kfn-fn-${reconciler.name}`;
-  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  const labels = functionLabels(reconciler.name);
   const webhooks = hasWebhooks(reconciler);
   return [
     {
@@ -148,7 +149,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
         replicas: 1,
         selector: { matchLabels: labels },
         template: {
-          metadata: { labels, ...(options.imageId ? { annotations: { 'kfn.dev/image-id': options.imageId } } : {}) },
+          metadata: { labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },
           spec: {
             serviceAccountName: account,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
@@ -212,12 +213,12 @@ export interface KnativeWorkloadOptions extends WorkloadOptions {
 export function functionKnativeService(reconciler: Reconciler, options: KnativeWorkloadOptions): Record<string, unknown> {
   const ns = options.namespace ?? 'kfn-system';
   const account = `kfn-fn-${reconciler.name}`;
-  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  const labels = functionLabels(reconciler.name);
   const annotations: Record<string, string> = {
     'autoscaling.knative.dev/min-scale': String(options.minScale ?? 0),
     ...(options.retentionSeconds !== undefined ? { 'autoscaling.knative.dev/scale-to-zero-pod-retention-period': `${options.retentionSeconds}s` } : {}),
     ...(options.windowSeconds !== undefined ? { 'autoscaling.knative.dev/window': `${options.windowSeconds}s` } : {}),
-    ...(options.imageId ? { 'kfn.dev/image-id': options.imageId } : {}),
+    ...(options.imageId ? { [imageIdAnnotation]: options.imageId } : {}),
   };
   return {
     apiVersion: 'serving.knative.dev/v1',

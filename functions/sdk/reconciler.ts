@@ -20,6 +20,7 @@ import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, Live } from './types.ts';
 import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
+import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
 export { ConfigMap, Deployment, HorizontalPodAutoscaler, Job, Pod, Secret, Service, StatefulSet } from './types.ts';
 
@@ -170,5 +171,5 @@ export interface Reconciler<K extends Kind = any, O extends KindRef = any> exten
 
 export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(definition: ReconcilerDefinition<K, O>): Reconciler<K, O> {
   const name = definition.name ?? definition.for.plural;
-  return { ...definition, name, fieldManager: `kfn-${name}`, finalizer: definition.finalize ? `kfn.dev/${name}` : undefined };
+  return { ...definition, name, fieldManager: fieldManagerName(name), finalizer: definition.finalize ? finalizerName(name) : undefined };
 }

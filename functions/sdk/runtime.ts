@@ -11,24 +11,19 @@
 // sent when it holds every desired field and kfn's field manager owns no field the function
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
-import { objectId, refOf, sameKind } from '../../core/objects.ts';
+import { systemClock } from '../../core/clock.ts';
+import { describeObject, objectId, refOf, sameKind, type KindRef } from '../../core/objects.ts';
+import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
 import { type Change, type ReconcileResponse } from '../../core/response.ts';
 import { type ReceivedReconcile } from '../../core/event.ts';
 import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import type { InvocationObserver } from './record.ts';
-import type { Condition, Kind } from './kind.ts';
+import type { Kind } from './kind.ts';
+import { settleCondition, type Condition } from '../../core/conditions.ts';
 import type { Live } from './types.ts';
-import type { KindRef } from '../../core/objects.ts';
 import { Terminal, type Child, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
-export const ownerUidLabel = 'kfn.dev/owner-uid';
-
-/** Node's longest timer (a longer delay fires after 1 ms); the bridge's clock has the same limit. */
-const maxTimerMs = 2 ** 31 - 1;
-export const reconcilerLabel = 'kfn.dev/reconciler';
-/** The documented way out of a finalizer whose cleanup cannot succeed. */
-export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
 /** How long a failing finalize is retried after the object's deletionTimestamp, by default. */
 export const defaultFinalizeTimeoutSeconds = 600;
 
@@ -41,9 +36,6 @@ export class ReconcileError extends Error {
   }
 }
 
-function describe(obj: { kind?: string; metadata: { namespace?: string; name: string } }): string {
-  return `${obj.kind ?? 'object'} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
-}
 
 function readiness(ready: Readiness | undefined): { ready: boolean; reason: string; message: string } {
   if (ready === undefined || ready === true) return { ready: true, reason: 'Reconciled', message: 'all children are applied' };
@@ -77,13 +69,11 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   if (!deadline) return invoke(reconciler, received, options, new AbortController().signal);
   const controller = new AbortController();
   const now = options.now ?? (() => new Date());
-  // Clamped: Node fires a timer longer than 2^31-1 ms at once (a far deadline, or a clock far behind it).
-  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(deadline)), Math.min(maxTimerMs, Math.max(0, deadline.getTime() - now().getTime())));
-  timer.unref?.();
+  const cancel = systemClock.setTimer(() => controller.abort(new DeadlineExceeded(deadline)), deadline.getTime() - now().getTime());
   try {
     return await invoke(reconciler, received, { ...options, api: options.api.withSignal(controller.signal) }, controller.signal);
   } finally {
-    clearTimeout(timer);
+    cancel();
   }
 }
 
@@ -93,7 +83,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const kind: Kind = reconciler.for;
   const ref = received.data.primary;
   const primaryPath = objectPath({ apiVersion: kind.apiVersion, kind: kind.kind, plural: kind.plural, namespaced: kind.namespaced, verbs: [] }, ref.name, ref.namespace);
-  const name = describe({ kind: kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
+  const name = describeObject({ kind: kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
   const log = options.log.child({ reconciler: reconciler.name, object: name, reason: received.reason, event: received.event.id });
   const changes: Change[] = [];
   const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
@@ -231,7 +221,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
     const desired = childWithOwner(child, obj, reconciler.name);
     if (!owned.some((r) => sameKind(r, desired as KindRef))) {
       // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
-      throw new ReconcileError(`applying ${describe(desired)}`, name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
+      throw new ReconcileError(`applying ${describeObject(desired)}`, name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
     }
     const key = childKey(desired.apiVersion, desired.kind, desired.metadata.name);
     desiredKeys.add(key);
@@ -243,7 +233,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   type Applied = { desired: KubeObject; refusal?: { child: string; reason: string; message: string } };
   const applyOne = async (desired: KubeObject): Promise<Applied> => {
     try {
-      await step(`applying ${describe(desired)}`, async () => {
+      await step(`applying ${describeObject(desired)}`, async () => {
         const resource = await api.resource(desired.apiVersion!, desired.kind!);
         await api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
@@ -256,8 +246,8 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
       if (apiErr && apiErr.status === 422) {
-        log.warn({ child: describe(desired), error: apiErr.message }, 'the apiserver rejected a child');
-        return { desired, refusal: { child: describe(desired), reason: apiErr.reason ?? 'Invalid', message: `${describe(desired)}: ${apiErr.message}` } };
+        log.warn({ child: describeObject(desired), error: apiErr.message }, 'the apiserver rejected a child');
+        return { desired, refusal: { child: describeObject(desired), reason: apiErr.reason ?? 'Invalid', message: `${describeObject(desired)}: ${apiErr.message}` } };
       }
       throw err;
     }
@@ -283,7 +273,7 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   // nothing about them (nothing is pruned); `children: []` means none.
   for (const [key, live] of result.children ? liveChildren : []) {
     if (desiredKeys.has(key) || rejected) continue;
-    await step(`pruning ${describe(live)}`, async () => {
+    await step(`pruning ${describeObject(live)}`, async () => {
       const resource = await api.resource(live.apiVersion!, live.kind!);
       try {
         // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
@@ -299,28 +289,10 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
 
   // 6. Status, with observedGeneration and a Ready condition, only when it changed.
   const ready = terminal ? { ready: false, reason: terminal.reason, message: terminal.message } : rejected ? { ready: false, reason: rejected.reason, message: rejected.message } : readiness(result.ready);
-  const liveStatus = (obj.status ?? {}) as { conditions?: Condition[] };
-  const previous = liveStatus.conditions?.find((c) => c.type === 'Ready');
-  const condition: Condition = {
-    type: 'Ready',
-    status: ready.ready ? 'True' : 'False',
-    reason: ready.reason,
-    message: ready.message,
-    observedGeneration: obj.metadata.generation,
-    lastTransitionTime: previous && previous.status === (ready.ready ? 'True' : 'False') ? previous.lastTransitionTime : now().toISOString(),
-  };
-  const extra: Condition[] = (result.conditions ?? []).map((c) => {
-    const was = liveStatus.conditions?.find((l) => l.type === c.type);
-    const value = c.status ? 'True' : 'False';
-    return {
-      type: c.type,
-      status: value,
-      reason: c.reason,
-      message: c.message ?? '',
-      observedGeneration: obj.metadata.generation,
-      lastTransitionTime: was && was.status === value ? was.lastTransitionTime : now().toISOString(),
-    };
-  });
+  const previous = ((obj.status ?? {}) as { conditions?: Condition[] }).conditions;
+  const settle = (type: string, ok: boolean, reason: string, message: string) => settleCondition(previous, { type, status: ok ? 'True' : 'False', reason, message }, obj.metadata.generation, now());
+  const condition = settle('Ready', ready.ready, ready.reason, ready.message);
+  const extra = (result.conditions ?? []).map((c) => settle(c.type, c.status, c.reason, c.message ?? ''));
   const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
   const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid }, status };
   const statusNeeded = applyNeeded(obj, statusBody, reconciler.fieldManager, 'status');
@@ -350,7 +322,7 @@ function childWithOwner(child: Child, owner: KubeObject, reconcilerName: string)
     metadata: {
       ...child.metadata,
       ...(namespace ? { namespace } : {}),
-      labels: { ...child.metadata.labels, [ownerUidLabel]: owner.metadata.uid!, [reconcilerLabel]: reconcilerName, 'app.kubernetes.io/managed-by': 'kfn' },
+      labels: { ...child.metadata.labels, ...childLabels(owner.metadata.uid!, reconcilerName) },
       ownerReferences: [{ apiVersion: owner.apiVersion!, kind: owner.kind!, name: owner.metadata.name, uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true }],
     },
   };

@@ -16,7 +16,7 @@ import { groupOf, isClusterScopedKind, objectId, type KindRef, type ObjectRef } 
 import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
-import type { Condition } from './kind.ts';
+import type { Condition } from '../../core/conditions.ts';
 import { pluralOf } from './manifests.ts';
 import { Recorder } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -24,7 +24,8 @@ import { labelSelectorMatches } from '../../kube/selectors.ts';
 
 export { labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
-import { ownerUidLabel, reconcileEvent, reconcilerLabel } from './runtime.ts';
+import { reconcileEvent } from './runtime.ts';
+import { childLabels, isKfnFinalizer } from '../../core/names.ts';
 
 /** Kinds the apiserver serves cluster-wide (everything else here is namespaced). */
 
@@ -158,7 +159,7 @@ class MemoryApi extends KubeApi {
       if (metadata?.annotations) next.metadata.annotations = { ...next.metadata.annotations, ...metadata.annotations };
       if (metadata?.ownerReferences) next.metadata.ownerReferences = metadata.ownerReferences;
       // A finalizer apply (kfn's own field manager) sets kfn's finalizers; others are kept.
-      if (metadata?.finalizers) next.metadata.finalizers = [...(next.metadata.finalizers ?? []).filter((f) => !f.startsWith('kfn.dev/')), ...metadata.finalizers];
+      if (metadata?.finalizers) next.metadata.finalizers = [...(next.metadata.finalizers ?? []).filter((f) => !isKfnFinalizer(f)), ...metadata.finalizers];
     }
     if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
       objects.delete(key);
@@ -261,7 +262,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   for (const c of options.children ?? []) {
     const child = structuredClone(c) as Obj;
     child.metadata.namespace ??= namespace;
-    child.metadata.labels = { ...child.metadata.labels, [ownerUidLabel]: primary.metadata.uid!, [reconcilerLabel]: reconciler.name, 'app.kubernetes.io/managed-by': 'kfn' };
+    child.metadata.labels = { ...child.metadata.labels, ...childLabels(primary.metadata.uid!, reconciler.name) };
     child.metadata.ownerReferences ??= [{ apiVersion: kind.apiVersion, kind: kind.kind, name: primary.metadata.name, uid: primary.metadata.uid!, controller: true, blockOwnerDeletion: true } as never];
     put(child);
   }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Reconciler } from './reconciler.ts';
+import { functionLabels } from '../../core/names.ts';
 
 /** Where the apiserver reaches the function: a URL (a function on the apiserver's host) or a Service in the cluster. */
 export type WebhookClient = { url: string } | { service: { namespace: string; name: string; port?: number } };
@@ -23,7 +24,7 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
   const name = options.name ?? `kfn-fn-${reconciler.name}`;
   // Limited to namespaces, as a Reconciler can be: the webhook sees only objects there.
   const namespaceSelector = options.namespaces?.length ? { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: options.namespaces }] } } : {};
-  const labels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': reconciler.name };
+  const labels = functionLabels(reconciler.name);
   const clientConfig = (path: string) => ({
     caBundle: Buffer.from(options.caBundle).toString('base64'),
     ...('url' in options.client ? { url: `${options.client.url.replace(/\/$/, '')}${path}` } : { service: { ...options.client.service, port: options.client.service.port ?? 443, path } }),

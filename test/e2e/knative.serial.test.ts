@@ -15,17 +15,11 @@ import { repoRoot } from '../../cluster/controlplane.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
 import { kubeApi, testCluster, testNamespace, waitFor, type TestCluster } from '../support/cluster.ts';
 import { runDemo } from '../support/demo.ts';
+import type { ReadCondition as Condition } from '../../core/conditions.ts';
 
 const exec = promisify(execFile);
 const system = 'kfn-system';
 const log = (line: string) => console.error(`[knative] ${line}`);
-
-interface Condition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
 
 describe('functions on Knative Serving', () => {
   let cluster: TestCluster;

@@ -13,13 +13,7 @@ import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/controlplane.ts';
 import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor, kubeApi } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
-
-interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-}
+import type { Condition } from '../../core/conditions.ts';
 
 test('the bridge runs under its ServiceAccount with only the shipped RBAC', async (t) => {
   const cluster = await testCluster();

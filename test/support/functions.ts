@@ -17,6 +17,7 @@ import { buildLambdaPackage } from '../../cli/build.ts';
 import { lambdaEnvironment, startLambda, unzipPackage, type LambdaOptions, type LocalLambda } from './lambda.ts';
 import { freePort, spawnBridge } from './bridge.ts';
 import { kubeApi, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
+import type { JournalEntry } from '../../core/journal.ts';
 
 export interface FunctionStack {
   ns: string;
@@ -31,19 +32,6 @@ export interface FunctionStack {
   process?: ChildProcess;
 }
 
-export interface JournalLine {
-  time: string;
-  reason: string;
-  key: string;
-  trigger?: { kind: string; name: string; resourceVersion?: string };
-  outcome: string;
-  status?: number;
-  why?: string;
-  attempt: number;
-  durationMs: number;
-  response?: { changes?: { action: string; detail?: string }[] };
-}
-
 /** What a stack did, for a failed wait's message: the journal's last deliveries and the function's last lines. */
 export function stackReport(stack: FunctionStack, lines = 15): string {
   const deliveries = journalLines(stack.journal).slice(-lines).map((l) => `  ${l.time} ${l.reason} ${l.key} attempt ${l.attempt}: ${l.outcome}${l.status ? ` ${l.status}` : ''}${l.why ? ` — ${l.why}` : ''} (${l.durationMs} ms)`);
@@ -51,9 +39,9 @@ export function stackReport(stack: FunctionStack, lines = 15): string {
   return `journal (${deliveries.length ? `last ${deliveries.length}` : 'no deliveries'}):\n${deliveries.join('\n')}\nfunction output (last lines):\n${out.join('\n') || '  (none)'}`;
 }
 
-export function journalLines(path: string): JournalLine[] {
+export function journalLines(path: string): JournalEntry[] {
   try {
-    return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as JournalLine);
+    return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as JournalEntry);
   } catch {
     return [];
   }
