@@ -6,7 +6,7 @@ import { startReceiver } from '../test/support/receiver.ts';
 import { Bridge } from './bridge.ts';
 import { FakeClock } from '../core/clock.ts';
 import { parseReconciler } from './config.ts';
-import { FakeApiServer, until } from './fakeapi.test-support.ts';
+import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { preferredShard, shardOf } from './shards.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FakeApiServer, until } from './fakeapi.test-support.ts';
+import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { Watcher, type WatchEvent } from './watcher.ts';
 
 function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}) {

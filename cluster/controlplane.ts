@@ -298,7 +298,7 @@ function kubeconfigYaml(server: string, caPem: string, user: string, token: stri
   });
 }
 
-interface Credentials {
+interface ComponentTokens {
   admin: string;
   controllerManager: string;
   scheduler: string;
@@ -406,7 +406,7 @@ function componentArgs(name: string, paths: ClusterPaths, state: ClusterState): 
   }
 }
 
-async function writeClusterFiles(paths: ClusterPaths, state: ClusterState, credentials: Credentials, sandboxImage: string): Promise<void> {
+async function writeClusterFiles(paths: ClusterPaths, state: ClusterState, credentials: ComponentTokens, sandboxImage: string): Promise<void> {
   const server = state.server;
   const node = nodePaths(paths.dir);
   for (const d of [paths.dir, paths.logs, paths.pki, join(paths.dir, 'kubeconfigs'), node.dir, node.cniConfDir, node.kubeletRoot]) mkdirSync(d, { recursive: true });
@@ -547,7 +547,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     const bootStart = Date.now();
     const server = `https://127.0.0.1:${ports.apiserver}`;
     const token = () => randomBytes(24).toString('hex');
-    const credentials: Credentials = { admin: token(), controllerManager: token(), scheduler: token(), kwok: token(), kubelet: token(), kubeProxy: token() };
+    const credentials: ComponentTokens = { admin: token(), controllerManager: token(), scheduler: token(), kwok: token(), kubelet: token(), kubeProxy: token() };
     const state: ClusterState = {
       version: 1,
       kubernetes: binaries.versions.kubernetes,

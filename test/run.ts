@@ -40,7 +40,7 @@ function testFiles(dir: string): string[] {
 }
 
 const testRoot = join(repoRoot, 'test');
-const unitRoots = [join(testRoot, 'unit'), join(repoRoot, 'core'), join(repoRoot, 'bridge'), join(repoRoot, 'kube'), join(repoRoot, 'functions'), join(repoRoot, 'cli'), join(repoRoot, 'cluster')];
+const unitRoots = [join(testRoot, 'unit'), join(testRoot, 'bench'), join(repoRoot, 'core'), join(repoRoot, 'bridge'), join(repoRoot, 'kube'), join(repoRoot, 'functions'), join(repoRoot, 'cli'), join(repoRoot, 'cluster')];
 const clusterRoots = [join(testRoot, 'integration'), join(testRoot, 'e2e')];
 
 const selected = positionals.length ? positionals.map((p) => resolve(p)) : [...unitRoots.flatMap(testFiles), ...(values.unit ? [] : clusterRoots.flatMap(testFiles))];

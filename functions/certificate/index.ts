@@ -4,8 +4,32 @@
 // then). A certificate that still fits the spec is kept as it is: no new key on every call.
 import { X509Certificate, generateKeyPairSync, randomBytes } from 'node:crypto';
 import forge from 'node-forge';
-import { Issuer, signingCa, type SigningCa } from '../issuer/index.ts';
-import { Secret, child, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { Secret, child, defineKind, defineReconciler, t, type KindRef, type ObjectOf, type ReconcileContext } from '../sdk/index.ts';
+
+/**
+ * The Issuer kind, as this function reads it: through its API (the issuer function owns the
+ * kind and checks its CA; its Ready condition says the CA can sign), not through its code.
+ */
+interface IssuerObject {
+  metadata: { name: string; namespace?: string };
+  spec: { selfSigned?: object; ca?: { secretName: string } };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+const Issuer: KindRef<IssuerObject> = { apiVersion: 'certs.kfn.dev/v1alpha1', kind: 'Issuer' };
+
+interface SigningCa {
+  cert: string;
+  key: string;
+}
+
+/** The CA a Ready Issuer signs with: undefined for a self-signed one; its Secret's pair for a CA issuer. */
+async function signingCa(issuer: IssuerObject, ctx: ReconcileContext): Promise<SigningCa | undefined> {
+  if (!issuer.spec.ca) return undefined;
+  const secret = await ctx.get(Secret, issuer.spec.ca.secretName, issuer.metadata.namespace);
+  const [cert, key] = [secret?.data?.['tls.crt'], secret?.data?.['tls.key']];
+  if (!cert || !key) throw new Error(`the CA Secret ${issuer.spec.ca.secretName} of Issuer ${issuer.metadata.name} has no tls.crt and tls.key`);
+  return { cert: Buffer.from(cert, 'base64').toString(), key: Buffer.from(key, 'base64').toString() };
+}
 
 const goDuration = { pattern: '^[0-9]+(h|m|s)$' };
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { isRunning, logTail, residentBytes, startProcess, stopProcess } from '../../cluster/processes.ts';
+import { isRunning, logTail, residentBytes, startProcess, stopProcess } from './processes.ts';
 
 const sh = '/bin/sh';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey, createPublicKey, createSign, createVerify } from 'node:crypto';
 import { test } from 'node:test';
-import { generateClusterPki } from '../../cluster/pki.ts';
+import { generateClusterPki } from './pki.ts';
 
 test('the serving certificate is issued by the cluster CA for loopback and the in-cluster names', () => {
   const now = new Date('2026-01-01T00:00:00Z');

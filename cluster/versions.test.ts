@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compareVersions, goDirective, pinnedVersions, requiredVersion } from '../../cluster/versions.ts';
+import { compareVersions, goDirective, pinnedVersions, requiredVersion } from './versions.ts';
 
 const goMod = `module example
 

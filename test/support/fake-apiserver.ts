@@ -2,7 +2,7 @@
 // (never for testing against Kubernetes itself: integration tests use the real cluster). It
 // keeps objects of one resource with resourceVersions, serves paged lists and watches, and
 // lets a test push watch events, bookmarks and 410s, and end a watch as the apiserver would.
-import { ApiError, type KubeApi, type KubeObject, type RequestOptions, type ResourceInfo } from '../kube/api.ts';
+import { ApiError, type KubeApi, type KubeObject, type RequestOptions, type ResourceInfo } from '../../kube/api.ts';
 
 interface OpenWatch {
   query: Record<string, unknown>;

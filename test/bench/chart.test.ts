@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { crc32, inflateSync } from 'node:zlib';
-import { comparePanels, compareChart, glyphs, type Bar } from '../bench/chart.ts';
+import { comparePanels, compareChart, glyphs, type Bar } from './chart.ts';
 
 const result = {
   date: '2026-11-22T10:00:00.000Z',

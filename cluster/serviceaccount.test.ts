@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { kubeConfigForToken, parseServiceAccountRef } from '../../cluster/serviceaccount.ts';
+import { kubeConfigForToken, parseServiceAccountRef } from './serviceaccount.ts';
 
 test('parseServiceAccountRef accepts namespace/name and a bare name in default', () => {
   assert.deepEqual(parseServiceAccountRef('kfn-system/bridge'), { namespace: 'kfn-system', name: 'bridge' });
