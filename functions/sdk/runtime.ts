@@ -37,7 +37,7 @@ export class ReconcileError extends Error {
 }
 
 
-function readiness(ready: Readiness | undefined): { ready: boolean; reason: string; message: string } {
+function readiness(ready: Readiness | undefined): Verdict {
   if (ready === undefined || ready === true) return { ready: true, reason: 'Reconciled', message: 'all children are applied' };
   if (ready === false) return { ready: false, reason: 'NotReady', message: 'waiting for children to become ready' };
   return { ready: ready.ready, reason: ready.reason, message: ready.message ?? '' };
@@ -78,240 +78,333 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
 }
 
 async function invoke(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal): Promise<ReconcileResponse> {
-  const { api } = options;
-  const now = options.now ?? (() => new Date());
-  const kind: Kind = reconciler.for;
-  const ref = received.data.primary;
-  const primaryPath = objectPath({ apiVersion: kind.apiVersion, kind: kind.kind, plural: kind.plural, namespaced: kind.namespaced, verbs: [] }, ref.name, ref.namespace);
-  const name = describeObject({ kind: kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
-  const log = options.log.child({ reconciler: reconciler.name, object: name, reason: received.reason, event: received.event.id });
-  const changes: Change[] = [];
-  const step = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+  const run = new Invocation(reconciler, received, options, signal);
+  const obj = await run.read();
+  if (!obj) return run.answer();
+  const ctx = run.context(obj);
+  if (obj.metadata.deletionTimestamp) return run.finalize(obj, ctx);
+  await run.addFinalizer(obj);
+  const live = await run.observe(obj, ctx);
+  const outcome = await run.reconcile(obj, ctx);
+  const { desired, rejected } = await run.apply(obj, live, outcome.result);
+  if (outcome.result.children && !rejected) await run.prune(live, desired);
+  const ready = outcome.terminal ? { ready: false, reason: outcome.terminal.reason, message: outcome.terminal.message } : (rejected ?? readiness(outcome.result.ready));
+  const condition = await run.writeStatus(obj, ready, outcome.result);
+  run.log.info({ changes: run.changes.length, ready: condition.status }, 'reconciled');
+  // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
+  if (rejected) return run.answer({ result: 'requeue', message: rejected.message });
+  if (outcome.terminal) return run.answer({ message: `terminal: ${outcome.terminal.message}` });
+  return run.answer(outcome.result.requeueAfterSeconds ? { requeueAfterSeconds: outcome.result.requeueAfterSeconds } : {});
+}
+
+/** What a reconcile returned: the children and status it wants. */
+type Wanted = Awaited<ReturnType<Reconciler['reconcile']>>;
+
+/** Why the primary is or is not Ready, as its condition says it. */
+interface Verdict {
+  ready: boolean;
+  reason: string;
+  message: string;
+}
+
+/**
+ * Children are known by group, kind and name — never by version: the same object read as
+ * autoscaling/v2 and returned as autoscaling/v1 is one child, not one to prune and one to apply.
+ */
+const childKey = (ref: { apiVersion: string; kind: string }, name: string) => objectId({ apiVersion: ref.apiVersion, kind: ref.kind, name });
+
+/** One invocation's steps, in the order invoke() takes them, and what they share. */
+class Invocation {
+  readonly changes: Change[] = [];
+  readonly log: Logger;
+  /** The children this object controls, as observe() found them, by childKey. */
+  private readonly children = new Map<string, KubeObject>();
+  private readonly api: KubeApi;
+  private readonly now: () => Date;
+  private readonly kind: Kind;
+  private readonly primaryPath: string;
+  /** The primary, as messages name it. */
+  private readonly name: string;
+  private readonly reconciler: Reconciler;
+  private readonly received: ReceivedReconcile;
+  private readonly options: InvocationOptions;
+  private readonly signal: AbortSignal;
+
+  constructor(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal) {
+    this.reconciler = reconciler;
+    this.received = received;
+    this.options = options;
+    this.signal = signal;
+    this.api = options.api;
+    this.now = options.now ?? (() => new Date());
+    this.kind = reconciler.for;
+    const ref = received.data.primary;
+    this.primaryPath = objectPath({ apiVersion: this.kind.apiVersion, kind: this.kind.kind, plural: this.kind.plural, namespaced: this.kind.namespaced, verbs: [] }, ref.name, ref.namespace);
+    this.name = describeObject({ kind: this.kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
+    this.log = options.log.child({ reconciler: reconciler.name, object: this.name, reason: received.reason, event: received.event.id });
+  }
+
+  /** Runs one step, unless the deadline has passed; a failure names the step and the object. */
+  private async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
-      signal.throwIfAborted();
+      this.signal.throwIfAborted();
       return await fn();
     } catch (err) {
       if (err instanceof ReconcileError) throw err;
       // An aborted request reports the abort, not the deadline: say what really happened.
-      throw new ReconcileError(what, name, signal.aborted ? signal.reason : err);
+      throw new ReconcileError(what, this.name, this.signal.aborted ? this.signal.reason : err);
     }
-  };
-
-  // 1. Current state, fresh from the apiserver. Gone: nothing to do (children are collected).
-  let obj: KubeObject;
-  try {
-    obj = await api.request<KubeObject>('GET', primaryPath);
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 404) {
-      log.info({}, 'object is gone; nothing to do');
-      return { result: 'done', changes };
-    }
-    throw new ReconcileError('reading the object', name, err);
-  }
-  obj.apiVersion ??= kind.apiVersion;
-  obj.kind ??= kind.kind;
-  const uid = obj.metadata.uid!;
-
-  // Children are known by group, kind and name — never by version: the same object read as
-  // autoscaling/v2 and returned as autoscaling/v1 is one child, not one to prune and one to apply.
-  const childKey = (apiVersion: string, kind: string, name: string) => objectId({ apiVersion, kind, name });
-  const liveChildren = new Map<string, KubeObject>();
-  const ctx: ReconcileContext = {
-    reason: received.reason,
-    attempt: received.attempt,
-    trigger: received.data.trigger,
-    owned: <R extends KindRef>(r: R, n: string) => liveChildren.get(childKey(r.apiVersion, r.kind, n)) as Live<R> | undefined,
-    get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
-      const resource = await api.resource(r.apiVersion, r.kind);
-      try {
-        return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return undefined;
-        throw err;
-      }
-    },
-    list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string; pageSize?: number } = {}) => {
-      const resource = await api.resource(r.apiVersion, r.kind);
-      return listAll<Live<R>>(api, collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector }, pageSize: opts.pageSize });
-    },
-    now,
-    event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
-    api,
-    log,
-    signal,
-  };
-
-  // 2. Deletion: run the finalizer, then let the object go.
-  const finalizer = reconciler.finalizer;
-  if (obj.metadata.deletionTimestamp) {
-    if (finalizer && obj.metadata.finalizers?.includes(finalizer)) {
-      if (obj.metadata.annotations?.[skipFinalizerAnnotation] === 'true') {
-        log.warn({}, `${skipFinalizerAnnotation} is set: removing the finalizer without cleanup`);
-        await ctx.event('Warning', 'FinalizerSkipped', `${skipFinalizerAnnotation} is set: ${finalizer} removed without running cleanup`).catch(() => undefined);
-      } else {
-        try {
-          await step('finalize', async () => reconciler.finalize!(obj as never, ctx));
-        } catch (err) {
-          // Bounded by time since deletion was asked for — not by attempts, which count the
-          // bridge's retries of this object whatever their cause and may be high already.
-          const timeoutSeconds = reconciler.finalizeTimeoutSeconds ?? defaultFinalizeTimeoutSeconds;
-          const parsed = Date.parse(obj.metadata.deletionTimestamp);
-          const since = Number.isNaN(parsed) ? now().getTime() : parsed;
-          const elapsedSeconds = Math.max(0, Math.round((now().getTime() - since) / 1000));
-          const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
-          if (elapsedSeconds < timeoutSeconds) {
-            const giveUpAt = new Date(since + timeoutSeconds * 1000).toISOString();
-            await ctx.event('Warning', 'FinalizeFailed', `cleanup failed: ${cause}; retried until ${giveUpAt}, then ${finalizer} is removed without it (annotate ${skipFinalizerAnnotation}=true to let the object go now)`).catch(() => undefined);
-            throw err;
-          }
-          log.error({ elapsedSeconds, timeoutSeconds, error: cause }, 'finalize kept failing past its timeout; letting the object go');
-          await ctx.event('Warning', 'FinalizerGaveUp', `cleanup kept failing for ${elapsedSeconds}s since deletion (finalizeTimeoutSeconds ${timeoutSeconds}), last: ${cause}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
-        }
-      }
-      try {
-        await step('removing the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, false));
-      } catch (err) {
-        // The uid precondition failed: this object is gone (and a new one of the same name is
-        // not ours to touch). Nothing is left to finalize.
-        if (uidPreconditionFailed((err as Error).cause)) {
-          log.info({}, 'the object went while it was being finalized');
-          return { result: 'done', changes };
-        }
-        throw err;
-      }
-      changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
-      log.info({}, 'finalized');
-    }
-    return { result: 'done', changes };
-  }
-  if (finalizer && !obj.metadata.finalizers?.includes(finalizer)) {
-    await step('adding the finalizer', () => applyFinalizers(api, reconciler, primaryPath, obj, true));
-    changes.push({ action: 'finalizer', ref: refOf(obj), detail: `added ${finalizer}` });
   }
 
-  // 3. What exists now, then what should.
-  const owned = reconciler.owns ?? [];
-  await step('listing owned objects', async () => {
-    // One list per owned kind, all at once: a reconcile waits for one round trip, not one per kind.
-    const lists = await Promise.all(owned.map((r) => ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` }) as Promise<KubeObject[]>));
-    for (const [i, r] of owned.entries()) {
-      for (const child of lists[i]!) {
-        if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) liveChildren.set(childKey(r.apiVersion, r.kind, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
-      }
-    }
-  });
-  // A Terminal error is an answer, not a failure: Ready=False, a Warning Event, no retry.
-  let terminal: Terminal | undefined;
-  const result = await step('reconcile', async () => reconciler.reconcile(obj as never, ctx)).catch((err: unknown) => {
-    if (!(err instanceof ReconcileError && err.cause instanceof Terminal)) throw err;
-    terminal = err.cause;
-    log.warn({ reason: terminal.reason, error: terminal.message }, 'reconcile ended with a terminal error; not retried');
-    // No children (none applied, none pruned); the status fields written before are kept.
-    const { conditions: _c, observedGeneration: _g, ...kept } = (obj.status ?? {}) as Record<string, unknown>;
-    return { status: kept } as ReconcileResult<Record<string, unknown>>;
-  });
-  if (terminal) await step('recording a Warning Event', () => ctx.event('Warning', terminal!.reason, terminal!.message));
-
-  // 4. Children: apply what changed, all at once (a reconcile waits for one round trip, not one
-  // per child), except that cluster-scoped children — a Namespace the others live in — go
-  // first. An invalid one becomes Ready=False, not a retry storm.
-  const desiredKeys = new Set<string>();
-  const toApply: KubeObject[] = [];
-  for (const child of (result.children ?? []) as Child[]) {
-    const desired = childWithOwner(child, obj, reconciler.name);
-    if (!owned.some((r) => sameKind(r, desired as KindRef))) {
-      // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
-      throw new ReconcileError(`applying ${describeObject(desired)}`, name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
-    }
-    const key = childKey(desired.apiVersion, desired.kind, desired.metadata.name);
-    desiredKeys.add(key);
-    const live = liveChildren.get(key);
-    const needed = applyNeeded(live, desired, reconciler.fieldManager);
-    options.observer?.child(desired, live, needed);
-    if (needed) toApply.push(desired);
+  answer(rest: Partial<ReconcileResponse> = {}): ReconcileResponse {
+    return { result: 'done', changes: this.changes, ...rest };
   }
-  type Applied = { desired: KubeObject; refusal?: { child: string; reason: string; message: string } };
-  const applyOne = async (desired: KubeObject): Promise<Applied> => {
+
+  /** 1. Current state, fresh from the apiserver; undefined when it is gone (its children are collected). */
+  async read(): Promise<KubeObject | undefined> {
+    let obj: KubeObject;
     try {
-      await step(`applying ${describeObject(desired)}`, async () => {
-        const resource = await api.resource(desired.apiVersion!, desired.kind!);
-        await api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
+      obj = await this.api.request<KubeObject>('GET', this.primaryPath);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        this.log.info({}, 'object is gone; nothing to do');
+        return undefined;
+      }
+      throw new ReconcileError('reading the object', this.name, err);
+    }
+    obj.apiVersion ??= this.kind.apiVersion;
+    obj.kind ??= this.kind.kind;
+    return obj;
+  }
+
+  /** The context the user's reconcile and finalize get; `owned` answers from what observe() found. */
+  context(obj: KubeObject): ReconcileContext {
+    const { api, now, reconciler, received, log, signal, children } = this;
+    return {
+      reason: received.reason,
+      attempt: received.attempt,
+      trigger: received.data.trigger,
+      owned: <R extends KindRef>(r: R, n: string) => children.get(childKey(r, n)) as Live<R> | undefined,
+      get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
+        const resource = await api.resource(r.apiVersion, r.kind);
+        try {
+          return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 404) return undefined;
+          throw err;
+        }
+      },
+      list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string; pageSize?: number } = {}) => {
+        const resource = await api.resource(r.apiVersion, r.kind);
+        return listAll<Live<R>>(api, collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector }, pageSize: opts.pageSize });
+      },
+      now,
+      event: (type, reason, message) => recordEvent(api, obj, { type, reason, message, component: `kfn-${reconciler.name}`, now: now() }),
+      api,
+      log,
+      signal,
+    };
+  }
+
+  /** 2. Deletion: run the user's finalize (bounded by finalizeTimeoutSeconds), then let the object go. */
+  async finalize(obj: KubeObject, ctx: ReconcileContext): Promise<ReconcileResponse> {
+    const finalizer = this.reconciler.finalizer;
+    if (!finalizer || !obj.metadata.finalizers?.includes(finalizer)) return this.answer();
+    if (obj.metadata.annotations?.[skipFinalizerAnnotation] === 'true') {
+      this.log.warn({}, `${skipFinalizerAnnotation} is set: removing the finalizer without cleanup`);
+      await ctx.event('Warning', 'FinalizerSkipped', `${skipFinalizerAnnotation} is set: ${finalizer} removed without running cleanup`).catch(() => undefined);
+    } else {
+      await this.step('finalize', async () => this.reconciler.finalize!(obj as never, ctx)).catch((err: unknown) => this.finalizeFailed(obj, ctx, err));
+    }
+    try {
+      await this.step('removing the finalizer', () => applyFinalizers(this.api, this.reconciler, this.primaryPath, obj, false));
+    } catch (err) {
+      // The uid precondition failed: this object is gone (and a new one of the same name is
+      // not ours to touch). Nothing is left to finalize.
+      if (uidPreconditionFailed((err as Error).cause)) {
+        this.log.info({}, 'the object went while it was being finalized');
+        return this.answer();
+      }
+      throw err;
+    }
+    this.changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
+    this.log.info({}, 'finalized');
+    return this.answer();
+  }
+
+  /**
+   * A failed finalize is retried (rethrown) until finalizeTimeoutSeconds have passed since
+   * deletion was asked for — not by attempts, which count the bridge's retries of this object
+   * whatever their cause and may be high already — and then given up, so deletion can finish.
+   */
+  private async finalizeFailed(obj: KubeObject, ctx: ReconcileContext, err: unknown): Promise<void> {
+    const finalizer = this.reconciler.finalizer!;
+    const timeoutSeconds = this.reconciler.finalizeTimeoutSeconds ?? defaultFinalizeTimeoutSeconds;
+    const parsed = Date.parse(obj.metadata.deletionTimestamp!);
+    const since = Number.isNaN(parsed) ? this.now().getTime() : parsed;
+    const elapsedSeconds = Math.max(0, Math.round((this.now().getTime() - since) / 1000));
+    const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+    if (elapsedSeconds < timeoutSeconds) {
+      const giveUpAt = new Date(since + timeoutSeconds * 1000).toISOString();
+      await ctx.event('Warning', 'FinalizeFailed', `cleanup failed: ${cause}; retried until ${giveUpAt}, then ${finalizer} is removed without it (annotate ${skipFinalizerAnnotation}=true to let the object go now)`).catch(() => undefined);
+      throw err;
+    }
+    this.log.error({ elapsedSeconds, timeoutSeconds, error: cause }, 'finalize kept failing past its timeout; letting the object go');
+    await ctx.event('Warning', 'FinalizerGaveUp', `cleanup kept failing for ${elapsedSeconds}s since deletion (finalizeTimeoutSeconds ${timeoutSeconds}), last: ${cause}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
+  }
+
+  /** Before the first reconcile of a function with `finalize`: its finalizer on the object. */
+  async addFinalizer(obj: KubeObject): Promise<void> {
+    const finalizer = this.reconciler.finalizer;
+    if (!finalizer || obj.metadata.finalizers?.includes(finalizer)) return;
+    await this.step('adding the finalizer', () => applyFinalizers(this.api, this.reconciler, this.primaryPath, obj, true));
+    this.changes.push({ action: 'finalizer', ref: refOf(obj), detail: `added ${finalizer}` });
+  }
+
+  /** 3. What exists now: the children this object controls, one list per owned kind, all at once. */
+  async observe(obj: KubeObject, ctx: ReconcileContext): Promise<Map<string, KubeObject>> {
+    const uid = obj.metadata.uid!;
+    const owned = this.reconciler.owns ?? [];
+    await this.step('listing owned objects', async () => {
+      const lists = await Promise.all(owned.map((r) => ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` }) as Promise<KubeObject[]>));
+      for (const [i, r] of owned.entries()) {
+        for (const child of lists[i]!) {
+          if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) this.children.set(childKey(r, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
+        }
+      }
+    });
+    return this.children;
+  }
+
+  /** 4. What should exist: the user's reconcile. A Terminal error is an answer, not a failure. */
+  async reconcile(obj: KubeObject, ctx: ReconcileContext): Promise<{ result: Wanted; terminal?: Terminal }> {
+    let terminal: Terminal | undefined;
+    const result = await this.step('reconcile', async () => this.reconciler.reconcile(obj as never, ctx)).catch((err: unknown) => {
+      if (!(err instanceof ReconcileError && err.cause instanceof Terminal)) throw err;
+      terminal = err.cause;
+      this.log.warn({ reason: terminal.reason, error: terminal.message }, 'reconcile ended with a terminal error; not retried');
+      // No children (none applied, none pruned); the status fields written before are kept.
+      const { conditions: _c, observedGeneration: _g, ...kept } = (obj.status ?? {}) as Record<string, unknown>;
+      return { status: kept } as ReconcileResult<Record<string, unknown>>;
+    });
+    // Ready=False and a Warning Event; no retry.
+    if (terminal) await this.step('recording a Warning Event', () => ctx.event('Warning', terminal!.reason, terminal!.message));
+    return { result, ...(terminal ? { terminal } : {}) };
+  }
+
+  /**
+   * 5. Children: apply what changed, all at once (a reconcile waits for one round trip, not one
+   * per child), except that cluster-scoped children — a Namespace the others live in — go
+   * first. A child the apiserver refuses as invalid becomes Ready=False, not a retry storm.
+   */
+  async apply(obj: KubeObject, live: Map<string, KubeObject>, result: Wanted): Promise<{ desired: Set<string>; rejected?: Verdict }> {
+    const desiredKeys = new Set<string>();
+    const toApply: KubeObject[] = [];
+    for (const child of (result.children ?? []) as Child[]) {
+      const desired = childWithOwner(child, obj, this.reconciler.name);
+      if (!(this.reconciler.owns ?? []).some((r) => sameKind(r, desired as KindRef))) {
+        // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
+        throw new ReconcileError(`applying ${describeObject(desired)}`, this.name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
+      }
+      const key = childKey(desired as KindRef, desired.metadata.name);
+      desiredKeys.add(key);
+      const needed = applyNeeded(live.get(key), desired, this.reconciler.fieldManager);
+      this.options.observer?.child(desired, live.get(key), needed);
+      if (needed) toApply.push(desired);
+    }
+    const clusterScoped = await Promise.all(toApply.map((d) => this.api.resource(d.apiVersion!, d.kind!).then((r) => !r.namespaced, () => false)));
+    const refusals: Refusal[] = [];
+    for (const wave of [toApply.filter((_, i) => clusterScoped[i]), toApply.filter((_, i) => !clusterScoped[i])]) {
+      const settled = await Promise.allSettled(wave.map((d) => this.applyChild(d)));
+      // Changes and refusals in the children's order, whatever order the answers came in.
+      for (const [i, s] of settled.entries()) {
+        if (s.status !== 'fulfilled') continue;
+        if (s.value) refusals.push(s.value);
+        else this.changes.push({ action: 'applied', ref: { apiVersion: wave[i]!.apiVersion!, kind: wave[i]!.kind!, namespace: wave[i]!.metadata.namespace, name: wave[i]!.metadata.name } });
+      }
+      const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
+    if (!refusals.length) return { desired: desiredKeys };
+    // The first refusal in full, the others by name: what to fix first, and what else is waiting.
+    const [first, ...others] = refusals;
+    const message = others.length ? `${first!.message} (also refused: ${others.map((r) => r.child).join(', ')})` : first!.message;
+    return { desired: desiredKeys, rejected: { ready: false, reason: first!.reason, message } };
+  }
+
+  /** One server-side apply; a 422 comes back as a refusal instead of an error. */
+  private async applyChild(desired: KubeObject): Promise<Refusal | undefined> {
+    try {
+      await this.step(`applying ${describeObject(desired)}`, async () => {
+        const resource = await this.api.resource(desired.apiVersion!, desired.kind!);
+        await this.api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
           contentType: 'application/apply-patch+yaml',
-          query: { fieldManager: reconciler.fieldManager, force: true },
+          query: { fieldManager: this.reconciler.fieldManager, force: true },
         });
       });
-      return { desired };
+      return undefined;
     } catch (err) {
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
       if (apiErr && apiErr.status === 422) {
-        log.warn({ child: describeObject(desired), error: apiErr.message }, 'the apiserver rejected a child');
-        return { desired, refusal: { child: describeObject(desired), reason: apiErr.reason ?? 'Invalid', message: `${describeObject(desired)}: ${apiErr.message}` } };
+        this.log.warn({ child: describeObject(desired), error: apiErr.message }, 'the apiserver rejected a child');
+        return { child: describeObject(desired), reason: apiErr.reason ?? 'Invalid', message: `${describeObject(desired)}: ${apiErr.message}` };
       }
       throw err;
     }
-  };
-  const clusterScoped = await Promise.all(toApply.map((d) => api.resource(d.apiVersion!, d.kind!).then((r) => !r.namespaced, () => false)));
-  const refusals: Applied['refusal'][] = [];
-  for (const wave of [toApply.filter((_, i) => clusterScoped[i]), toApply.filter((_, i) => !clusterScoped[i])]) {
-    const settled = await Promise.allSettled(wave.map(applyOne));
-    // Changes and refusals in the children's order, whatever order the answers came in.
-    for (const s of settled) {
-      if (s.status !== 'fulfilled') continue;
-      if (s.value.refusal) refusals.push(s.value.refusal);
-      else changes.push({ action: 'applied', ref: { apiVersion: s.value.desired.apiVersion!, kind: s.value.desired.kind!, namespace: s.value.desired.metadata.namespace, name: s.value.desired.metadata.name } });
-    }
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-  }
-  // The first refusal in full, the others by name: what to fix first, and what else is waiting.
-  const rejected = refusals.length
-    ? { reason: refusals[0]!.reason, message: refusals.length === 1 ? refusals[0]!.message : `${refusals[0]!.message} (also refused: ${refusals.slice(1).map((r) => r!.child).join(', ')})` }
-    : undefined;
-  // 5. Prune what this object controls but no longer wants. A result without `children` says
-  // nothing about them (nothing is pruned); `children: []` means none.
-  for (const [key, live] of result.children ? liveChildren : []) {
-    if (desiredKeys.has(key) || rejected) continue;
-    await step(`pruning ${describeObject(live)}`, async () => {
-      const resource = await api.resource(live.apiVersion!, live.kind!);
-      try {
-        // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
-        await api.request('DELETE', objectPath(resource, live.metadata.name, live.metadata.namespace), {
-          body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } },
-        });
-      } catch (err) {
-        if (!(err instanceof ApiError && (err.status === 404 || err.status === 409))) throw err;
-      }
-    });
-    changes.push({ action: 'pruned', ref: refOf(live) });
   }
 
-  // 6. Status, with observedGeneration and a Ready condition, only when it changed.
-  const ready = terminal ? { ready: false, reason: terminal.reason, message: terminal.message } : rejected ? { ready: false, reason: rejected.reason, message: rejected.message } : readiness(result.ready);
-  const previous = ((obj.status ?? {}) as { conditions?: Condition[] }).conditions;
-  const settle = (type: string, ok: boolean, reason: string, message: string) => settleCondition(previous, { type, status: ok ? 'True' : 'False', reason, message }, obj.metadata.generation, now());
-  const condition = settle('Ready', ready.ready, ready.reason, ready.message);
-  const extra = (result.conditions ?? []).map((c) => settle(c.type, c.status, c.reason, c.message ?? ''));
-  const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
-  const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid }, status };
-  const statusNeeded = applyNeeded(obj, statusBody, reconciler.fieldManager, 'status');
-  options.observer?.status(statusBody, statusNeeded);
-  if (statusNeeded) {
-    await step('writing the status', () =>
-      api.request('PATCH', `${primaryPath}/status`, {
+  /**
+   * 6. Prune what this object controls but no longer wants (only when the result lists its
+   * children: a result without `children` says nothing about them; `children: []` means none).
+   */
+  async prune(live: Map<string, KubeObject>, desired: Set<string>): Promise<void> {
+    for (const [key, child] of live) {
+      if (desired.has(key)) continue;
+      await this.step(`pruning ${describeObject(child)}`, async () => {
+        const resource = await this.api.resource(child.apiVersion!, child.kind!);
+        try {
+          // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
+          await this.api.request('DELETE', objectPath(resource, child.metadata.name, child.metadata.namespace), {
+            body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background', preconditions: { uid: child.metadata.uid } },
+          });
+        } catch (err) {
+          if (!(err instanceof ApiError && (err.status === 404 || err.status === 409))) throw err;
+        }
+      });
+      this.changes.push({ action: 'pruned', ref: refOf(child) });
+    }
+  }
+
+  /** 7. The status, with observedGeneration and the Ready condition, written only when it changed. */
+  async writeStatus(obj: KubeObject, ready: Verdict, result: Wanted): Promise<Condition> {
+    const previous = ((obj.status ?? {}) as { conditions?: Condition[] }).conditions;
+    const settle = (type: string, ok: boolean, reason: string, message: string) => settleCondition(previous, { type, status: ok ? 'True' : 'False', reason, message }, obj.metadata.generation, this.now());
+    const condition = settle('Ready', ready.ready, ready.reason, ready.message);
+    const extra = (result.conditions ?? []).map((c) => settle(c.type, c.status, c.reason, c.message ?? ''));
+    const status = { ...(result.status ?? {}), observedGeneration: obj.metadata.generation, conditions: [condition, ...extra] };
+    const statusBody = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid }, status };
+    const needed = applyNeeded(obj, statusBody, this.reconciler.fieldManager, 'status');
+    this.options.observer?.status(statusBody, needed);
+    if (!needed) return condition;
+    await this.step('writing the status', () =>
+      this.api.request('PATCH', `${this.primaryPath}/status`, {
         body: statusBody,
         contentType: 'application/apply-patch+yaml',
-        query: { fieldManager: reconciler.fieldManager, force: true },
+        query: { fieldManager: this.reconciler.fieldManager, force: true },
       }),
     );
-    changes.push({ action: 'status', ref: refOf(obj), detail: `Ready=${condition.status} (${condition.reason})` });
+    this.changes.push({ action: 'status', ref: refOf(obj), detail: `Ready=${condition.status} (${condition.reason})` });
+    return condition;
   }
-  log.info({ changes: changes.length, ready: condition.status }, 'reconciled');
-  // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
-  if (rejected) return { result: 'requeue', changes, message: rejected.message };
-  if (terminal) return { result: 'done', changes, message: `terminal: ${terminal.message}` };
-  return { result: 'done', changes, ...(result.requeueAfterSeconds ? { requeueAfterSeconds: result.requeueAfterSeconds } : {}) };
+}
+
+/** A child the apiserver refused as invalid (422). */
+interface Refusal {
+  child: string;
+  reason: string;
+  message: string;
 }
 
 /** The child as it will be applied: namespace, controller ownerReference, kfn labels. */
