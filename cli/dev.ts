@@ -14,14 +14,13 @@ import { build } from 'esbuild';
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import pino from 'pino';
-import { Bridge } from '../bridge/bridge.ts';
+import { startBridge } from '../bridge/main.ts';
 import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
 import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/connection.ts';
 import { authenticate, type Credentials } from '../core/authentication.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
 import { Journal } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
-import { BridgeMetrics } from '../bridge/metrics.ts';
 import { clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
 import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
@@ -233,18 +232,6 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     say(`function ${name} (${fn.kind}) from ${relative(process.cwd(), fn.dir) || '.'} at ${base}/fn/${name}`);
   }
 
-  // 2. The bridge, in this process, delivering to them.
-  const bridge = new Bridge({
-    api: adminApi,
-    log: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m), error: (o, m) => log.error(o, m) },
-    metrics: new BridgeMetrics(),
-    source: 'kfn://dev/bridge',
-    onProblem: (name, source, problem) => {
-      if (problem) say(`bridge: ${name}: ${source}: ${problem}`);
-      broadcast('problem', { function: name, source, problem: problem ?? null });
-    },
-  });
-
   // 3. The server: functions, the UI and its API.
   const app = new Hono();
   app.all('/fn/:name', async (c) => {
@@ -305,8 +292,20 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     s.once('error', (err: NodeJS.ErrnoException) => fail(err.code === 'EADDRINUSE' ? new UsageError(`kfn dev: port ${options.port} is in use; pass --port`) : err));
   });
 
-  const failed = await bridge.setReconcilers([...fns.values()].map(reconcilerConfig));
-  for (const [name, err] of failed) say(`bridge: ${name} could not start: ${err.message}`);
+  // 2. The bridge, in this process, delivering to them: the same assembly as `kfn bridge`, with
+  // the functions' Reconcilers instead of the cluster's, and no health server or Lease.
+  const bridge = await startBridge({
+    api: adminApi,
+    reconcilers: [...fns.values()].map(reconcilerConfig),
+    source: 'kfn://dev/bridge',
+    metricsAddr: '0',
+    shutdownTimeoutMs: 5_000,
+    logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m), error: (o, m) => log.error(o, m) },
+    onProblem: (name, source, problem) => {
+      if (problem) say(`bridge: ${name}: ${source}: ${problem}`);
+      broadcast('problem', { function: name, source, problem: problem ?? null });
+    },
+  });
 
   // 4. Reload on save: rebuild the function whose inputs changed; keep the old code on an error.
   const reload = async (name: string) => {
@@ -384,7 +383,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     async stop() {
       for (const w of watchers.values()) w.close();
       for (const t of pending.values()) clearTimeout(t);
-      await bridge.stop(5_000);
+      await bridge.stop();
       for (const send of subscribers) send('bye', {});
       // Open UIs hold their event streams: close them, or the server waits for them forever.
       const closed = new Promise<void>((done) => server.close(() => done()));

@@ -1,0 +1,201 @@
+// Where a bridge's Reconcilers come from: a fixed list (a file, or the functions `kfn dev`
+// serves), or the cluster's Reconciler objects, whose changes apply without a restart and whose
+// Ready condition says whether each one works and, when it does not, why.
+import type { Bridge, Logger } from './bridge.ts';
+import { InvalidReconcilerError, parseReconciler, type ReconcilerConfig } from './config.ts';
+import { Watcher, type WatcherOptions } from './watcher.ts';
+import { sameCondition, settleCondition, type Condition } from '../core/conditions.ts';
+import { reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
+import type { KubeApi, KubeObject } from '../kube/api.ts';
+
+/** How often Reconcilers that could not start (their kind not served yet) are tried again. */
+export const retrySeconds = 5;
+
+/** What gives the bridge its Reconcilers, once this replica may deliver. */
+export interface ReconcilerSource {
+  start(): Promise<void>;
+  /** True once the first set has been handed to the bridge (the leader's readiness). */
+  readonly loaded: boolean;
+  /** Told when a Reconciler's sink or a watch stops working (`problem`), and when it works again. */
+  onProblem(name: string, source: string, problem: string | undefined): void;
+  stop(): Promise<void>;
+}
+
+function logFailures(log: Logger, failed: Map<string, Error>): void {
+  for (const [name, err] of failed) log.error({ reconciler: name, error: err.message }, `reconciler could not start; retrying in ${retrySeconds} s`);
+}
+
+/**
+ * A fixed list, replaced only by `set`. Reconcilers whose kinds are not served yet (a CRD being
+ * installed) are tried again every retrySeconds; the ones that started are left as they are.
+ */
+export class FixedReconcilers implements ReconcilerSource {
+  loaded = false;
+  private configs: ReconcilerConfig[];
+  private readonly bridge: Bridge;
+  private readonly log: Logger;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(bridge: Bridge, configs: ReconcilerConfig[], log: Logger) {
+    this.bridge = bridge;
+    this.configs = configs;
+    this.log = log;
+  }
+
+  async start(): Promise<void> {
+    await this.apply();
+    this.loaded = true;
+  }
+
+  /** Replaces the list (kfn dev, after a function's reload); answers which could not start. */
+  async set(configs: ReconcilerConfig[]): Promise<Map<string, Error>> {
+    this.configs = configs;
+    return this.apply();
+  }
+
+  onProblem(): void {}
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+  }
+
+  private async apply(): Promise<Map<string, Error>> {
+    if (this.stopped) return new Map();
+    clearTimeout(this.retry);
+    const failed = await this.bridge.setReconcilers(this.configs);
+    logFailures(this.log, failed);
+    if (failed.size) {
+      this.retry = setTimeout(() => void this.apply().catch((err) => this.log.error({ error: String(err) }, 'applying Reconcilers failed')), retrySeconds * 1000);
+      this.retry.unref();
+    }
+    return failed;
+  }
+}
+
+/**
+ * The cluster's Reconciler objects, watched: a change (of spec or metadata: the bridge's own
+ * status writes change no generation) is applied 200 ms later, with those around it. Each
+ * Reconciler's Ready condition is written when it changes: Running, InvalidSpec, WatchFailed,
+ * SinkNotReady.
+ */
+export class ClusterReconcilers implements ReconcilerSource {
+  loaded = false;
+  private readonly bridge: Bridge;
+  private readonly api: KubeApi;
+  private readonly log: Logger;
+  private readonly watcherOptions: Partial<WatcherOptions> | undefined;
+  private watcher: Watcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private applying = Promise.resolve();
+  private stopped = false;
+  /** What keeps each Reconciler from working, by source (`sink`, `watch <kind>`), until it works again. */
+  private readonly problems = new Map<string, Map<string, string>>();
+
+  constructor(bridge: Bridge, api: KubeApi, log: Logger, watcherOptions?: Partial<WatcherOptions>) {
+    this.bridge = bridge;
+    this.api = api;
+    this.log = log;
+    this.watcherOptions = watcherOptions;
+  }
+
+  async start(): Promise<void> {
+    const resource = await this.api.resource(reconcilerApiVersion, reconcilerKind).catch((err) => {
+      throw new Error(`${(err as Error).message}. Install it with: kubectl apply -f manifests/crds/ (or run with --config <file>)`);
+    });
+    this.watcher = new Watcher(this.api, resource, { projection: 'full', log: (level, msg, fields) => this.log[level](fields ?? {}, msg), ...this.watcherOptions });
+    this.watcher.subscribe((event) => {
+      if (event.type === 'apply' && event.old && event.old.metadata.generation === event.object.metadata.generation) return;
+      this.schedule();
+    });
+    this.watcher.start();
+    await this.watcher.waitForSync();
+    this.schedule(0);
+    // Reconcilers whose kinds are not served yet (CRD installed later) are retried.
+    this.retry = setInterval(() => this.schedule(0), retrySeconds * 1000);
+    this.retry.unref();
+  }
+
+  onProblem(name: string, source: string, problem: string | undefined): void {
+    let current = this.problems.get(name);
+    if (!current) this.problems.set(name, (current = new Map()));
+    if (problem) current.set(source, problem);
+    else current.delete(source);
+    const obj = this.watcher?.store.get(name);
+    if (!obj) return;
+    let config: ReconcilerConfig | undefined;
+    try {
+      config = parseReconciler(obj);
+    } catch {
+      return; // an invalid spec keeps its InvalidSpec verdict
+    }
+    void this.writeStatus(obj, config);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    clearInterval(this.retry);
+    await this.watcher?.stop();
+  }
+
+  private schedule(delayMs = 200): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.applying = this.applying.then(() => this.apply()).catch((err) => this.log.error({ error: String(err) }, 'applying Reconcilers failed'));
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async apply(): Promise<void> {
+    if (!this.watcher || this.stopped) return;
+    const valid: { config: ReconcilerConfig; obj: KubeObject }[] = [];
+    for (const obj of this.watcher.store.values()) {
+      try {
+        valid.push({ config: parseReconciler(obj), obj });
+      } catch (err) {
+        const message = err instanceof InvalidReconcilerError ? err.problems.join('; ') : (err as Error).message;
+        this.log.warn({ reconciler: obj.metadata.name, problems: message }, 'invalid Reconciler ignored');
+        await this.writeStatus(obj, undefined, { reason: 'InvalidSpec', message });
+      }
+    }
+    const failed = await this.bridge.setReconcilers(valid.map((v) => v.config));
+    for (const { config, obj } of valid) {
+      const error = failed.get(config.name);
+      await this.writeStatus(obj, config, error ? { reason: 'WatchFailed', message: error.message } : undefined);
+    }
+    logFailures(this.log, failed);
+    this.loaded = true;
+  }
+
+  /** What keeps a Reconciler from working now: its first problem's reason, every problem's message. */
+  private problemOf(name: string): { reason: string; message: string } | undefined {
+    const current = this.problems.get(name);
+    if (!current?.size) return undefined;
+    const [source, message] = [...current.entries()][0]!;
+    return { reason: source === 'sink' ? 'SinkNotReady' : 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
+  }
+
+  /** Writes a Reconciler's Ready condition, only when it changed (no write on every resync). */
+  private async writeStatus(obj: KubeObject, config: ReconcilerConfig | undefined, failure?: { reason: string; message: string }): Promise<void> {
+    const problem = failure ?? this.problemOf(obj.metadata.name);
+    const verdict = problem ? { status: 'False' as const, ...problem } : { status: 'True' as const, reason: 'Running', message: runningMessage(config!) };
+    const conditions = (obj.status as { conditions?: Condition[] } | undefined)?.conditions;
+    const generation = obj.metadata.generation;
+    const condition = settleCondition(conditions, { type: 'Ready', ...verdict }, generation, new Date());
+    if (sameCondition(conditions?.find((c) => c.type === 'Ready'), condition)) return;
+    await this.api
+      .request('PATCH', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${obj.metadata.name}/status`, {
+        body: { status: { observedGeneration: generation, conditions: [condition] } },
+        contentType: 'application/merge-patch+json',
+      })
+      .catch((e) => this.log.warn({ error: String(e) }, 'could not write Reconciler status'));
+  }
+}
+
+function runningMessage(config: ReconcilerConfig): string {
+  const ref = config.sink.ref;
+  return `delivering ${config.for.kind} events to ${config.sink.uri ?? `${ref?.kind} ${ref?.namespace ? `${ref.namespace}/` : ''}${ref?.name}`}`;
+}
