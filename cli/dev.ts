@@ -143,96 +143,113 @@ function buildError(err: unknown): string {
   return e.message ?? String(err);
 }
 
-export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
-  const say = options.log ?? ((line: string) => console.error(line));
-  const systemNamespace = options.systemNamespace ?? 'kfn-system';
-  const host = options.host ?? '127.0.0.1';
-  const base = `http://${host}:${options.port}`;
-  const adminApi = new KubeApi(connectionFromKubeconfig(options.kubeconfig));
-  const admin = new KubeConfig();
-  admin.loadFromFile(options.kubeconfig);
-  rmSync(bundleDir, { recursive: true, force: true });
-  const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
+/** The deliveries this server has seen (the last keepRecords), told to the UI's streams and the terminal as they come. */
+class DeliveryLog {
+  readonly records: InvocationRecord[] = [];
+  readonly versions = new Map<string, number>();
+  readonly subscribers = new Set<(event: string, data: unknown) => void>();
+  private readonly file: Journal<InvocationRecord> | undefined;
+  private readonly say: (line: string) => void;
+  private readonly versionOf: (fn: string) => number;
 
-  const records: InvocationRecord[] = [];
-  const versions = new Map<string, number>();
-  const subscribers = new Set<(event: string, data: unknown) => void>();
-  const broadcast = (event: string, data: unknown) => {
-    for (const s of subscribers) s(event, data);
-  };
-  const fns = new Map<string, DevFunction>();
-  const log = pino({ level: 'warn', base: { component: 'kfn-dev' } });
-
-  const addRecord = (r: InvocationRecord) => {
-    records.push(r);
-    if (records.length > keepRecords) records.splice(0, records.length - keepRecords);
-    const version = fns.get(r.function)?.version ?? 0;
-    versions.set(r.id, version);
-    recordFile?.append(r);
-    const s = summary(r, version);
-    broadcast('delivery', s);
-    const time = new Date(r.time).toLocaleTimeString('en-GB');
-    const what = s.outcome === 'error' ? `failed: ${s.error}` : `${s.outcome}, ${s.writes} write${s.writes === 1 ? '' : 's'}${s.refused ? `, ${s.refused} refused` : ''}`;
-    say(`${time} ${s.function} ${s.kind} ${s.object} ${s.reason}${s.replay ? ` (${s.replay.mode} replay)` : ''} #${s.attempt} → ${what} (${s.durationMs} ms)`);
-    if (s.outcome === 'requeue' && s.message) say(`    ${s.message.length > 300 ? `${s.message.slice(0, 297)}…` : s.message}`);
-    if (r.error) {
-      const stack = (r.error.cause?.stack ?? r.error.stack ?? '').split('\n').slice(1, 4).map((l) => `    ${l.trim()}`);
-      for (const l of stack) say(l);
-    }
-  };
-
-  const reconcilerConfig = (fn: { reconciler: Reconciler }): ReconcilerConfig => {
-    const objects = functionManifests(fn.reconciler, { namespace: systemNamespace, sinkUri: `${base}/fn/${fn.reconciler.name}`, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds });
-    return parseReconciler(objects.find((o) => (o as { kind: string }).kind === 'Reconciler'));
-  };
-
-  /** The CRD and RBAC of the function as its code defines them now (not its Reconciler: the bridge here delivers). */
-  const clusterObjects = (reconciler: Reconciler) =>
-    functionManifests(reconciler, { namespace: systemNamespace, sinkUri: `${base}/fn/${reconciler.name}`, namespaces: options.namespaces }).filter((o) => (o as { kind: string }).kind !== 'Reconciler');
-  const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
-
-  /** The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster. */
-  const functionApi = async (name: string) => {
-    const token = await requestServiceAccountToken(admin, { namespace: systemNamespace, name: `kfn-fn-${name}` }, 86400);
-    return new KubeApi(connectionFromKubeconfigText(kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(), `ServiceAccount ${systemNamespace}/kfn-fn-${name}`));
-  };
-
-  // 1. Load each function, put its CRD and RBAC in the cluster, give it an endpoint.
-  for (const dir of options.dirs) {
-    const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0).catch((err) => {
-      throw new UsageError(`kfn dev: ${dir} does not build:\n${buildError(err)}`);
-    });
-    const name = probe.reconciler.name;
-    if (fns.has(name)) throw new UsageError(`kfn dev: two folders define function ${name}`);
-    const objects = clusterObjects(probe.reconciler);
-    await applyFunction(adminApi, name, objects, systemNamespace);
-    const secretObj = await adminApi.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${systemNamespace}/secrets/kfn-fn-${name}`);
-    const secret = Buffer.from(secretObj.data.secret, 'base64').toString('utf8');
-    const api = await functionApi(name);
-    const fn: DevFunction = {
-      name,
-      dir: resolve(dir),
-      kind: `${probe.reconciler.for.apiVersion} ${probe.reconciler.for.kind}`,
-      version: 1,
-      loadedAt: new Date().toISOString(),
-      reconciler: probe.reconciler,
-      secret,
-      api,
-      inputs: probe.inputs,
-      manifestsHash: hashOf(objects),
-      app: undefined as never,
-    };
-    fn.app = createApp(() => fn.reconciler, { credentials: { kind: 'hmac', secret }, api, record: addRecord, log: pino({ level: 'debug', base: { component: `kfn-fn-${name}` } }, { write: () => {} }) });
-    fns.set(name, fn);
-    const existing = await adminApi.request('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).then(
-      () => true,
-      () => false,
-    );
-    if (existing) say(`warning: a Reconciler named ${name} exists in the cluster; a bridge running there delivers the same objects to another copy of ${name} (stop it, or run kfn dev with --namespace on a namespace of your own)`);
-    say(`function ${name} (${fn.kind}) from ${relative(process.cwd(), fn.dir) || '.'} at ${base}/fn/${name}`);
+  constructor(file: Journal<InvocationRecord> | undefined, say: (line: string) => void, versionOf: (fn: string) => number) {
+    this.file = file;
+    this.say = say;
+    this.versionOf = versionOf;
   }
 
-  // 3. The server: functions, the UI and its API.
+  broadcast(event: string, data: unknown): void {
+    for (const s of this.subscribers) s(event, data);
+  }
+
+  summaries(): DeliverySummary[] {
+    return this.records.map((r) => summary(r, this.versions.get(r.id) ?? 0));
+  }
+
+  add(r: InvocationRecord): void {
+    this.records.push(r);
+    if (this.records.length > keepRecords) this.records.splice(0, this.records.length - keepRecords);
+    const version = this.versionOf(r.function);
+    this.versions.set(r.id, version);
+    this.file?.append(r);
+    const s = summary(r, version);
+    this.broadcast('delivery', s);
+    const time = new Date(r.time).toLocaleTimeString('en-GB');
+    const what = s.outcome === 'error' ? `failed: ${s.error}` : `${s.outcome}, ${s.writes} write${s.writes === 1 ? '' : 's'}${s.refused ? `, ${s.refused} refused` : ''}`;
+    this.say(`${time} ${s.function} ${s.kind} ${s.object} ${s.reason}${s.replay ? ` (${s.replay.mode} replay)` : ''} #${s.attempt} → ${what} (${s.durationMs} ms)`);
+    if (s.outcome === 'requeue' && s.message) this.say(`    ${s.message.length > 300 ? `${s.message.slice(0, 297)}…` : s.message}`);
+    if (r.error) {
+      const stack = (r.error.cause?.stack ?? r.error.stack ?? '').split('\n').slice(1, 4).map((l) => `    ${l.trim()}`);
+      for (const l of stack) this.say(l);
+    }
+  }
+}
+
+/** What the dev server needs to know to set a function up in the cluster. */
+interface DevCluster {
+  adminApi: KubeApi;
+  admin: KubeConfig;
+  systemNamespace: string;
+  /** The server's own URL: each function is served at <base>/fn/<name>. */
+  base: string;
+  namespaces?: string[];
+  resyncPeriodSeconds?: number;
+}
+
+/** The Reconciler the in-process bridge runs for a function: it delivers to this server. */
+function reconcilerConfig(cluster: DevCluster, reconciler: Reconciler): ReconcilerConfig {
+  const objects = functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces, resyncPeriodSeconds: cluster.resyncPeriodSeconds });
+  return parseReconciler(objects.find((o) => (o as { kind: string }).kind === 'Reconciler'));
+}
+
+/** The CRD and RBAC of the function as its code defines them now (not its Reconciler: the bridge here delivers). */
+function clusterObjects(cluster: DevCluster, reconciler: Reconciler): Record<string, unknown>[] {
+  return functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces }).filter((o) => (o as { kind: string }).kind !== 'Reconciler');
+}
+
+const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
+
+/** The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster. */
+async function functionApi(cluster: DevCluster, name: string): Promise<KubeApi> {
+  const token = await requestServiceAccountToken(cluster.admin, { namespace: cluster.systemNamespace, name: `kfn-fn-${name}` }, 86400);
+  return new KubeApi(connectionFromKubeconfigText(kubeConfigForToken(cluster.admin, token, `kfn-fn-${name}`).exportConfig(), `ServiceAccount ${cluster.systemNamespace}/kfn-fn-${name}`));
+}
+
+/** Loads a function folder, puts its CRD and RBAC in the cluster, and gives it an endpoint. */
+async function prepareFunction(cluster: DevCluster, dir: string, log: DeliveryLog, say: (line: string) => void): Promise<DevFunction> {
+  const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0).catch((err) => {
+    throw new UsageError(`kfn dev: ${dir} does not build:\n${buildError(err)}`);
+  });
+  const name = probe.reconciler.name;
+  const objects = clusterObjects(cluster, probe.reconciler);
+  await applyFunction(cluster.adminApi, name, objects, cluster.systemNamespace);
+  const secretObj = await cluster.adminApi.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${cluster.systemNamespace}/secrets/kfn-fn-${name}`);
+  const secret = Buffer.from(secretObj.data.secret, 'base64').toString('utf8');
+  const api = await functionApi(cluster, name);
+  const fn: DevFunction = {
+    name,
+    dir: resolve(dir),
+    kind: `${probe.reconciler.for.apiVersion} ${probe.reconciler.for.kind}`,
+    version: 1,
+    loadedAt: new Date().toISOString(),
+    reconciler: probe.reconciler,
+    secret,
+    api,
+    inputs: probe.inputs,
+    manifestsHash: hashOf(objects),
+    app: undefined as never,
+  };
+  fn.app = createApp(() => fn.reconciler, { credentials: { kind: 'hmac', secret }, api, record: (r) => log.add(r), log: pino({ level: 'debug', base: { component: `kfn-fn-${name}` } }, { write: () => {} }) });
+  const existing = await cluster.adminApi.request('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).then(
+    () => true,
+    () => false,
+  );
+  if (existing) say(`warning: a Reconciler named ${name} exists in the cluster; a bridge running there delivers the same objects to another copy of ${name} (stop it, or run kfn dev with --namespace on a namespace of your own)`);
+  return fn;
+}
+
+/** The server's routes: each function at /fn/<name>, the UI at /, and the UI's API under /api. */
+function devApp(fns: Map<string, DevFunction>, log: DeliveryLog, base: string): Hono {
   const app = new Hono();
   app.all('/fn/:name', async (c) => {
     const fn = fns.get(c.req.param('name'));
@@ -250,115 +267,71 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     }
   });
   app.get('/api/functions', (c) => c.json([...fns.values()].map(stateOf)));
-  app.get('/api/deliveries', (c) => c.json(records.map((r) => summary(r, versions.get(r.id) ?? 0))));
+  app.get('/api/deliveries', (c) => c.json(log.summaries()));
   app.get('/api/deliveries/:id', (c) => {
-    const r = records.find((x) => x.id === c.req.param('id'));
+    const r = log.records.find((x) => x.id === c.req.param('id'));
     return r ? c.json(r) : c.json({ error: `no delivery ${c.req.param('id')} (the dev server keeps the last ${keepRecords})` }, 404);
   });
   app.post('/api/deliveries/:id/replay', async (c) => {
-    const r = records.find((x) => x.id === c.req.param('id'));
+    const r = log.records.find((x) => x.id === c.req.param('id'));
     if (!r) return c.json({ error: `no delivery ${c.req.param('id')}` }, 404);
     const fn = fns.get(r.function);
     if (!fn) return c.json({ error: `function ${r.function} is not served here` }, 404);
-    const mode = c.req.query('mode') === 'dry-run' ? 'dry-run' : 'live';
-    if (mode === 'dry-run') {
-      const out = await replayDryRun(fn.reconciler, r.event, fn.api, { then: r });
-      addRecord(out.record);
-      return c.json({ id: out.record.id, same: out.same, comparisons: out.comparisons.map((x) => ({ key: x.key, status: x.status, changes: x.changes })), effects: out.effects });
-    }
-    // Live: the recorded event again, reason replay, through the contract and its auth.
-    const { message, event } = encodeReconcileEvent({ reconciler: r.event.data.reconciler, primary: r.event.data.primary, reason: 'replay', ...(r.event.data.trigger ? { trigger: r.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn://dev/replay', Date.now() + 30_000);
-    const credentials: Credentials = { kind: 'hmac', secret: fn.secret };
-    const signed = authenticate(message, credentials);
-    const res = await fetch(`${base}/fn/${fn.name}`, { method: 'POST', headers: signed.headers, body: signed.body });
-    const answer = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-    const replayed = [...records].reverse().find((x) => x.event.id === event.id);
-    return c.json({ id: replayed?.id, status: res.status, answer });
+    return c.json(c.req.query('mode') === 'dry-run' ? await replayDryRunOf(fn, r, log) : await replayLiveOf(fn, r, log, base));
   });
   app.get('/api/stream', (c) =>
     streamSSE(c, async (stream) => {
       const send = (event: string, data: unknown) => void stream.writeSSE({ event, data: JSON.stringify(data) }).catch(() => undefined);
-      subscribers.add(send);
+      log.subscribers.add(send);
       send('hello', { functions: [...fns.values()].map(stateOf) });
       const ping = setInterval(() => send('ping', {}), 15_000);
       await new Promise<void>((done) => stream.onAbort(() => done()));
       clearInterval(ping);
-      subscribers.delete(send);
+      log.subscribers.delete(send);
     }),
   );
+  return app;
+}
 
-  const server: ServerType = await new Promise((ok, fail) => {
-    const s = serveNode({ fetch: app.fetch, port: options.port, hostname: host }, () => ok(s));
-    s.once('error', (err: NodeJS.ErrnoException) => fail(err.code === 'EADDRINUSE' ? new UsageError(`kfn dev: port ${options.port} is in use; pass --port`) : err));
-  });
+/** A recorded delivery run again in this process, every write a server-side dry run. */
+async function replayDryRunOf(fn: DevFunction, r: InvocationRecord, log: DeliveryLog): Promise<Record<string, unknown>> {
+  const out = await replayDryRun(fn.reconciler, r.event, fn.api, { then: r });
+  log.add(out.record);
+  return { id: out.record.id, same: out.same, comparisons: out.comparisons.map((x) => ({ key: x.key, status: x.status, changes: x.changes })), effects: out.effects };
+}
 
-  // 2. The bridge, in this process, delivering to them: the same assembly as `kfn bridge`, with
-  // the functions' Reconcilers instead of the cluster's, and no health server or Lease.
-  const bridge = await startBridge({
-    api: adminApi,
-    reconcilers: [...fns.values()].map(reconcilerConfig),
-    source: 'kfn://dev/bridge',
-    metricsAddr: '0',
-    shutdownTimeoutMs: 5_000,
-    logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m), error: (o, m) => log.error(o, m) },
-    onProblem: (name, source, problem) => {
-      if (problem) say(`bridge: ${name}: ${source}: ${problem}`);
-      broadcast('problem', { function: name, source, problem: problem ?? null });
-    },
-  });
+/** The recorded event sent again, reason replay, through the contract and its authentication. */
+async function replayLiveOf(fn: DevFunction, r: InvocationRecord, log: DeliveryLog, base: string): Promise<Record<string, unknown>> {
+  const { message, event } = encodeReconcileEvent({ reconciler: r.event.data.reconciler, primary: r.event.data.primary, reason: 'replay', ...(r.event.data.trigger ? { trigger: r.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn://dev/replay', Date.now() + 30_000);
+  const credentials: Credentials = { kind: 'hmac', secret: fn.secret };
+  const signed = authenticate(message, credentials);
+  const res = await fetch(`${base}/fn/${fn.name}`, { method: 'POST', headers: signed.headers, body: signed.body });
+  const answer = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  const replayed = [...log.records].reverse().find((x) => x.event.id === event.id);
+  return { id: replayed?.id, status: res.status, answer };
+}
 
-  // 4. Reload on save: rebuild the function whose inputs changed; keep the old code on an error.
-  const reload = async (name: string) => {
-    const fn = fns.get(name)!;
-    const started = Date.now();
-    let loaded;
-    try {
-      loaded = await loadBundle(fn.dir, name, fn.version + 1);
-    } catch (err) {
-      fn.loadError = buildError(err);
-      say(`reload of ${name} failed; version ${fn.version} keeps running:\n${fn.loadError}`);
-      broadcast('function', stateOf(fn));
-      return;
-    }
-    const before = reconcilerConfig(fn);
-    fn.reconciler = loaded.reconciler;
-    fn.inputs = loaded.inputs;
-    fn.version++;
-    fn.loadError = undefined;
-    fn.loadedAt = new Date().toISOString();
-    const objects = clusterObjects(loaded.reconciler);
-    const hash = hashOf(objects);
-    if (hash !== fn.manifestsHash) {
-      await applyFunction(adminApi, name, objects, systemNamespace).catch((err) => say(`could not apply ${name}'s CRD and RBAC: ${(err as Error).message}`));
-      fn.manifestsHash = hash;
-      say(`${name}: CRD and RBAC updated in the cluster`);
-    }
-    const after = reconcilerConfig(fn);
-    if (JSON.stringify(before) !== JSON.stringify(after)) {
-      const problems = await bridge.setReconcilers([...fns.values()].map(reconcilerConfig));
-      for (const [n, err] of problems) say(`bridge: ${n} could not start: ${err.message}`);
-    }
-    say(`reloaded ${name}: version ${fn.version} in ${Date.now() - started} ms; the next delivery runs it`);
-    broadcast('function', stateOf(fn));
-  };
-
-  // One watch per directory holding an input (a directory's watch outlives editors that save by
-  // writing a new file and renaming it over the old one; a file's watch does not).
+/**
+ * Calls `changed(fn)` when an input of a function's bundle changes, or a new module appears
+ * beside its index.ts (not its samples or notes), 150 ms after the last such change. One watch
+ * per directory holding an input: a directory's watch outlives editors that save by writing a
+ * new file and renaming it over the old one; a file's watch does not.
+ */
+function watchSources(fns: Map<string, DevFunction>, changed: (name: string) => Promise<void>, say: (line: string) => void): { rewatch(): void; close(): void } {
   const watchers = new Map<string, FSWatcher>();
   const pending = new Map<string, NodeJS.Timeout>();
   const onChange = (dir: string, file: string) => {
-    const changed = resolve(dir, file);
+    const path = resolve(dir, file);
     for (const fn of fns.values()) {
-      // An input of its bundle, or a new module beside its index.ts (not its samples or notes).
-      if (!fn.inputs.has(changed) && !(dirname(changed) === fn.dir && /\.(ts|mts|js|mjs|json)$/.test(changed))) continue;
+      if (!fn.inputs.has(path) && !(dirname(path) === fn.dir && /\.(ts|mts|js|mjs|json)$/.test(path))) continue;
       clearTimeout(pending.get(fn.name));
       pending.set(
         fn.name,
-        setTimeout(() => void reload(fn.name).then(watchInputs).catch((err) => say(`reload of ${fn.name} failed: ${(err as Error).message}`)), 150),
+        setTimeout(() => void changed(fn.name).then(rewatch).catch((err) => say(`reload of ${fn.name} failed: ${(err as Error).message}`)), 150),
       );
     }
   };
-  function watchInputs(): void {
+  function rewatch(): void {
     const dirs = new Set<string>();
     for (const fn of fns.values()) {
       dirs.add(fn.dir);
@@ -373,18 +346,103 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       }
     }
   }
-  watchInputs();
+  rewatch();
+  return {
+    rewatch,
+    close() {
+      for (const w of watchers.values()) w.close();
+      for (const t of pending.values()) clearTimeout(t);
+    },
+  };
+}
+
+/** Builds a function's code anew and runs it from the next delivery; its CRD, RBAC and Reconciler follow when they changed. */
+async function reloadFunction(fn: DevFunction, on: { cluster: DevCluster; log: DeliveryLog; say: (line: string) => void; setReconcilers(): Promise<Map<string, Error>> }): Promise<void> {
+  const { cluster, log, say } = on;
+  const started = Date.now();
+  let loaded;
+  try {
+    loaded = await loadBundle(fn.dir, fn.name, fn.version + 1);
+  } catch (err) {
+    fn.loadError = buildError(err);
+    say(`reload of ${fn.name} failed; version ${fn.version} keeps running:\n${fn.loadError}`);
+    log.broadcast('function', stateOf(fn));
+    return;
+  }
+  const before = reconcilerConfig(cluster, fn.reconciler);
+  Object.assign(fn, { reconciler: loaded.reconciler, inputs: loaded.inputs, version: fn.version + 1, loadError: undefined, loadedAt: new Date().toISOString() });
+  const objects = clusterObjects(cluster, loaded.reconciler);
+  const hash = hashOf(objects);
+  if (hash !== fn.manifestsHash) {
+    await applyFunction(cluster.adminApi, fn.name, objects, cluster.systemNamespace).catch((err) => say(`could not apply ${fn.name}'s CRD and RBAC: ${(err as Error).message}`));
+    fn.manifestsHash = hash;
+    say(`${fn.name}: CRD and RBAC updated in the cluster`);
+  }
+  if (JSON.stringify(before) !== JSON.stringify(reconcilerConfig(cluster, fn.reconciler))) {
+    const problems = await on.setReconcilers();
+    for (const [n, err] of problems) say(`bridge: ${n} could not start: ${err.message}`);
+  }
+  say(`reloaded ${fn.name}: version ${fn.version} in ${Date.now() - started} ms; the next delivery runs it`);
+  log.broadcast('function', stateOf(fn));
+}
+
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const say = options.log ?? ((line: string) => console.error(line));
+  const host = options.host ?? '127.0.0.1';
+  const base = `http://${host}:${options.port}`;
+  const admin = new KubeConfig();
+  admin.loadFromFile(options.kubeconfig);
+  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), admin, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
+  rmSync(bundleDir, { recursive: true, force: true });
+  const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
+  const fns = new Map<string, DevFunction>();
+  const log = new DeliveryLog(recordFile, say, (name) => fns.get(name)?.version ?? 0);
+  const pinoLog = pino({ level: 'warn', base: { component: 'kfn-dev' } });
+
+  // 1. Each function: loaded, its CRD and RBAC in the cluster, an endpoint.
+  for (const dir of options.dirs) {
+    const fn = await prepareFunction(cluster, dir, log, say);
+    if (fns.has(fn.name)) throw new UsageError(`kfn dev: two folders define function ${fn.name}`);
+    fns.set(fn.name, fn);
+    say(`function ${fn.name} (${fn.kind}) from ${relative(process.cwd(), fn.dir) || '.'} at ${base}/fn/${fn.name}`);
+  }
+
+  // 2. The server: the functions, the UI and its API.
+  const app = devApp(fns, log, base);
+  const server: ServerType = await new Promise((ok, fail) => {
+    const s = serveNode({ fetch: app.fetch, port: options.port, hostname: host }, () => ok(s));
+    s.once('error', (err: NodeJS.ErrnoException) => fail(err.code === 'EADDRINUSE' ? new UsageError(`kfn dev: port ${options.port} is in use; pass --port`) : err));
+  });
+
+  // 3. The bridge, in this process, delivering to them: the same assembly as `kfn bridge`, with
+  // the functions' Reconcilers instead of the cluster's, and no health server or Lease.
+  const configs = () => [...fns.values()].map((fn) => reconcilerConfig(cluster, fn.reconciler));
+  const bridge = await startBridge({
+    api: cluster.adminApi,
+    reconcilers: configs(),
+    source: 'kfn://dev/bridge',
+    metricsAddr: '0',
+    shutdownTimeoutMs: 5_000,
+    logger: { info: (o, m) => pinoLog.info(o, m), warn: (o, m) => pinoLog.warn(o, m), error: (o, m) => pinoLog.error(o, m) },
+    onProblem: (name, source, problem) => {
+      if (problem) say(`bridge: ${name}: ${source}: ${problem}`);
+      log.broadcast('problem', { function: name, source, problem: problem ?? null });
+    },
+  });
+
+  // 4. Reload on save: rebuild the function whose inputs changed; keep the old code on an error.
+  const reload = (name: string) => reloadFunction(fns.get(name)!, { cluster, log, say, setReconcilers: () => bridge.setReconcilers(configs()) });
+  const sources = watchSources(fns, reload, say);
 
   return {
     url: base,
     functions: () => [...fns.values()].map(stateOf),
-    records: () => [...records],
+    records: () => [...log.records],
     reload,
     async stop() {
-      for (const w of watchers.values()) w.close();
-      for (const t of pending.values()) clearTimeout(t);
+      sources.close();
       await bridge.stop();
-      for (const send of subscribers) send('bye', {});
+      for (const send of log.subscribers) send('bye', {});
       // Open UIs hold their event streams: close them, or the server waits for them forever.
       const closed = new Promise<void>((done) => server.close(() => done()));
       (server as import('node:http').Server).closeAllConnections?.();
