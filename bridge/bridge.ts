@@ -14,9 +14,10 @@ import { hostname } from 'node:os';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
 import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
-import { type Credentials } from '../core/authentication.ts';
+import { type Credentials, type HttpMessage } from '../core/authentication.ts';
 import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
+import { journalEntryOf, settle, type Settlement } from './outcome.ts';
 import type { Journal } from '../core/journal.ts';
 import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import type { RequestSigner } from './sigv4.ts';
@@ -84,14 +85,7 @@ function watchId(ref: KindRef, namespace: string | undefined, labelSelector: str
   return `${kindId(ref)}|${namespace ?? ''}|${labelSelector ?? ''}`;
 }
 
-/**
- * After a delivery timed out, how long past its deadline the bridge waits before delivering
- * that object again: the SDK aborts its reads and writes at the deadline, and a write already
- * on the wire lands within this.
- */
-export const deadlineGraceMs = 2000;
-
-class ReconcilerRuntime {
+class Controller {
   readonly config: ReconcilerConfig;
   readonly queue: WorkQueue;
   private readonly workers: Workers;
@@ -200,22 +194,15 @@ class ReconcilerRuntime {
     return this.config.namespaces.length === 0 || !obj.metadata.namespace || this.config.namespaces.includes(obj.metadata.namespace);
   }
 
+  /**
+   * One delivery of `key`: what it says is decided now, from the newest state (the primary as
+   * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
+   */
   private async deliver(key: string): Promise<void> {
-    const metrics = this.bridge.options.metrics;
-    const controller = this.config.name;
-    const held = this.heldUntil.get(key);
-    if (held !== undefined) {
-      const wait = held - this.bridge.clock.now();
-      if (wait > 0) {
-        this.queue.addAfter(key, wait);
-        return;
-      }
-      this.heldUntil.delete(key);
-    }
+    if (this.heldBack(key)) return;
     const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
     const live = this.primaryOf(key);
-    const tomb = this.tombstones.get(key);
-    const primary = live ?? tomb;
+    const primary = live ?? this.tombstones.get(key);
     if (!primary) {
       // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
       this.finish(key, pending);
@@ -225,23 +212,52 @@ class ReconcilerRuntime {
     let reason: ReconcileReason = live ? pending.reason : 'deleted';
     if (live && reason === 'deleted') reason = 'created';
     const observation: Observation = {
-      reconciler: controller,
+      reconciler: this.config.name,
       primary: refOf(primary),
       reason,
       trigger: reason === 'child' || reason === 'mapped' ? pending.trigger : undefined,
       observedAt: pending.observedAt,
     };
     const attempt = this.queue.retries(key) + 1;
-    const timeoutMs = this.config.timeoutSeconds * 1000;
-    const deadline = this.bridge.clock.now() + timeoutMs;
+    const deadline = this.bridge.clock.now() + this.config.timeoutSeconds * 1000;
     const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, deadline);
+    const { result, sink } = await this.send(message, reason);
+    const now = this.bridge.clock.now();
+    this.bridge.options.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
+    const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
+    const { outcome } = result;
+    if (outcome.kind === 'retry') {
+      this.bridge.options.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
+    } else if (outcome.kind === 'terminal') {
+      this.bridge.options.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
+      if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
+    }
+  }
+
+  /** True when the key's last delivery may still be running (it timed out): it is queued for later. */
+  private heldBack(key: string): boolean {
+    const held = this.heldUntil.get(key);
+    if (held === undefined) return false;
+    const wait = held - this.bridge.clock.now();
+    if (wait > 0) {
+      this.queue.addAfter(key, wait);
+      return true;
+    }
+    this.heldUntil.delete(key);
+    return false;
+  }
+
+  /** Sends one event to the sink with the Reconciler's credentials; never throws. */
+  private async send(message: HttpMessage, reason: ReconcileReason): Promise<{ result: DeliveryResult; sink: string }> {
+    const metrics = this.bridge.options.metrics;
+    const controller = this.config.name;
     metrics?.activeWorkers.inc({ controller });
     let result: DeliveryResult;
     let sink = '';
     try {
       sink = await this.resolveSink();
       const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer() });
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000, signer: await this.signer() });
       if (result.refusedSignature && result.outcome.kind === 'retry') this.reportSink(result.outcome.why);
     } catch (err) {
       // The sink or the auth secret could not be resolved: retry like a failed delivery.
@@ -251,67 +267,34 @@ class ReconcilerRuntime {
       metrics?.activeWorkers.dec({ controller });
     }
     if (result.status === 401 && this.config.auth && this.credentials) result = await this.afterUnauthorized(result);
-    const { outcome } = result;
     // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
-    if (outcome.kind === 'retry') this.sinkUrl = undefined;
+    if (result.outcome.kind === 'retry') this.sinkUrl = undefined;
     else if (result.status !== undefined) this.reportSink(undefined);
-
     metrics?.reconcileTime.observe({ controller }, result.durationMs / 1000);
     metrics?.deliveries.inc({ controller, reason, code: result.status === undefined ? 'none' : String(result.status) });
-    this.bridge.options.journal?.append({
-      time: new Date(this.bridge.clock.now()).toISOString(),
-      id: event.id,
-      reconciler: controller,
-      key,
-      reason,
-      attempt,
-      primary: observation.primary,
-      trigger: observation.trigger,
-      observedAt: new Date(observation.observedAt).toISOString(),
-      sink,
-      status: result.status,
-      outcome: outcome.kind,
-      why: 'why' in outcome ? outcome.why : undefined,
-      durationMs: result.durationMs,
-      response: 'response' in outcome ? outcome.response : undefined,
-    });
-    switch (outcome.kind) {
-      case 'done':
-        metrics?.reconcileTotal.inc({ controller, result: 'success' });
+    return { result, sink };
+  }
+
+  /** Carries out what settle() decided for the key; answers the backoff's delay when it chose one. */
+  private carryOut(key: string, pending: PendingObservation, deleted: boolean, s: Settlement): number | undefined {
+    const metrics = this.bridge.options.metrics;
+    const controller = this.config.name;
+    metrics?.reconcileTotal.inc({ controller, result: s.result });
+    if (s.error === 'retry') metrics?.reconcileErrors.inc({ controller });
+    if (s.error === 'terminal') metrics?.terminalErrors.inc({ controller });
+    if (s.finished) this.finish(key, pending, deleted);
+    if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.pending.set(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
+    if (s.holdUntil !== undefined) this.heldUntil.set(key, s.holdUntil);
+    switch (s.queue.kind) {
+      case 'forget':
         this.queue.forget(key);
-        this.finish(key, pending, reason === 'deleted');
-        return;
-      case 'requeue':
-        metrics?.reconcileTotal.inc({ controller, result: outcome.afterMs === undefined ? 'requeue' : 'requeue_after' });
-        this.finish(key, pending, reason === 'deleted');
-        if (outcome.afterMs === undefined) {
-          this.pending.set(key, { reason: 'requeue', observedAt: this.bridge.clock.now() });
-          this.queue.addRateLimited(key);
-        } else {
-          this.queue.forget(key);
-          if (!this.pending.has(key)) this.pending.set(key, { reason: 'requeue', observedAt: this.bridge.clock.now() + outcome.afterMs });
-          this.queue.addAfter(key, outcome.afterMs);
-        }
-        return;
-      case 'retry': {
-        metrics?.reconcileTotal.inc({ controller, result: 'error' });
-        metrics?.reconcileErrors.inc({ controller });
-        // The pending observation stays, so the retry carries the same event id. After a
-        // timeout the function may still be at work: no delivery of this key until its
-        // deadline has passed by a grace, whatever arrives meanwhile.
-        if (result.timedOut) this.heldUntil.set(key, deadline + deadlineGraceMs);
-        const delay = this.queue.addRateLimited(key, Math.max(outcome.afterMs ?? 0, result.timedOut ? deadline + deadlineGraceMs - this.bridge.clock.now() : 0));
-        this.bridge.options.log.warn({ reconciler: controller, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
-        return;
-      }
-      case 'terminal':
-        metrics?.reconcileTotal.inc({ controller, result: 'error' });
-        metrics?.terminalErrors.inc({ controller });
+        return undefined;
+      case 'backoff':
+        return this.queue.addRateLimited(key, s.queue.atLeastMs);
+      case 'after':
         this.queue.forget(key);
-        this.finish(key, pending, reason === 'deleted');
-        this.bridge.options.log.error({ reconciler: controller, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
-        if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${controller} function refused the ${reason} event: ${outcome.why}`);
-        return;
+        this.queue.addAfter(key, s.queue.ms);
+        return undefined;
     }
   }
 
@@ -412,7 +395,7 @@ export class Bridge {
   readonly options: BridgeOptions;
   readonly clock: Clock;
   readonly source: string;
-  private readonly runtimes = new Map<string, ReconcilerRuntime>();
+  private readonly runtimes = new Map<string, Controller>();
   private readonly watches = new Map<string, SharedWatch>();
   private stopTimeoutMs = 30_000;
 
@@ -493,7 +476,7 @@ export class Bridge {
   }
 
   private async addReconciler(config: ReconcilerConfig): Promise<void> {
-    const runtime = new ReconcilerRuntime(this, config);
+    const runtime = new Controller(this, config);
     this.runtimes.set(config.name, runtime);
     for (const need of watchedKinds(config)) {
       const shared = await this.acquireWatch(need, config.name);
