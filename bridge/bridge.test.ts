@@ -23,42 +23,49 @@ async function setup(t: TestContext, spec: Record<string, unknown> = {}) {
   return { server, clock, receiver, bridge };
 }
 
-/** Lets real I/O (the HTTP delivery) happen; the fake clock does not move meanwhile. */
-const settle = (ms = 50) => new Promise((r) => setTimeout(r, ms));
+/**
+ * The Reconciler's queue at rest: nothing ready, nothing being delivered (every answer has been
+ * handled). What it still holds for later is in `delayed`, on the fake clock.
+ */
+const atRest = (bridge: Bridge) =>
+  until('the queue at rest', () => {
+    const q = bridge.runtime('widgets')!.queue;
+    return q.length === 0 && q.inFlight === 0 ? q : undefined;
+  });
 
 describe('Bridge on a fake clock', () => {
   test('a deleted object\'s tombstone is kept until its deleted delivery succeeds', async (t) => {
-    const { server, clock, receiver } = await setup(t);
+    const { server, clock, receiver, bridge } = await setup(t);
     server.put('w');
     await until('created delivered', () => receiver.of('w')[0]);
     let fail = true;
     receiver.answer = (d, res) => (d.reason === 'deleted' && fail ? void res.writeHead(500).end('not now') : answerDone(d, res));
     server.remove('w');
     await until('the first deleted delivery', () => receiver.of('w').find((d) => d.reason === 'deleted'));
-    await settle();
+    assert.equal((await atRest(bridge)).delayed, 1, 'the failed delivery waits out its backoff');
     fail = false;
     clock.advance(10); // the 5 ms backoff
     const retry = await until('the retried deleted delivery', () => receiver.of('w').filter((d) => d.reason === 'deleted')[1]);
     assert.equal(retry.attempt, 2);
     assert.equal(retry.received.data.primary.uid, 'uid-w', 'the retry still names the object it deletes');
-    await settle();
+    assert.equal((await atRest(bridge)).delayed, 0, 'once it succeeded the tombstone is gone: nothing is left to deliver');
     clock.advance(60_000);
-    await settle();
-    assert.equal(receiver.of('w').filter((d) => d.reason === 'deleted').length, 2, 'once it succeeded the tombstone is gone: nothing more');
+    await atRest(bridge);
+    assert.equal(receiver.of('w').filter((d) => d.reason === 'deleted').length, 2);
   });
 
   test('a resync never overrides a real reason waiting to be delivered', async (t) => {
-    const { server, clock, receiver } = await setup(t, { resyncPeriodSeconds: 10, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
+    const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 10, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
     server.put('w');
     await until('created delivered', () => receiver.of('w')[0]);
-    await settle();
+    await atRest(bridge);
     // An update fails; while it waits out a 30 s backoff, the object's resync comes due.
     receiver.answer = (d, res) => (d.reason === 'updated' && d.attempt === 1 ? void res.writeHead(500).end('busy') : answerDone(d, res));
     server.put('w', { generation: 2 });
     await until('the failed update', () => receiver.of('w').find((d) => d.reason === 'updated'));
-    await settle();
+    await atRest(bridge);
     clock.advance(10_000); // the resync period
-    await settle();
+    assert.equal((await atRest(bridge)).delayed, 1, 'the resync joined the waiting update instead of delivering');
     clock.advance(20_000); // the backoff ends
     const next = await until('the next delivery', () => receiver.of('w')[2]);
     assert.equal(next.reason, 'updated', 'still the update, not a resync');

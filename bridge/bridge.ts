@@ -125,7 +125,7 @@ class Controller {
     }
     this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
-    this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key));
+    this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key), bridge.clock);
     this.resync.start();
   }
 
@@ -539,6 +539,7 @@ export class Bridge {
     const shared = { ref, full: o.full, users: new Set<string>() } as SharedWatch;
     this.watches.set(id, shared);
     const watcher = new Watcher(this.options.api, resource, {
+      clock: this.clock,
       projection: o.full ? 'full' : 'metadata',
       namespace: o.namespace,
       labelSelector: o.labelSelector,

@@ -27,6 +27,8 @@ export interface LeaderElectionOptions {
   acquireAfter?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   clock?: Clock;
+  /** Draws the retry's jitter, from [0, 1) (default Math.random). */
+  random?: () => number;
 }
 
 interface Lease {
@@ -46,8 +48,9 @@ function microTime(ms: number): string {
 }
 
 export class LeaderElector {
-  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock' | 'acquireAfter'>> & Pick<LeaderElectionOptions, 'log' | 'acquireAfter'>;
+  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock' | 'random' | 'acquireAfter'>> & Pick<LeaderElectionOptions, 'log' | 'acquireAfter'>;
   private readonly clock: Clock;
+  private readonly random: () => number;
   private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
   private stopped = false;
   private leading = false;
@@ -55,9 +58,10 @@ export class LeaderElector {
   private renewedAt = 0;
 
   constructor(options: LeaderElectionOptions) {
-    const { clock, ...rest } = options;
+    const { clock, random, ...rest } = options;
     this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...rest };
     this.clock = clock ?? systemClock;
+    this.random = random ?? Math.random;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -150,7 +154,7 @@ export class LeaderElector {
         break;
       }
       if (attempt.why !== 'another candidate holds the lease') this.o.log?.('lease acquisition failed; retrying', { error: attempt.why });
-      await this.sleep(this.o.retryPeriodMs * (1 + Math.random() * 0.2));
+      await this.sleep(this.o.retryPeriodMs * (1 + this.random() * 0.2));
     }
     if (this.stopped) return;
     this.leading = true;

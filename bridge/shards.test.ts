@@ -37,22 +37,30 @@ test('a sharded bridge delivers only its shards\' keys, and all of a shard\'s ke
   for (const name of names) server.put(name);
   const config = parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url } } });
   await bridge.setReconcilers([config]);
-  const shard = (name: string) => shardOf(`default/${name}`, 2);
+  const shard = (name: string) => shardOf(`ns/${name}`, 2); // the fake apiserver's namespace
   const mine = names.filter((n) => shard(n) === 0);
   const theirs = names.filter((n) => shard(n) === 1);
   assert.ok(mine.length > 0 && theirs.length > 0, 'both shards have keys');
+  // The queue at rest — nothing ready, nothing in flight, nothing waiting — has nothing more to deliver.
+  const atRest = () =>
+    until('the queue at rest', () => {
+      const q = bridge.runtime('widgets')!.queue;
+      return q.length === 0 && q.inFlight === 0 && q.delayed === 0 ? true : undefined;
+    });
   await until('shard 0 delivered', () => (mine.every((n) => receiver.of(n).length > 0) ? true : undefined));
-  await new Promise((r) => setTimeout(r, 100));
+  await atRest();
   assert.deepEqual(theirs.filter((n) => receiver.of(n).length > 0), [], 'nothing of shard 1 delivered');
   // A change in shard 1 is not delivered either while the shard is another replica's.
   server.put(theirs[0]!, { generation: 2 });
-  await new Promise((r) => setTimeout(r, 100));
+  const watch = bridge.watchOf({ apiVersion: 'example.com/v1', kind: 'Widget' })!;
+  await until('the change seen', () => (watch.store.get(`ns/${theirs[0]}`)?.metadata.generation === 2 ? true : undefined));
+  await atRest();
   assert.equal(receiver.of(theirs[0]!).length, 0);
   // Taking shard 1 over: every key in it is delivered, once.
   held.add(1);
   assert.equal(bridge.redeliver((key) => shardOf(key, 2) === 1), theirs.length);
   await until('shard 1 delivered', () => (theirs.every((n) => receiver.of(n).length > 0) ? true : undefined));
-  await new Promise((r) => setTimeout(r, 100));
+  await atRest();
   for (const n of theirs) assert.equal(receiver.of(n).length, 1, `${n} once`);
   for (const n of mine) assert.equal(receiver.of(n).length, 1, `${n} not again`);
 });

@@ -11,6 +11,7 @@
 // replicas at once. Shards are not handed back when the replica comes back; it waits as a
 // standby for the shard it would prefer.
 import { LeaderElector } from './leader.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 import type { KubeApi } from '../kube/api.ts';
 
 /** The shard of an object key (FNV-1a, 32 bits): stable across processes and versions. */
@@ -47,6 +48,8 @@ export interface ShardOptions {
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** The Leases' timing runs on it (default the system clock). */
+  clock?: Clock;
   /** A shard's Lease was taken: deliver its keys from now on. */
   onGained: (shard: number) => void;
   /** A held Lease could not be renewed: the caller must stop delivering at once (exit). */
@@ -85,7 +88,7 @@ export class ShardSet {
       // Every Lease is watched from the start (so a dead holder's expiry is judged from now);
       // other replicas' shards are claimed only after the takeover delay.
       const delay = preferred === undefined || shard === preferred ? 0 : (this.o.takeoverDelayMs ?? 15_000);
-      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, acquireAfter: Date.now() + delay, ...timing });
+      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, acquireAfter: (this.o.clock ?? systemClock).now() + delay, clock: this.o.clock, ...timing });
       this.electors.push(elector);
       void elector
         .run(

@@ -1,15 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
+import { FakeClock } from '../core/clock.ts';
 import { Watcher, type WatchEvent } from './watcher.ts';
 
+/** A watcher on a fake clock: its backoff waits and its watchdog move only when the test says. */
 function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}) {
   const events: WatchEvent[] = [];
   const problems: (string | undefined)[] = [];
-  const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1, 2], onProblem: (p) => problems.push(p), ...options });
+  const clock = new FakeClock();
+  const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1000, 2000], clock, random: () => 0.5, onProblem: (p) => problems.push(p), ...options });
   w.subscribe((e) => events.push(e));
   w.start();
-  return { w, events, problems };
+  return { w, events, problems, clock };
 }
 
 const names = (events: WatchEvent[], type: WatchEvent['type']) => events.filter((e) => e.type === type).map((e) => ('object' in e ? e.object.metadata.name : ''));
@@ -101,7 +104,7 @@ describe('Watcher', () => {
     server.put('mine', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-a');
     server.put('other-ns', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-b');
     server.put('unlabelled', {}, 'team-a');
-    const { w, problems } = watcherOn(server, { namespace: 'team-a', labelSelector: 'app.kubernetes.io/managed-by=kfn' });
+    const { w, problems, clock } = watcherOn(server, { namespace: 'team-a', labelSelector: 'app.kubernetes.io/managed-by=kfn' });
     t.after(() => w.stop());
     await until('the watch', () => (server.openWatches === 1 ? true : undefined));
     assert.deepEqual([...w.store.keys()], ['team-a/mine']);
@@ -113,6 +116,9 @@ describe('Watcher', () => {
     await until('the problem to be reported', () => (problems.at(-1) ? true : undefined));
     assert.match(problems.at(-1)!, /the API no longer serves example\.com\/v1 Widget in namespace team-a \(was its CRD deleted\?\)/);
     server.served = true;
+    await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
+    assert.equal(problems.at(-1) === undefined, false, 'no retry before the backoff has passed');
+    clock.advance(1000); // the first backoff: 1000 ms × (0.5 + 0.5 × 0.5), jittered
     await until('the problem to clear', () => (problems.length >= 2 && problems.at(-1) === undefined ? true : undefined));
   });
 });

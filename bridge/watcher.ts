@@ -21,9 +21,9 @@
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
 import { createHash } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from '../core/objects.ts';
+import { delay, systemClock, type Clock } from '../core/clock.ts';
 
 /**
  * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
@@ -112,6 +112,10 @@ export interface WatcherOptions {
   watchTimeoutSeconds?: [number, number];
   /** Backoff after errors: first and longest delay (default 500 ms, 30 s), jittered. */
   backoffMs?: [number, number];
+  /** The backoff's waits and the watchdog run on it (default the system clock). */
+  clock?: Clock;
+  /** Draws the backoff's jitter and the watch timeout in its range, from [0, 1) (default Math.random). */
+  random?: () => number;
   /** Watch one namespace only (a namespaced kind); default all. */
   namespace?: string;
   /** Watch only objects matching this label selector (server-side). */
@@ -155,7 +159,7 @@ export class Watcher {
   readonly store = new Map<string, KubeObject>();
   private readonly interned = new Interned();
   private readonly api: KubeApi;
-  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>;
+  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>;
   private problem: string | undefined;
   private readonly listeners = new Set<(event: WatchEvent) => void>();
   private state: State = { phase: 'list', relist: false };
@@ -165,7 +169,9 @@ export class Watcher {
   private synced = false;
   private readonly syncWaiters: (() => void)[] = [];
   /** Counters for metrics and tests. */
-  readonly stats = { lists: 0, relists: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0, lastEventAt: 0 };
+  readonly stats = { lists: 0, relists: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0 };
+  private readonly clock: Clock;
+  private readonly random: () => number;
 
   constructor(api: KubeApi, resource: ResourceInfo, options: WatcherOptions) {
     this.api = api;
@@ -177,10 +183,8 @@ export class Watcher {
       backoffMs: [500, 30_000],
       ...options,
     };
-  }
-
-  get phase(): State['phase'] {
-    return this.state.phase;
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
   }
 
   /** True once the first list has been applied. */
@@ -228,7 +232,7 @@ export class Watcher {
     const [first, max] = this.options.backoffMs;
     const base = Math.min(max, first * 2 ** Math.min(this.failures, 30));
     this.failures++;
-    return Math.round(base * (0.5 + Math.random() * 0.5));
+    return Math.round(base * (0.5 + this.random() * 0.5));
   }
 
   private isStopped(): boolean {
@@ -263,12 +267,7 @@ export class Watcher {
       case 'watch':
         return this.watch(state.resourceVersion);
       case 'wait':
-        try {
-          await sleep(state.ms, undefined, { signal: this.abort.signal });
-        } catch {
-          return { phase: 'stopped' };
-        }
-        return state.then;
+        return (await delay(this.clock, state.ms, this.abort.signal)) ? state.then : { phase: 'stopped' };
       case 'stopped':
         return state;
     }
@@ -338,19 +337,18 @@ export class Watcher {
     this.stats.watches++;
     let resourceVersion = from;
     const [min, max] = this.options.watchTimeoutSeconds;
-    const timeoutSeconds = Math.round(min + Math.random() * (max - min));
+    const timeoutSeconds = Math.round(min + this.random() * (max - min));
     const attempt = new AbortController();
     const onStop = () => attempt.abort();
     this.abort.signal.addEventListener('abort', onStop);
-    let watchdog: NodeJS.Timeout | undefined;
+    let cancelWatchdog: (() => void) | undefined;
     let silent = false;
     const feed = () => {
-      clearTimeout(watchdog);
-      watchdog = setTimeout(() => {
+      cancelWatchdog?.();
+      cancelWatchdog = this.clock.setTimer(() => {
         silent = true;
         attempt.abort();
       }, this.options.inactivityMs);
-      watchdog.unref();
     };
     try {
       feed();
@@ -394,7 +392,7 @@ export class Watcher {
       this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
       return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
     } finally {
-      clearTimeout(watchdog);
+      cancelWatchdog?.();
       this.abort.signal.removeEventListener('abort', onStop);
     }
   }
@@ -434,7 +432,6 @@ export class Watcher {
       case 'ADDED':
       case 'MODIFIED': {
         this.stats.events++;
-        this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
         const fresh = objectKey(object.metadata);
         const old = this.store.get(fresh);
@@ -445,7 +442,6 @@ export class Watcher {
       }
       case 'DELETED': {
         this.stats.events++;
-        this.stats.lastEventAt = Date.now();
         const object = this.normalise(obj);
         const fresh = objectKey(object.metadata);
         const old = this.store.get(fresh);

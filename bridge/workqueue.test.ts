@@ -227,11 +227,14 @@ describe('Workers', () => {
   });
 
   test('stop gives up after its timeout when a handler hangs', async () => {
-    const q = new WorkQueue({ clock: new FakeClock() });
-    const workers = new Workers(q, 1, () => new Promise(() => {}));
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    const workers = new Workers(q, 1, () => new Promise(() => {}), clock);
     q.add('a');
     await flush();
-    assert.equal(await workers.stop(20), false);
+    const stopping = workers.stop(20);
+    clock.advance(20);
+    assert.equal(await stopping, false);
   });
 });
 

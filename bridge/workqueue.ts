@@ -274,9 +274,11 @@ export class Workers {
   private readonly queue: WorkQueue;
   private concurrency: number;
   private readonly handle: (key: string) => Promise<void>;
+  private readonly clock: Clock;
 
-  constructor(queue: WorkQueue, concurrency: number, handle: (key: string) => Promise<void>) {
+  constructor(queue: WorkQueue, concurrency: number, handle: (key: string) => Promise<void>, clock: Clock = systemClock) {
     this.queue = queue;
+    this.clock = clock;
     this.concurrency = Math.max(1, concurrency);
     this.handle = handle;
     this.unsubscribe = queue.onReady(() => this.pump());
@@ -320,13 +322,13 @@ export class Workers {
   async stop(timeoutMs = 30_000): Promise<boolean> {
     this.stopped = true;
     this.unsubscribe();
-    let timer: NodeJS.Timeout | undefined;
+    let cancel = () => {};
     const timeout = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), timeoutMs);
+      cancel = this.clock.setTimer(() => resolve(false), timeoutMs);
     });
     const finished = Promise.all([...this.inFlight]).then(() => true);
     const result = await Promise.race([finished, timeout]);
-    clearTimeout(timer);
+    cancel();
     return result;
   }
 }

@@ -52,6 +52,22 @@ export const systemClock: Clock = timerClock({
   clearTimeout: (timer) => clearTimeout(timer as NodeJS.Timeout),
 });
 
+/** Waits `ms` on `clock`: true when the time has passed, false as soon as `signal` aborts (or if it has). */
+export function delay(clock: Clock, ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      cancel();
+      resolve(false);
+    };
+    const cancel = clock.setTimer(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 interface PendingTimer {
   at: number;
   seq: number;
