@@ -1,9 +1,8 @@
-// The benchmark's chart: the panels it draws from a `bench:compare` result, and a PNG that is
-// one (checksums, size, pixels of the contenders' colours where bars are drawn).
+// The benchmark's chart: the panels it draws from a `bench:compare` result, and the SVG it
+// writes (its bars in the contenders' colours, to scale, its text escaped).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { crc32, inflateSync } from 'node:zlib';
-import { comparePanels, compareChart, glyphs, type Bar } from './chart.ts';
+import { comparePanels, compareChart, type Bar } from './chart.ts';
 
 const result = {
   date: '2026-11-22T10:00:00.000Z',
@@ -17,33 +16,8 @@ const result = {
   memory: [{ objects: 10000, kfn: 130, kfnHeapAfterGc: 20, cr: 65, adapter: 80 }],
 };
 
-function decodePng(png: Buffer): { width: number; height: number; rgb: Buffer } {
-  assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
-  let at = 8;
-  let width = 0;
-  let height = 0;
-  const data: Buffer[] = [];
-  while (at < png.length) {
-    const length = png.readUInt32BE(at);
-    const type = png.toString('latin1', at + 4, at + 8);
-    const body = png.subarray(at + 8, at + 8 + length);
-    assert.equal(png.readUInt32BE(at + 8 + length), crc32(png.subarray(at + 4, at + 8 + length)), `CRC of ${type}`);
-    if (type === 'IHDR') [width, height] = [body.readUInt32BE(0), body.readUInt32BE(4)];
-    if (type === 'IDAT') data.push(body);
-    at += 12 + length;
-  }
-  const raw = inflateSync(Buffer.concat(data));
-  assert.equal(raw.length, (width * 3 + 1) * height, 'one filter byte and three bytes a pixel on every row');
-  const rgb = Buffer.alloc(width * height * 3);
-  for (let y = 0; y < height; y++) raw.copy(rgb, y * width * 3, y * (width * 3 + 1) + 1, (y + 1) * (width * 3 + 1));
-  return { width, height, rgb };
-}
-
-const count = (rgb: Buffer, [r, g, b]: number[]) => {
-  let n = 0;
-  for (let i = 0; i < rgb.length; i += 3) if (rgb[i] === r && rgb[i + 1] === g && rgb[i + 2] === b) n++;
-  return n;
-};
+/** The bars an SVG chart draws: every rect of the given fill, by its width. */
+const barWidths = (svg: string, fill: string) => [...svg.matchAll(new RegExp(`<rect x="[\\d.]+" y="[\\d.]+" width="([\\d.]+)" height="16" fill="${fill}"/>`, 'g'))].map((m) => Number(m[1]));
 
 test('the chart has a panel for each part measured, one bar per contender, to scale', () => {
   const panels = comparePanels(result);
@@ -56,17 +30,15 @@ test('the chart has a panel for each part measured, one bar per contender, to sc
   assert.match(p4[0]!.text!, /2\.00× c-r/);
 });
 
-test('the chart is a valid PNG with the contenders\' bars in their colours, longest for the largest value', () => {
-  const { width, height, rgb } = decodePng(compareChart(result));
-  assert.equal(width, 1100);
-  assert.ok(height > 200);
-  const kfn = count(rgb, [37, 99, 235]);
-  const cr = count(rgb, [234, 88, 12]);
-  assert.ok(kfn > 0 && cr > 0, 'both drawn');
-  assert.ok(kfn > cr, 'kfn took longer and used more memory here: its bars are the longer ones');
-  assert.equal(count(rgb, [22, 163, 74]) > 0, true, 'ApiServerSource in P4');
-});
-
-test('every glyph of the chart\'s font is 5×7', () => {
-  for (const [ch, glyph] of Object.entries(glyphs)) assert.match(glyph, /^[.#]{35}$/, `glyph ${JSON.stringify(ch)}`);
+test('the chart is an SVG document with the contenders\' bars in their colours, longest for the largest value, and its text escaped', () => {
+  const svg = compareChart({ ...result, machine: '2 × <test> CPU & co' });
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="1100" height="(\d+)"/);
+  assert.ok(Number(svg.match(/height="(\d+)"/)![1]) > 200);
+  assert.equal(svg.trimEnd().endsWith('</svg>'), true);
+  const kfn = barWidths(svg, '#2563eb');
+  const cr = barWidths(svg, '#ea580c');
+  assert.deepEqual([kfn.length, cr.length], [3, 3], 'one bar each in P1, P3 and P4');
+  for (const i of [0, 1, 2]) assert.ok(kfn[i]! > cr[i]!, 'kfn took longer, read more and used more memory here: its bars are the longer ones');
+  assert.equal(barWidths(svg, '#16a34a').length, 1, 'ApiServerSource in P4');
+  assert.match(svg, /2 × &lt;test&gt; CPU &amp; co/);
 });

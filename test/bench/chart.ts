@@ -1,122 +1,49 @@
-// The chart of a `bench:compare` run: one PNG with a panel per part (P1–P6), each contender a
-// bar, kfn in blue. Drawn here on a plain pixel buffer with a small built-in font and written as
-// a PNG by hand (zlib and a CRC are all a PNG needs), so that it needs no browser, no native
-// module and no system font on a fresh machine.
+// The chart of a `bench:compare` run: one SVG with a panel per part (P1–P6), each contender a
+// bar, kfn in blue. SVG is text: no browser, native module or font is needed to write it, and
+// any browser or the repository's web view draws it.
 //
-//   node test/bench/chart.ts .kfn/bench/compare-<time>.json [out.png]   # redraw a saved run
+//   node test/bench/chart.ts .kfn/bench/compare-<time>.json [out.svg]   # redraw a saved run
 import { readFileSync, writeFileSync } from 'node:fs';
-import { crc32, deflateSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 
-type Rgb = readonly [number, number, number];
-
 const colours = {
-  kfn: [37, 99, 235],
-  'controller-runtime': [234, 88, 12],
-  ApiServerSource: [22, 163, 74],
-  floor: [120, 120, 120],
-  'bare Hono': [147, 51, 234],
-  text: [30, 30, 30],
-  faint: [150, 150, 150],
-  background: [255, 255, 255],
-  rule: [225, 225, 225],
-} satisfies Record<string, Rgb>;
-
-// 5×7 glyphs, a row a string ('#' set), drawn for this chart. Lower case is drawn as upper case.
-export const glyphs: Record<string, string> = {
-  A: '.###.#...##...#######...##...##...#', B: '####.#...##...#####.#...##...#####.', C: '.###.#...##....#....#....#...#.###.',
-  D: '####.#...##...##...##...##...#####.', E: '######....#....####.#....#....#####', F: '######....#....####.#....#....#....',
-  G: '.###.#...##....#.####...##...#.####', H: '#...##...##...#######...##...##...#', I: '.###...#....#....#....#....#...###.',
-  J: '..###...#....#....#....#.#..#..##..', K: '#...##..#.#.#..##...#.#..#..#.#...#', L: '#....#....#....#....#....#....#####',
-  M: '#...###.###.#.##.#.##...##...##...#', N: '#...##...###..##.#.##..###...##...#', O: '.###.#...##...##...##...##...#.###.',
-  P: '####.#...##...#####.#....#....#....', Q: '.###.#...##...##...##.#.##..#..##.#', R: '####.#...##...#####.#.#..#..#.#...#',
-  S: '.#####....#.....###.....#....#####.', T: '#####..#....#....#....#....#....#..', U: '#...##...##...##...##...##...#.###.',
-  V: '#...##...##...##...##...#.#.#...#..', W: '#...##...##...##.#.##.#.##.#.#.#.#.', X: '#...##...#.#.#...#...#.#.#...##...#',
-  Y: '#...##...#.#.#...#....#....#....#..', Z: '#####....#...#...#...#...#....#####',
-  0: '.###.#...##..###.#.###..##...#.###.', 1: '..#...##....#....#....#....#...###.', 2: '.###.#...#....#...#...#...#...#####',
-  3: '#####...#...#.....#.....##...#.###.', 4: '...#...##..#.#.#..#.#####...#....#.', 5: '######....####.....#....##...#.###.',
-  6: '..##..#...#....####.#...##...#.###.', 7: '#####....#...#...#...#....#....#...', 8: '.###.#...##...#.###.#...##...#.###.',
-  9: '.###.#...##...#.####....#...#..##..',
-  ' ': '...................................', '.': '..........................##...##..', ',': '.....................##....#...#...',
-  '/': '.........#...#...#...#...#.........', '(': '...#...#...#....#....#.....#.....#.', ')': '.#.....#.....#....#....#...#...#...',
-  '-': '...............#####...............', ':': '......##...##.........##...##......', '%': '##...##..#...#...#...#...#..##...##',
-  '×': '..........#...#.#.#...#...#.#.#...#', '>': '.#.....#.....#.....#...#...#...#...', '<': '...#...#...#...#.....#.....#.....#.',
-  '=': '..........#####.....#####..........', '≤': '...#...#...#.....#.....#......#####', '+': '......#....#..#####..#....#........',
-  '[': '.###..#....#....#....#....#....###.', ']': '.###....#....#....#....#....#..###.', '#': '.#.#.#####.#.#..#.#.#####.#.#......',
-  ';': '......##...##........##....#...#...',
-  '?': '.###.#...#....#...#...#.........#..', "'": '..#....#...#.......................',
+  kfn: '#2563eb',
+  'controller-runtime': '#ea580c',
+  ApiServerSource: '#16a34a',
+  floor: '#787878',
+  'bare Hono': '#9333ea',
+  text: '#1e1e1e',
+  faint: '#969696',
+  background: '#ffffff',
+  rule: '#e1e1e1',
 };
-const glyphW = 5;
-const glyphH = 7;
 
-/** An RGB pixel buffer with rectangles and text. */
-class Canvas {
-  readonly width: number;
-  readonly height: number;
-  readonly pixels: Uint8Array;
+/** A monospace character's width at the chart's font size (13 px): enough to lay the columns out. */
+const charWidth = 7.8;
+const textWidth = (text: string) => [...text].length * charWidth;
+const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-  constructor(width: number, height: number, background: Rgb) {
-    this.width = width;
-    this.height = height;
-    this.pixels = new Uint8Array(width * height * 3);
-    this.rect(0, 0, width, height, background);
+/** SVG elements, appended in drawing order. */
+class Svg {
+  private readonly parts: string[] = [];
+
+  rect(x: number, y: number, w: number, h: number, fill: string): void {
+    this.parts.push(`<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${w.toFixed(1)}" height="${h}" fill="${fill}"/>`);
   }
 
-  rect(x: number, y: number, w: number, h: number, [r, g, b]: Rgb): void {
-    const x0 = Math.max(0, Math.round(x));
-    const y0 = Math.max(0, Math.round(y));
-    const x1 = Math.min(this.width, Math.round(x + w));
-    const y1 = Math.min(this.height, Math.round(y + h));
-    for (let yy = y0; yy < y1; yy++) {
-      for (let xx = x0; xx < x1; xx++) {
-        const i = (yy * this.width + xx) * 3;
-        this.pixels[i] = r;
-        this.pixels[i + 1] = g;
-        this.pixels[i + 2] = b;
-      }
-    }
+  /** `text` with its top left at (x, y). */
+  text(x: number, y: number, text: string, fill: string, size = 13): void {
+    this.parts.push(`<text x="${x.toFixed(1)}" y="${(y + size).toFixed(1)}" font-size="${size}" fill="${fill}">${escape(text)}</text>`);
   }
 
-  /** Draws `text` with its top left at (x, y), each font pixel `scale`×`scale`; returns its width. */
-  text(x: number, y: number, text: string, colour: Rgb, scale = 2): number {
-    let cx = x;
-    for (const ch of text) {
-      const glyph = glyphs[ch] ?? glyphs[ch.toUpperCase()] ?? glyphs['?']!;
-      for (let row = 0; row < glyphH; row++) {
-        for (let col = 0; col < glyphW; col++) {
-          if (glyph[row * glyphW + col] === '#') this.rect(cx + col * scale, y + row * scale, scale, scale, colour);
-        }
-      }
-      cx += (glyphW + 1) * scale;
-    }
-    return cx - x;
-  }
-
-  static textWidth(text: string, scale = 2): number {
-    return [...text].length * (glyphW + 1) * scale;
-  }
-
-  /** The PNG file: 8-bit RGB, each row unfiltered, one zlib stream. */
-  png(): Buffer {
-    const raw = Buffer.alloc((this.width * 3 + 1) * this.height);
-    for (let y = 0; y < this.height; y++) {
-      raw[y * (this.width * 3 + 1)] = 0; // filter: none
-      raw.set(this.pixels.subarray(y * this.width * 3, (y + 1) * this.width * 3), y * (this.width * 3 + 1) + 1);
-    }
-    const chunk = (type: string, data: Buffer) => {
-      const head = Buffer.alloc(8);
-      head.writeUInt32BE(data.length, 0);
-      head.write(type, 4, 'latin1');
-      const crc = Buffer.alloc(4);
-      crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-      return Buffer.concat([head, data, crc]);
-    };
-    const header = Buffer.alloc(13);
-    header.writeUInt32BE(this.width, 0);
-    header.writeUInt32BE(this.height, 4);
-    header[8] = 8; // bits per channel
-    header[9] = 2; // RGB
-    return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+  document(width: number, height: number): string {
+    return [
+      `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="ui-monospace, SFMono-Regular, Menlo, Consolas, monospace">`,
+      `<rect width="100%" height="100%" fill="${colours.background}"/>`,
+      ...this.parts,
+      '</svg>',
+      '',
+    ].join('\n');
   }
 }
 
@@ -125,7 +52,7 @@ export interface Bar {
   value: number;
   /** What is written after the bar (default: the value). */
   text?: string;
-  contender: keyof typeof colours;
+  contender: 'kfn' | 'controller-runtime' | 'ApiServerSource' | 'floor' | 'bare Hono';
 }
 
 export interface Panel {
@@ -140,37 +67,37 @@ const rowHeight = 24;
 const barHeight = 16;
 
 /** Draws the panels one under the other; every bar of a panel on the same scale. */
-export function drawPanels(title: string, subtitle: string, panels: Panel[]): Buffer {
+export function drawPanels(title: string, subtitle: string, panels: Panel[]): string {
   const rows = panels.reduce((n, p) => n + p.bars.length + 2, 0);
   const height = margin * 2 + 60 + rows * rowHeight + panels.length * 10;
-  const c = new Canvas(width, height, colours.background);
-  c.text(margin, margin, title, colours.text, 3);
-  c.text(margin, margin + 30, subtitle, colours.faint, 2);
+  const c = new Svg();
+  c.text(margin, margin, title, colours.text, 20);
+  c.text(margin, margin + 30, subtitle, colours.faint);
   let y = margin + 70;
   for (const panel of panels) {
     c.rect(margin, y - 6, width - 2 * margin, 1, colours.rule);
-    c.text(margin, y, panel.title, colours.text, 2);
+    c.text(margin, y, panel.title, colours.text, 14);
     y += rowHeight + 4;
     const bars = panel.bars.filter((b): b is Bar => 'value' in b);
     const max = Math.max(...bars.map((b) => b.value), 1e-9);
     // Labels in a column as wide as the longest; the bars take what the longest value text leaves.
-    const labelWidth = Math.max(...bars.map((b) => Canvas.textWidth(b.label))) + 20;
-    const room = width - margin * 2 - labelWidth - Math.max(...bars.map((b) => Canvas.textWidth(b.text ?? String(b.value)))) - 20;
+    const labelWidth = Math.max(...bars.map((b) => textWidth(b.label))) + 20;
+    const room = width - margin * 2 - labelWidth - Math.max(...bars.map((b) => textWidth(b.text ?? String(b.value)))) - 20;
     for (const bar of panel.bars) {
       if ('gap' in bar) {
-        c.text(margin + 10, y + 2, bar.gap, colours.faint, 2);
+        c.text(margin + 10, y, bar.gap, colours.faint);
         y += rowHeight;
         continue;
       }
-      c.text(margin + 10, y + 2, bar.label, colours.text, 2);
+      c.text(margin + 10, y, bar.label, colours.text);
       const length = Math.max(bar.value > 0 ? 2 : 0, (bar.value / max) * room);
       c.rect(margin + labelWidth, y, length, barHeight, colours[bar.contender]);
-      c.text(margin + labelWidth + length + 8, y + 2, bar.text ?? String(bar.value), colours.text, 2);
+      c.text(margin + labelWidth + length + 8, y, bar.text ?? String(bar.value), colours.text);
       y += rowHeight;
     }
     y += rowHeight + 10;
   }
-  return c.png();
+  return c.document(width, height);
 }
 
 const fixed = (n: number, digits = 1) => n.toFixed(digits);
@@ -243,18 +170,18 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
   return panels;
 }
 
-/** The PNG chart of a `bench:compare` result. */
-export function compareChart(results: Record<string, unknown>): Buffer {
+/** The SVG chart of a `bench:compare` result. */
+export function compareChart(results: Record<string, unknown>): string {
   return drawPanels('kfn beside its peers', `${String(results.date ?? '').slice(0, 16)}  ${String(results.machine ?? '')}`, comparePanels(results));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const [input, output] = process.argv.slice(2);
   if (!input) {
-    console.error('usage: node test/bench/chart.ts <compare-….json> [out.png]');
+    console.error('usage: node test/bench/chart.ts <compare-….json> [out.svg]');
     process.exit(2);
   }
-  const out = output ?? input.replace(/\.json$/, '') + '.png';
+  const out = output ?? input.replace(/\.json$/, '') + '.svg';
   writeFileSync(out, compareChart(JSON.parse(readFileSync(input, 'utf8')) as Record<string, unknown>));
   console.error(`wrote ${out}`);
 }

@@ -708,7 +708,7 @@ console.log(table);
 mkdirSync(values.out, { recursive: true });
 const stamp = (results.date as string).replace(/[:.]/g, '-');
 writeFileSync(join(values.out, `compare-${stamp}.json`), `${JSON.stringify({ ...results, table }, null, 2)}\n`);
-writeFileSync(join(values.out, `compare-${stamp}.png`), compareChart(results));
-console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)} and the chart beside it (.png); redraw one with: node test/bench/chart.ts <json>`);
+writeFileSync(join(values.out, `compare-${stamp}.svg`), compareChart(results));
+console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)} and the chart beside it (.svg); redraw one with: node test/bench/chart.ts <json>`);
 process.exit(0);
 
