@@ -8,23 +8,7 @@
 // The second question is read from the live object's managedFields (the manager's fieldsV1
 // set), so a dropped label, env var, limit or ConfigMap key is a change, while an idle resync
 // still makes no write at all.
-
-const quantityPattern = /^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$/;
-const quantityFactor: Record<string, number> = { n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
-
-/** A Kubernetes quantity's value ("512Mi" → 536870912, "250m" → 0.25, 2 → 2); undefined if it is not one. */
-export function parseQuantity(q: unknown): number | undefined {
-  const m = typeof q === 'string' || typeof q === 'number' ? String(q).match(quantityPattern) : null;
-  return m ? Number(m[1]) * quantityFactor[m[2] ?? '']! : undefined;
-}
-
-/** Kubernetes quantities the apiserver rewrites in canonical form ("1024Mi" is stored as "1Gi"). */
-export function sameQuantity(a: unknown, b: unknown): boolean {
-  const va = parseQuantity(a);
-  const vb = parseQuantity(b);
-  if (va === undefined || vb === undefined) return false;
-  return Math.abs(va - vb) <= 1e-9 * Math.max(1, Math.abs(va));
-}
+import { sameQuantity } from '../../kube/quantity.ts';
 
 function sameScalar(live: unknown, desired: unknown): boolean {
   return live === desired || (typeof desired === 'number' && String(desired) === live) || (typeof desired === 'string' && typeof live === 'string' && sameQuantity(live, desired));

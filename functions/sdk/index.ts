@@ -22,7 +22,7 @@ export {
 } from './reconciler.ts';
 export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
 export { createApp, lambdaHandler, serve } from './server.ts';
-export { parseQuantity } from './fields.ts';
+export { parseQuantity } from '../../kube/quantity.ts';
 export { objectKey, type KindRef } from '../../core/objects.ts';
 export type { Condition } from '../../core/conditions.ts';
 export { labelSelectorMatches, selectorMatches, type LabelSelector } from '../../kube/selectors.ts';
