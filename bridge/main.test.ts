@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '../cluster/controlplane.ts';
+import { repoRoot } from '../cluster/paths.ts';
 import { bridgeNodeOptions } from './main.ts';
 
 test("the bridge's Deployment runs node with the V8 flags the benchmarks measure, and this Node accepts them", () => {

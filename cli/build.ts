@@ -4,7 +4,7 @@
 // image `kfn deploy` runs (as `kfn image build`).
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { repoRoot } from '../cluster/controlplane.ts';
+import { repoRoot } from '../cluster/paths.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { bundleFunction } from './deploy.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadConnection } from '../kube/connection.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
 import { ApiError, KubeApi, objectPath } from '../kube/api.ts';
-import { repoRoot } from '../cluster/controlplane.ts';
+import { repoRoot } from '../cluster/paths.ts';
 import type { RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';

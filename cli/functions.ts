@@ -9,7 +9,7 @@ import { stringify } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
-import { repoRoot } from '../cluster/controlplane.ts';
+import { repoRoot } from '../cluster/paths.ts';
 import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';

@@ -7,7 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { applyObject, type KubeApi } from '../kube/api.ts';
 import type { JournalEntry } from '../core/journal.ts';
 import { ensureBinaries } from '../cluster/build.ts';
-import { clusterPaths, repoRoot } from '../cluster/controlplane.ts';
+import { clusterPaths, repoRoot } from '../cluster/paths.ts';
 import { importImages } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { bridgeImage } from './deploy.ts';

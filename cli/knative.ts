@@ -2,7 +2,8 @@
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { KubeApi } from '../kube/api.ts';
 import { ensureBinaries } from '../cluster/build.ts';
-import { clusterHealthy, clusterPaths } from '../cluster/controlplane.ts';
+import { clusterHealthy } from '../cluster/controlplane.ts';
+import { clusterPaths } from '../cluster/paths.ts';
 import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';

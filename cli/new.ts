@@ -3,7 +3,7 @@
 // `create api` give a Go project its first controller.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
-import { repoRoot } from '../cluster/controlplane.ts';
+import { repoRoot } from '../cluster/paths.ts';
 import { pluralOf } from '../functions/sdk/kind.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 

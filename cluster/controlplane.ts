@@ -10,25 +10,19 @@
 //   node/        the real node's containerd, kubelet and CNI state; host.json what to restore
 // `clusterUp` is idempotent: a healthy running cluster is reused as it is.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { stringify } from 'yaml';
 import { ensureBinaries, type BinaryName, type BinarySet } from './build.ts';
 import { collectionPath, dnsManifests } from './dns.ts';
 import { baseRecipes, buildImage, importImages, imageRef } from './images.ts';
 import {
   checkNetworkFree,
   checkNodePrerequisites,
-  containerdConfig,
-  cniConfig,
   defaultNetwork,
   defaultNodePorts,
   gatewayOf,
-  kubeletConfig,
-  kubeProxyConfig,
   nodePaths,
   readHostSnapshot,
   setUpHostNetwork,
@@ -37,133 +31,10 @@ import {
   type NodeNetwork,
   type NodePorts,
 } from './node.ts';
-import { generateClusterPki } from './pki.ts';
 import { isRunning, logTail, residentBytes, startProcess, stopProcess, type ProcessRecord } from './processes.ts';
-
-export const repoRoot = join(import.meta.dirname, '..');
-
-export interface ClusterPorts {
-  apiserver: number;
-  etcd: number;
-  etcdPeer: number;
-  controllerManager: number;
-  scheduler: number;
-}
-
-export const defaultPorts: ClusterPorts = {
-  apiserver: 16443,
-  etcd: 12379,
-  etcdPeer: 12380,
-  controllerManager: 10257,
-  scheduler: 10259,
-};
-
-/** The real node: its kubelet registers it under this name. */
-export const nodeName = 'kfn-node-0';
-/** Fake nodes (kwok) carry this taint: only pods that tolerate it land there. */
-export const fakeNodeTaint = { key: 'kfn.dev/fake-node', value: 'true', effect: 'NoSchedule' } as const;
-export const fakeNodeName = (i: number) => `kfn-fake-${i}`;
-
-export interface ClusterState {
-  version: 1;
-  kubernetes: string;
-  binDir: string;
-  ports: ClusterPorts;
-  network: NodeNetwork;
-  nodePorts: NodePorts;
-  fakeNodes: number;
-  server: string;
-  startedAt: string;
-  processes: ProcessRecord[];
-}
-
-export interface ClusterPaths {
-  dir: string;
-  state: string;
-  kubeconfig: string;
-  logs: string;
-  pki: string;
-  lock: string;
-}
-
-export function clusterPaths(dir = process.env.KFN_CLUSTER_DIR || join(repoRoot, '.kfn', 'cluster')): ClusterPaths {
-  return {
-    dir,
-    state: join(dir, 'state.json'),
-    kubeconfig: join(dir, 'kubeconfig'),
-    logs: join(dir, 'logs'),
-    pki: join(dir, 'pki'),
-    // Beside the state directory, not in it: `down` removes the directory while holding the lock.
-    lock: `${dir}.lock`,
-  };
-}
-
-export function readState(paths: ClusterPaths): ClusterState | undefined {
-  try {
-    return JSON.parse(readFileSync(paths.state, 'utf8')) as ClusterState;
-  } catch {
-    return undefined;
-  }
-}
-
-function writeState(paths: ClusterPaths, state: ClusterState): void {
-  writeFileSync(paths.state, `${JSON.stringify(state, null, 2)}\n`);
-}
-
-/** A path as the user should read it: relative to the current directory when that is shorter. */
-export function displayPath(path: string): string {
-  const rel = relative(process.cwd(), path);
-  return rel && !rel.startsWith('..') && rel.length < path.length ? rel : path;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Locking: parallel test processes may all call clusterUp; one starts the cluster, the others
-// wait for it and then find it running.
-
-async function withLock<T>(paths: ClusterPaths, log: (line: string) => void, fn: () => Promise<T>): Promise<T> {
-  mkdirSync(join(paths.lock, '..'), { recursive: true });
-  let waitingSaid = false;
-  for (;;) {
-    try {
-      mkdirSync(paths.lock);
-      writeFileSync(join(paths.lock, 'pid'), String(process.pid));
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(readFileSafe(join(paths.lock, 'pid')));
-      if (owner && !pidAlive(owner)) {
-        rmSync(paths.lock, { recursive: true, force: true });
-        continue;
-      }
-      if (!waitingSaid) log(`Waiting for another kfn process (pid ${owner || '?'}) that is starting or stopping the cluster…`);
-      waitingSaid = true;
-      await sleep(250);
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    rmSync(join(paths.lock, 'pid'), { force: true });
-    rmdirSync(paths.lock);
-  }
-}
-
-function readFileSafe(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { adminToken, caPem, checkPorts, defaultPorts, fakeNodeName, nodeName, readState, requireState, tokenOf, withLock, writeState, type ClusterPorts, type ClusterState } from './state.ts';
+import { componentArgs, fakeNodeManifest, writeClusterFiles, type ComponentTokens } from './components.ts';
+import { clusterPaths, displayPath, type ClusterPaths } from './paths.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Probes
@@ -198,65 +69,6 @@ function apiserverRequest(server: string, ca: string, token: string, path: strin
   });
 }
 
-async function etcdRequest(port: number, path: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`etcd ${path} answered ${res.status}: ${text}`);
-  return JSON.parse(text) as Record<string, unknown>;
-}
-
-export function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
-  });
-}
-
-const portFlags: Record<keyof ClusterPorts, string> = {
-  apiserver: '--apiserver-port',
-  etcd: '--etcd-port',
-  etcdPeer: '--etcd-peer-port',
-  controllerManager: '--controller-manager-port',
-  scheduler: '--scheduler-port',
-};
-
-const nodePortFlags: Record<keyof NodePorts, string> = {
-  kubelet: '--kubelet-port',
-  kubeletHealthz: '--kubelet-healthz-port',
-  kubeProxyMetrics: '--kube-proxy-metrics-port',
-  kubeProxyHealthz: '--kube-proxy-healthz-port',
-};
-
-/**
- * True when the port is free or becomes free within a few seconds: a component of a cluster
- * that was just killed (a crash, then `up`) holds its sockets a moment after /proc stops
- * showing its command line.
- */
-async function portFreeSoon(port: number, waitMs = 5000): Promise<boolean> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    if (await portFree(port)) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(250);
-  }
-}
-
-async function checkPorts(ports: ClusterPorts, nodePorts: NodePorts): Promise<void> {
-  const seen = new Map<number, string>();
-  const flags: Record<string, string> = { ...portFlags, ...nodePortFlags };
-  for (const [key, port] of Object.entries({ ...ports, ...nodePorts })) {
-    if (seen.has(port)) throw new Error(`Port ${port} is given for both ${seen.get(port)} and ${key}; each component needs its own port.`);
-    seen.set(port, key);
-    if (!(await portFreeSoon(port))) {
-      throw new Error(
-        `Port ${port} on 127.0.0.1 (for ${key}) is already in use by another program. ` +
-          `Stop that program, or choose another port with \`kfn cluster up ${flags[key]} <port>\`.`,
-      );
-    }
-  }
-}
-
 /**
  * Polls `check` until it returns a value, failing early if one of `watched` processes exits.
  * The error says what was awaited and shows the last log lines of whatever went wrong.
@@ -285,197 +97,6 @@ async function waitUntil<T>(what: string, timeoutMs: number, watched: ProcessRec
 }
 
 // ---------------------------------------------------------------------------------------------
-// Configuration files
-
-function kubeconfigYaml(server: string, caPem: string, user: string, token: string): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'kfn-local', cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } }],
-    users: [{ name: user, user: { token } }],
-    contexts: [{ name: 'kfn-local', context: { cluster: 'kfn-local', user } }],
-    'current-context': 'kfn-local',
-  });
-}
-
-interface ComponentTokens {
-  admin: string;
-  controllerManager: string;
-  scheduler: string;
-  kwok: string;
-  kubelet: string;
-  kubeProxy: string;
-}
-
-function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts, net: NodeNetwork): string[] {
-  const pki = (f: string) => join(paths.pki, f);
-  return [
-    `--etcd-servers=http://127.0.0.1:${ports.etcd}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
-    `--secure-port=${ports.apiserver}`,
-    // The "kubernetes" Endpoints reconciler rejects loopback addresses; nothing needs it here.
-    '--endpoint-reconciler-type=none',
-    `--tls-cert-file=${pki('apiserver.crt')}`,
-    `--tls-private-key-file=${pki('apiserver.key')}`,
-    `--client-ca-file=${pki('ca.crt')}`,
-    `--token-auth-file=${join(paths.dir, 'tokens.csv')}`,
-    '--authorization-mode=Node,RBAC',
-    // The kubelet may only change its own Node and the pods bound to it.
-    '--enable-admission-plugins=NodeRestriction',
-    `--kubelet-client-certificate=${pki('kubelet-client.crt')}`,
-    `--kubelet-client-key=${pki('kubelet-client.key')}`,
-    '--kubelet-preferred-address-types=InternalIP',
-    '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-    `--service-account-key-file=${pki('sa.pub')}`,
-    `--service-account-signing-key-file=${pki('sa.key')}`,
-    `--service-cluster-ip-range=${net.serviceCidr}`,
-    '--allow-privileged=true',
-    '--profiling=false',
-  ];
-}
-
-function componentArgs(name: string, paths: ClusterPaths, state: ClusterState): string[] {
-  const ports = state.ports;
-  const node = nodePaths(paths.dir);
-  const kubeconfig = (user: string) => `--kubeconfig=${join(paths.dir, 'kubeconfigs', `${user}.kubeconfig`)}`;
-  switch (name) {
-    case 'etcd':
-      return [
-        '--name=kfn',
-        `--data-dir=${join(paths.dir, 'etcd')}`,
-        `--listen-client-urls=http://127.0.0.1:${ports.etcd}`,
-        `--advertise-client-urls=http://127.0.0.1:${ports.etcd}`,
-        `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
-        `--initial-cluster=kfn=http://127.0.0.1:${ports.etcdPeer}`,
-        // A throwaway test cluster: durability is not worth an fsync per write.
-        '--unsafe-no-fsync',
-        '--log-level=warn',
-      ];
-    case 'kube-apiserver':
-      return apiserverArgs(paths, ports, state.network);
-    case 'kube-controller-manager':
-      return [
-        kubeconfig('controller-manager'),
-        '--bind-address=127.0.0.1',
-        `--secure-port=${ports.controllerManager}`,
-        // One instance only: leader election would make a restart wait for the old lease.
-        '--leader-elect=false',
-        // Every controller runs under its own kube-system ServiceAccount, as kubeadm sets it up.
-        '--use-service-account-credentials=true',
-        `--service-account-private-key-file=${join(paths.pki, 'sa.key')}`,
-        `--root-ca-file=${join(paths.pki, 'ca.crt')}`,
-        `--cluster-signing-cert-file=${join(paths.pki, 'ca.crt')}`,
-        `--cluster-signing-key-file=${join(paths.pki, 'ca.key')}`,
-        // Its default client limit (20 requests/s) would make every scale test and benchmark
-        // measure that limit: 1,000 Deployments took over 7 minutes to get their pods.
-        '--kube-api-qps=200',
-        '--kube-api-burst=400',
-        '--profiling=false',
-      ];
-    case 'kube-scheduler':
-      return [kubeconfig('scheduler'), '--bind-address=127.0.0.1', `--secure-port=${ports.scheduler}`, '--leader-elect=false', '--kube-api-qps=200', '--kube-api-burst=400', '--profiling=false'];
-    case 'kwok':
-      return [
-        kubeconfig('kwok'),
-        `--config=${join(paths.dir, 'kwok.yaml')}`,
-        // Only the fake nodes; the real node has its kubelet.
-        '--manage-all-nodes=false',
-        '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
-        '--node-ip=127.0.0.1',
-        '--cidr=10.245.0.0/16',
-        '--node-lease-duration-seconds=40',
-      ];
-    case 'containerd':
-      return ['--config', node.containerdConfig];
-    case 'kubelet':
-      return [
-        `--config=${node.kubeletConfig}`,
-        kubeconfig('kubelet'),
-        `--root-dir=${node.kubeletRoot}`,
-        `--cert-dir=${join(node.kubeletRoot, 'pki')}`,
-        `--hostname-override=${nodeName}`,
-        `--node-ip=${gatewayOf(state.network.podSubnet)}`,
-        '--v=1',
-      ];
-    case 'kube-proxy':
-      return [`--config=${node.kubeProxyConfig}`, '--v=1'];
-    default:
-      throw new Error(`${name} is not a component the cluster runs`);
-  }
-}
-
-async function writeClusterFiles(paths: ClusterPaths, state: ClusterState, credentials: ComponentTokens, sandboxImage: string): Promise<void> {
-  const server = state.server;
-  const node = nodePaths(paths.dir);
-  for (const d of [paths.dir, paths.logs, paths.pki, join(paths.dir, 'kubeconfigs'), node.dir, node.cniConfDir, node.kubeletRoot]) mkdirSync(d, { recursive: true });
-  const pki = generateClusterPki(state.network.apiserverServiceIp);
-  const secret = { mode: 0o600 };
-  writeFileSync(join(paths.pki, 'ca.crt'), pki.caCert);
-  writeFileSync(join(paths.pki, 'ca.key'), pki.caKey, secret);
-  writeFileSync(join(paths.pki, 'apiserver.crt'), pki.servingCert);
-  writeFileSync(join(paths.pki, 'apiserver.key'), pki.servingKey, secret);
-  writeFileSync(join(paths.pki, 'sa.key'), pki.serviceAccountKey, secret);
-  writeFileSync(join(paths.pki, 'sa.pub'), pki.serviceAccountPublicKey);
-  writeFileSync(join(paths.pki, 'kubelet-client.crt'), pki.kubeletClientCert);
-  writeFileSync(join(paths.pki, 'kubelet-client.key'), pki.kubeletClientKey, secret);
-  // Static tokens: token,user,uid,"groups". The components use the users the bootstrap RBAC
-  // policy already grants their permissions to (the kubelet as itself under the Node
-  // authorizer); admin and kwok, which fakes many kubelets, are cluster admins.
-  writeFileSync(
-    join(paths.dir, 'tokens.csv'),
-    [
-      `${credentials.admin},kfn-admin,kfn-admin,"system:masters"`,
-      `${credentials.controllerManager},system:kube-controller-manager,system:kube-controller-manager`,
-      `${credentials.scheduler},system:kube-scheduler,system:kube-scheduler`,
-      `${credentials.kwok},kfn-kwok,kfn-kwok,"system:masters"`,
-      `${credentials.kubelet},system:node:${nodeName},system:node:${nodeName},"system:nodes"`,
-      `${credentials.kubeProxy},system:kube-proxy,system:kube-proxy`,
-      '',
-    ].join('\n'),
-    secret,
-  );
-  writeFileSync(paths.kubeconfig, kubeconfigYaml(server, pki.caCert, 'kfn-admin', credentials.admin), secret);
-  const component = (file: string, user: string, token: string) =>
-    writeFileSync(join(paths.dir, 'kubeconfigs', `${file}.kubeconfig`), kubeconfigYaml(server, pki.caCert, user, token), secret);
-  component('controller-manager', 'system:kube-controller-manager', credentials.controllerManager);
-  component('scheduler', 'system:kube-scheduler', credentials.scheduler);
-  component('kwok', 'kfn-kwok', credentials.kwok);
-  component('kubelet', `system:node:${nodeName}`, credentials.kubelet);
-  component('kube-proxy', 'system:kube-proxy', credentials.kubeProxy);
-  writeFileSync(join(paths.dir, 'kwok.yaml'), kwokConfig());
-  writeFileSync(node.containerdConfig, containerdConfig(node, sandboxImage));
-  writeFileSync(join(node.cniConfDir, '10-kfn.conflist'), cniConfig(node, state.network));
-  writeFileSync(node.kubeletConfig, kubeletConfig(node, state.network, state.nodePorts, join(paths.pki, 'ca.crt')));
-  writeFileSync(join(node.dir, 'resolv.conf'), '# pods use the cluster DNS only\n');
-  writeFileSync(node.kubeProxyConfig, kubeProxyConfig(state.network, state.nodePorts, join(paths.dir, 'kubeconfigs', 'kube-proxy.kubeconfig'), nodeName));
-}
-
-/**
- * kwok's configuration: its options, then the pod stages of cluster/kwok/stages.yaml (node
- * stages are kwok's built-in ones, which it uses when given none).
- */
-function kwokConfig(): string {
-  const options = stringify({ apiVersion: 'config.kwok.x-k8s.io/v1alpha1', kind: 'KwokConfiguration', options: {} });
-  return `${options}---\n${readFileSync(join(import.meta.dirname, 'kwok', 'stages.yaml'), 'utf8')}`;
-}
-
-/** A fake node for kwok: tainted, so that only pods that tolerate fakeNodeTaint land on it. */
-function fakeNodeManifest(name: string) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: {
-      name,
-      labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
-      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
-    },
-    spec: { taints: [fakeNodeTaint] },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Commands
 
 export interface UpOptions {
@@ -494,18 +115,6 @@ export interface UpResult {
   /** True when a running cluster was found and left as it was. */
   reused: boolean;
   seconds: number;
-}
-
-/** The static token of `user` in tokens.csv (token,user,uid,"groups"), or '' when none. */
-function tokenOf(paths: ClusterPaths, user: string): string {
-  const line = readFileSync(join(paths.dir, 'tokens.csv'), 'utf8').split('\n').find((l) => l.split(',')[1] === user);
-  return line?.split(',')[0] ?? '';
-}
-
-const adminToken = (paths: ClusterPaths) => tokenOf(paths, 'kfn-admin');
-
-function caPem(paths: ClusterPaths): string {
-  return readFileSync(join(paths.pki, 'ca.crt'), 'utf8');
 }
 
 /** True when every recorded process runs and the apiserver answers /readyz with ok. */
@@ -771,12 +380,6 @@ export async function clusterStatus(paths = clusterPaths()): Promise<ClusterStat
   return { state, healthy: await clusterHealthy(paths, state), components, paths };
 }
 
-function requireState(paths: ClusterPaths): ClusterState {
-  const state = readState(paths);
-  if (!state) throw new Error(`No local cluster state in ${displayPath(paths.dir)}: start one with \`npm run kfn -- cluster up\`.`);
-  return state;
-}
-
 /** Stops one recorded component and starts it again with the same command line. */
 async function restartComponent(paths: ClusterPaths, state: ClusterState, name: string, graceMs: number, downtimeMs = 0): Promise<ProcessRecord> {
   const index = state.processes.findIndex((p) => p.name === name);
@@ -826,25 +429,4 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
   for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok']) {
     if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, 3000);
   }
-}
-
-/**
- * Compacts etcd's history up to its current revision, so that older resourceVersions can no
- * longer be read from storage. Returns the compacted revision. A running apiserver's watch
- * cache may still serve watches from before it; `restartApiserver` drops that cache.
- */
-export async function compactEtcd(options: { paths?: ClusterPaths } = {}): Promise<number> {
-  const state = requireState(options.paths ?? clusterPaths());
-  // The gRPC gateway takes base64 keys; any range read returns the store's current revision.
-  const range = await etcdRequest(state.ports.etcd, '/v3/kv/range', { key: Buffer.from('/').toString('base64'), limit: 1 });
-  const revision = Number((range.header as { revision?: string } | undefined)?.revision);
-  if (!Number.isFinite(revision) || revision <= 0) throw new Error(`etcd returned no revision: ${JSON.stringify(range)}`);
-  await etcdRequest(state.ports.etcd, '/v3/kv/compaction', { revision, physical: true });
-  return revision;
-}
-
-/** Reads one key from etcd at `revision`; rejects with etcd's message if it was compacted. */
-export async function etcdReadAt(revision: number, options: { paths?: ClusterPaths; key?: string } = {}): Promise<void> {
-  const state = requireState(options.paths ?? clusterPaths());
-  await etcdRequest(state.ports.etcd, '/v3/kv/range', { key: Buffer.from(options.key ?? '/').toString('base64'), limit: 1, revision });
 }

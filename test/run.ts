@@ -14,7 +14,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { clusterDown, clusterHealthy, clusterPaths, clusterUp, repoRoot } from '../cluster/controlplane.ts';
+import { clusterDown, clusterHealthy, clusterUp } from '../cluster/controlplane.ts';
+import { clusterPaths, repoRoot } from '../cluster/paths.ts';
 import { ensureKnativeBinaries } from '../cluster/knative.ts';
 import { testClusterOptions } from './support/cluster.ts';
 import { ensureChromium } from './support/browser.ts';

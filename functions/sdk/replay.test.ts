@@ -12,7 +12,7 @@ import pino from 'pino';
 import { authenticate } from '../../core/authentication.ts';
 import { encodeReconcileEvent } from '../../core/event.ts';
 import { KubeApi, type Method, type RequestOptions, type Tap } from '../../kube/api.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import MyWebFunction, { MyWeb } from '../myweb/index.ts';
 import { compareWrites, diffValues } from './diff.ts';
 import { defineReconciler, Secret, type Reconciler } from './index.ts';

@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { parseReconcileRequest } from '../../core/event.ts';
 import { bridgeNodeOptions } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';
 import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
 

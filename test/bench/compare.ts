@@ -34,7 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { bridgeNodeOptions } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, compactEtcd, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 import { functionStack } from '../support/functions.ts';
 import { MyWeb } from '../../functions/myweb/index.ts';

@@ -23,7 +23,7 @@ import { buildLambdaPackage } from '../../cli/build.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
 import { lambdaEnvironment, startLambda, unzipPackage } from '../support/lambda.ts';
 import { percentile } from './common.ts';

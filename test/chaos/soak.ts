@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { applyObject } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { freePort } from '../support/bridge.ts';
 import { compactEtcd, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { testCluster } from '../support/cluster.ts';
 
 test('chaos soak (short): every object converges, no duplicate or orphan children, finalizers ran, one delivery per object at a time, no hot loop', async (t) => {

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { startDevServer, type DevServer } from '../../cli/dev.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { launchChromium } from '../support/browser.ts';

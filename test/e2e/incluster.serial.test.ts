@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { kubeApi, testCluster, testNamespace, untilWebhookRefuses, waitFor } from '../support/cluster.ts';
 
 const exec = promisify(execFile);

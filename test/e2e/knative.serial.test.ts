@@ -11,7 +11,7 @@ import type { KubeApi } from '../../kube/api.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
 import { kubeApi, testCluster, testNamespace, waitFor, type TestCluster } from '../support/cluster.ts';
 import { runDemo } from '../support/demo.ts';

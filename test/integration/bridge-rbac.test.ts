@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor, kubeApi } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 import type { Condition } from '../../core/conditions.ts';

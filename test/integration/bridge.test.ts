@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
 import { applyYaml, installCrd, kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';

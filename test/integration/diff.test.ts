@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import pino from 'pino';
 import { encodeReconcileEvent as eventFor } from '../../core/event.ts';
 import { ApiError, applyObject } from '../../kube/api.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import MyWebFunction, { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { receivedFrom } from '../../functions/sdk/replay.ts';

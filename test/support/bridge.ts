@@ -10,7 +10,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import type { Credentials } from '../../core/authentication.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { installCrd, testNamespace, uniqueName, type TestCluster, kubeApi } from './cluster.ts';
 import { startReceiver, type Receiver } from './receiver.ts';
 

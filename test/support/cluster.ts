@@ -12,9 +12,11 @@ import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type
 import { connectionFromOptions } from '../../kube/connection.ts';
 import { applyObject, KubeApi } from '../../kube/api.ts';
 import { parseAllDocuments } from 'yaml';
-import { clusterPaths, clusterUp, restartApiserver as restartApiserverProcess, type ClusterPaths, type ClusterState } from '../../cluster/controlplane.ts';
+import { clusterPaths, type ClusterPaths } from '../../cluster/paths.ts';
+import { clusterUp, restartApiserver as restartApiserverProcess } from '../../cluster/controlplane.ts';
+import { type ClusterState } from '../../cluster/state.ts';
 
-export { compactEtcd, etcdReadAt } from '../../cluster/controlplane.ts';
+export { compactEtcd, etcdReadAt } from '../../cluster/etcd.ts';
 export { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 
 export interface TestCluster {

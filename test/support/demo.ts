@@ -1,7 +1,7 @@
 // Runs `kfn demo` (npm start) against the test cluster until its samples are Ready.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import type { TestCluster } from './cluster.ts';
 
 /** The demo's exit status and everything it printed. */

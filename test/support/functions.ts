@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import type { KubeApi } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
-import { repoRoot } from '../../cluster/controlplane.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
 import { generateWebhookPki } from '../../cluster/pki.ts';
