@@ -35,6 +35,7 @@ import { isRunning, logTail, residentBytes, startProcess, stopProcess, type Proc
 import { adminToken, caPem, checkPorts, defaultPorts, fakeNodeName, nodeName, readState, requireState, tokenOf, withLock, writeState, type ClusterPorts, type ClusterState } from './state.ts';
 import { componentArgs, fakeNodeManifest, writeClusterFiles, type ComponentTokens } from './components.ts';
 import { clusterPaths, displayPath, type ClusterPaths } from './paths.ts';
+import { waitFor } from '../core/clock.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Probes
@@ -70,30 +71,18 @@ function apiserverRequest(server: string, ca: string, token: string, path: strin
 }
 
 /**
- * Polls `check` until it returns a value, failing early if one of `watched` processes exits.
- * The error says what was awaited and shows the last log lines of whatever went wrong.
+ * Polls `check` until it returns a value, failing at once if one of `watched` processes exits;
+ * the error says what was awaited and shows the last log lines of whatever went wrong.
  */
-async function waitUntil<T>(what: string, timeoutMs: number, watched: ProcessRecord[], check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError = '';
-  for (;;) {
-    for (const proc of watched) {
-      if (!isRunning(proc)) {
-        throw new Error(`${proc.name} exited while waiting for ${what}. Last lines of ${displayPath(proc.log)}:\n${logTail(proc.log)}`);
-      }
-    }
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = (err as Error).message;
-    }
-    if (Date.now() > deadline) {
-      const logs = watched.map((p) => `--- ${displayPath(p.log)}\n${logTail(p.log, 8)}`).join('\n');
-      throw new Error(`Timed out after ${timeoutMs / 1000}s waiting for ${what}${lastError ? ` (last error: ${lastError})` : ''}.\n${logs}`);
-    }
-    await sleep(250);
-  }
+function waitUntil<T>(what: string, timeoutMs: number, watched: ProcessRecord[], check: () => Promise<T | undefined>): Promise<T> {
+  return waitFor(what, check, {
+    timeoutMs,
+    abandon: () => {
+      const dead = watched.find((proc) => !isRunning(proc));
+      return dead && `${dead.name} exited while waiting for ${what}. Last lines of ${displayPath(dead.log)}:\n${logTail(dead.log)}`;
+    },
+    context: () => watched.map((p) => `--- ${displayPath(p.log)}\n${logTail(p.log, 8)}`).join('\n'),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

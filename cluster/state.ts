@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type NodeNetwork, type NodePorts } from './node.ts';
 import { displayPath, type ClusterPaths } from './paths.ts';
 import { type ProcessRecord } from './processes.ts';
+import { waitFor } from '../core/clock.ts';
 
 export interface ClusterPorts {
   apiserver: number;
@@ -130,13 +131,8 @@ export const nodePortFlags: Record<keyof NodePorts, string> = {
  * that was just killed (a crash, then `up`) holds its sockets a moment after /proc stops
  * showing its command line.
  */
-export async function portFreeSoon(port: number, waitMs = 5000): Promise<boolean> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    if (await portFree(port)) return true;
-    if (Date.now() > deadline) return false;
-    await sleep(250);
-  }
+export function portFreeSoon(port: number, waitMs = 5000): Promise<boolean> {
+  return waitFor(`port ${port} to be free`, () => portFree(port), { timeoutMs: waitMs }).catch(() => false);
 }
 
 export async function checkPorts(ports: ClusterPorts, nodePorts: NodePorts): Promise<void> {

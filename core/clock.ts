@@ -68,6 +68,50 @@ export function delay(clock: Clock, ms: number, signal?: AbortSignal): Promise<b
   });
 }
 
+export interface WaitOptions {
+  /** Give up after this long (default 60 s). */
+  timeoutMs?: number;
+  /** Between checks (default 250 ms). */
+  intervalMs?: number;
+  clock?: Clock;
+  /** Checked before every round: a reason to stop waiting at once (a process that died), or undefined. */
+  abandon?: () => string | undefined;
+  /** More to say when the wait times out (the last lines of a log). */
+  context?: () => string;
+}
+
+/**
+ * Polls `check` until it returns something other than undefined, false or null, and returns
+ * that. An error thrown by `check` counts as "not yet". A timeout's error names what was
+ * awaited, the last value seen and the last error: what the world looked like.
+ */
+export async function waitFor<T>(what: string, check: () => T | undefined | false | null | Promise<T | undefined | false | null>, options: WaitOptions = {}): Promise<T> {
+  const clock = options.clock ?? systemClock;
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = clock.now() + timeoutMs;
+  let last: unknown;
+  let lastError: unknown;
+  for (;;) {
+    const abandoned = options.abandon?.();
+    if (abandoned) throw new Error(abandoned);
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false && value !== null) return value;
+      last = value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (clock.now() >= deadline) {
+      const parts = [`Timed out after ${timeoutMs / 1000}s waiting for ${what}.`];
+      if (last !== undefined) parts.push(`Last value: ${JSON.stringify(last)}`);
+      if (lastError) parts.push(`Last error: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+      if (options.context) parts.push(options.context());
+      throw new Error(parts.join('\n'));
+    }
+    await delay(clock, options.intervalMs ?? 250);
+  }
+}
+
 interface PendingTimer {
   at: number;
   seq: number;

@@ -24,7 +24,8 @@ import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
-import { kubeApi, testCluster, uniqueName, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { lambdaEnvironment, startLambda, unzipPackage } from '../support/lambda.ts';
 import { percentile } from './common.ts';
 

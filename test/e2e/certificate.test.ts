@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { test } from 'node:test';
 import { generateClusterPki } from '../../cluster/pki.ts';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
 interface TlsSecret {

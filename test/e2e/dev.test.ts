@@ -14,7 +14,8 @@ import { repoRoot } from '../../cluster/paths.ts';
 import { startDevServer, type DevServer } from '../../cli/dev.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { launchChromium } from '../support/browser.ts';
-import { kubeApi, testCluster, testNamespace, waitFor, type TestCluster } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, type TestCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 const freePort = () =>
   new Promise<number>((done) => {

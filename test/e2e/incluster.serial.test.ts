@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../cluster/paths.ts';
-import { kubeApi, testCluster, testNamespace, untilWebhookRefuses, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilWebhookRefuses } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 const exec = promisify(execFile);
 

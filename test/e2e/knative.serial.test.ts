@@ -13,7 +13,8 @@ import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
-import { kubeApi, testCluster, testNamespace, waitFor, type TestCluster } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, type TestCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { runDemo } from '../support/demo.ts';
 import type { ReadCondition as Condition } from '../../core/conditions.ts';
 

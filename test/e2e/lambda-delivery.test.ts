@@ -3,7 +3,8 @@
 // with 403 and said clearly, and throttling (429 + Retry-After) and 5xx retried with backoff.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, type FunctionStack } from '../support/functions.ts';
 import type { LocalLambda } from '../support/lambda.ts';
 

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApiError } from '../../kube/api.ts';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack } from '../support/functions.ts';
 
 test('MicroServiceDeploy: children, HPA while autoscaling, idle to zero, config updates', async (t) => {

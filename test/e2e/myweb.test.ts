@@ -7,7 +7,8 @@ import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { ApiError, applyObject } from '../../kube/api.ts';
-import { testCluster, waitFor, type TestCluster } from '../support/cluster.ts';
+import { testCluster, type TestCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, stackReport } from '../support/functions.ts';
 
 const myWebStack = (t: TestContext, cluster: TestCluster, extra: { resyncPeriodSeconds?: number } = {}) => functionStack(t, cluster, 'myweb', extra);

@@ -1,7 +1,8 @@
 // PodBuggerTool end to end: matching pods get one ephemeral debug container each.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
 interface LivePod {

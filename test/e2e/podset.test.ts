@@ -1,7 +1,8 @@
 // PodSet end to end: a Deployment of busybox pods, status.nodes tracking its running pods.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack } from '../support/functions.ts';
 
 test('PodSet: status.nodes follows its running pods through scale up, a pod deleted, scale down', async (t) => {

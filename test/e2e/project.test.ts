@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { testCluster, uniqueName, waitFor } from '../support/cluster.ts';
+import { testCluster, uniqueName } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines } from '../support/functions.ts';
 
 test('Project: Secret + Deployment reading it; the password appears in no ConfigMap, log, journal or status', async (t) => {

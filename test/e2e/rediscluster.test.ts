@@ -1,7 +1,8 @@
 // RedisCluster end to end: StatefulSet, headless Service, rendered redis.conf, ready replicas.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { testCluster, waitFor } from '../support/cluster.ts';
+import { testCluster } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack } from '../support/functions.ts';
 
 test('RedisCluster: StatefulSet of size, headless Service, redis.conf, status ready replicas, config change rolls', async (t) => {

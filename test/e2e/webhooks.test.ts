@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { cachedBinaries } from '../../cluster/build.ts';
-import { testCluster, untilWebhookRefuses, waitFor } from '../support/cluster.ts';
+import { testCluster, untilWebhookRefuses } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack } from '../support/functions.ts';
 
 interface MyAppObject {

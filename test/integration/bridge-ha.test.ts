@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { spawnBridge, widgetSetup, type WidgetSetup } from '../support/bridge.ts';
-import { testCluster, waitFor, kubeApi } from '../support/cluster.ts';
+import { testCluster, kubeApi } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { startFaultProxy } from '../support/proxy.ts';
 import { shardOf } from '../../bridge/shards.ts';
 

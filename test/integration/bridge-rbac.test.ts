@@ -11,7 +11,8 @@ import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
-import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, waitFor, kubeApi } from '../support/cluster.ts';
+import { applyYaml, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName, kubeApi } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 import type { Condition } from '../../core/conditions.ts';
 

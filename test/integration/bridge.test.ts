@@ -9,7 +9,8 @@ import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
-import { applyYaml, installCrd, kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+import { applyYaml, installCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 
 describe('bridge', { concurrency: true }, () => {

@@ -12,7 +12,8 @@ import { generateWebhookPki } from '../../cluster/pki.ts';
 import { crdOf, defineReconciler, serve } from '../../functions/sdk/index.ts';
 import { shirtKind } from '../../functions/sdk/testdata/shirt.ts';
 import { freePort } from '../support/bridge.ts';
-import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 test('a two-version kind: written at either version, read at both (get and list) through the conversion webhook; the webhook down fails reads by name', async (t) => {
   const cluster = await testCluster();

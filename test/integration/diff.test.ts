@@ -15,7 +15,8 @@ import MyWebFunction, { MyWeb } from '../../functions/myweb/index.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { receivedFrom } from '../../functions/sdk/replay.ts';
 import { reconcileEvent } from '../../functions/sdk/runtime.ts';
-import { kubeApi, testCluster, testNamespace, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 test('kfn diff shows what a function would create, change and delete for one object, and stores nothing', async (t) => {
   const cluster = await testCluster();

@@ -13,7 +13,8 @@ import { clusterPaths } from '../../cluster/paths.ts';
 import { readState } from '../../cluster/state.ts';
 import { hostDifferences, nodePaths, readHostSnapshot, takeHostSnapshot } from '../../cluster/node.ts';
 import { isRunning } from '../../cluster/processes.ts';
-import { testCluster, testClusterOptions, waitFor } from '../support/cluster.ts';
+import { testCluster, testClusterOptions } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 test('cluster down leaves the host as found; up after a crash cleans up and starts', async () => {
   const cluster = await testCluster();

@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { AppsV1Api, CoreV1Api, KubeConfig, type V1PodSpec } from '@kubernetes/client-node';
-import { applyYaml, expectApiError, testCluster, testNamespace, waitFor } from '../support/cluster.ts';
+import { applyYaml, expectApiError, testCluster, testNamespace } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 /** Runs a pod to completion and returns its phase and log. */
 async function runPod(cluster: Awaited<ReturnType<typeof testCluster>>, ns: string, name: string, spec: V1PodSpec): Promise<{ phase: string; log: string }> {

@@ -11,7 +11,8 @@ import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, 
 import { applyObject } from '../../kube/api.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
-import { kubeApi, testCluster, testNamespace, uniqueName, waitFor } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 
 type Answer = { result?: string; changes?: { action: string; ref: { name: string; kind: string } }[]; error?: string };
 

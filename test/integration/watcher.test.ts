@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startFaultProxy } from '../support/proxy.ts';
-import { testCluster, testNamespace, waitFor, kubeApi } from '../support/cluster.ts';
+import { testCluster, testNamespace, kubeApi } from '../support/cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { recordWatch } from '../support/watch.ts';
 
 describe('Watcher', { concurrency: true }, () => {

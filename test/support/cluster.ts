@@ -7,7 +7,6 @@
 //   await compactEtcd(); await restartApiserver();       // faults (serial tests only)
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { connectionFromOptions } from '../../kube/connection.ts';
 import { applyObject, KubeApi } from '../../kube/api.ts';
@@ -15,6 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { clusterPaths, type ClusterPaths } from '../../cluster/paths.ts';
 import { clusterUp, restartApiserver as restartApiserverProcess } from '../../cluster/controlplane.ts';
 import { type ClusterState } from '../../cluster/state.ts';
+import { waitFor } from '../../core/clock.ts';
 
 export { compactEtcd, etcdReadAt } from '../../cluster/etcd.ts';
 export { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
@@ -155,39 +155,6 @@ export async function installCrd(t: TestContext, cluster: TestCluster, group: st
     const got = (await cluster.objects.read({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name } })) as V1CustomResourceDefinition;
     return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? got : undefined;
   });
-}
-
-export interface WaitOptions {
-  timeoutMs?: number;
-  intervalMs?: number;
-}
-
-/**
- * Polls `check` until it returns something other than undefined/false/null and returns that.
- * Errors thrown by `check` count as "not yet". On timeout the error names what was awaited,
- * the last value seen and the last error, so a failure says what the cluster looked like.
- */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false | null>, options: WaitOptions = {}): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false && value !== null) return value;
-      last = value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() >= deadline) {
-      const parts = [`Timed out after ${timeoutMs / 1000}s waiting for ${what}.`];
-      if (last !== undefined) parts.push(`Last value: ${JSON.stringify(last)}`);
-      if (lastError) parts.push(`Last error: ${describeError(lastError)}`);
-      throw new Error(parts.join('\n'));
-    }
-    await sleep(options.intervalMs ?? 250);
-  }
 }
 
 /**

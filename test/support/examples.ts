@@ -8,7 +8,8 @@ import type { TestContext } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { ApiError, applyObject, collectionPath, objectPath } from '../../kube/api.ts';
 import { loadFunction } from '../../cli/functions.ts';
-import { testCluster, testNamespace, waitFor } from './cluster.ts';
+import { testCluster, testNamespace } from './cluster.ts';
+import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, stackReport, type FunctionRuntime } from './functions.ts';
 
 interface Obj {
