@@ -11,11 +11,12 @@
 // `clusterUp` is idempotent: a healthy running cluster is reused as it is.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureBinaries, type BinaryName, type BinarySet } from './build.ts';
-import { collectionPath, dnsManifests } from './dns.ts';
+import { dnsManifests } from './dns.ts';
+import { applyObject, KubeApi } from '../kube/api.ts';
+import { connectionFromOptions } from '../kube/connection.ts';
 import { baseRecipes, buildImage, importImages, imageRef } from './images.ts';
 import {
   checkNetworkFree,
@@ -40,35 +41,18 @@ import { waitFor } from '../core/clock.ts';
 // ---------------------------------------------------------------------------------------------
 // Probes
 
-interface HttpResult {
-  status: number;
-  body: string;
+/** The admin's API client for a cluster being started or checked (the same client as everything else). */
+function adminApi(paths: ClusterPaths, state: ClusterState, token = adminToken(paths)): KubeApi {
+  return new KubeApi(connectionFromOptions({ server: state.server, ca: caPem(paths), token, source: `the local cluster (${displayPath(paths.dir)})` }));
 }
 
-/** A GET or POST to the apiserver with the admin token, trusting only the cluster's CA. */
-function apiserverRequest(server: string, ca: string, token: string, path: string, method = 'GET', body?: unknown): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = request(
-      new URL(path, server),
-      {
-        method,
-        ca,
-        headers: { Authorization: `Bearer ${token}`, ...(payload ? { 'Content-Type': 'application/json' } : {}) },
-        timeout: 5000,
-      },
-      (res) => {
-        let data = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (data += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`timeout calling ${path}`)));
-    req.on('error', reject);
-    req.end(payload);
-  });
+/** True when the apiserver answers /readyz with ok; false when it does not answer, or not yet. */
+function apiserverReady(api: KubeApi): Promise<boolean> {
+  return api.text('GET', '/readyz', { signal: AbortSignal.timeout(5000) }).then(() => true, () => false);
 }
+
+/** The field manager of what the control plane applies itself (fake nodes, cluster DNS). */
+const fieldManager = 'kfn-cluster';
 
 /**
  * Polls `check` until it returns a value, failing at once if one of `watched` processes exits;
@@ -110,10 +94,9 @@ export interface UpResult {
 export async function clusterHealthy(paths: ClusterPaths, state = readState(paths)): Promise<boolean> {
   if (!state || !state.processes.every(isRunning)) return false;
   try {
-    const res = await apiserverRequest(state.server, caPem(paths), adminToken(paths), '/readyz');
-    return res.status === 200;
+    return await apiserverReady(adminApi(paths, state));
   } catch {
-    return false;
+    return false; // its credentials are gone: not a cluster to reuse
   }
 }
 
@@ -204,9 +187,7 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
     writeState(paths, state);
     return record;
   };
-  const ca = caPem(paths);
-  const token = adminToken(paths);
-  const api = (path: string, method?: string, body?: unknown) => apiserverRequest(state.server, ca, token, path, method, body);
+  const api = adminApi(paths, state);
   const node = nodePaths(paths.dir);
 
   log(`Starting etcd on 127.0.0.1:${state.ports.etcd}, and containerd`);
@@ -221,27 +202,20 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
   const apiserver = start('kube-apiserver');
   await waitUntil('containerd to serve', 30_000, [containerd], async () => (existsSync(node.containerdSocket) ? true : undefined));
   importImages(node.containerdSocket, images.tarballs);
-  await waitUntil('kube-apiserver /readyz', 90_000, [etcd, apiserver], async () => {
-    const res = await api('/readyz');
-    if (res.status === 200) return true;
-    throw new Error(`/readyz answered ${res.status}`);
-  });
+  await waitUntil('kube-apiserver /readyz', 90_000, [etcd, apiserver], () => api.text('GET', '/readyz', { signal: AbortSignal.timeout(5000) }).then(() => true));
 
   log(`Starting kube-controller-manager, kube-scheduler, the kubelet and kube-proxy${state.fakeNodes ? ` and kwok (${state.fakeNodes} fake nodes)` : ''}`);
   const all = [etcd, containerd, apiserver, start('kube-controller-manager'), start('kube-scheduler'), start('kubelet'), start('kube-proxy')];
   if (state.fakeNodes) {
     all.push(start('kwok'));
-    for (let i = 0; i < state.fakeNodes; i++) {
-      const created = await api('/api/v1/nodes', 'POST', fakeNodeManifest(fakeNodeName(i)));
-      if (created.status !== 201 && created.status !== 409) throw new Error(`creating fake node ${fakeNodeName(i)} failed (${created.status}): ${created.body}`);
-    }
+    for (let i = 0; i < state.fakeNodes; i++) await applyObject(api, fakeNodeManifest(fakeNodeName(i)), fieldManager);
   }
 
   log(`Waiting for node ${nodeName} to register and be Ready`);
   await waitUntil(`node ${nodeName} to be Ready and schedulable`, 90_000, all, async () => {
-    const res = await api(`/api/v1/nodes/${nodeName}`);
-    if (res.status !== 200) throw new Error(`the kubelet has not registered the node yet (${res.status})`);
-    const status = JSON.parse(res.body) as NodeStatus;
+    const status = await api.request<NodeStatus>('GET', `/api/v1/nodes/${nodeName}`).catch((err: unknown) => {
+      throw new Error(`the kubelet has not registered the node yet (${(err as Error).message})`);
+    });
     const ready = status.status?.conditions?.find((c) => c.type === 'Ready');
     // The not-ready taint is added at registration and removed by the node-lifecycle controller.
     const tainted = status.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/'));
@@ -249,17 +223,14 @@ async function boot(paths: ClusterPaths, state: ClusterState, binaries: BinarySe
     throw new Error(`Ready=${ready?.status ?? 'unknown'}${ready?.message ? `: ${ready.message}` : ''}`);
   });
   log('Starting cluster DNS (CoreDNS)');
-  await waitUntil('the default ServiceAccount in namespace default', 60_000, all, async () => {
-    const res = await api('/api/v1/namespaces/default/serviceaccounts/default');
-    return res.status === 200 ? true : undefined;
-  });
+  await waitUntil('the default ServiceAccount in namespace default', 60_000, all, () => api.request('GET', '/api/v1/namespaces/default/serviceaccounts/default').then(() => true));
   for (const obj of dnsManifests(images.coredns, state.network.dnsServiceIp)) {
-    const res = await api(collectionPath(obj), 'POST', obj);
-    if (res.status !== 201 && res.status !== 409) throw new Error(`creating ${String(obj.kind)} for cluster DNS failed (${res.status}): ${res.body}`);
+    await applyObject(api, obj as Parameters<typeof applyObject>[1], fieldManager).catch((err: unknown) => {
+      throw new Error(`creating ${String(obj.kind)} for cluster DNS failed: ${(err as Error).message}`);
+    });
   }
   await waitUntil('CoreDNS to be available (kube-system/coredns)', 90_000, all, async () => {
-    const res = await api('/apis/apps/v1/namespaces/kube-system/deployments/coredns');
-    const dep = JSON.parse(res.body) as { status?: { availableReplicas?: number } };
+    const dep = await api.request<{ status?: { availableReplicas?: number } }>('GET', '/apis/apps/v1/namespaces/kube-system/deployments/coredns');
     return (dep.status?.availableReplicas ?? 0) >= 1 ? true : undefined;
   });
 }
@@ -399,21 +370,14 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
   // While other components hold watches open, a graceful shutdown waits for them to drain;
   // a few seconds of grace, then SIGKILL, is closer to a real crash and keeps tests quick.
   const fresh = await restartComponent(paths, state, 'kube-apiserver', options.graceMs ?? 3000, options.downtimeMs);
-  const ca = caPem(paths);
-  const token = adminToken(paths);
-  await waitUntil('kube-apiserver /readyz after restart', 90_000, [fresh], async () => {
-    const res = await apiserverRequest(state.server, ca, token, '/readyz');
-    return res.status === 200 ? true : undefined;
-  });
+  await waitUntil('kube-apiserver /readyz after restart', 90_000, [fresh], async () => ((await apiserverReady(adminApi(paths, state))) ? true : undefined));
   if (options.restartControllers === false) return;
   // /readyz is ok before the RBAC authorizer has synced; a component that connects then gets
   // 403s and backs off for a minute or two. Wait until a component's own token is authorized.
   const proxyToken = tokenOf(paths, 'system:kube-proxy');
   if (proxyToken) {
-    await waitUntil('the restarted apiserver to authorize kube-proxy', 60_000, [fresh], async () => {
-      const res = await apiserverRequest(state.server, ca, proxyToken, '/api/v1/services?limit=1');
-      return res.status === 200 ? true : undefined;
-    });
+    const proxy = adminApi(paths, state, proxyToken);
+    await waitUntil('the restarted apiserver to authorize kube-proxy', 60_000, [fresh], () => proxy.request('GET', '/api/v1/services', { query: { limit: 1 } }).then(() => true));
   }
   for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok']) {
     if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, 3000);

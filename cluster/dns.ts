@@ -92,14 +92,3 @@ export function dnsManifests(image: string, serviceIp: string): Record<string, u
     },
   ];
 }
-
-/** The API path that creates `obj` (POST). */
-export function collectionPath(obj: Record<string, unknown>): string {
-  const apiVersion = obj.apiVersion as string;
-  const kind = obj.kind as string;
-  const ns = (obj.metadata as { namespace?: string }).namespace;
-  // Every kind above pluralises by adding "s".
-  const plural = `${kind.toLowerCase()}s`;
-  const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-  return `${base}${ns ? `/namespaces/${ns}` : ''}/${plural}`;
-}

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { maxTimerMs, timerClock, type TimerPrimitives } from './clock.ts';
 
@@ -69,4 +70,18 @@ test('a long delay can be cancelled between its steps; short delays are one time
   assert.equal(t.requested.at(-1), 250);
   t.advance(250);
   assert.equal(fired, 1);
+});
+
+test('an awaited delay or waitFor on the system clock keeps the process alive until it is over', () => {
+  // A process with nothing else to do: if the wait's timer did not hold it open, node would
+  // exit before the wait ends (status 13, "unsettled top-level await") — what `kfn cluster up` did.
+  const script = `
+    import { delay, systemClock, waitFor } from ${JSON.stringify(new URL('./clock.ts', import.meta.url).href)};
+    await delay(systemClock, 30);
+    let n = 0;
+    await waitFor('three rounds', () => (++n === 3 ? n : undefined), { intervalMs: 20 });
+    console.log('waited');
+  `;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.deepEqual([run.status, run.stdout.trim()], [0, 'waited'], run.stderr);
 });

@@ -1,6 +1,7 @@
 // Time as a parameter: the bridge's queue, backoff, resync and leases, and the SDK's deadlines,
 // take a Clock, so their tests move time forward by hand instead of sleeping. The one place that
 // knows the platform timer's limits.
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -52,9 +53,14 @@ export const systemClock: Clock = timerClock({
   clearTimeout: (timer) => clearTimeout(timer as NodeJS.Timeout),
 });
 
-/** Waits `ms` on `clock`: true when the time has passed, false as soon as `signal` aborts (or if it has). */
+/**
+ * Waits `ms` on `clock`: true when the time has passed, false as soon as `signal` aborts (or if
+ * it has). On the system clock the wait keeps the process alive, as any awaited sleep does (the
+ * system clock's own timers do not: a queue's or a resync's timer must not hold a process open).
+ */
 export function delay(clock: Clock, ms: number, signal?: AbortSignal): Promise<boolean> {
   if (signal?.aborted) return Promise.resolve(false);
+  if (clock === systemClock) return sleep(Math.min(Math.max(0, ms), maxTimerMs), true, { signal }).then(() => true, () => false);
   return new Promise((resolve) => {
     const onAbort = () => {
       cancel();
