@@ -11,22 +11,21 @@
 // recorded for the key's most recent observation. A retry of an unchanged observation has
 // the same event id.
 import { hostname } from 'node:os';
-import { systemClock, type Clock } from '../core/clock.ts';
 import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
-import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
-import { type Credentials, type HttpMessage } from '../core/authentication.ts';
-import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
-import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
-import { journalEntryOf, settle, type Settlement } from './outcome.ts';
-import type { Journal } from '../core/journal.ts';
-import { ApiError, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
-import type { RequestSigner } from './sigv4.ts';
+import type { DeliveryResult } from './delivery.ts';
 import type { BridgeMetrics } from './metrics.ts';
+import { journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
+import { Sink } from './sink.ts';
 import { Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
-import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
+import type { HttpMessage } from '../core/authentication.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
+import type { Journal } from '../core/journal.ts';
+import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import { ApiError, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 
 export interface Logger {
   info(obj: Record<string, unknown>, msg: string): void;
@@ -59,7 +58,6 @@ export interface BridgeOptions {
 }
 
 /** The sink a Reconciler names cannot take deliveries; the message says which object and why. */
-export class SinkError extends Error {}
 
 /** Why the bridge wants a key delivered, and what caused it. */
 interface PendingObservation {
@@ -103,15 +101,12 @@ class Controller {
   // Both kinds of index, kept up to date from the primary's events.
   private readonly primaryIndexes: (SelectorIndex | ReferenceIndex)[] = [];
   private readonly bridge: Bridge;
-  private credentials: Credentials | undefined;
-  private sinkUrl: string | undefined;
-  private sinkProblem: string | undefined;
-  private sigv4: RequestSigner | undefined;
-  private warnedUnsigned = false;
+  private readonly sink: Sink;
 
   constructor(bridge: Bridge, config: ReconcilerConfig) {
     this.bridge = bridge;
     this.config = config;
+    this.sink = new Sink(config, bridge.options.api, bridge.options.log, (problem) => bridge.options.onProblem?.(config.name, 'sink', problem));
     const metrics = bridge.options.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
     this.resync = new ResyncSchedule({
@@ -252,27 +247,10 @@ class Controller {
     const metrics = this.bridge.options.metrics;
     const controller = this.config.name;
     metrics?.activeWorkers.inc({ controller });
-    let result: DeliveryResult;
-    let sink = '';
-    try {
-      sink = await this.resolveSink();
-      const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs: this.config.timeoutSeconds * 1000, signer: await this.signer() });
-      if (result.refusedSignature && result.outcome.kind === 'retry') this.reportSink(result.outcome.why);
-    } catch (err) {
-      // The sink or the auth secret could not be resolved: retry like a failed delivery.
-      if (err instanceof SinkError) this.reportSink(err.message);
-      result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
-    } finally {
-      metrics?.activeWorkers.dec({ controller });
-    }
-    if (result.status === 401 && this.config.auth && this.credentials) result = await this.afterUnauthorized(result);
-    // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
-    if (result.outcome.kind === 'retry') this.sinkUrl = undefined;
-    else if (result.status !== undefined) this.reportSink(undefined);
-    metrics?.reconcileTime.observe({ controller }, result.durationMs / 1000);
-    metrics?.deliveries.inc({ controller, reason, code: result.status === undefined ? 'none' : String(result.status) });
-    return { result, sink };
+    const sent = await this.sink.send(message, this.config.timeoutSeconds * 1000).finally(() => metrics?.activeWorkers.dec({ controller }));
+    metrics?.reconcileTime.observe({ controller }, sent.result.durationMs / 1000);
+    metrics?.deliveries.inc({ controller, reason, code: sent.result.status === undefined ? 'none' : String(sent.result.status) });
+    return sent;
   }
 
   /** Carries out what settle() decided for the key; answers the backoff's delay when it chose one. */
@@ -302,85 +280,6 @@ class Controller {
   private finish(key: string, pending: PendingObservation, deleted = false): void {
     if (this.pending.get(key) === pending) this.pending.delete(key);
     if (deleted) this.tombstones.delete(key);
-  }
-
-  private async resolveSink(): Promise<string> {
-    if (this.config.sink.uri) return this.config.sink.uri;
-    if (this.sinkUrl) return this.sinkUrl;
-    const ref = this.config.sink.ref!;
-    const what = `sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} (${ref.apiVersion})`;
-    let obj: { status?: { url?: string; address?: { url?: string }; conditions?: ReadCondition[] } };
-    try {
-      const resource = await this.bridge.options.api.resource(ref.apiVersion, ref.kind);
-      obj = await this.bridge.options.api.request('GET', objectPath(resource, ref.name, ref.namespace));
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 404) throw new SinkError(`${what} does not exist; create it, or correct the Reconciler's spec.sink.ref`);
-      if (err instanceof ApiError && err.status === 403) throw new SinkError(`${what} cannot be read by the bridge (${err.message}); grant it get on that object`);
-      if (/does not serve/.test((err as Error).message)) throw new SinkError(`${what}: the API server does not serve that kind (is Knative Serving installed?)`);
-      throw err;
-    }
-    const why = whyNotReady(obj.status?.conditions);
-    if (why) throw new SinkError(`${what} is not Ready: ${why}`);
-    const url = obj.status?.address?.url ?? obj.status?.url;
-    if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
-    this.sinkUrl = url;
-    return url;
-  }
-
-  /**
-   * The function refused the event's authentication. If the auth Secret holds another key than
-   * the one used (a rotation), retry with it; if not, the function's key is wrong: terminal.
-   */
-  private async afterUnauthorized(result: DeliveryResult): Promise<DeliveryResult> {
-    const used = this.credentials;
-    this.credentials = undefined;
-    const current = await this.resolveCredentials().catch(() => undefined);
-    if (!current || JSON.stringify(current) === JSON.stringify(used)) return result;
-    const { name, namespace } = this.config.auth!.secretRef;
-    return { ...result, outcome: { kind: 'retry', why: `HTTP 401 with the previous key of the auth Secret ${namespace}/${name}, which has been rotated; retrying with the new one` } };
-  }
-
-  /** The SigV4 signer of a sink with awsIam, made once (its credentials chain caches and refreshes). */
-  private async signer(): Promise<RequestSigner | undefined> {
-    const aws = this.config.sink.awsIam;
-    if (!aws) return undefined;
-    // The AWS SDK is loaded only by a bridge that signs: about a megabyte of code the others
-    // would parse and keep for nothing.
-    if (!this.sigv4) {
-      const { sigv4Signer } = await import('./sigv4.ts');
-      this.sigv4 ??= sigv4Signer(aws);
-    }
-    return this.sigv4;
-  }
-
-  /** Tells the bridge's owner when the sink's health changes (the Reconciler's status shows it). */
-  private reportSink(problem: string | undefined): void {
-    if (problem === this.sinkProblem) return;
-    this.sinkProblem = problem;
-    this.bridge.options.onProblem?.(this.config.name, 'sink', problem);
-  }
-
-  private async resolveCredentials(): Promise<Credentials> {
-    if (this.credentials) return this.credentials;
-    const auth = this.config.auth;
-    if (!auth) {
-      if (!this.warnedUnsigned) this.bridge.options.log.warn({ reconciler: this.config.name }, 'no spec.auth: events are sent unsigned, and functions refuse them unless run in insecure development mode');
-      this.warnedUnsigned = true;
-      this.credentials = { kind: 'none' };
-      return this.credentials;
-    }
-    const { name, namespace, key = 'secret' } = auth.secretRef;
-    let secret: { data?: Record<string, string> };
-    try {
-      secret = await this.bridge.options.api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
-    } catch (err) {
-      throw new Error(`cannot read the auth Secret ${namespace}/${name}: ${(err as Error).message}`);
-    }
-    const value = secret.data?.[key];
-    if (!value) throw new Error(`the auth Secret ${namespace}/${name} has no key "${key}"`);
-    const text = Buffer.from(value, 'base64').toString('utf8');
-    this.credentials = auth.type === 'bearer' ? { kind: 'bearer', token: text } : { kind: 'hmac', secret: text };
-    return this.credentials;
   }
 
   async stop(timeoutMs: number): Promise<boolean> {

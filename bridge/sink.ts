@@ -1,0 +1,133 @@
+// Where a Reconciler's events go, and with what: the sink's URL (given, or the address of the
+// object its ref names, once that is Ready), the credentials from the Reconciler's auth Secret
+// (read again after a 401, for key rotation), the SigV4 signer of a Lambda Function URL, and
+// the sink's health as the Reconciler's Ready condition shows it.
+import type { Logger } from './bridge.ts';
+import type { ReconcilerConfig } from './config.ts';
+import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
+import type { RequestSigner } from './sigv4.ts';
+import type { Credentials, HttpMessage } from '../core/authentication.ts';
+import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
+import { ApiError, objectPath, type KubeApi } from '../kube/api.ts';
+
+/** The sink cannot take deliveries now, for a reason a person can act on. */
+export class SinkError extends Error {}
+
+export class Sink {
+  private readonly config: ReconcilerConfig;
+  private readonly api: KubeApi;
+  private readonly log: Logger;
+  private readonly report: (problem: string | undefined) => void;
+  private credentials: Credentials | undefined;
+  private url: string | undefined;
+  private problem: string | undefined;
+  private sigv4: RequestSigner | undefined;
+  private warnedUnsigned = false;
+
+  /** `report` is told when the sink's health changes: a problem, or undefined once it works again. */
+  constructor(config: ReconcilerConfig, api: KubeApi, log: Logger, report: (problem: string | undefined) => void) {
+    this.config = config;
+    this.api = api;
+    this.log = log;
+    this.report = report;
+  }
+
+  /** Sends one event; never throws: a sink or credentials that cannot be resolved is a retry. */
+  async send(message: HttpMessage, timeoutMs: number): Promise<{ result: DeliveryResult; sink: string }> {
+    let result: DeliveryResult;
+    let sink = '';
+    try {
+      sink = await this.resolve();
+      const credentials = await this.resolveCredentials();
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer() });
+      if (result.refusedSignature && result.outcome.kind === 'retry') this.setProblem(result.outcome.why);
+    } catch (err) {
+      if (err instanceof SinkError) this.setProblem(err.message);
+      result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
+    }
+    if (result.status === 401 && this.config.auth && this.credentials) result = await this.afterUnauthorized(result);
+    // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
+    if (result.outcome.kind === 'retry') this.url = undefined;
+    else if (result.status !== undefined) this.setProblem(undefined);
+    return { result, sink };
+  }
+
+  private async resolve(): Promise<string> {
+    if (this.config.sink.uri) return this.config.sink.uri;
+    if (this.url) return this.url;
+    const ref = this.config.sink.ref!;
+    const what = `sink ${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name} (${ref.apiVersion})`;
+    let obj: { status?: { url?: string; address?: { url?: string }; conditions?: ReadCondition[] } };
+    try {
+      const resource = await this.api.resource(ref.apiVersion, ref.kind);
+      obj = await this.api.request('GET', objectPath(resource, ref.name, ref.namespace));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) throw new SinkError(`${what} does not exist; create it, or correct the Reconciler's spec.sink.ref`);
+      if (err instanceof ApiError && err.status === 403) throw new SinkError(`${what} cannot be read by the bridge (${err.message}); grant it get on that object`);
+      if (/does not serve/.test((err as Error).message)) throw new SinkError(`${what}: the API server does not serve that kind (is Knative Serving installed?)`);
+      throw err;
+    }
+    const why = whyNotReady(obj.status?.conditions);
+    if (why) throw new SinkError(`${what} is not Ready: ${why}`);
+    const url = obj.status?.address?.url ?? obj.status?.url;
+    if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
+    this.url = url;
+    return url;
+  }
+
+  /**
+   * The function refused the event's authentication. If the auth Secret holds another key than
+   * the one used (a rotation), retry with it; if not, the function's key is wrong: terminal.
+   */
+  private async afterUnauthorized(result: DeliveryResult): Promise<DeliveryResult> {
+    const used = this.credentials;
+    this.credentials = undefined;
+    const current = await this.resolveCredentials().catch(() => undefined);
+    if (!current || JSON.stringify(current) === JSON.stringify(used)) return result;
+    const { name, namespace } = this.config.auth!.secretRef;
+    return { ...result, outcome: { kind: 'retry', why: `HTTP 401 with the previous key of the auth Secret ${namespace}/${name}, which has been rotated; retrying with the new one` } };
+  }
+
+  /** The SigV4 signer of a sink with awsIam, made once (its credentials chain caches and refreshes). */
+  private async signer(): Promise<RequestSigner | undefined> {
+    const aws = this.config.sink.awsIam;
+    if (!aws) return undefined;
+    // The AWS SDK is loaded only by a bridge that signs: about a megabyte of code the others
+    // would parse and keep for nothing.
+    if (!this.sigv4) {
+      const { sigv4Signer } = await import('./sigv4.ts');
+      this.sigv4 ??= sigv4Signer(aws);
+    }
+    return this.sigv4;
+  }
+
+  /** Tells the owner when the sink's health changes (the Reconciler's status shows it). */
+  private setProblem(problem: string | undefined): void {
+    if (problem === this.problem) return;
+    this.problem = problem;
+    this.report(problem);
+  }
+
+  private async resolveCredentials(): Promise<Credentials> {
+    if (this.credentials) return this.credentials;
+    const auth = this.config.auth;
+    if (!auth) {
+      if (!this.warnedUnsigned) this.log.warn({ reconciler: this.config.name }, 'no spec.auth: events are sent unsigned, and functions refuse them unless run in insecure development mode');
+      this.warnedUnsigned = true;
+      this.credentials = { kind: 'none' };
+      return this.credentials;
+    }
+    const { name, namespace, key = 'secret' } = auth.secretRef;
+    let secret: { data?: Record<string, string> };
+    try {
+      secret = await this.api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
+    } catch (err) {
+      throw new Error(`cannot read the auth Secret ${namespace}/${name}: ${(err as Error).message}`);
+    }
+    const value = secret.data?.[key];
+    if (!value) throw new Error(`the auth Secret ${namespace}/${name} has no key "${key}"`);
+    const text = Buffer.from(value, 'base64').toString('utf8');
+    this.credentials = auth.type === 'bearer' ? { kind: 'bearer', token: text } : { kind: 'hmac', secret: text };
+    return this.credentials;
+  }
+}
