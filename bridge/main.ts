@@ -3,7 +3,8 @@
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import pino from 'pino';
-import { Bridge, type Logger } from './bridge.ts';
+import { Bridge } from './bridge.ts';
+import type { Logger } from './log.ts';
 import { loadReconcilerFile, type ReconcilerConfig } from './config.ts';
 import { loadConnection } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';

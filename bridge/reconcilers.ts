@@ -1,7 +1,8 @@
 // Where a bridge's Reconcilers come from: a fixed list (a file, or the functions `kfn dev`
 // serves), or the cluster's Reconciler objects, whose changes apply without a restart and whose
 // Ready condition says whether each one works and, when it does not, why.
-import type { Bridge, Logger } from './bridge.ts';
+import type { Bridge } from './bridge.ts';
+import type { Logger } from './log.ts';
 import { InvalidReconcilerError, parseReconciler, type ReconcilerConfig } from './config.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
 import { sameCondition, settleCondition, type Condition } from '../core/conditions.ts';

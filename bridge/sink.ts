@@ -2,7 +2,7 @@
 // object its ref names, once that is Ready), the credentials from the Reconciler's auth Secret
 // (read again after a 401, for key rotation), the SigV4 signer of a Lambda Function URL, and
 // the sink's health as the Reconciler's Ready condition shows it.
-import type { Logger } from './bridge.ts';
+import type { Logger } from './log.ts';
 import type { ReconcilerConfig } from './config.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
 import type { RequestSigner } from './sigv4.ts';

@@ -1,0 +1,255 @@
+// One Reconciler's controller: its primaries' events routed to keys, the per-key work queue and
+// its workers, the spread resync, and each delivery — what it says is decided when it is sent,
+// from the newest state (the primary as the watch holds it now, or its tombstone if it was
+// deleted) and the reason recorded for the key's latest observation; a retry of an unchanged
+// observation has the same event id. What an answer means for the key is bridge/outcome.ts's.
+//
+//   watch event ─▶ onEvent ─▶ route() ─▶ observe(key) ─▶ WorkQueue ─▶ Workers ─▶ deliver(key)
+//   ResyncSchedule ─────────── low-priority keys ──┘        ▲                      │
+//                                                          └── carryOut(settle()) ◀┘
+import type { ReconcilerConfig } from './config.ts';
+import type { DeliveryResult } from './delivery.ts';
+import type { Logger } from './log.ts';
+import type { BridgeMetrics } from './metrics.ts';
+import { journalEntryOf, settle, type Settlement } from './outcome.ts';
+import { ResyncSchedule } from './resync.ts';
+import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
+import { Sink } from './sink.ts';
+import type { Watcher, WatchEvent } from './watcher.ts';
+import { WorkQueue, Workers, type Priority } from './workqueue.ts';
+import type { HttpMessage } from '../core/authentication.ts';
+import type { Clock } from '../core/clock.ts';
+import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
+import type { Journal } from '../core/journal.ts';
+import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import type { KubeApi, KubeObject } from '../kube/api.ts';
+
+/** What a controller uses of the bridge it runs in. */
+export interface ControllerContext {
+  api: KubeApi;
+  log: Logger;
+  clock: Clock;
+  /** CloudEvent `source`. */
+  source: string;
+  journal?: Journal;
+  metrics?: BridgeMetrics;
+  onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
+  owns?: (key: string) => boolean;
+  /** A Warning Event on the object, for failures a person should see there. */
+  recordWarning(obj: KubeObject, reason: string, message: string): Promise<void>;
+}
+
+/** Why the bridge wants a key delivered, and what caused it. */
+interface PendingObservation {
+  reason: ReconcileReason;
+  trigger?: ObjectRef;
+  observedAt: number;
+}
+
+export class Controller {
+  readonly config: ReconcilerConfig;
+  readonly queue: WorkQueue;
+  private readonly workers: Workers;
+  private readonly resync: ResyncSchedule;
+  private readonly pending = new Map<string, PendingObservation>();
+  // Last known version of deleted primaries, until their `deleted` delivery succeeds.
+  private readonly tombstones = new Map<string, KubeObject>();
+  // Keys whose last delivery timed out, until its deadline plus a grace: the function may still
+  // be finishing it (the SDK stops at the deadline), so nothing is delivered for them before.
+  private readonly heldUntil = new Map<string, number>();
+  // The primaries' selectors, by the field a selector-mapped watch names.
+  private readonly selectors = new Map<string, SelectorIndex>();
+  // The primaries' references, by the field a reference-mapped watch names.
+  private readonly references = new Map<string, ReferenceIndex>();
+  // Both kinds of index, kept up to date from the primary's events.
+  private readonly primaryIndexes: (SelectorIndex | ReferenceIndex)[] = [];
+  private readonly bridge: ControllerContext;
+  private readonly sink: Sink;
+
+  constructor(bridge: ControllerContext, config: ReconcilerConfig) {
+    this.bridge = bridge;
+    this.config = config;
+    this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem));
+    const metrics = bridge.metrics;
+    this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
+    this.resync = new ResyncSchedule({
+      periodMs: config.resyncPeriodSeconds * 1000,
+      clock: bridge.clock,
+      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
+    });
+    for (const w of config.watches) {
+      if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));
+      if ('referenceField' in w.mapping) this.references.set(w.mapping.referenceField, new ReferenceIndex(w.mapping.referenceField));
+    }
+    this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
+    metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
+    this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key), bridge.clock);
+    this.resync.start();
+  }
+
+  /** The Reconciler's primary watches (one per namespace it names, or one for all). */
+  primaryWatches: Watcher[] = [];
+
+  /** The primary's last known state, from whichever of its watches holds it. */
+  private primaryOf(key: string): KubeObject | undefined {
+    for (const w of this.primaryWatches) {
+      const obj = w.store.get(key);
+      if (obj) return obj;
+    }
+    return undefined;
+  }
+
+  /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
+  private observe(key: string, obs: PendingObservation, priority: Priority, override = true): void {
+    if (!this.owns(key)) return; // another shard's
+    if (override || !this.pending.has(key)) this.pending.set(key, obs);
+    this.queue.add(key, priority);
+  }
+
+  private owns(key: string): boolean {
+    return this.bridge.owns?.(key) ?? true;
+  }
+
+  /** Queues every primary `which` selects (a shard just taken over), as a resync would. */
+  redeliver(which: (key: string) => boolean): number {
+    const now = this.bridge.clock.now();
+    let n = 0;
+    for (const w of this.primaryWatches) {
+      for (const [key, obj] of w.store) {
+        if (!which(key) || !this.inNamespaces(obj)) continue;
+        this.observe(key, { reason: 'resync', observedAt: now }, 'low', false);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
+    if (event.type === 'synced') return;
+    if (sameKind(kind, this.config.for)) {
+      // The watch's own key string when it gives one: the resync schedule then shares it.
+      const key = event.key ?? objectKey(event.object.metadata);
+      if (event.type === 'delete') {
+        // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
+        // (and this shard delivers).
+        if (this.inNamespaces(event.object) && this.owns(key)) this.tombstones.set(key, event.object);
+        this.resync.untrack(key);
+        for (const index of this.primaryIndexes) index.delete(key);
+      } else {
+        this.tombstones.delete(key);
+        if (this.inNamespaces(event.object)) this.resync.track(key);
+        for (const index of this.primaryIndexes) index.set(key, event.object);
+      }
+    }
+    const now = this.bridge.clock.now();
+    const primaryWatch = this.primaryWatches[0];
+    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
+      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
+    }
+  }
+
+  private inNamespaces(obj: KubeObject): boolean {
+    return this.config.namespaces.length === 0 || !obj.metadata.namespace || this.config.namespaces.includes(obj.metadata.namespace);
+  }
+
+  /**
+   * One delivery of `key`: what it says is decided now, from the newest state (the primary as
+   * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
+   */
+  private async deliver(key: string): Promise<void> {
+    if (this.heldBack(key)) return;
+    const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
+    const live = this.primaryOf(key);
+    const primary = live ?? this.tombstones.get(key);
+    if (!primary) {
+      // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
+      this.finish(key, pending);
+      this.queue.forget(key);
+      return;
+    }
+    let reason: ReconcileReason = live ? pending.reason : 'deleted';
+    if (live && reason === 'deleted') reason = 'created';
+    const observation: Observation = {
+      reconciler: this.config.name,
+      primary: refOf(primary),
+      reason,
+      trigger: reason === 'child' || reason === 'mapped' ? pending.trigger : undefined,
+      observedAt: pending.observedAt,
+    };
+    const attempt = this.queue.retries(key) + 1;
+    const deadline = this.bridge.clock.now() + this.config.timeoutSeconds * 1000;
+    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, deadline);
+    const { result, sink } = await this.send(message, reason);
+    const now = this.bridge.clock.now();
+    this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
+    const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
+    const { outcome } = result;
+    if (outcome.kind === 'retry') {
+      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
+    } else if (outcome.kind === 'terminal') {
+      this.bridge.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
+      if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
+    }
+  }
+
+  /** True when the key's last delivery may still be running (it timed out): it is queued for later. */
+  private heldBack(key: string): boolean {
+    const held = this.heldUntil.get(key);
+    if (held === undefined) return false;
+    const wait = held - this.bridge.clock.now();
+    if (wait > 0) {
+      this.queue.addAfter(key, wait);
+      return true;
+    }
+    this.heldUntil.delete(key);
+    return false;
+  }
+
+  /** Sends one event to the sink with the Reconciler's credentials; never throws. */
+  private async send(message: HttpMessage, reason: ReconcileReason): Promise<{ result: DeliveryResult; sink: string }> {
+    const metrics = this.bridge.metrics;
+    const controller = this.config.name;
+    metrics?.activeWorkers.inc({ controller });
+    const sent = await this.sink.send(message, this.config.timeoutSeconds * 1000).finally(() => metrics?.activeWorkers.dec({ controller }));
+    metrics?.reconcileTime.observe({ controller }, sent.result.durationMs / 1000);
+    metrics?.deliveries.inc({ controller, reason, code: sent.result.status === undefined ? 'none' : String(sent.result.status) });
+    return sent;
+  }
+
+  /** Carries out what settle() decided for the key; answers the backoff's delay when it chose one. */
+  private carryOut(key: string, pending: PendingObservation, deleted: boolean, s: Settlement): number | undefined {
+    const metrics = this.bridge.metrics;
+    const controller = this.config.name;
+    metrics?.reconcileTotal.inc({ controller, result: s.result });
+    if (s.error === 'retry') metrics?.reconcileErrors.inc({ controller });
+    if (s.error === 'terminal') metrics?.terminalErrors.inc({ controller });
+    if (s.finished) this.finish(key, pending, deleted);
+    if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.pending.set(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
+    if (s.holdUntil !== undefined) this.heldUntil.set(key, s.holdUntil);
+    switch (s.queue.kind) {
+      case 'forget':
+        this.queue.forget(key);
+        return undefined;
+      case 'backoff':
+        return this.queue.addRateLimited(key, s.queue.atLeastMs);
+      case 'after':
+        this.queue.forget(key);
+        this.queue.addAfter(key, s.queue.ms);
+        return undefined;
+    }
+  }
+
+  /** Drops the pending observation if no newer one arrived meanwhile. */
+  private finish(key: string, pending: PendingObservation, deleted = false): void {
+    if (this.pending.get(key) === pending) this.pending.delete(key);
+    if (deleted) this.tombstones.delete(key);
+  }
+
+  async stop(timeoutMs: number): Promise<boolean> {
+    this.resync.stop();
+    const finished = await this.workers.stop(timeoutMs);
+    this.queue.shutDown();
+    return finished;
+  }
+}
+
