@@ -27,7 +27,7 @@ export async function buildLambdaPackage(dir: string, out = join(repoRoot, '.kfn
   const entry = join(work, 'index.ts');
   writeFileSync(
     entry,
-    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
+    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'lambda', 'index.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
   );
   // Lambda's Node 22/24 runtimes load index.mjs as ESM; the chunks beside it are loaded on demand.
   const bundle = join(work, 'bundle');

@@ -12,7 +12,7 @@ test('a function bundle leaves @kubernetes/client-node to a chunk loaded on dema
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const entry = join(dir, 'fn.ts');
-  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nawait runInContainer(reconciler);\n`);
+  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`);
   const files = await bundleFunction(entry, join(dir, 'out'));
   assert.ok(files.includes('fn.mjs'), `the entry is fn.mjs (${files.join(', ')})`);
   const entrySize = statSync(join(dir, 'out', 'fn.mjs')).size;

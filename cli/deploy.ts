@@ -64,7 +64,7 @@ export async function functionImage(dir: string, binaries: BinarySet, log = say)
   const entry = join(work, 'fn.ts');
   writeFileSync(
     entry,
-    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nawait runInContainer(reconciler);\n`,
+    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`,
   );
   log(`Bundling function ${reconciler.name}`);
   await bundleFunction(entry, join(work, 'app'));

@@ -28,7 +28,7 @@ import { functionManifests } from '../functions/sdk/manifests.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';
-import { createApp } from '../functions/sdk/server.ts';
+import { createApp } from '../functions/sdk/app.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { applyFunction, functionDirs } from './functions.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';

@@ -13,7 +13,7 @@ import { repoRoot } from '../cluster/paths.ts';
 import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
-import { serve } from '../functions/sdk/server.ts';
+import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 

@@ -33,8 +33,8 @@ export interface AdmissionReview {
   };
 }
 
-/** A request that is not an AdmissionReview kfn can answer: the webhook says 400 and why. */
-export class BadAdmissionReview extends Error {}
+/** A webhook request that is not a review kfn can answer (AdmissionReview or ConversionReview): the webhook says 400 and why. */
+export class MalformedReview extends Error {}
 
 export type JsonPatchOp = { op: 'add' | 'replace'; path: string; value: unknown } | { op: 'remove'; path: string };
 
@@ -57,17 +57,17 @@ export function jsonPatch(from: unknown, to: unknown, at: (string | number)[] = 
 
 /**
  * A webhook review's body as JSON of the expected apiVersion and kind, with an object `request`;
- * anything else is a BadAdmissionReview saying what came instead.
+ * anything else is a MalformedReview saying what came instead.
  */
 export function readReview(body: string, apiVersion: string, kind: string): { review: Record<string, unknown>; request: Record<string, unknown> } {
   let review: unknown;
   try {
     review = JSON.parse(body);
   } catch {
-    throw new BadAdmissionReview(`the body is not JSON: expected an ${apiVersion} ${kind}`);
+    throw new MalformedReview(`the body is not JSON: expected an ${apiVersion} ${kind}`);
   }
   if (!isObject(review) || review.apiVersion !== apiVersion || review.kind !== kind) {
-    throw new BadAdmissionReview(`expected apiVersion ${apiVersion}, kind ${kind}; got ${isObject(review) ? `${String(review.apiVersion)} ${String(review.kind)}` : typeof review}`);
+    throw new MalformedReview(`expected apiVersion ${apiVersion}, kind ${kind}; got ${isObject(review) ? `${String(review.apiVersion)} ${String(review.kind)}` : typeof review}`);
   }
   return { review, request: isObject(review.request) ? review.request : {} };
 }
@@ -75,8 +75,8 @@ export function readReview(body: string, apiVersion: string, kind: string): { re
 /** Reads and checks an AdmissionReview request body. */
 export function parseAdmissionReview(body: string): Required<Pick<AdmissionReview, 'request'>> & AdmissionReview {
   const { review, request } = readReview(body, 'admission.k8s.io/v1', 'AdmissionReview');
-  if (typeof request.uid !== 'string' || !request.uid) throw new BadAdmissionReview('the AdmissionReview has no request.uid');
-  if (!['CREATE', 'UPDATE', 'DELETE', 'CONNECT'].includes(request.operation as string)) throw new BadAdmissionReview(`request.operation ${String(request.operation)} is not CREATE, UPDATE, DELETE or CONNECT`);
+  if (typeof request.uid !== 'string' || !request.uid) throw new MalformedReview('the AdmissionReview has no request.uid');
+  if (!['CREATE', 'UPDATE', 'DELETE', 'CONNECT'].includes(request.operation as string)) throw new MalformedReview(`request.operation ${String(request.operation)} is not CREATE, UPDATE, DELETE or CONNECT`);
   return review as unknown as Required<Pick<AdmissionReview, 'request'>> & AdmissionReview;
 }
 

@@ -2,7 +2,7 @@
 // at the desired version out. The apiserver stores the current version and asks the function
 // (POST /convert) whenever an object is read or written at another one.
 import type { Kind, VersionedObject } from './kind.ts';
-import { BadAdmissionReview, readReview } from './admission.ts';
+import { MalformedReview, readReview } from './admission.ts';
 
 export interface ConversionReview {
   apiVersion: 'apiextensions.k8s.io/v1';
@@ -15,7 +15,7 @@ export interface ConversionReview {
 export function parseConversionReview(body: string): ConversionReview & { request: NonNullable<ConversionReview['request']> } {
   const { review, request: r } = readReview(body, 'apiextensions.k8s.io/v1', 'ConversionReview');
   if (typeof r.uid !== 'string' || typeof r.desiredAPIVersion !== 'string' || !Array.isArray(r.objects)) {
-    throw new BadAdmissionReview('the ConversionReview needs request.uid, request.desiredAPIVersion and request.objects');
+    throw new MalformedReview('the ConversionReview needs request.uid, request.desiredAPIVersion and request.objects');
   }
   return review as unknown as ConversionReview & { request: NonNullable<ConversionReview['request']> };
 }

@@ -21,7 +21,9 @@ export {
   type Reconciler,
 } from './reconciler.ts';
 export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
-export { createApp, lambdaHandler, serve } from './server.ts';
+export { createApp } from './app.ts';
+export { serve } from './node/index.ts';
+export { lambdaHandler } from './lambda/index.ts';
 export { parseQuantity } from '../../kube/quantity.ts';
 export { objectKey, type KindRef } from '../../core/objects.ts';
 export type { Condition } from '../../core/conditions.ts';

@@ -18,7 +18,7 @@ import { compareWrites, diffValues } from './diff.ts';
 import { defineReconciler, Secret, type Reconciler } from './index.ts';
 import { readRecords, redactExchange, type InvocationRecord } from './record.ts';
 import { recordedClock, replayOffline } from './replay.ts';
-import { createApp } from './server.ts';
+import { createApp } from './app.ts';
 
 const fixture = join(repoRoot, 'functions', 'myweb', 'testdata', 'updated.record.json');
 const recorded = (): InvocationRecord => JSON.parse(readFileSync(fixture, 'utf8')) as InvocationRecord;

@@ -299,7 +299,7 @@ async function coldStart(): Promise<{ kfn: number[]; kfnListening: number[]; hon
   const ns = await createNamespace('kfn-compare-cold');
   await api.request('POST', webs(ns), { body: web('cold', 30999) });
   const secret = 'bench-cold-start';
-  const fnFile = await bundleEntry('fn', `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { serve } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'server.ts'))};\nawait serve(reconciler, { hostname: '127.0.0.1' });\n`);
+  const fnFile = await bundleEntry('fn', `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { serve } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait serve(reconciler, { hostname: '127.0.0.1' });\n`);
   const honoFile = await bundleEntry('hono', "import { Hono } from 'hono';\nimport { serve } from '@hono/node-server';\nconst app = new Hono();\napp.post('/', (c) => c.json({ result: 'done', changes: [] }));\nserve({ fetch: app.fetch, port: Number(process.env.PORT), hostname: '127.0.0.1' });\n");
   const result = { kfn: [] as number[], kfnListening: [] as number[], hono: [] as number[], operator: [] as number[] };
   for (let i = 0; i < coldRuns; i++) {

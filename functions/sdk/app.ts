@@ -1,17 +1,14 @@
-// The function as an HTTP endpoint (Hono), and the two ways to run it: a Node HTTP server on
-// $PORT (Knative, `kfn serve`) and an AWS Lambda handler. Nothing here is runtime-specific
-// but the two small adapters at the bottom.
-import { serve as serveNode, type ServerType } from '@hono/node-server';
+// The function as an HTTP endpoint: one Hono app, whatever runs it — the Node server of
+// ./node (Knative, a Deployment, `kfn serve`) or the Lambda handler of ./lambda. Nothing here is
+// runtime-specific.
 import { Hono } from 'hono';
-import { handle } from 'hono/aws-lambda';
 import pino, { type Logger } from 'pino';
-import { connectionFromKubeconfigText, loadConnection } from '../../kube/connection.ts';
+import { loadConnection } from '../../kube/connection.ts';
 import { ContractError, parseReconcileRequest } from '../../core/event.ts';
 import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
-import { admit, BadAdmissionReview, parseAdmissionReview } from './admission.ts';
+import { admit, MalformedReview, parseAdmissionReview } from './admission.ts';
 import { convertReview, parseConversionReview } from './conversion.ts';
-import { hasWebhooks, serveWebhooks } from './webhooks.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
 import { reconcileEvent } from './runtime.ts';
@@ -66,7 +63,7 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
       try {
         review = parse(await c.req.text());
       } catch (err) {
-        if (!(err instanceof BadAdmissionReview)) throw err;
+        if (!(err instanceof MalformedReview)) throw err;
         log.warn({ webhook: name, error: err.message }, 'refused a malformed review');
         return c.json({ error: err.message }, 400);
       }
@@ -125,66 +122,4 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
     }
   });
   return app;
-}
-
-export interface ServeOptions extends FunctionOptions {
-  port?: number;
-  hostname?: string;
-  /**
-   * Webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the folder
-   * holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT (9443)
-   * when the reconciler has webhooks (`default`, `validate`, or a kind with previous versions).
-   */
-  webhooks?: { port: number; certDir: string };
-}
-
-/**
- * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
- * for a reconciler with webhooks, an HTTPS listener for the apiserver. Closing the
- * HTTP server closes both.
- */
-export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
-  const app = createApp(reconciler, options);
-  const port = options.port ?? Number(process.env.PORT ?? 8080);
-  const hostname = options.hostname ?? '0.0.0.0';
-  const webhooks = options.webhooks ?? (hasWebhooks(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
-  const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
-  return new Promise((resolve, reject) => {
-    const server = serveNode({ fetch: app.fetch, port, hostname }, () => resolve(server));
-    server.once('error', reject);
-    server.once('close', () => tls?.close());
-  });
-}
-
-/**
- * The function as its container runs it (`kfn deploy`): HTTP on $PORT on every interface, the
- * in-cluster API connection, and on SIGTERM it stops taking requests and finishes those in flight.
- */
-export async function runInContainer(reconciler: Reconciler): Promise<void> {
-  const server = await serve(reconciler, { hostname: '0.0.0.0' });
-  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${process.env.PORT ?? 8080}`);
-  await new Promise<void>((done) => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
-  });
-}
-
-/**
- * The Kubernetes connection of a function running outside any cluster (a Lambda): the kubeconfig
- * in $KFN_KUBECONFIG (its text — a ServiceAccount token, never the admin's), else the usual
- * --kubeconfig/$KUBECONFIG/~/.kube/config chain.
- */
-export function lambdaConnection(env: NodeJS.ProcessEnv = process.env) {
-  if (env.KFN_KUBECONFIG) return connectionFromKubeconfigText(env.KFN_KUBECONFIG, '$KFN_KUBECONFIG');
-  return loadConnection();
-}
-
-/** The function as an AWS Lambda handler (Function URLs, API Gateway, ALB): `export const handler = lambdaHandler(reconciler)`. */
-export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
-  let app: Hono | undefined;
-  // Built on the first invocation, so that a configuration error is that invocation's error (and
-  // in the function's log) rather than an init failure Lambda retries without saying why.
-  return (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
-    app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
-    return handle(app)(event, context);
-  };
 }

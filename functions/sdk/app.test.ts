@@ -7,7 +7,8 @@ import { authenticate } from '../../core/authentication.ts';
 import { encodeReconcileEvent, type Observation } from '../../core/event.ts';
 import MyWebFunction from '../myweb/index.ts';
 import { contains } from './fields.ts';
-import { createApp, credentialsFromEnv, lambdaHandler } from './server.ts';
+import { createApp, credentialsFromEnv } from './app.ts';
+import { lambdaHandler } from './lambda/index.ts';
 
 const silent = pino({ level: 'silent' });
 const credentials = { kind: 'hmac', secret: 'k' } as const;

@@ -1,0 +1,29 @@
+// The function as an AWS Lambda handler (Hono's Lambda adapter): Function URLs, API Gateway,
+// ALB. Its Kubernetes connection comes from $KFN_KUBECONFIG.
+import type { Hono } from 'hono';
+import { handle } from 'hono/aws-lambda';
+import { createApp, type FunctionOptions } from '../app.ts';
+import type { Reconciler } from '../reconciler.ts';
+import { KubeApi } from '../../../kube/api.ts';
+import { connectionFromKubeconfigText, loadConnection } from '../../../kube/connection.ts';
+
+/**
+ * The Kubernetes connection of a function running outside any cluster (a Lambda): the kubeconfig
+ * in $KFN_KUBECONFIG (its text — a ServiceAccount token, never the admin's), else the usual
+ * --kubeconfig/$KUBECONFIG/~/.kube/config chain.
+ */
+export function lambdaConnection(env: NodeJS.ProcessEnv = process.env) {
+  if (env.KFN_KUBECONFIG) return connectionFromKubeconfigText(env.KFN_KUBECONFIG, '$KFN_KUBECONFIG');
+  return loadConnection();
+}
+
+/** The function as an AWS Lambda handler (Function URLs, API Gateway, ALB): `export const handler = lambdaHandler(reconciler)`. */
+export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
+  let app: Hono | undefined;
+  // Built on the first invocation, so that a configuration error is that invocation's error (and
+  // in the function's log) rather than an init failure Lambda retries without saying why.
+  return (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
+    app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
+    return handle(app)(event, context);
+  };
+}

@@ -1,0 +1,47 @@
+// The function as a Node HTTP server (Hono's Node adapter): what Knative, a Deployment and
+// `kfn serve` run, with the webhooks' HTTPS listener beside it when the function has webhooks.
+import { serve as serveNode, type ServerType } from '@hono/node-server';
+import { createApp, type FunctionOptions } from '../app.ts';
+import type { Reconciler } from '../reconciler.ts';
+import { hasWebhooks, serveWebhooks } from '../webhooks.ts';
+
+export interface ServeOptions extends FunctionOptions {
+  port?: number;
+  hostname?: string;
+  /**
+   * Webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the folder
+   * holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT (9443)
+   * when the reconciler has webhooks (`default`, `validate`, or a kind with previous versions).
+   */
+  webhooks?: { port: number; certDir: string };
+}
+
+/**
+ * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
+ * for a reconciler with webhooks, an HTTPS listener for the apiserver. Closing the
+ * HTTP server closes both.
+ */
+export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
+  const app = createApp(reconciler, options);
+  const port = options.port ?? Number(process.env.PORT ?? 8080);
+  const hostname = options.hostname ?? '0.0.0.0';
+  const webhooks = options.webhooks ?? (hasWebhooks(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
+  const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
+  return new Promise((resolve, reject) => {
+    const server = serveNode({ fetch: app.fetch, port, hostname }, () => resolve(server));
+    server.once('error', reject);
+    server.once('close', () => tls?.close());
+  });
+}
+
+/**
+ * The function as its container runs it (`kfn deploy`): HTTP on $PORT on every interface, the
+ * in-cluster API connection, and on SIGTERM it stops taking requests and finishes those in flight.
+ */
+export async function runInContainer(reconciler: Reconciler): Promise<void> {
+  const server = await serve(reconciler, { hostname: '0.0.0.0' });
+  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${process.env.PORT ?? 8080}`);
+  await new Promise<void>((done) => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
+  });
+}
