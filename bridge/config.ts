@@ -125,34 +125,74 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
   if (o.kind !== undefined && o.kind !== reconcilerKind) problems.push(`kind must be ${reconcilerKind}, not ${JSON.stringify(o.kind)}`);
   const spec = isObject(o.spec) ? o.spec : undefined;
   if (!spec) throw new InvalidReconcilerError(name, [...problems, 'spec is required']);
+  const backoffIn = isObject(spec.backoff) ? spec.backoff : {};
+  const rateIn = isObject(spec.rateLimit) ? spec.rateLimit : {};
+  const config: ReconcilerConfig = {
+    name,
+    generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
+    for: kindRef(spec.for, 'spec.for', problems) ?? { apiVersion: '', kind: '' },
+    owns: parseOwns(spec.owns, problems),
+    watches: parseWatches(spec.watches, problems),
+    sink: parseSink(spec.sink, problems),
+    auth: parseAuth(spec.auth, problems),
+    namespaces: parseNamespaces(spec.namespaces, problems),
+    resyncPeriodSeconds: positiveInt(spec.resyncPeriodSeconds, 'spec.resyncPeriodSeconds', problems, reconcilerDefaults.resyncPeriodSeconds, 0),
+    maxConcurrentReconciles: positiveInt(spec.maxConcurrentReconciles, 'spec.maxConcurrentReconciles', problems, reconcilerDefaults.maxConcurrentReconciles),
+    timeoutSeconds: positiveInt(spec.timeoutSeconds, 'spec.timeoutSeconds', problems, reconcilerDefaults.timeoutSeconds),
+    backoff: {
+      baseDelayMs: positiveInt(backoffIn.baseDelayMs, 'spec.backoff.baseDelayMs', problems, reconcilerDefaults.backoff.baseDelayMs),
+      maxDelayMs: positiveInt(backoffIn.maxDelayMs, 'spec.backoff.maxDelayMs', problems, reconcilerDefaults.backoff.maxDelayMs),
+    },
+    rateLimit: {
+      qps: positiveInt(rateIn.qps, 'spec.rateLimit.qps', problems, reconcilerDefaults.rateLimit.qps),
+      burst: positiveInt(rateIn.burst, 'spec.rateLimit.burst', problems, reconcilerDefaults.rateLimit.burst),
+    },
+  };
+  if (problems.length) throw new InvalidReconcilerError(name, problems);
+  return config;
+}
 
-  const primary = kindRef(spec.for, 'spec.for', problems);
+function parseOwns(value: unknown, problems: string[]): OwnedKind[] {
   const owns: OwnedKind[] = [];
-  if (spec.owns !== undefined && !Array.isArray(spec.owns)) problems.push('spec.owns must be a list');
-  for (const [i, item] of ((spec.owns as unknown[]) ?? []).entries()) {
+  if (value !== undefined && !Array.isArray(value)) problems.push('spec.owns must be a list');
+  for (const [i, item] of ((value as unknown[]) ?? []).entries()) {
     const ref = kindRef(item, `spec.owns[${i}]`, problems);
     const selector = isObject(item) ? item.labelSelector : undefined;
     if (selector !== undefined && typeof selector !== 'string') problems.push(`spec.owns[${i}].labelSelector must be a label selector string`);
     if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : managedByKfnSelector });
   }
-  const watches: WatchSpec[] = [];
-  if (spec.watches !== undefined && !Array.isArray(spec.watches)) problems.push('spec.watches must be a list');
-  for (const [i, item] of ((spec.watches as unknown[]) ?? []).entries()) {
-    const ref = kindRef(item, `spec.watches[${i}]`, problems);
-    const mapping = isObject(item) ? item.mapping : undefined;
-    let parsed: Mapping | undefined;
-    const path = /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/;
-    const given = isObject(mapping) ? (['label', 'selectorField', 'referenceField'] as const).filter((k) => mapping[k] !== undefined) : [];
-    const value = given.length === 1 && isObject(mapping) ? mapping[given[0]!] : undefined;
-    if (given[0] === 'label' && typeof value === 'string' && value) parsed = { label: value };
-    else if (given[0] === 'selectorField' && typeof value === 'string' && path.test(value)) parsed = { selectorField: value };
-    else if (given[0] === 'referenceField' && typeof value === 'string' && path.test(value)) parsed = { referenceField: value };
-    else problems.push(`spec.watches[${i}].mapping must be one of {label: <label key naming the primary>}, {selectorField: <dotted path of a label selector in the primary, e.g. spec.selector>} or {referenceField: <dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name>}`);
-    if (ref && parsed) watches.push({ ...ref, mapping: parsed });
-  }
+  return owns;
+}
 
-  const sinkIn = isObject(spec.sink) ? spec.sink : undefined;
+const fieldPath = /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/;
+
+function parseWatches(value: unknown, problems: string[]): WatchSpec[] {
+  const watches: WatchSpec[] = [];
+  if (value !== undefined && !Array.isArray(value)) problems.push('spec.watches must be a list');
+  for (const [i, item] of ((value as unknown[]) ?? []).entries()) {
+    const ref = kindRef(item, `spec.watches[${i}]`, problems);
+    const mapping = parseMapping(isObject(item) ? item.mapping : undefined);
+    if (!mapping) problems.push(`spec.watches[${i}].mapping must be one of {label: <label key naming the primary>}, {selectorField: <dotted path of a label selector in the primary, e.g. spec.selector>} or {referenceField: <dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name>}`);
+    if (ref && mapping) watches.push({ ...ref, mapping });
+  }
+  return watches;
+}
+
+/** Exactly one of label, selectorField or referenceField, well formed; undefined otherwise. */
+function parseMapping(mapping: unknown): Mapping | undefined {
+  if (!isObject(mapping)) return undefined;
+  const given = (['label', 'selectorField', 'referenceField'] as const).filter((k) => mapping[k] !== undefined);
+  const value = given.length === 1 ? mapping[given[0]!] : undefined;
+  if (typeof value !== 'string') return undefined;
+  if (given[0] === 'label' && value) return { label: value };
+  if (given[0] === 'selectorField' && fieldPath.test(value)) return { selectorField: value };
+  if (given[0] === 'referenceField' && fieldPath.test(value)) return { referenceField: value };
+  return undefined;
+}
+
+function parseSink(value: unknown, problems: string[]): SinkSpec {
   const sink: SinkSpec = {};
+  const sinkIn = isObject(value) ? value : undefined;
   if (!sinkIn) problems.push('spec.sink is required: {uri: http://…} or {ref: {apiVersion, kind, name, namespace}}');
   else if (typeof sinkIn.uri === 'string' && sinkIn.ref === undefined) {
     try {
@@ -173,48 +213,29 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     else if (a.service !== undefined && (typeof a.service !== 'string' || !a.service)) problems.push('spec.sink.awsIam.service must be a signing service name (lambda for Function URLs)');
     else sink.awsIam = { region: a.region, service: typeof a.service === 'string' ? a.service : 'lambda' };
   }
+  return sink;
+}
 
-  let auth: AuthSpec | undefined;
-  if (spec.auth !== undefined) {
-    const a = isObject(spec.auth) ? spec.auth : {};
-    const ref = isObject(a.secretRef) ? a.secretRef : undefined;
-    const type = a.type ?? 'hmac';
-    if (type !== 'hmac' && type !== 'bearer') problems.push(`spec.auth.type must be hmac or bearer, not ${JSON.stringify(a.type)}`);
-    if (!ref || typeof ref.name !== 'string' || typeof ref.namespace !== 'string') problems.push('spec.auth.secretRef needs name and namespace');
-    else auth = { type: type as 'hmac' | 'bearer', secretRef: { name: ref.name, namespace: ref.namespace, key: typeof ref.key === 'string' ? ref.key : undefined } };
+function parseAuth(value: unknown, problems: string[]): AuthSpec | undefined {
+  if (value === undefined) return undefined;
+  const a = isObject(value) ? value : {};
+  const ref = isObject(a.secretRef) ? a.secretRef : undefined;
+  const type = a.type ?? 'hmac';
+  if (type !== 'hmac' && type !== 'bearer') problems.push(`spec.auth.type must be hmac or bearer, not ${JSON.stringify(a.type)}`);
+  if (!ref || typeof ref.name !== 'string' || typeof ref.namespace !== 'string') {
+    problems.push('spec.auth.secretRef needs name and namespace');
+    return undefined;
   }
+  return { type: type as 'hmac' | 'bearer', secretRef: { name: ref.name, namespace: ref.namespace, key: typeof ref.key === 'string' ? ref.key : undefined } };
+}
 
-  const namespaces: string[] = [];
-  if (spec.namespaces !== undefined && (!Array.isArray(spec.namespaces) || spec.namespaces.some((n) => typeof n !== 'string'))) problems.push('spec.namespaces must be a list of namespace names');
-  else namespaces.push(...((spec.namespaces as string[] | undefined) ?? []));
-
-  const backoffIn = isObject(spec.backoff) ? spec.backoff : {};
-  const backoff = {
-    baseDelayMs: positiveInt(backoffIn.baseDelayMs, 'spec.backoff.baseDelayMs', problems, reconcilerDefaults.backoff.baseDelayMs),
-    maxDelayMs: positiveInt(backoffIn.maxDelayMs, 'spec.backoff.maxDelayMs', problems, reconcilerDefaults.backoff.maxDelayMs),
-  };
-  const rateIn = isObject(spec.rateLimit) ? spec.rateLimit : {};
-  const rateLimit = {
-    qps: positiveInt(rateIn.qps, 'spec.rateLimit.qps', problems, reconcilerDefaults.rateLimit.qps),
-    burst: positiveInt(rateIn.burst, 'spec.rateLimit.burst', problems, reconcilerDefaults.rateLimit.burst),
-  };
-  const config: ReconcilerConfig = {
-    name,
-    generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
-    for: primary ?? { apiVersion: '', kind: '' },
-    owns,
-    watches,
-    sink,
-    auth,
-    namespaces,
-    resyncPeriodSeconds: positiveInt(spec.resyncPeriodSeconds, 'spec.resyncPeriodSeconds', problems, reconcilerDefaults.resyncPeriodSeconds, 0),
-    maxConcurrentReconciles: positiveInt(spec.maxConcurrentReconciles, 'spec.maxConcurrentReconciles', problems, reconcilerDefaults.maxConcurrentReconciles),
-    timeoutSeconds: positiveInt(spec.timeoutSeconds, 'spec.timeoutSeconds', problems, reconcilerDefaults.timeoutSeconds),
-    backoff,
-    rateLimit,
-  };
-  if (problems.length) throw new InvalidReconcilerError(name, problems);
-  return config;
+function parseNamespaces(value: unknown, problems: string[]): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.some((n) => typeof n !== 'string')) {
+    problems.push('spec.namespaces must be a list of namespace names');
+    return [];
+  }
+  return [...(value as string[])];
 }
 
 /** Reads Reconcilers from a YAML file (one or more documents). */
