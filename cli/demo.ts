@@ -21,6 +21,7 @@ import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command
 import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
 import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { JournalEntry } from '../core/journal.ts';
+import { waitFor } from '../core/clock.ts';
 
 const usage = `Usage: kfn demo [options]          (npm start)
 
@@ -79,164 +80,199 @@ export const demoCommand: Command = {
     if (values.knative && values.local) throw new UsageError('kfn demo: --knative runs the functions in the cluster; it cannot go with --local');
     const dirs = functionDirs().filter((d) => !values.function || d.endsWith(`/${values.function}`));
     if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
-    const children: ChildProcess[] = [];
-    let startedCluster = false;
-    const work = join(repoRoot, '.kfn', 'demo');
-    rmSync(work, { recursive: true, force: true });
-    mkdirSync(work, { recursive: true });
-
-    const reconcilers: string[] = [];
-    const plurals: string[] = [];
-    let inCluster = false;
-    let follow: AbortController | undefined;
-    let api: KubeApi | undefined;
-    const samples: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }[] = [];
-    const stopAll = async () => {
-      // Delete the samples while the functions still run, so that finalizers can do their work,
-      // then the Reconcilers, which point at processes that are about to stop.
-      if (api && samples.length && (children.length || inCluster)) {
-        say('Deleting the samples…');
-        const paths = await Promise.all(samples.map(async (s) => `/apis/${s.apiVersion}/namespaces/${namespace}/${(await api!.resource(s.apiVersion, s.kind)).plural}/${s.metadata.name}`));
-        for (const path of paths) await api.request('DELETE', path).catch(() => undefined);
-        for (let i = 0; i < 80; i++) {
-          const left = await Promise.all(paths.map((p) => api!.request('GET', p).then(() => 1, () => 0)));
-          if (left.every((n) => n === 0)) break;
-          await sleep(250);
-        }
-      }
-      for (const name of reconcilers) await api?.request('DELETE', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).catch(() => undefined);
-      if (inCluster && api) {
-        say('Removing the bridge and the functions from the cluster…');
-        // The functions' admission webhooks first: once their pods go, a webhook with
-        // failurePolicy Fail would refuse every write of its kind.
-        for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
-          await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: managedByKfnSelector } }).catch(() => undefined);
-        }
-        // Nothing is in flight any more (the samples are gone): the workloads need no graceful
-        // stop, and waiting 30 s per pod for it is what made stopping slow.
-        const ns = `/api/v1/namespaces/${systemNamespace}`;
-        await api.request('DELETE', `/apis/apps/v1/namespaces/${systemNamespace}/deployments`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' } }).catch(() => undefined);
-        await api.request('DELETE', `${ns}/pods`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 1 } }).catch(() => undefined);
-        await api.request('DELETE', `/api/v1/namespaces/${systemNamespace}`).catch(() => undefined);
-        for (let i = 0; i < 240 && (await api.request('GET', ns).then(() => true, () => false)); i++) await sleep(250);
-      }
-      for (const c of children) c.kill('SIGTERM');
-      await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
-      if (startedCluster) {
-        say('Stopping the local cluster the demo started…');
-        await clusterDown({ log: () => {} });
-      }
-    };
-
+    const demo = new Demo(dirs, { local: !!values.local, knative: !!values.knative });
     try {
-      // 1. A cluster.
-      let kubeconfig = process.env.KUBECONFIG?.split(':')[0];
-      api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
-      if (api && (await reachable(api))) {
-        say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
-      } else {
-        say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : 'Starting the local cluster (the first run builds it from source: about 10 minutes).');
-        const up = await clusterUp({ log: (l) => say(dim(`  ${l}`)) });
-        startedCluster = !up.reused;
-        kubeconfig = clusterPaths().kubeconfig;
-        api = new KubeApi(loadConnection(kubeconfig));
-        say(`Cluster ready at ${up.state.server} (kubeconfig ${displayPath(kubeconfig)}).`);
-      }
-
-      // 2. The Reconciler CRD and a fresh namespace for the samples.
-      for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
-      await freshNamespace(api);
-      const journal = join(work, 'journal.jsonl');
-      const local = readState(clusterPaths());
-      inCluster = !values.local && !!local && kubeconfig === clusterPaths().kubeconfig;
-      if (values.knative && !inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (unset KUBECONFIG, or point it at .kfn/cluster/kubeconfig); on your own Knative cluster use `kfn deploy --target knative`.');
-      if (inCluster) {
-        // 3. In the cluster: the bridge from manifests/ (its journal on its output, which the
-        // demo follows), each function as a Deployment + Service.
-        await installBridge(api, local!.binDir, 'kfn-demo', (l) => say(dim(`  ${l}`)));
-        say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (2 replicas, leader election), from manifests/`);
-        const target = values.knative ? 'knative' : 'deployment';
-        if (values.knative) {
-          const { knativeStatus } = await import('../cluster/knative.ts');
-          if (!(await knativeStatus(api))?.every((s) => s.ready)) await (await import('./knative.ts')).installOnLocalCluster({ log: (l) => say(dim(`  ${l}`)) });
-        }
-        await deployFunctions(dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, target, log: (l) => say(dim(`  ${l}`)) });
-        for (const dir of dirs) {
-          const reconciler = await loadFunction(dir);
-          reconcilers.push(reconciler.name);
-          plurals.push(reconciler.for.plural);
-          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as ${values.knative ? 'Knative Service' : 'Deployment'} ${systemNamespace}/kfn-fn-${reconciler.name}`);
-        }
-        follow = followBridgeJournal(api, systemNamespace, (entry) => appendFileSync(journal, `${JSON.stringify(entry)}\n`));
-      } else {
-        // 3. Local processes: each function under its ServiceAccount's token, then the bridge.
-        let port = 18090;
-        for (const dir of dirs) {
-          const reconciler = await loadFunction(dir);
-          const sinkUri = `http://127.0.0.1:${port}/`;
-          const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri, namespaces: [namespace], resyncPeriodSeconds: 60 });
-          await applyFunction(api, reconciler.name, objects, systemNamespace);
-          reconcilers.push(reconciler.name);
-          plurals.push(reconciler.for.plural);
-          const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: kubeconfig!, namespace: systemNamespace, workDir: work });
-          children.push(fn.process);
-          say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
-          port++;
-        }
-        const bridgeLog = openSync(join(work, 'bridge.log'), 'a');
-        children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${kubeconfig}`, `--journal=${journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
-        closeSync(bridgeLog);
-        say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(work, 'bridge.log'))}, journal ${displayPath(journal)}`);
-      }
-      for (const dir of dirs) {
-        const samplesFile = join(dir, 'samples.yaml');
-        if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
-      }
-
-      // 4. Samples, then the live account.
-      const appliedAt = new Map<string, number>();
-      for (const sample of samples) {
-        await applyObject(api, sample, 'kfn-demo');
-        appliedAt.set(`${sample.kind}/${sample.metadata.name}`, Date.now());
-      }
-      const readyAt = new Map<string, number>();
-      say(`Applied ${samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(kubeconfig!)} -n ${namespace} get all,${[...new Set(plurals)].join(',')}`);
-      say(dim(values['exit-when-ready'] ? 'Stopping once every sample is Ready.' : 'Press Ctrl-C to stop everything the demo started.'));
-      say('');
-      let interrupted = false;
-      const onSignal = () => (interrupted = true);
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
-      let offset = 0;
-      while (!interrupted) {
-        if (existsSync(journal)) {
-          const text = readFileSync(journal, 'utf8');
-          const fresh = text.slice(offset);
-          const end = fresh.lastIndexOf('\n') + 1;
-          for (const line of fresh.slice(0, end).split('\n').filter(Boolean)) say(describeDelivery(JSON.parse(line) as JournalEntry));
-          offset += end;
-        }
-        for (const c of children) if (c.exitCode !== null) throw new Error(`a demo process exited (status ${c.exitCode}); see the logs in ${displayPath(work)}`);
-        if (readyAt.size < samples.length && (await allReady(api, samples, readyAt))) {
-          say(bold(`All ${samples.length} samples are Ready. From apply to Ready:`));
-          for (const [key, at] of readyAt) say(`  ${key.padEnd(44)} ${((at - appliedAt.get(key)!) / 1000).toFixed(1)} s`);
-          if (values['exit-when-ready']) break;
-        }
-        await sleep(300);
-      }
+      const api = await demo.connect();
+      await demo.prepare(api);
+      if (demo.inCluster) await demo.startInCluster(api);
+      else await demo.startLocally(api);
+      await demo.applySamples(api);
+      await demo.showDeliveries(api, !!values['exit-when-ready']);
       return 0;
     } finally {
-      follow?.abort();
-      await stopAll();
+      await demo.stop();
     }
   },
 };
 
-/**
- * Follows the log of the bridge that holds the Lease and appends its journal lines (the
- * bridge writes them to its output) to `journal`, which the live account reads. Follows the
- * new leader after a takeover; stops when aborted.
- */
+type Sample = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+
+/** One run of the demo: what it started, so that stop() takes down exactly that. */
+class Demo {
+  inCluster = false;
+  private readonly dirs: string[];
+  private readonly options: { local: boolean; knative: boolean };
+  private readonly work = join(repoRoot, '.kfn', 'demo');
+  private readonly journal = join(this.work, 'journal.jsonl');
+  private readonly children: ChildProcess[] = [];
+  private readonly reconcilers: string[] = [];
+  private readonly plurals: string[] = [];
+  private readonly samples: Sample[] = [];
+  private readonly appliedAt = new Map<string, number>();
+  private startedCluster = false;
+  private kubeconfig: string | undefined;
+  private api: KubeApi | undefined;
+  private follow: AbortController | undefined;
+
+  constructor(dirs: string[], options: { local: boolean; knative: boolean }) {
+    this.dirs = dirs;
+    this.options = options;
+    rmSync(this.work, { recursive: true, force: true });
+    mkdirSync(this.work, { recursive: true });
+  }
+
+  /** 1. A cluster: $KUBECONFIG's when it answers, else the local one (built on first use). */
+  async connect(): Promise<KubeApi> {
+    let kubeconfig = process.env.KUBECONFIG?.split(':')[0];
+    let api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
+    if (api && (await reachable(api))) {
+      say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
+    } else {
+      say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : 'Starting the local cluster (the first run builds it from source: about 10 minutes).');
+      const up = await clusterUp({ log: (l) => say(dim(`  ${l}`)) });
+      this.startedCluster = !up.reused;
+      kubeconfig = clusterPaths().kubeconfig;
+      api = new KubeApi(loadConnection(kubeconfig));
+      say(`Cluster ready at ${up.state.server} (kubeconfig ${displayPath(kubeconfig)}).`);
+    }
+    this.kubeconfig = kubeconfig;
+    this.api = api;
+    return api;
+  }
+
+  /** 2. The Reconciler CRD, a fresh namespace for the samples, and where the rest will run. */
+  async prepare(api: KubeApi): Promise<void> {
+    for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
+    await freshNamespace(api);
+    this.inCluster = !this.options.local && !!readState(clusterPaths()) && this.kubeconfig === clusterPaths().kubeconfig;
+    if (this.options.knative && !this.inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (unset KUBECONFIG, or point it at .kfn/cluster/kubeconfig); on your own Knative cluster use `kfn deploy --target knative`.');
+    for (const dir of this.dirs) {
+      const samplesFile = join(dir, 'samples.yaml');
+      if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) this.samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
+    }
+  }
+
+  /**
+   * 3. In the local cluster: the bridge from manifests/ (its journal on its output, which the
+   * demo follows), each function as a Deployment + Service (or a Knative Service).
+   */
+  async startInCluster(api: KubeApi): Promise<void> {
+    await installBridge(api, readState(clusterPaths())!.binDir, 'kfn-demo', (l) => say(dim(`  ${l}`)));
+    say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (2 replicas, leader election), from manifests/`);
+    const knative = this.options.knative;
+    if (knative) {
+      const { knativeStatus } = await import('../cluster/knative.ts');
+      if (!(await knativeStatus(api))?.every((s) => s.ready)) await (await import('./knative.ts')).installOnLocalCluster({ log: (l) => say(dim(`  ${l}`)) });
+    }
+    await deployFunctions(this.dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, target: knative ? 'knative' : 'deployment', log: (l) => say(dim(`  ${l}`)) });
+    for (const dir of this.dirs) {
+      const reconciler = await loadFunction(dir);
+      this.reconcilers.push(reconciler.name);
+      this.plurals.push(reconciler.for.plural);
+      say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) as ${knative ? 'Knative Service' : 'Deployment'} ${systemNamespace}/kfn-fn-${reconciler.name}`);
+    }
+    this.follow = followBridgeJournal(api, systemNamespace, (entry) => appendFileSync(this.journal, `${JSON.stringify(entry)}\n`));
+  }
+
+  /** 3. Elsewhere: each function as a local process under its ServiceAccount's token, then the bridge. */
+  async startLocally(api: KubeApi): Promise<void> {
+    let port = 18090;
+    for (const dir of this.dirs) {
+      const reconciler = await loadFunction(dir);
+      const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [namespace], resyncPeriodSeconds: 60 });
+      await applyFunction(api, reconciler.name, objects, systemNamespace);
+      this.reconcilers.push(reconciler.name);
+      this.plurals.push(reconciler.for.plural);
+      const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: this.kubeconfig!, namespace: systemNamespace, workDir: this.work });
+      this.children.push(fn.process);
+      say(`Function ${bold(reconciler.name)} (${reconciler.for.kind}) on ${fn.url} — log ${displayPath(fn.log)}`);
+      port++;
+    }
+    const bridgeLog = openSync(join(this.work, 'bridge.log'), 'a');
+    this.children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${this.kubeconfig}`, `--journal=${this.journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
+    closeSync(bridgeLog);
+    say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(this.work, 'bridge.log'))}, journal ${displayPath(this.journal)}`);
+  }
+
+  /** 4. The samples. */
+  async applySamples(api: KubeApi): Promise<void> {
+    for (const sample of this.samples) {
+      await applyObject(api, sample, 'kfn-demo');
+      this.appliedAt.set(`${sample.kind}/${sample.metadata.name}`, Date.now());
+    }
+    say(`Applied ${this.samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(this.kubeconfig!)} -n ${namespace} get all,${[...new Set(this.plurals)].join(',')}`);
+  }
+
+  /** 5. The live account: every delivery as it is journaled, until Ctrl-C (or every sample is Ready). */
+  async showDeliveries(api: KubeApi, exitWhenReady: boolean): Promise<void> {
+    say(dim(exitWhenReady ? 'Stopping once every sample is Ready.' : 'Press Ctrl-C to stop everything the demo started.'));
+    say('');
+    let interrupted = false;
+    const onSignal = () => (interrupted = true);
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    const readyAt = new Map<string, number>();
+    let offset = 0;
+    while (!interrupted) {
+      if (existsSync(this.journal)) {
+        const fresh = readFileSync(this.journal, 'utf8').slice(offset);
+        const end = fresh.lastIndexOf('\n') + 1;
+        for (const line of fresh.slice(0, end).split('\n').filter(Boolean)) say(describeDelivery(JSON.parse(line) as JournalEntry));
+        offset += end;
+      }
+      for (const c of this.children) if (c.exitCode !== null) throw new Error(`a demo process exited (status ${c.exitCode}); see the logs in ${displayPath(this.work)}`);
+      if (readyAt.size < this.samples.length && (await allReady(api, this.samples, readyAt))) {
+        say(bold(`All ${this.samples.length} samples are Ready. From apply to Ready:`));
+        for (const [key, at] of readyAt) say(`  ${key.padEnd(44)} ${((at - this.appliedAt.get(key)!) / 1000).toFixed(1)} s`);
+        if (exitWhenReady) break;
+      }
+      await sleep(300);
+    }
+  }
+
+  /**
+   * Takes down what the demo started: the samples first, while the functions still run (so that
+   * finalizers do their work), then the Reconcilers, the in-cluster bridge and functions or the
+   * local processes, and the local cluster if the demo started it.
+   */
+  async stop(): Promise<void> {
+    this.follow?.abort();
+    const api = this.api;
+    if (api && this.samples.length && (this.children.length || this.inCluster)) await this.deleteSamples(api);
+    for (const name of this.reconcilers) await api?.request('DELETE', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`).catch(() => undefined);
+    if (this.inCluster && api) await this.removeFromCluster(api);
+    for (const c of this.children) c.kill('SIGTERM');
+    await Promise.all(this.children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
+    if (this.startedCluster) {
+      say('Stopping the local cluster the demo started…');
+      await clusterDown({ log: () => {} });
+    }
+  }
+
+  private async deleteSamples(api: KubeApi): Promise<void> {
+    say('Deleting the samples…');
+    const paths = await Promise.all(this.samples.map(async (s) => `/apis/${s.apiVersion}/namespaces/${namespace}/${(await api.resource(s.apiVersion, s.kind)).plural}/${s.metadata.name}`));
+    for (const path of paths) await api.request('DELETE', path).catch(() => undefined);
+    await waitFor('the samples to be gone', async () => (await Promise.all(paths.map((p) => api.request('GET', p).then(() => 1, () => 0)))).every((n) => n === 0), { timeoutMs: 20_000 }).catch(() => undefined);
+  }
+
+  private async removeFromCluster(api: KubeApi): Promise<void> {
+    say('Removing the bridge and the functions from the cluster…');
+    // The functions' admission webhooks first: once their pods go, a webhook with
+    // failurePolicy Fail would refuse every write of its kind.
+    for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+      await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: managedByKfnSelector } }).catch(() => undefined);
+    }
+    // Nothing is in flight any more (the samples are gone): the workloads need no graceful
+    // stop, and waiting 30 s per pod for it is what made stopping slow.
+    const ns = `/api/v1/namespaces/${systemNamespace}`;
+    await api.request('DELETE', `/apis/apps/v1/namespaces/${systemNamespace}/deployments`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' } }).catch(() => undefined);
+    await api.request('DELETE', `${ns}/pods`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 1 } }).catch(() => undefined);
+    await api.request('DELETE', ns).catch(() => undefined);
+    await waitFor(`namespace ${systemNamespace} to be gone`, () => api.request('GET', ns).then(() => false, () => true), { timeoutMs: 60_000 }).catch(() => undefined);
+  }
+}
+
 /** The demo namespace, emptied of a previous run's objects so the show starts from nothing. */
 async function freshNamespace(api: KubeApi): Promise<void> {
   const path = `/api/v1/namespaces/${namespace}`;
