@@ -202,84 +202,93 @@ function printOutcome(out: ReplayOutcome, s: Selected, quiet: boolean): void {
   console.log(lines.join('\n'));
 }
 
-/** Sends the event again, reason replay, as the bridge would; returns the function's answer. */
-async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; namespace: string; quiet: boolean }): Promise<boolean> {
+/** Where a live replay goes and with what credentials: given, or as the function's Reconciler and auth Secret say. */
+interface ReplayTarget {
+  url?: string;
+  credentials: Credentials;
+  /** A cluster address (service.namespace.svc…) is reached through the apiserver's service proxy. */
+  viaProxy?: { path: string };
+}
+
+async function replayTarget(s: Selected, o: { to?: string; api: () => KubeApi; namespace: string }): Promise<ReplayTarget> {
   const reconcilerName = s.event.data.reconciler;
-  let url = o.to;
-  let credentials: Credentials | undefined = process.env.KFN_AUTH_SECRET ? { kind: 'hmac', secret: process.env.KFN_AUTH_SECRET } : process.env.KFN_AUTH_TOKEN ? { kind: 'bearer', token: process.env.KFN_AUTH_TOKEN } : undefined;
-  let viaProxy: { path: string } | undefined;
-  if (!url || !credentials) {
-    type ReconcilerSpec = { spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } };
-    // No Reconciler (404): the function runs under kfn dev, which keeps only its auth Secret in the cluster.
-    const rec = await o
-      .api()
-      .request<ReconcilerSpec>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${reconcilerName}`)
-      .catch((err) => {
-        if (err instanceof ApiError && err.status === 404) return undefined;
-        throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message.trim()}); pass --to URL and set KFN_AUTH_SECRET`);
-      });
-    if (!credentials) {
-      const ref = rec?.spec.auth?.secretRef ?? (rec ? undefined : { name: `kfn-fn-${s.function}`, namespace: o.namespace, key: 'secret' });
-      if (ref) {
-        const secret = await o
-          .api()
-          .request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ref.namespace}/secrets/${ref.name}`)
-          .catch((err) => {
-            if (!rec && err instanceof ApiError && err.status === 404) return undefined;
-            throw new UsageError(`cannot read the function's auth Secret ${ref.namespace}/${ref.name} (${(err as Error).message.trim()}); set KFN_AUTH_SECRET`);
-          });
-        if (secret) {
-          const value = Buffer.from(secret.data?.[ref.key ?? 'secret'] ?? '', 'base64').toString('utf8');
-          credentials = rec?.spec.auth?.type === 'bearer' ? { kind: 'bearer', token: value } : { kind: 'hmac', secret: value };
-        }
-      }
-    }
-    if (!url) {
-      if (!rec) throw new UsageError(`there is no Reconciler ${reconcilerName} in the cluster to say where the function runs: pass --to with its URL (under kfn dev: http://127.0.0.1:8070/fn/${s.function})`);
-      url = rec.spec.sink.uri;
-      if (!url) throw new UsageError(`Reconciler ${reconcilerName} delivers to a sink reference (a Knative Service?); pass --to with the function's URL`);
-      const u = new URL(url);
-      const host = u.hostname.split('.');
-      // A cluster address (service.namespace.svc…): reached through the apiserver's service proxy.
-      if (host.length >= 2 && (host[2] === 'svc' || u.hostname.endsWith('.svc'))) {
-        viaProxy = { path: `/api/v1/namespaces/${host[1]}/services/${host[0]}:${u.port || (u.protocol === 'https:' ? 443 : 80)}/proxy${u.pathname}` };
-      }
-    }
+  const fromEnv: Credentials | undefined = process.env.KFN_AUTH_SECRET ? { kind: 'hmac', secret: process.env.KFN_AUTH_SECRET } : process.env.KFN_AUTH_TOKEN ? { kind: 'bearer', token: process.env.KFN_AUTH_TOKEN } : undefined;
+  if (o.to && fromEnv) return { url: o.to, credentials: fromEnv };
+  type ReconcilerSpec = { spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } };
+  // No Reconciler (404): the function runs under kfn dev, which keeps only its auth Secret in the cluster.
+  const rec = await o
+    .api()
+    .request<ReconcilerSpec>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${reconcilerName}`)
+    .catch((err) => {
+      if (err instanceof ApiError && err.status === 404) return undefined;
+      throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message.trim()}); pass --to URL and set KFN_AUTH_SECRET`);
+    });
+  const credentials = fromEnv ?? (await secretCredentials(s, o, rec?.spec.auth, !rec));
+  if (o.to) return { url: o.to, credentials };
+  if (!rec) throw new UsageError(`there is no Reconciler ${reconcilerName} in the cluster to say where the function runs: pass --to with its URL (under kfn dev: http://127.0.0.1:8070/fn/${s.function})`);
+  const url = rec.spec.sink.uri;
+  if (!url) throw new UsageError(`Reconciler ${reconcilerName} delivers to a sink reference (a Knative Service?); pass --to with the function's URL`);
+  const u = new URL(url);
+  const host = u.hostname.split('.');
+  if (host.length >= 2 && (host[2] === 'svc' || u.hostname.endsWith('.svc'))) {
+    return { url, credentials, viaProxy: { path: `/api/v1/namespaces/${host[1]}/services/${host[0]}:${u.port || (u.protocol === 'https:' ? 443 : 80)}/proxy${u.pathname}` } };
   }
-  credentials ??= { kind: 'none' };
-  const { message, event } = encodeReconcileEvent({ reconciler: reconcilerName, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
-  const signed = authenticate(message, credentials);
-  let status: number;
-  let text: string;
-  if (viaProxy) {
+  return { url, credentials };
+}
+
+/** The credentials in the Reconciler's auth Secret (or, under kfn dev, the function's own); none when there is neither. */
+async function secretCredentials(s: Selected, o: { api: () => KubeApi; namespace: string }, auth: { type?: string; secretRef: { name: string; namespace: string; key?: string } } | undefined, underDev: boolean): Promise<Credentials> {
+  const ref = auth?.secretRef ?? (underDev ? { name: `kfn-fn-${s.function}`, namespace: o.namespace, key: 'secret' } : undefined);
+  if (!ref) return { kind: 'none' };
+  const secret = await o
+    .api()
+    .request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ref.namespace}/secrets/${ref.name}`)
+    .catch((err) => {
+      if (underDev && err instanceof ApiError && err.status === 404) return undefined;
+      throw new UsageError(`cannot read the function's auth Secret ${ref.namespace}/${ref.name} (${(err as Error).message.trim()}); set KFN_AUTH_SECRET`);
+    });
+  if (!secret) return { kind: 'none' };
+  const value = Buffer.from(secret.data?.[ref.key ?? 'secret'] ?? '', 'base64').toString('utf8');
+  return auth?.type === 'bearer' ? { kind: 'bearer', token: value } : { kind: 'hmac', secret: value };
+}
+
+/** Sends the event again, reason replay, as the bridge would; says whether the function's changes equal the recorded ones. */
+async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; namespace: string; quiet: boolean }): Promise<boolean> {
+  const target = await replayTarget(s, o);
+  const { message, event } = encodeReconcileEvent({ reconciler: s.event.data.reconciler, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
+  const signed = authenticate(message, target.credentials);
+  let res: { status: number; text(): Promise<string> };
+  if (target.viaProxy) {
     const api = o.api();
-    const res = await undiciFetch(new URL(api.connection.server + viaProxy.path), { method: 'POST', headers: { ...(await api.connection.headers()), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
-    status = res.status;
-    text = await res.text();
+    res = await undiciFetch(new URL(api.connection.server + target.viaProxy.path), { method: 'POST', headers: { ...(await api.connection.headers()), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
   } else {
-    const res = await fetch(url!, { method: 'POST', headers: signed.headers, body: signed.body });
-    status = res.status;
-    text = await res.text();
+    res = await fetch(target.url!, { method: 'POST', headers: signed.headers, body: signed.body });
   }
+  const text = await res.text();
   let answer: ReconcileResponse | { error?: string } | undefined;
   try {
     answer = JSON.parse(text) as ReconcileResponse;
   } catch {
     answer = undefined;
   }
-  console.log(`  live: event ${event.id.slice(0, 12)} (reason replay) → ${viaProxy ? `service proxy ${viaProxy.path}` : url}: HTTP ${status}`);
-  if (status !== 200 || !answer || !('changes' in answer)) {
-    console.log(`  ✗ the function answered ${status}: ${(answer as { error?: string } | undefined)?.error ?? text.slice(0, 300)}`);
+  console.log(`  live: event ${event.id.slice(0, 12)} (reason replay) → ${target.viaProxy ? `service proxy ${target.viaProxy.path}` : target.url}: HTTP ${res.status}`);
+  if (res.status !== 200 || !answer || !('changes' in answer)) {
+    console.log(`  ✗ the function answered ${res.status}: ${(answer as { error?: string } | undefined)?.error ?? text.slice(0, 300)}`);
     return false;
   }
+  return sameChanges(answer.changes, s.record?.result?.changes, o.quiet);
+}
+
+/** Prints the changes a replay made and whether they equal the recorded ones (true when nothing was recorded). */
+function sameChanges(changes: ReconcileResponse['changes'], recorded: ReconcileResponse['changes'] | undefined, quiet: boolean): boolean {
   const changeKey = (c: ReconcileResponse['changes'][number]) => `${c.action} ${c.ref.kind} ${objectKey(c.ref)}`;
-  const now = answer.changes.map(changeKey);
+  const now = changes.map(changeKey);
   for (const c of now) console.log(`    ${c}`);
   if (!now.length) console.log('    no changes: the object is as the function wants it');
-  if (!s.record?.result) return true;
-  const then = s.record.result.changes.map(changeKey);
+  if (!recorded) return true;
+  const then = recorded.map(changeKey);
   const same = now.length === then.length && now.every((c) => then.includes(c));
-  if (!same || !o.quiet) console.log(same ? '  ✓ the changes equal the recorded ones' : `  ✗ the changes differ from the recorded ones (then: ${then.join('; ') || 'none'})`);
+  if (!same || !quiet) console.log(same ? '  ✓ the changes equal the recorded ones' : `  ✗ the changes differ from the recorded ones (then: ${then.join('; ') || 'none'})`);
   return same;
 }
 
