@@ -1,7 +1,7 @@
 // The function as an HTTP endpoint: one Hono app, whatever runs it — the Node server of
 // ./node (Knative, a Deployment, `kfn serve`) or the Lambda handler of ./lambda. Nothing here is
 // runtime-specific.
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import pino, { type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
 import { ContractError, parseReconcileRequest } from '../../core/event.ts';
@@ -46,17 +46,22 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Creden
  */
 export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), options: FunctionOptions = {}): Hono {
   const current = typeof reconcilerOrGetter === 'function' ? reconcilerOrGetter : () => reconcilerOrGetter;
-  const first = current();
-  const log = options.log ?? pino({ base: { component: `kfn-fn-${first.name}` } });
+  const log = options.log ?? pino({ base: { component: `kfn-fn-${current().name}` } });
   const credentials = options.credentials ?? credentialsFromEnv();
-  const record = options.record === false ? undefined : (options.record ?? recordSinkFromEnv());
-  const now = options.now ?? (() => new Date());
   if (credentials.kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
-  let api = options.api;
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
-  // Webhooks, called by the apiserver over TLS (the listener of serveWebhooks): they compute an
-  // answer and write nothing. A body that is not the review expected is a 400 saying why.
+  webhookRoutes(app, current, log);
+  app.post('/', reconcileHandler(current, credentials, log, options));
+  return app;
+}
+
+/**
+ * The webhooks, called by the apiserver over TLS (the listener of serveWebhooks): /convert for a
+ * kind with previous versions, /admission/default and /admission/validate. They compute an
+ * answer and write nothing; a body that is not the review expected is a 400 saying why.
+ */
+function webhookRoutes(app: Hono, current: () => Reconciler, log: Logger): void {
   const webhook = <R>(path: string, name: string, parse: (body: string) => R, answer: (review: R) => Promise<Response>) =>
     app.post(path, async (c) => {
       let review: R;
@@ -69,7 +74,6 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
       }
       return answer(review);
     });
-  // The conversion webhook of a kind with previous versions.
   webhook('/convert', 'convert', parseConversionReview, async (review) => {
     const answer = convertReview(current().for, review);
     const result = answer.response!.result;
@@ -77,7 +81,6 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
     else log.debug({ webhook: 'convert', to: review.request.desiredAPIVersion, objects: review.request.objects.length }, 'converted');
     return Response.json(answer);
   });
-  // Admission webhooks: default() and validate().
   for (const mode of ['default', 'validate'] as const) {
     webhook(`/admission/${mode}`, mode, parseAdmissionReview, async (review) => {
       try {
@@ -91,7 +94,17 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
       }
     });
   }
-  app.post('/', async (c) => {
+}
+
+/**
+ * POST /: a reconcile event, checked (authentication, shape, kind), run, recorded when records
+ * are kept, answered with the response the contract defines (a 4xx refusal, a 500 failure).
+ */
+function reconcileHandler(current: () => Reconciler, credentials: Credentials, log: Logger, options: FunctionOptions) {
+  const record = options.record === false ? undefined : (options.record ?? recordSinkFromEnv());
+  const now = options.now ?? (() => new Date());
+  let api = options.api;
+  return async (c: Context) => {
     const body = await c.req.text();
     let received;
     try {
@@ -120,6 +133,5 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
       if (recorder) record!(recorder.finish({ error: err }));
       return c.json({ error: (err as Error).message }, 500);
     }
-  });
-  return app;
+  };
 }
