@@ -18,7 +18,7 @@ import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
 import { pluralOf } from './manifests.ts';
-import { Recorder } from './record.ts';
+import { Recorder, type InvocationRecord } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
 
@@ -233,8 +233,38 @@ export interface TestOutcome {
 
 /** Runs `reconcile` (or, for an object being deleted, `finalize`) as the runtime does, against an in-memory cluster. */
 export async function testReconcile(reconciler: Reconciler, options: TestReconcileOptions): Promise<TestOutcome> {
-  const kind = reconciler.for;
   const now = typeof options.now === 'function' ? options.now : options.now ? () => options.now as Date : () => new Date();
+  const world = seedWorld(reconciler, options, now);
+  const { primary, namespace } = world;
+  const kind = reconciler.for;
+  const ref: ObjectRef = { apiVersion: kind.apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}), name: primary.metadata.name, uid: primary.metadata.uid, resourceVersion: primary.metadata.resourceVersion };
+  const { event } = eventFor({ reconciler: reconciler.name, primary: ref, reason: options.reason ?? 'updated', ...(options.trigger ? { trigger: options.trigger } : {}), observedAt: now().getTime() }, options.attempt ?? 1, 'kfn://test');
+  const received = receivedFrom({ id: event.id, source: event.source, reason: options.reason ?? 'updated', attempt: options.attempt ?? 1, data: event.data! });
+  const recorder = new Recorder(reconciler, received, now());
+  const log = pino({ level: 'debug' }, { write: (line: string) => recorder.log(JSON.parse(line) as Record<string, unknown>) });
+  let result: ReconcileResponse | undefined;
+  let error: Error | undefined;
+  const children: Obj[] = [];
+  try {
+    // The children as the function returned them: the record hashes Secret data, a test wants the values.
+    const observer = { ...recorder.observer, child: (...args: Parameters<typeof recorder.observer.child>) => (children.push(structuredClone(args[0]) as Obj), recorder.observer.child(...args)) };
+    result = await reconcileEvent(reconciler, received, { api: world.api.withTap(recorder.tap), log, now, observer });
+  } catch (err) {
+    error = err as Error;
+  }
+  return outcomeOf(recorder.finish(result ? { result } : { error }), { result, error, children, world });
+}
+
+/** What a test's reconcile starts from: an apiserver in memory holding the primary, its children and the other objects given. */
+interface World {
+  api: MemoryApi;
+  state: MemoryState;
+  primary: Obj;
+  namespace: string | undefined;
+}
+
+function seedWorld(reconciler: Reconciler, options: TestReconcileOptions, now: () => Date): World {
+  const kind = reconciler.for;
   const kinds: ResourceInfo[] = [kind, ...(reconciler.owns ?? []), ...(reconciler.watches ?? []), ...(reconciler.uses ?? []).map((u) => u.kind)].map((k) => ({
     apiVersion: k.apiVersion,
     kind: k.kind,
@@ -244,7 +274,6 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   }));
   kinds.push({ apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] }, { apiVersion: 'events.k8s.io/v1', kind: 'Event', plural: 'events', namespaced: true, verbs: [] });
   const state: MemoryState = { objects: new Map(), kinds, refuse: options.refuse, version: 1, now };
-  const api = new MemoryApi(state);
   const namespace = kind.namespaced ? (options.object.metadata.namespace ?? 'default') : undefined;
   const primary = structuredClone({
     ...options.object,
@@ -272,43 +301,32 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
     if ((k?.namespaced ?? !isClusterScopedKind({ apiVersion: o.apiVersion!, kind: o.kind! })) && !o.metadata.namespace) o.metadata.namespace = namespace ?? 'default';
     put(o);
   }
+  return { api: new MemoryApi(state), state, primary, namespace };
+}
 
-  const ref: ObjectRef = { apiVersion: kind.apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}), name: primary.metadata.name, uid: primary.metadata.uid, resourceVersion: primary.metadata.resourceVersion };
-  const { event } = eventFor({ reconciler: reconciler.name, primary: ref, reason: options.reason ?? 'updated', ...(options.trigger ? { trigger: options.trigger } : {}), observedAt: now().getTime() }, options.attempt ?? 1, 'kfn://test');
-  const received = receivedFrom({ id: event.id, source: event.source, reason: options.reason ?? 'updated', attempt: options.attempt ?? 1, data: event.data! });
-  const recorder = new Recorder(reconciler, received, now());
-  const log = pino({ level: 'debug' }, { write: (line: string) => recorder.log(JSON.parse(line) as Record<string, unknown>) });
-  let result: ReconcileResponse | undefined;
-  let error: Error | undefined;
-  const raw: Obj[] = [];
-  try {
-    // The children as the function returned them: the record hashes Secret data, a test wants the values.
-    const observer = { ...recorder.observer, child: (...args: Parameters<typeof recorder.observer.child>) => (raw.push(structuredClone(args[0]) as Obj), recorder.observer.child(...args)) };
-    result = await reconcileEvent(reconciler, received, { api: api.withTap(recorder.tap), log, now, observer });
-  } catch (err) {
-    error = err as Error;
-  }
-  const record = recorder.finish(result ? { result } : { error });
-  const children = raw;
+/** The test's view of one invocation: what it returned, applied, pruned, wrote as status and Events, read and logged. */
+function outcomeOf(record: InvocationRecord, run: { result?: ReconcileResponse; error?: Error; children: Obj[]; world: World }): TestOutcome {
+  const { api, state, namespace } = run.world;
   const status = (record.status?.desired as { status?: TestOutcome['status'] } | undefined)?.status;
   const conditionOf = (type: string) => status?.conditions?.find((c) => c.type === type);
+  const succeeded = (w: { status: number }) => w.status >= 200 && w.status < 300;
   const pruned = record.writes
-    .filter((w) => w.method === 'DELETE' && w.status >= 200 && w.status < 300)
+    .filter((w) => w.method === 'DELETE' && succeeded(w))
     .map((w) => {
       const p = api.parsePath(w.path);
       return { apiVersion: p.apiVersion, kind: p.kind, ...(p.namespace ? { namespace: p.namespace } : {}), name: p.name! };
     });
   const events = record.writes
-    .filter((w) => w.method === 'POST' && /\/events$/.test(w.path) && w.status >= 200 && w.status < 300)
+    .filter((w) => w.method === 'POST' && /\/events$/.test(w.path) && succeeded(w))
     .map((w) => {
       const e = w.body as { type: string; reason: string; message?: string; note?: string };
       return { type: e.type, reason: e.reason, message: e.message ?? e.note ?? '' };
     });
   return {
-    ...(result ? { result } : {}),
-    ...(error ? { error } : {}),
-    children,
-    child: <T>(k: KindRef, name: string) => children.find((c) => c.kind === k.kind && groupOf(c.apiVersion!) === groupOf(k.apiVersion) && c.metadata.name === name) as T | undefined,
+    ...(run.result ? { result: run.result } : {}),
+    ...(run.error ? { error: run.error } : {}),
+    children: run.children,
+    child: <T>(k: KindRef, name: string) => run.children.find((c) => c.kind === k.kind && groupOf(c.apiVersion!) === groupOf(k.apiVersion) && c.metadata.name === name) as T | undefined,
     pruned,
     ...(status ? { status } : {}),
     ...(conditionOf('Ready') ? { ready: conditionOf('Ready') } : {}),
@@ -317,7 +335,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
     reads: record.reads,
     writes: record.writes,
     get: <T>(k: KindRef, name: string, ns?: string) => {
-      const info = kinds.find((x) => x.kind === k.kind && groupOf(x.apiVersion) === groupOf(k.apiVersion));
+      const info = state.kinds.find((x) => x.kind === k.kind && groupOf(x.apiVersion) === groupOf(k.apiVersion));
       const scoped = info?.namespaced ?? !isClusterScopedKind(k);
       return state.objects.get(keyOf(k.apiVersion, k.kind, scoped ? (ns ?? namespace ?? 'default') : undefined, name)) as T | undefined;
     },
