@@ -70,3 +70,34 @@ describe('delivery to a Lambda Function URL', { concurrency: 3 }, () => {
     assert.equal(l5.at(-1)!.outcome === 'done' || l5.at(-1)!.outcome === 'requeue', true);
   });
 });
+
+test('a Function URL request cut off in the middle of its body, or the emulator stopped meanwhile, leaves no unhandled rejection', async (t) => {
+  const { startLambda } = await import('../support/lambda.ts');
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { connect } = await import('node:net');
+  const codeDir = mkdtempSync(join(tmpdir(), 'kfn-lambda-cut-'));
+  writeFileSync(join(codeDir, 'index.mjs'), 'export const handler = async () => ({ statusCode: 200, body: "ok" });\n');
+  const lambda = await startLambda({ codeDir, handler: 'index.handler' });
+  const rejections: unknown[] = [];
+  const onRejection = (reason: unknown) => rejections.push(reason);
+  process.on('unhandledRejection', onRejection);
+  t.after(() => process.off('unhandledRejection', onRejection));
+  const { port } = new URL(lambda.url);
+  // Half a body, then the connection goes: the server is still reading it.
+  const cut = connect(Number(port), '127.0.0.1');
+  await new Promise<void>((r) => cut.once('connect', () => r()));
+  cut.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"half":');
+  await new Promise((r) => setTimeout(r, 100)); // for the server to take the headers and start reading the body
+  cut.destroy();
+  // Another half body in flight while the emulator stops (what a test's teardown does).
+  const open = connect(Number(port), '127.0.0.1');
+  await new Promise<void>((r) => open.once('connect', () => r()));
+  open.on('error', () => undefined);
+  open.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{');
+  await new Promise((r) => setTimeout(r, 100)); // likewise
+  await lambda.stop(); // resolves once every connection is closed, both requests' handlers told
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r)); // an unhandled rejection is reported after the microtasks
+  assert.deepEqual(rejections.map(String), []);
+});

@@ -75,12 +75,13 @@ export interface LocalLambda {
   stop(): Promise<void>;
 }
 
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
+/** The request's body, or undefined when the client went away before sending all of it (nobody to answer then). */
+function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('error', () => resolve(undefined));
   });
 }
 
@@ -207,6 +208,7 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
     createServer(async (req, res) => {
       const path = (req.url ?? '').split('?')[0]!;
       const body = await readBody(req);
+      if (!body) return; // the client went away (its environment stopped)
       if (req.method === 'GET' && path === `${apiPrefix}/invocation/next`) {
         // The client holds this request open until there is an event (a long poll).
         env.busy = undefined;
@@ -289,6 +291,7 @@ export async function startLambda(options: LambdaOptions): Promise<LocalLambda> 
   let starting = 0;
   const url: Server = createServer(async (req, res) => {
     const body = await readBody(req);
+    if (!body) return; // the caller went away mid-request
     if (stopping) return void res.writeHead(503).end();
     if (options.iam) {
       const headers: Record<string, string> = {};
