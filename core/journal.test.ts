@@ -19,7 +19,8 @@ function entry(i: number, response?: unknown): JournalEntry {
     status: 200,
     outcome: 'done',
     durationMs: 3,
-    response,
+    // Any shape: what the function said may hold Secret data anywhere, and none of it is written.
+    response: response as JournalEntry['response'],
   };
 }
 
