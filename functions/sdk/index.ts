@@ -3,24 +3,28 @@
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
 export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export { Terminal, defineReconciler, type Child, type ConditionResult, type ReconcileContext, type ReconcileResult, type Reconciler } from './reconciler.ts';
 export {
   ConfigMap,
   Deployment,
   HorizontalPodAutoscaler,
+  HorizontalPodAutoscalerV1,
   Job,
+  Namespace,
   Pod,
   Secret,
   Service,
+  ServiceAccount,
   StatefulSet,
-  Terminal,
-  defineReconciler,
-  type Child,
-  type ConditionResult,
-  type ReconcileContext,
-  type ReconcileResult,
-  type Reconciler,
-} from './reconciler.ts';
-export { Namespace, ServiceAccount, HorizontalPodAutoscalerV1, child, type AnyObject, type ChildMeta, type ChildOf, type Desired, type Live, type TypedKind, type Wire } from './types.ts';
+  child,
+  type AnyObject,
+  type ChildMeta,
+  type ChildOf,
+  type Desired,
+  type Live,
+  type TypedKind,
+  type Wire,
+} from './types.ts';
 export { createApp } from './app.ts';
 export { serve } from './node/index.ts';
 export { lambdaHandler } from './lambda/index.ts';

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
 import CertificateFunction from '../certificate/index.ts';
-import { functionKnativeService, functionManifests, pluralOf } from './manifests.ts';
+import { functionKnativeService, functionManifests } from './manifests.ts';
+import { pluralOf } from './kind.ts';
 import { defineKind, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
 

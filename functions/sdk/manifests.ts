@@ -23,7 +23,6 @@ export interface ManifestOptions {
   conversion?: ConversionClient;
 }
 
-export { pluralOf } from './kind.ts';
 
 
 function rule(ref: KindRef, verbs: string[], plural = pluralOf(ref.kind)) {

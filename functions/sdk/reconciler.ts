@@ -22,7 +22,6 @@ import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
 import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
-export { ConfigMap, Deployment, HorizontalPodAutoscaler, Job, Pod, Secret, Service, StatefulSet } from './types.ts';
 
 /**
  * An error that retrying will not fix (an invalid spec, a reference that can never resolve):

@@ -17,7 +17,7 @@ import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
-import { pluralOf } from './manifests.ts';
+import { pluralOf } from './kind.ts';
 import { Recorder, type InvocationRecord } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';

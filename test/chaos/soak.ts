@@ -26,7 +26,8 @@ import { applyFunction, loadFunction, startFunction } from '../../cli/functions.
 import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { freePort } from '../support/bridge.ts';
-import { compactEtcd, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
+import { compactEtcd } from '../../cluster/etcd.ts';
+import { kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 
 const { values } = parseArgs({
   options: {

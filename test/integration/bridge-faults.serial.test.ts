@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bridgeFixture, type BridgeFixture } from '../support/bridge.ts';
-import { compactEtcd, restartApiserver, testCluster } from '../support/cluster.ts';
+import { compactEtcd } from '../../cluster/etcd.ts';
+import { restartApiserver, testCluster } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { startFaultProxy } from '../support/proxy.ts';
 

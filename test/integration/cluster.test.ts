@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { applyYaml, expectApiError, installCrd, kubeConfigForToken, requestServiceAccountToken, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { applyYaml, expectApiError, installCrd, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 
 describe('local control plane', { concurrency: true }, () => {

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Watch } from '@kubernetes/client-node';
-import { compactEtcd, etcdReadAt, restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
+import { compactEtcd, etcdReadAt } from '../../cluster/etcd.ts';
+import { restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
 interface WatchOutcome {

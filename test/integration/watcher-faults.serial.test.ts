@@ -1,7 +1,8 @@
 // The bridge's list+watch through faults that disturb the whole cluster (serial: run alone).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compactEtcd, restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
+import { compactEtcd } from '../../cluster/etcd.ts';
+import { restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { startFaultProxy } from '../support/proxy.ts';
 import { recordWatch } from '../support/watch.ts';

@@ -16,8 +16,6 @@ import { clusterUp, restartApiserver as restartApiserverProcess } from '../../cl
 import { type ClusterState } from '../../cluster/state.ts';
 import { waitFor } from '../../core/clock.ts';
 
-export { compactEtcd, etcdReadAt } from '../../cluster/etcd.ts';
-export { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 
 export interface TestCluster {
   kc: KubeConfig;

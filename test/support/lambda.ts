@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { verifySigV4 } from '../../bridge/sigv4.ts';
 import { nodeBinary } from '../../cluster/images.ts';
-import { kubeApi, kubeConfigForToken, requestServiceAccountToken, type TestCluster } from './cluster.ts';
+import { kubeApi, type TestCluster } from './cluster.ts';
+import { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 
 const apiPrefix = '/2018-06-01/runtime';
 export const ricVersion = '4.0.2';
