@@ -128,3 +128,8 @@ test('the rooms of docs/architecture.md are the rooms of the tree', () => {
     for (const file of sources(room)) if (!isTest(file) && !file.endsWith('.md')) assert.match(doc, new RegExp(`\`${relative(room, file).replace('.', '\\.')}\``), `docs/architecture.md names ${file}`);
   }
 });
+
+test('names are imported from their home: no file but the SDK\'s face (functions/sdk/index.ts) passes names through', () => {
+  const through = all.filter((file) => file !== 'functions/sdk/index.ts' && /^export (?:type )?(?:\{[^}]*\}|\*) from /m.test(readFileSync(join(root, file), 'utf8')));
+  assert.deepEqual(through, []);
+});
