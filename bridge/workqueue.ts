@@ -222,10 +222,6 @@ export class WorkQueue {
     this.changed();
   }
 
-  get isShuttingDown(): boolean {
-    return this.shuttingDown;
-  }
-
   /** Keys ready to be handed out. */
   get length(): number {
     return this.lanes.high.size + this.lanes.low.size;
@@ -238,10 +234,6 @@ export class WorkQueue {
   /** Keys with a delayed add pending (requeueAfter, backoff). */
   get delayed(): number {
     return this.waiting.size;
-  }
-
-  isProcessing(key: string): boolean {
-    return this.processing.has(key);
   }
 
   /** Calls `fn` whenever a key may have become ready; returns an unsubscribe function. */
@@ -272,7 +264,7 @@ export class Workers {
   private readonly unsubscribe: () => void;
   private stopped = false;
   private readonly queue: WorkQueue;
-  private concurrency: number;
+  private readonly concurrency: number;
   private readonly handle: (key: string) => Promise<void>;
   private readonly clock: Clock;
 
@@ -282,11 +274,6 @@ export class Workers {
     this.concurrency = Math.max(1, concurrency);
     this.handle = handle;
     this.unsubscribe = queue.onReady(() => this.pump());
-    this.pump();
-  }
-
-  setConcurrency(n: number): void {
-    this.concurrency = Math.max(1, n);
     this.pump();
   }
 
