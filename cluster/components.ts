@@ -3,7 +3,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { cniConfig, containerdConfig, gatewayOf, kubeletConfig, kubeProxyConfig, nodePaths, type NodeNetwork } from './node.ts';
+import { cniConfig, containerdConfig, kubeletConfig, kubeProxyConfig } from './node-config.ts';
+import { gatewayOf, nodePaths, type NodeNetwork } from './node.ts';
 import { type ClusterPaths } from './paths.ts';
 import { generateClusterPki } from './pki.ts';
 import { fakeNodeTaint, nodeName, type ClusterPorts, type ClusterState } from './state.ts';

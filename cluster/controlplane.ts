@@ -18,20 +18,8 @@ import { dnsManifests } from './dns.ts';
 import { applyObject, KubeApi } from '../kube/api.ts';
 import { connectionFromOptions } from '../kube/connection.ts';
 import { baseRecipes, buildImage, importImages, imageRef } from './images.ts';
-import {
-  checkNetworkFree,
-  checkNodePrerequisites,
-  defaultNetwork,
-  defaultNodePorts,
-  gatewayOf,
-  nodePaths,
-  readHostSnapshot,
-  setUpHostNetwork,
-  takeHostSnapshot,
-  tearDownNode,
-  type NodeNetwork,
-  type NodePorts,
-} from './node.ts';
+import { checkNetworkFree, checkNodePrerequisites, defaultNetwork, defaultNodePorts, gatewayOf, nodePaths, setUpHostNetwork, type NodeNetwork, type NodePorts } from './node.ts';
+import { readHostSnapshot, takeHostSnapshot, tearDownNode } from './host.ts';
 import { isRunning, logTail, residentBytes, startProcess, stopProcess, type ProcessRecord } from './processes.ts';
 import { adminToken, caPem, checkPorts, defaultPorts, fakeNodeName, nodeName, readState, requireState, tokenOf, withLock, writeState, type ClusterPorts, type ClusterState } from './state.ts';
 import { componentArgs, fakeNodeManifest, writeClusterFiles, type ComponentTokens } from './components.ts';

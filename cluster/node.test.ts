@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { cniConfig, containerdConfig, gatewayOf, hostDifferences, nodePaths, type HostSnapshot } from './node.ts';
+import { cniConfig, containerdConfig } from './node-config.ts';
+import { gatewayOf, nodePaths } from './node.ts';
+import { hostDifferences, type HostSnapshot } from './host.ts';
 
 test('gatewayOf gives the first address of a /24 and refuses anything else', () => {
   assert.equal(gatewayOf('10.244.0.0/24'), '10.244.0.1');
