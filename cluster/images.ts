@@ -142,7 +142,7 @@ export function baseRecipes(binaries: BinarySet): ImageRecipe[] {
       name: 'reversewords',
       tag: 'latest',
       base: node,
-      files: [[join(import.meta.dirname, '..', 'functions', 'reversewordsapp', 'app.mjs'), '/app/app.mjs']],
+      files: [[join(import.meta.dirname, 'apps', 'reversewords.mjs'), '/app/app.mjs']],
       config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/app.mjs'] },
     },
   ];

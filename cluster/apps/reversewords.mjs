@@ -3,7 +3,8 @@
 //   GET /health              →  200 "healthy"
 //   GET /release             →  the release it runs ($RELEASE)
 // Plain Node, no dependencies: it is packed into the image kfn.local/reversewords by
-// `kfn cluster up` (cluster/images.ts) and runs on the node image.
+// `kfn cluster up` (cluster/images.ts) and runs on the node image. It is a workload of the local
+// cluster, like nginx and redis, not part of the function that deploys it.
 import { createServer } from 'node:http';
 
 const release = process.env.RELEASE ?? 'latest';
