@@ -94,12 +94,17 @@ export class KubeApi {
 
   /** The same client (connection, discovery cache, tap) with every request bound to `signal`: a deadline. */
   withSignal(signal: AbortSignal): KubeApi {
-    return new KubeApi(this.connection, { signal, discovery: this.discovery, tap: this.tap });
+    return this.derive({ signal, tap: this.tap });
   }
 
   /** The same client (connection, signal, discovery cache) with every request shown to `tap`. */
   withTap(tap: Tap): KubeApi {
-    return new KubeApi(this.connection, { signal: this.signal, discovery: this.discovery, tap });
+    return this.derive({ signal: this.signal, tap });
+  }
+
+  /** A client like this one with another signal and tap; a client that answers otherwise (in memory, from a record) makes its own kind. */
+  protected derive(options: { signal?: AbortSignal; tap?: Tap }): KubeApi {
+    return new KubeApi(this.connection, { ...options, discovery: this.discovery });
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {

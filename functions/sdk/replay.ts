@@ -85,12 +85,8 @@ class RecordedApi extends KubeApi {
     this.state = state;
   }
 
-  override withSignal(signal: AbortSignal): KubeApi {
-    return new RecordedApi(this.state, { signal, tap: this.tap });
-  }
-
-  override withTap(tap: Tap): KubeApi {
-    return new RecordedApi(this.state, { signal: this.signal, tap });
+  protected override derive(options: { signal?: AbortSignal; tap?: Tap }): KubeApi {
+    return new RecordedApi(this.state, options);
   }
 
   override async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
@@ -161,12 +157,8 @@ export class DryRunApi extends KubeApi {
     super(api.connection, { signal: options.signal ?? api.signal, tap: options.tap ?? api.tap, discovery: (api as DryRunApi).discovery });
   }
 
-  override withSignal(signal: AbortSignal): KubeApi {
-    return new DryRunApi(this, { signal });
-  }
-
-  override withTap(tap: Tap): KubeApi {
-    return new DryRunApi(this, { tap });
+  protected override derive(options: { signal?: AbortSignal; tap?: Tap }): KubeApi {
+    return new DryRunApi(this, options);
   }
 
   override text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {

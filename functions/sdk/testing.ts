@@ -55,12 +55,8 @@ class MemoryApi extends KubeApi {
     this.state = state;
   }
 
-  override withSignal(signal: AbortSignal): KubeApi {
-    return new MemoryApi(this.state, { signal, tap: this.tap });
-  }
-
-  override withTap(tap: Tap): KubeApi {
-    return new MemoryApi(this.state, { signal: this.signal, tap });
+  protected override derive(options: { signal?: AbortSignal; tap?: Tap }): KubeApi {
+    return new MemoryApi(this.state, options);
   }
 
   override async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
