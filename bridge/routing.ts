@@ -64,18 +64,13 @@ class Filing {
 }
 
 /**
- * The primaries' label selectors (one field of theirs), indexed so that finding the primaries
- * selecting an object looks at few of them, not every primary on every event: a selector with
- * matchLabels is filed under one of its key=value pairs (an object it selects carries every
- * pair, so that one too); only selectors without any — empty, or expressions alone — are
- * checked on every event.
+ * What the primaries hold at one field of theirs (`E` for each primary that holds anything
+ * there), kept up to date from the primaries' events and filed so that a query looks at few.
  */
-export class SelectorIndex {
+abstract class PrimaryIndex<E> {
   readonly field: string;
-  private readonly entries = new Map<string, { selector: unknown; namespace?: string; pair?: string }>();
-  private readonly byPair = new Filing();
-  private readonly unfiled = new Set<string>();
-  /** Selectors checked by the last `matching` call (for tests and metrics). */
+  protected readonly entries = new Map<string, E>();
+  /** Entries looked at by the last query (for tests and metrics). */
   lastChecked = 0;
 
   constructor(field: string) {
@@ -86,24 +81,54 @@ export class SelectorIndex {
     return this.entries.size;
   }
 
-  /** Records (or replaces) the selector of the primary `key`. */
+  /** Records (or replaces) what the primary `key` holds at the field. */
   set(key: string, primary: KubeObject): void {
     this.delete(key);
-    const selector = fieldAt(primary, this.field);
-    if (typeof selector !== 'object' || selector === null || Array.isArray(selector)) return; // selects nothing
-    const s = selector as LabelSelector & Record<string, unknown>;
-    const labels = 'matchLabels' in s || 'matchExpressions' in s ? (s.matchLabels ?? {}) : (s as Record<string, string>);
-    const first = Object.entries(labels).find(([, v]) => typeof v === 'string');
-    const pair = first ? `${first[0]}=${first[1]}` : undefined;
-    this.entries.set(key, { selector, namespace: primary.metadata.namespace, pair });
-    if (pair) this.byPair.add(pair, key);
-    else this.unfiled.add(key);
+    const entry = this.entryOf(primary);
+    if (entry === undefined) return;
+    this.entries.set(key, entry);
+    this.file(key, entry);
   }
 
   delete(key: string): void {
     const entry = this.entries.get(key);
-    if (!entry) return;
+    if (entry === undefined) return;
     this.entries.delete(key);
+    this.unfile(key, entry);
+  }
+
+  /** The entry of a primary, or undefined when it holds nothing to index at the field. */
+  protected abstract entryOf(primary: KubeObject): E | undefined;
+  protected abstract file(key: string, entry: E): void;
+  protected abstract unfile(key: string, entry: E): void;
+}
+
+/**
+ * The primaries' label selectors (one field of theirs), indexed so that finding the primaries
+ * selecting an object looks at few of them, not every primary on every event: a selector with
+ * matchLabels is filed under one of its key=value pairs (an object it selects carries every
+ * pair, so that one too); only selectors without any — empty, or expressions alone — are
+ * checked on every event.
+ */
+export class SelectorIndex extends PrimaryIndex<{ selector: unknown; namespace?: string; pair?: string }> {
+  private readonly byPair = new Filing();
+  private readonly unfiled = new Set<string>();
+
+  protected entryOf(primary: KubeObject) {
+    const selector = fieldAt(primary, this.field);
+    if (typeof selector !== 'object' || selector === null || Array.isArray(selector)) return undefined; // selects nothing
+    const s = selector as LabelSelector & Record<string, unknown>;
+    const labels = 'matchLabels' in s || 'matchExpressions' in s ? (s.matchLabels ?? {}) : (s as Record<string, string>);
+    const first = Object.entries(labels).find(([, v]) => typeof v === 'string');
+    return { selector, namespace: primary.metadata.namespace, pair: first ? `${first[0]}=${first[1]}` : undefined };
+  }
+
+  protected file(key: string, entry: { pair?: string }): void {
+    if (entry.pair) this.byPair.add(entry.pair, key);
+    else this.unfiled.add(key);
+  }
+
+  protected unfile(key: string, entry: { pair?: string }): void {
     if (entry.pair) this.byPair.remove(entry.pair, key);
     else this.unfiled.delete(key);
   }
@@ -142,34 +167,19 @@ export function valuesAt(obj: unknown, path: string): unknown[] {
  * they hold: the primaries naming a watched object are found without looking at the others —
  * controller-runtime's field index with EnqueueRequestsFromMapFunc, declared as a path.
  */
-export class ReferenceIndex {
-  readonly field: string;
+export class ReferenceIndex extends PrimaryIndex<{ names: string[]; namespace?: string }> {
   private readonly byName = new Filing();
-  private readonly entries = new Map<string, { names: string[]; namespace?: string }>();
-  /** Primaries looked at by the last `naming` call (for tests). */
-  lastChecked = 0;
 
-  constructor(field: string) {
-    this.field = field;
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
-
-  /** Records (or replaces) the names the primary `key` holds at the field. */
-  set(key: string, primary: KubeObject): void {
-    this.delete(key);
+  protected entryOf(primary: KubeObject) {
     const names = [...new Set(valuesAt(primary, this.field).filter((v): v is string => typeof v === 'string' && v !== ''))];
-    if (names.length === 0) return;
-    this.entries.set(key, { names, namespace: primary.metadata.namespace });
-    for (const name of names) this.byName.add(name, key);
+    return names.length ? { names, namespace: primary.metadata.namespace } : undefined;
   }
 
-  delete(key: string): void {
-    const entry = this.entries.get(key);
-    if (!entry) return;
-    this.entries.delete(key);
+  protected file(key: string, entry: { names: string[] }): void {
+    for (const name of entry.names) this.byName.add(name, key);
+  }
+
+  protected unfile(key: string, entry: { names: string[] }): void {
     for (const name of entry.names) this.byName.remove(name, key);
   }
 
