@@ -76,16 +76,14 @@ const servingExtensions = (altNames: object[]) => [
   { name: 'subjectAltName', altNames },
 ];
 
-export function generateClusterPki(serviceIp: string, now = new Date()): ClusterPki {
+/** A CA of its own: a key pair and a certificate it signed for itself, named `name`. */
+function selfSignedCa(name: string, now: Date): { ca: ReturnType<typeof rsaKeyPair>; caCert: ReturnType<typeof certificate> } {
   const ca = rsaKeyPair();
-  const caCert = certificate({
-    subject: 'kfn-local-ca',
-    issuer: 'kfn-local-ca',
-    publicKey: ca.publicKey,
-    signingKey: ca.privateKey,
-    now,
-    extensions: caExtensions(),
-  });
+  return { ca, caCert: certificate({ subject: name, issuer: name, publicKey: ca.publicKey, signingKey: ca.privateKey, now, extensions: caExtensions() }) };
+}
+
+export function generateClusterPki(serviceIp: string, now = new Date()): ClusterPki {
+  const { ca, caCert } = selfSignedCa('kfn-local-ca', now);
   const serving = rsaKeyPair();
   const servingCert = certificate({
     subject: 'kube-apiserver',
@@ -137,15 +135,7 @@ export interface WebhookPki {
  * the apiserver calls on loopback).
  */
 export function generateWebhookPki(name: string, dnsNames: string[], ips: string[] = [], now = new Date()): WebhookPki {
-  const ca = rsaKeyPair();
-  const caCert = certificate({
-    subject: `${name}-webhook-ca`,
-    issuer: `${name}-webhook-ca`,
-    publicKey: ca.publicKey,
-    signingKey: ca.privateKey,
-    now,
-    extensions: caExtensions(),
-  });
+  const { ca, caCert } = selfSignedCa(`${name}-webhook-ca`, now);
   const serving = rsaKeyPair();
   const cert = certificate({
     subject: dnsNames[0] ?? ips[0] ?? name,
