@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, watchedKinds } from './config.ts';
+import { readFileSync } from 'node:fs';
+import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, reconcilerCrd, reconcilerCrdYaml, reconcilerLimits, watchedKinds } from './config.ts';
 
 const valid = {
   apiVersion: 'kfn.dev/v1alpha1',
@@ -89,6 +90,37 @@ test('spec.sink.awsIam: SigV4 for a region (service lambda by default); a bad re
   assert.deepEqual(parseReconciler(withIam({ region: 'eu-west-1' })).sink.awsIam, { region: 'eu-west-1', service: 'lambda' });
   assert.deepEqual(parseReconciler(withIam({ region: 'us-gov-west-1', service: 'execute-api' })).sink.awsIam, { region: 'us-gov-west-1', service: 'execute-api' });
   assert.throws(() => parseReconciler(withIam({ region: 'Europe' })), /spec\.sink\.awsIam\.region must be an AWS region such as eu-west-1, not "Europe"/);
-  assert.throws(() => parseReconciler(withIam('yes')), /spec\.sink\.awsIam\.region/);
+  assert.throws(() => parseReconciler(withIam('yes')), /spec\.sink\.awsIam must be an object, not "yes"/);
   assert.equal(parseReconciler(valid).sink.awsIam, undefined);
+});
+
+test('every duration and count has a maximum, in the file path as in the CRD', () => {
+  const spec = reconcilerCrd() as { spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, { maximum?: number; properties?: Record<string, { maximum?: number }> }> } } } } }[] } };
+  const fields = spec.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties;
+  assert.equal(fields.timeoutSeconds!.maximum, reconcilerLimits.timeoutSeconds.maximum);
+  assert.equal(fields.resyncPeriodSeconds!.maximum, reconcilerLimits.resyncPeriodSeconds.maximum);
+  assert.equal(fields.backoff!.properties!.maxDelayMs!.maximum, reconcilerLimits.maxDelayMs.maximum);
+  const over = (patch: Record<string, unknown>) => () => parseReconciler({ ...valid, spec: { ...valid.spec, ...patch } });
+  assert.throws(over({ timeoutSeconds: 2_147_484 }), /spec\.timeoutSeconds must be a whole number from 1 to 900, not 2147484/);
+  assert.throws(over({ resyncPeriodSeconds: 1e12 }), /spec\.resyncPeriodSeconds must be a whole number from 0 to 86400/);
+  assert.throws(over({ maxConcurrentReconciles: 1.5 }), /spec\.maxConcurrentReconciles must be a whole number/);
+  assert.throws(over({ backoff: { maxDelayMs: 1e15 } }), /spec\.backoff\.maxDelayMs must be a whole number from 1 to 86400000/);
+  assert.throws(over({ backoff: { baseDelayMs: 2_000_000 } }), /spec\.backoff: backoff\.baseDelayMs must not exceed backoff\.maxDelayMs/, 'checked against the default maximum');
+  assert.throws(over({ rateLimit: { burst: 1e9 } }), /spec\.rateLimit\.burst must be a whole number from 1 to 100000/);
+  assert.equal(parseReconciler({ ...valid, spec: { ...valid.spec, timeoutSeconds: 900, resyncPeriodSeconds: 0 } }).timeoutSeconds, 900);
+});
+
+test('a field the schema does not know is named (in a file, most likely a typo)', () => {
+  assert.throws(() => parseReconciler({ ...valid, spec: { ...valid.spec, timeoutSecond: 60 } }), /spec\.timeoutSecond is not a field of a Reconciler/);
+  assert.throws(() => parseReconciler({ ...valid, spec: { ...valid.spec, owns: [{ apiVersion: 'v1', kind: 'ConfigMap', selector: 'a=b' }] } }), /spec\.owns\[0\]\.selector is not a field/);
+});
+
+test('owned kinds default to kfn\'s children; "" watches them all', () => {
+  assert.equal(parseReconciler(valid).owns[0]!.labelSelector, 'app.kubernetes.io/managed-by=kfn');
+  assert.equal(parseReconciler({ ...valid, spec: { ...valid.spec, owns: [{ apiVersion: 'v1', kind: 'ConfigMap', labelSelector: '' }] } }).owns[0]!.labelSelector, '');
+});
+
+test('manifests/crds/reconciler.yaml is the CRD the schema gives (npm run generate rewrites it)', () => {
+  const file = readFileSync(new URL('../manifests/crds/reconciler.yaml', import.meta.url), 'utf8');
+  assert.equal(file, reconcilerCrdYaml(), 'manifests/crds/reconciler.yaml is out of date: run npm run generate');
 });

@@ -1,11 +1,147 @@
 // The Reconciler resource (kfn.dev/v1alpha1): what the bridge watches for one function and
-// where it delivers. The same objects can come from the cluster (the CRD in manifests/) or from
-// a YAML file (`kfn bridge --config F`). Validation names every problem, so an unusable spec
-// becomes a Ready=False condition (or a startup error) that says what to fix.
+// where it delivers. One TypeBox schema gives its TypeScript types, the validation of a
+// Reconciler read from a file (`kfn bridge --config F`) or the cluster, and the CRD's OpenAPI
+// schema (manifests/crds/reconciler.yaml, written by `npm run generate`), so the apiserver and
+// the bridge refuse the same specs with the same bounds. Validation names every problem, so an
+// unusable spec becomes a Ready=False condition (or a startup error) that says what to fix.
 import { readFileSync } from 'node:fs';
-import { parseAllDocuments } from 'yaml';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { parseAllDocuments, stringify } from 'yaml';
 import type { KindRef } from '../core/objects.ts';
-import { managedByKfnSelector, reconcilerKind } from '../core/names.ts';
+import { kfnGroup, managedByKfnSelector, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
+import { customResourceDefinition } from '../kube/crd.ts';
+
+/**
+ * The bounds of every number in a spec. A period or a timeout beyond them would overflow a
+ * platform timer (2^31-1 ms) or mean "never" in a way nobody meant.
+ */
+export const reconcilerLimits = {
+  resyncPeriodSeconds: { minimum: 0, maximum: 86_400, default: 300 },
+  maxConcurrentReconciles: { minimum: 1, maximum: 1_000, default: 1 },
+  timeoutSeconds: { minimum: 1, maximum: 900, default: 30 },
+  baseDelayMs: { minimum: 1, maximum: 3_600_000, default: 5 },
+  maxDelayMs: { minimum: 1, maximum: 86_400_000, default: 1_000_000 },
+  qps: { minimum: 1, maximum: 10_000, default: 10 },
+  burst: { minimum: 1, maximum: 100_000, default: 100 },
+} as const;
+
+/** A whole number within its bounds, with its default. */
+const bounded = (limits: { minimum: number; maximum: number; default: number }, description?: string) => Type.Optional(Type.Integer({ ...limits, ...(description ? { description } : {}) }));
+
+/**
+ * A rule across fields: its CEL form for the CRD (x-kubernetes-validations) and the same test in
+ * code, with one message for both.
+ */
+interface CrossRule<T> {
+  rule: string;
+  message: string;
+  holds(value: T): boolean;
+}
+
+/** Where a schema keeps its rules' tests: a symbol, so copies (Type.Optional) keep it and JSON drops it. */
+const crossRules = Symbol('crossRules');
+
+/** An object schema with rules across its fields, written once for the apiserver and the code. */
+function withRules<S extends TSchema>(schema: S, rules: CrossRule<Record<string, unknown>>[]): S {
+  (schema as Record<symbol, unknown>)[crossRules] = rules;
+  (schema as Record<string, unknown>)['x-kubernetes-validations'] = rules.map(({ rule, message }) => ({ rule, message }));
+  return schema;
+}
+
+const has = (o: Record<string, unknown>, key: string) => o[key] !== undefined;
+
+const kindFields = {
+  apiVersion: Type.String({ pattern: '^([a-z0-9.-]+/)?v[0-9]+((alpha|beta)[0-9]+)?$', expected: 'group/version or a core version such as v1' }),
+  kind: Type.String({ pattern: '^[A-Z][A-Za-z0-9]*$', expected: 'a Kind name such as ConfigMap' }),
+};
+
+const fieldPath = (description: string) => Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$', expected: 'a dotted field path such as spec.selector', description }));
+
+const mappingSchema = withRules(
+  Type.Object({
+    label: Type.Optional(Type.String({ minLength: 1, description: 'Label key whose value names the primary (same namespace).' })),
+    selectorField: fieldPath('Dotted path of a label selector in the primary, e.g. spec.selector.'),
+    referenceField: fieldPath("Dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name (same namespace; any namespace for a cluster-scoped kind)."),
+  }),
+  [
+    {
+      rule: 'has(self.label) ? !has(self.selectorField) && !has(self.referenceField) : has(self.selectorField) != has(self.referenceField)',
+      message: 'mapping needs exactly one of label, selectorField or referenceField',
+      holds: (m) => ['label', 'selectorField', 'referenceField'].filter((k) => has(m, k)).length === 1,
+    },
+  ],
+);
+
+const sinkSchema = withRules(
+  Type.Object({
+    uri: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', expected: 'an http(s) URL', description: 'URL of the function.' })),
+    ref: Type.Optional(
+      Type.Object(
+        { apiVersion: Type.String(), kind: Type.String(), name: Type.String(), namespace: Type.Optional(Type.String()) },
+        { description: 'An addressable object (a Knative Service); its status.url is used.' },
+      ),
+    ),
+    awsIam: Type.Optional(
+      Type.Object(
+        {
+          region: Type.String({ pattern: '^[a-z]{2}(-[a-z]+)+-[0-9]+$', expected: 'an AWS region such as eu-west-1', description: "The function's AWS region, e.g. eu-west-1." }),
+          service: Type.String({ minLength: 1, default: 'lambda', description: 'The signing service name (lambda for Function URLs).' }),
+        },
+        {
+          description:
+            'Sign each delivery with AWS Signature Version 4 (a Lambda Function URL with AuthType AWS_IAM), with credentials from the AWS default chain of the bridge (environment, web identity / IRSA, shared config, container or instance role).',
+        },
+      ),
+    ),
+  }),
+  [{ rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') }],
+);
+
+export const reconcilerSpecSchema = Type.Object({
+  for: Type.Object(kindFields, { description: 'The primary kind; one reconcile per object of it.' }),
+  owns: Type.Optional(
+    Type.Array(
+      Type.Object({
+        ...kindFields,
+        labelSelector: Type.String({
+          default: managedByKfnSelector,
+          description: 'Watch only children matching this selector (default app.kubernetes.io/managed-by=kfn, the label the SDK sets on every child; "" watches all).',
+        }),
+      }),
+      { description: 'Child kinds; their events map to the controller owner.' },
+    ),
+  ),
+  watches: Type.Optional(
+    Type.Array(Type.Object({ ...kindFields, mapping: mappingSchema }), {
+      description: 'Other kinds; their events map to primaries by a label, by a selector in the primary, or by a field of the primary naming them.',
+    }),
+  ),
+  sink: sinkSchema,
+  auth: Type.Optional(
+    Type.Object({
+      type: Type.Union([Type.Literal('hmac'), Type.Literal('bearer')], { default: 'hmac', description: 'hmac: sign with the secret; bearer: send it as a bearer token.' }),
+      secretRef: Type.Object({ name: Type.String(), namespace: Type.String(), key: Type.Optional(Type.String({ description: 'Key in the Secret (default "secret").' })) }),
+    }),
+  ),
+  namespaces: Type.Optional(Type.Array(Type.String(), { description: 'Namespaces to reconcile in; empty means all.' })),
+  resyncPeriodSeconds: bounded(reconcilerLimits.resyncPeriodSeconds, 'Seconds between deliveries of every object even without a change (0: never).'),
+  maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles),
+  timeoutSeconds: bounded(reconcilerLimits.timeoutSeconds, 'How long one delivery may take; a second delivery of the object waits until then.'),
+  backoff: Type.Optional(
+    withRules(Type.Object({ baseDelayMs: bounded(reconcilerLimits.baseDelayMs), maxDelayMs: bounded(reconcilerLimits.maxDelayMs) }, { default: {} }), [
+      { rule: '!has(self.baseDelayMs) || !has(self.maxDelayMs) || self.baseDelayMs <= self.maxDelayMs', message: 'backoff.baseDelayMs must not exceed backoff.maxDelayMs', holds: (b) => (b.baseDelayMs as number) <= (b.maxDelayMs as number) },
+    ]),
+  ),
+  rateLimit: Type.Optional(
+    Type.Object(
+      { qps: bounded(reconcilerLimits.qps), burst: bounded(reconcilerLimits.burst) },
+      { default: {}, description: 'The overall limit on retries across all objects (token bucket, as controller-runtime); the per-object backoff applies too.' },
+    ),
+  ),
+});
+
+export type ReconcilerSpec = Static<typeof reconcilerSpecSchema>;
 
 /**
  * An owned kind. Its watch takes only objects matching `labelSelector` — by default the label
@@ -30,32 +166,8 @@ export interface WatchSpec extends KindRef {
   mapping: Mapping;
 }
 
-export interface SinkSpec {
-  uri?: string;
-  ref?: { apiVersion: string; kind: string; name: string; namespace?: string };
-  /** Sign deliveries with AWS SigV4 (Lambda Function URLs with AuthType AWS_IAM). */
-  awsIam?: { region: string; service: string };
-}
-
-export interface AuthSpec {
-  /** hmac (default): sign with the secret; bearer: send it as a bearer token. */
-  type?: 'hmac' | 'bearer';
-  secretRef: { name: string; namespace: string; key?: string };
-}
-
-export interface ReconcilerSpec {
-  for: KindRef;
-  owns?: (KindRef & { labelSelector?: string })[];
-  watches?: WatchSpec[];
-  sink: SinkSpec;
-  auth?: AuthSpec;
-  namespaces?: string[];
-  resyncPeriodSeconds?: number;
-  maxConcurrentReconciles?: number;
-  timeoutSeconds?: number;
-  backoff?: { baseDelayMs?: number; maxDelayMs?: number };
-  rateLimit?: { qps?: number; burst?: number };
-}
+export type SinkSpec = Static<typeof sinkSchema>;
+export type AuthSpec = NonNullable<ReconcilerSpec['auth']>;
 
 /** A Reconciler with every default filled in. */
 export interface ReconcilerConfig {
@@ -75,13 +187,29 @@ export interface ReconcilerConfig {
   rateLimit: { qps: number; burst: number };
 }
 
-export const reconcilerDefaults = {
-  resyncPeriodSeconds: 300,
-  maxConcurrentReconciles: 1,
-  timeoutSeconds: 30,
-  backoff: { baseDelayMs: 5, maxDelayMs: 1_000_000 },
-  rateLimit: { qps: 10, burst: 100 },
-};
+/** The Reconciler's CustomResourceDefinition, from the schema above. */
+export function reconcilerCrd(): Record<string, unknown> {
+  return customResourceDefinition({
+    group: kfnGroup,
+    kind: reconcilerKind,
+    plural: reconcilerPlural,
+    scope: 'Cluster',
+    shortNames: ['rec'],
+    categories: ['kfn'],
+    printerColumns: [
+      { name: 'For', type: 'string', jsonPath: '.spec.for.kind' },
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    versions: [{ name: reconcilerApiVersion.split('/')[1]!, spec: reconcilerSpecSchema, storage: true }],
+  });
+}
+
+/** The CRD as the YAML file manifests/crds/ holds. */
+export function reconcilerCrdYaml(): string {
+  return `# The Reconciler resource: what the kfn bridge watches for one function, and where it delivers.\n# Written by \`npm run generate\` from the schema in bridge/config.ts: edit that, not this file.\n${stringify(reconcilerCrd(), { lineWidth: 0 })}`;
+}
 
 export class InvalidReconcilerError extends Error {
   readonly problems: string[];
@@ -95,26 +223,6 @@ export class InvalidReconcilerError extends Error {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function kindRef(value: unknown, where: string, problems: string[]): KindRef | undefined {
-  if (!isObject(value)) {
-    problems.push(`${where} must be an object with apiVersion and kind`);
-    return undefined;
-  }
-  const { apiVersion, kind } = value;
-  if (typeof apiVersion !== 'string' || !/^([a-z0-9.-]+\/)?v\d+((alpha|beta)\d+)?$/.test(apiVersion)) problems.push(`${where}.apiVersion must look like group/v1 or v1, not ${JSON.stringify(apiVersion)}`);
-  if (typeof kind !== 'string' || !/^[A-Z][A-Za-z0-9]*$/.test(kind)) problems.push(`${where}.kind must be a Kind name such as ConfigMap, not ${JSON.stringify(kind)}`);
-  return typeof apiVersion === 'string' && typeof kind === 'string' ? { apiVersion, kind } : undefined;
-}
-
-function positiveInt(value: unknown, where: string, problems: string[], fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    problems.push(`${where} must be a whole number ≥ ${min}, not ${JSON.stringify(value)}`);
-    return fallback;
-  }
-  return value;
-}
-
 /** Validates a Reconciler object (from the cluster or a file) and fills in the defaults. */
 export function parseReconciler(obj: unknown): ReconcilerConfig {
   const problems: string[] = [];
@@ -123,119 +231,62 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
   const name = typeof metadata.name === 'string' && metadata.name ? metadata.name : '(unnamed)';
   if (name === '(unnamed)') problems.push('metadata.name is required');
   if (o.kind !== undefined && o.kind !== reconcilerKind) problems.push(`kind must be ${reconcilerKind}, not ${JSON.stringify(o.kind)}`);
-  const spec = isObject(o.spec) ? o.spec : undefined;
-  if (!spec) throw new InvalidReconcilerError(name, [...problems, 'spec is required']);
-  const backoffIn = isObject(spec.backoff) ? spec.backoff : {};
-  const rateIn = isObject(spec.rateLimit) ? spec.rateLimit : {};
-  const config: ReconcilerConfig = {
+  if (!isObject(o.spec)) throw new InvalidReconcilerError(name, [...problems, 'spec is required']);
+  const spec = Value.Default(reconcilerSpecSchema, Value.Clone(o.spec)) as ReconcilerSpec;
+  problems.push(...specProblems(spec));
+  if (problems.length) throw new InvalidReconcilerError(name, problems);
+  return {
     name,
     generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
-    for: kindRef(spec.for, 'spec.for', problems) ?? { apiVersion: '', kind: '' },
-    owns: parseOwns(spec.owns, problems),
-    watches: parseWatches(spec.watches, problems),
-    sink: parseSink(spec.sink, problems),
-    auth: parseAuth(spec.auth, problems),
-    namespaces: parseNamespaces(spec.namespaces, problems),
-    resyncPeriodSeconds: positiveInt(spec.resyncPeriodSeconds, 'spec.resyncPeriodSeconds', problems, reconcilerDefaults.resyncPeriodSeconds, 0),
-    maxConcurrentReconciles: positiveInt(spec.maxConcurrentReconciles, 'spec.maxConcurrentReconciles', problems, reconcilerDefaults.maxConcurrentReconciles),
-    timeoutSeconds: positiveInt(spec.timeoutSeconds, 'spec.timeoutSeconds', problems, reconcilerDefaults.timeoutSeconds),
-    backoff: {
-      baseDelayMs: positiveInt(backoffIn.baseDelayMs, 'spec.backoff.baseDelayMs', problems, reconcilerDefaults.backoff.baseDelayMs),
-      maxDelayMs: positiveInt(backoffIn.maxDelayMs, 'spec.backoff.maxDelayMs', problems, reconcilerDefaults.backoff.maxDelayMs),
-    },
-    rateLimit: {
-      qps: positiveInt(rateIn.qps, 'spec.rateLimit.qps', problems, reconcilerDefaults.rateLimit.qps),
-      burst: positiveInt(rateIn.burst, 'spec.rateLimit.burst', problems, reconcilerDefaults.rateLimit.burst),
-    },
+    for: { apiVersion: spec.for.apiVersion, kind: spec.for.kind },
+    owns: (spec.owns ?? []).map((k) => ({ apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector })),
+    watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping as Mapping })),
+    sink: spec.sink,
+    auth: spec.auth,
+    namespaces: spec.namespaces ?? [],
+    resyncPeriodSeconds: spec.resyncPeriodSeconds!,
+    maxConcurrentReconciles: spec.maxConcurrentReconciles!,
+    timeoutSeconds: spec.timeoutSeconds!,
+    backoff: spec.backoff as ReconcilerConfig['backoff'],
+    rateLimit: spec.rateLimit as ReconcilerConfig['rateLimit'],
   };
-  if (problems.length) throw new InvalidReconcilerError(name, problems);
-  return config;
 }
 
-function parseOwns(value: unknown, problems: string[]): OwnedKind[] {
-  const owns: OwnedKind[] = [];
-  if (value !== undefined && !Array.isArray(value)) problems.push('spec.owns must be a list');
-  for (const [i, item] of ((value as unknown[]) ?? []).entries()) {
-    const ref = kindRef(item, `spec.owns[${i}]`, problems);
-    const selector = isObject(item) ? item.labelSelector : undefined;
-    if (selector !== undefined && typeof selector !== 'string') problems.push(`spec.owns[${i}].labelSelector must be a label selector string`);
-    if (ref) owns.push({ ...ref, labelSelector: typeof selector === 'string' ? selector : managedByKfnSelector });
+/** Every problem of a defaulted spec, each naming its field: the schema's, unknown fields, the cross-field rules. */
+function specProblems(spec: unknown): string[] {
+  const problems = new Map<string, string>();
+  for (const error of Value.Errors(reconcilerSpecSchema, spec)) {
+    const where = fieldName(error.path);
+    if (!problems.has(where)) problems.set(where, error.value === undefined ? `${where} is required` : `${where} must be ${expectation(error.schema)}, not ${JSON.stringify(error.value)}`);
   }
-  return owns;
+  return [...problems.values(), ...walk(reconcilerSpecSchema, spec, 'spec')];
 }
 
-const fieldPath = /^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$/;
-
-function parseWatches(value: unknown, problems: string[]): WatchSpec[] {
-  const watches: WatchSpec[] = [];
-  if (value !== undefined && !Array.isArray(value)) problems.push('spec.watches must be a list');
-  for (const [i, item] of ((value as unknown[]) ?? []).entries()) {
-    const ref = kindRef(item, `spec.watches[${i}]`, problems);
-    const mapping = parseMapping(isObject(item) ? item.mapping : undefined);
-    if (!mapping) problems.push(`spec.watches[${i}].mapping must be one of {label: <label key naming the primary>}, {selectorField: <dotted path of a label selector in the primary, e.g. spec.selector>} or {referenceField: <dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name>}`);
-    if (ref && mapping) watches.push({ ...ref, mapping });
+/** Unknown fields (the apiserver prunes them; in a file they are most likely typos) and broken cross-field rules. */
+function* walk(schema: TSchema, value: unknown, where: string): Generator<string> {
+  if (schema.type === 'array' && Array.isArray(value)) for (const [i, item] of value.entries()) yield* walk(schema.items as TSchema, item, `${where}[${i}]`);
+  if (schema.type !== 'object' || !isObject(value)) return;
+  const properties = schema.properties as Record<string, TSchema>;
+  for (const key of Object.keys(value)) {
+    if (properties[key]) yield* walk(properties[key], value[key], `${where}.${key}`);
+    else yield `${where}.${key} is not a field of a Reconciler (known: ${Object.keys(properties).join(', ')})`;
   }
-  return watches;
+  for (const rule of ((schema as unknown as Record<symbol, unknown>)[crossRules] as CrossRule<Record<string, unknown>>[] | undefined) ?? []) if (!rule.holds(value)) yield `${where}: ${rule.message}`;
 }
 
-/** Exactly one of label, selectorField or referenceField, well formed; undefined otherwise. */
-function parseMapping(mapping: unknown): Mapping | undefined {
-  if (!isObject(mapping)) return undefined;
-  const given = (['label', 'selectorField', 'referenceField'] as const).filter((k) => mapping[k] !== undefined);
-  const value = given.length === 1 ? mapping[given[0]!] : undefined;
-  if (typeof value !== 'string') return undefined;
-  if (given[0] === 'label' && value) return { label: value };
-  if (given[0] === 'selectorField' && fieldPath.test(value)) return { selectorField: value };
-  if (given[0] === 'referenceField' && fieldPath.test(value)) return { referenceField: value };
-  return undefined;
+/** `/spec/owns/0/kind` (as TypeBox reports it, below spec) → `spec.owns[0].kind`. */
+function fieldName(path: string): string {
+  return `spec${path.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part.replace(/~1/g, '/').replace(/~0/g, '~')}`)).join('')}`;
 }
 
-function parseSink(value: unknown, problems: string[]): SinkSpec {
-  const sink: SinkSpec = {};
-  const sinkIn = isObject(value) ? value : undefined;
-  if (!sinkIn) problems.push('spec.sink is required: {uri: http://…} or {ref: {apiVersion, kind, name, namespace}}');
-  else if (typeof sinkIn.uri === 'string' && sinkIn.ref === undefined) {
-    try {
-      const url = new URL(sinkIn.uri);
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http');
-      sink.uri = sinkIn.uri;
-    } catch {
-      problems.push(`spec.sink.uri must be an http(s) URL, not ${JSON.stringify(sinkIn.uri)}`);
-    }
-  } else if (isObject(sinkIn.ref) && sinkIn.uri === undefined) {
-    const r = sinkIn.ref;
-    if (typeof r.apiVersion !== 'string' || typeof r.kind !== 'string' || typeof r.name !== 'string') problems.push('spec.sink.ref needs apiVersion, kind and name');
-    else sink.ref = { apiVersion: r.apiVersion, kind: r.kind, name: r.name, namespace: typeof r.namespace === 'string' ? r.namespace : undefined };
-  } else problems.push('spec.sink needs exactly one of uri or ref');
-  if (sinkIn && sinkIn.awsIam !== undefined) {
-    const a = sinkIn.awsIam;
-    if (!isObject(a) || typeof a.region !== 'string' || !/^[a-z]{2}(-[a-z]+)+-\d+$/.test(a.region)) problems.push(`spec.sink.awsIam.region must be an AWS region such as eu-west-1, not ${JSON.stringify(isObject(a) ? a.region : a)}`);
-    else if (a.service !== undefined && (typeof a.service !== 'string' || !a.service)) problems.push('spec.sink.awsIam.service must be a signing service name (lambda for Function URLs)');
-    else sink.awsIam = { region: a.region, service: typeof a.service === 'string' ? a.service : 'lambda' };
-  }
-  return sink;
-}
-
-function parseAuth(value: unknown, problems: string[]): AuthSpec | undefined {
-  if (value === undefined) return undefined;
-  const a = isObject(value) ? value : {};
-  const ref = isObject(a.secretRef) ? a.secretRef : undefined;
-  const type = a.type ?? 'hmac';
-  if (type !== 'hmac' && type !== 'bearer') problems.push(`spec.auth.type must be hmac or bearer, not ${JSON.stringify(a.type)}`);
-  if (!ref || typeof ref.name !== 'string' || typeof ref.namespace !== 'string') {
-    problems.push('spec.auth.secretRef needs name and namespace');
-    return undefined;
-  }
-  return { type: type as 'hmac' | 'bearer', secretRef: { name: ref.name, namespace: ref.namespace, key: typeof ref.key === 'string' ? ref.key : undefined } };
-}
-
-function parseNamespaces(value: unknown, problems: string[]): string[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value) || value.some((n) => typeof n !== 'string')) {
-    problems.push('spec.namespaces must be a list of namespace names');
-    return [];
-  }
-  return [...(value as string[])];
+/** What a schema asks for, in words. */
+function expectation(schema: TSchema): string {
+  if (typeof schema.expected === 'string') return schema.expected;
+  if (schema.type === 'integer') return `a whole number from ${schema.minimum} to ${schema.maximum}`;
+  if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`;
+  if (schema.type === 'string') return schema.minLength ? 'a non-empty string' : 'a string';
+  if (schema.type === 'array') return 'a list';
+  return 'an object';
 }
 
 /** Reads Reconcilers from a YAML file (one or more documents). */

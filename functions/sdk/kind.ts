@@ -1,16 +1,9 @@
 // A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
 // definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
-import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TObject } from '@sinclair/typebox';
 import type { KubeObject } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
-
-export interface PrinterColumn {
-  name: string;
-  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
-  jsonPath: string;
-  description?: string;
-  priority?: number;
-}
+import { customResourceDefinition, type PrinterColumn } from '../../kube/crd.ts';
 
 export interface KindOptions<Spec extends TObject, Status extends TObject> {
   group: string;
@@ -119,80 +112,10 @@ export function defineKind<Spec extends TObject, Status extends TObject>(options
   };
 }
 
-/**
- * A TypeBox schema as plain OpenAPI for a CRD: TypeBox's symbol keys dropped, and nothing a
- * structural schema forbids.
- */
-export function openApi(schema: TSchema): Record<string, unknown> {
-  return structural(JSON.parse(JSON.stringify(schema))) as Record<string, unknown>;
-}
-
-/**
- * Rewrites what TypeBox emits but CRD schemas reject: a Record's patternProperties become
- * additionalProperties, a literal (const) or a union of literals becomes an enum.
- */
-function structural(node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(structural);
-  if (typeof node !== 'object' || node === null) return node;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(node)) out[k] = structural(v);
-  if ('const' in out) {
-    out.enum = [out.const];
-    delete out.const;
-  }
-  const anyOf = out.anyOf as { enum?: unknown[]; type?: string }[] | undefined;
-  if (anyOf?.length && anyOf.every((a) => a.enum?.length === 1 && a.type === anyOf[0]!.type)) {
-    delete out.anyOf;
-    out.type = anyOf[0]!.type;
-    out.enum = anyOf.map((a) => a.enum![0]);
-  }
-  const patterns = out.patternProperties as Record<string, unknown> | undefined;
-  if (patterns) {
-    const values = Object.values(patterns);
-    if (values.length !== 1) throw new Error('a CRD schema cannot express several property patterns; use one t.Record per map');
-    delete out.patternProperties;
-    out.additionalProperties = values[0];
-  }
-  return out;
-}
-
-const conditionsSchema = {
-  type: 'array',
-  'x-kubernetes-list-type': 'map',
-  'x-kubernetes-list-map-keys': ['type'],
-  items: {
-    type: 'object',
-    required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
-    properties: {
-      type: { type: 'string' },
-      status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
-      reason: { type: 'string' },
-      message: { type: 'string' },
-      observedGeneration: { type: 'integer' },
-      lastTransitionTime: { type: 'string', format: 'date-time' },
-    },
-  },
-};
-
 /** How the apiserver reaches a kind's conversion webhook, and the CA its certificate is signed by. */
 export interface ConversionClient {
   client: { url: string } | { service: { namespace: string; name: string; port?: number } };
   caBundle: string;
-}
-
-/** A version's schema: spec and status, the status with kfn's standard fields. */
-function versionSchema(spec: TObject, statusSchema: TObject | undefined): Record<string, unknown> {
-  const status = (statusSchema ? openApi(statusSchema) : { type: 'object' }) as { properties?: Record<string, unknown> };
-  return {
-    openAPIV3Schema: {
-      type: 'object',
-      required: ['spec'],
-      properties: {
-        spec: openApi(spec),
-        status: { ...status, type: 'object', properties: { ...(status.properties ?? {}), observedGeneration: { type: 'integer' }, conditions: conditionsSchema } },
-      },
-    },
-  };
 }
 
 /**
@@ -207,44 +130,24 @@ export function crdOf(kind: Kind, options: { conversion?: ConversionClient } = {
     throw new Error(`${kind.kind} has previous versions (${previous.map((p) => p.version).join(', ')}): its CRD needs a conversion webhook — pass crdOf(kind, { conversion: { client, caBundle } }), as kfn deploy does`);
   }
   const conversion = options.conversion;
-  const served = (name: string, storage: boolean, schema: Record<string, unknown>) => ({
-    name,
-    served: true,
-    storage,
-    subresources: { status: {} },
-    ...(o.printerColumns && storage ? { additionalPrinterColumns: o.printerColumns } : {}),
-    schema,
-  });
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${kind.plural}.${kind.group}` },
-    spec: {
-      group: kind.group,
-      scope: o.scope ?? 'Namespaced',
-      names: {
-        kind: kind.kind,
-        listKind: `${kind.kind}List`,
-        plural: kind.plural,
-        singular: kind.kind.toLowerCase(),
-        ...(o.shortNames ? { shortNames: o.shortNames } : {}),
-        ...(o.categories ? { categories: o.categories } : {}),
+  return customResourceDefinition({
+    group: kind.group,
+    kind: kind.kind,
+    plural: kind.plural,
+    scope: o.scope ?? 'Namespaced',
+    shortNames: o.shortNames,
+    categories: o.categories,
+    printerColumns: o.printerColumns,
+    versions: [{ name: kind.version, spec: o.spec, status: o.status, storage: true }, ...previous.map((p) => ({ name: p.version, spec: p.spec, status: p.status, storage: false }))],
+    conversion: conversion && {
+      strategy: 'Webhook',
+      webhook: {
+        conversionReviewVersions: ['v1'],
+        clientConfig: {
+          caBundle: Buffer.from(conversion.caBundle).toString('base64'),
+          ...('url' in conversion.client ? { url: `${conversion.client.url.replace(/\/$/, '')}/convert` } : { service: { ...conversion.client.service, port: conversion.client.service.port ?? 443, path: '/convert' } }),
+        },
       },
-      versions: [served(kind.version, true, versionSchema(o.spec, o.status)), ...previous.map((p) => served(p.version, false, versionSchema(p.spec, p.status)))],
-      ...(conversion
-        ? {
-            conversion: {
-              strategy: 'Webhook',
-              webhook: {
-                conversionReviewVersions: ['v1'],
-                clientConfig: {
-                  caBundle: Buffer.from(conversion.caBundle).toString('base64'),
-                  ...('url' in conversion.client ? { url: `${conversion.client.url.replace(/\/$/, '')}/convert` } : { service: { ...conversion.client.service, port: conversion.client.service.port ?? 443, path: '/convert' } }),
-                },
-              },
-            },
-          }
-        : {}),
     },
-  };
+  });
 }

@@ -88,6 +88,10 @@ const homes: Record<string, string> = {
   parseReconcileRequest: 'core/event.ts',
   classifyResponse: 'core/response.ts',
   Credentials: 'core/authentication.ts',
+  openApi: 'kube/crd.ts',
+  customResourceDefinition: 'kube/crd.ts',
+  PrinterColumn: 'kube/crd.ts',
+  reconcilerSpecSchema: 'bridge/config.ts',
 };
 
 test('each shared concept is defined once, in its home', () => {

@@ -1,0 +1,17 @@
+// Files written from code, kept in the repo for tools that read files (kustomize, kubectl):
+// `npm run generate` rewrites them; a unit test fails while one is out of date.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { reconcilerCrdYaml } from '../bridge/config.ts';
+import { repoRoot } from '../cluster/paths.ts';
+
+export const generated: Record<string, () => string> = {
+  'manifests/crds/reconciler.yaml': reconcilerCrdYaml,
+};
+
+if (import.meta.main) {
+  for (const [path, text] of Object.entries(generated)) {
+    writeFileSync(join(repoRoot, path), text());
+    console.log(`wrote ${path}`);
+  }
+}
