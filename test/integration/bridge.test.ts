@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
+import { parseReconciler } from '../../bridge/config.ts';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
@@ -344,6 +345,36 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     for (const mapping of [{ label: 'example.com/widget' }, { selectorField: 'spec.selector' }, { referenceField: 'spec.secretRef.name' }]) await create(mapping);
     await assert.rejects(create({ label: 'a', referenceField: 'spec.x' }), /mapping needs exactly one of label, selectorField or referenceField/);
     await assert.rejects(create({}), /mapping needs exactly one of label, selectorField or referenceField/);
+  });
+
+  test('the apiserver and the bridge refuse the same Reconcilers and fill in the same defaults (one schema)', async () => {
+    const cluster = await testCluster();
+    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    const api = kubeApi(cluster.kc);
+    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+    const reconciler = (spec: object) => ({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: uniqueName('schema') }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: 'http://127.0.0.1:1/' }, ...spec } });
+    const create = (obj: object) => api.request<{ spec: Record<string, unknown> }>('POST', '/apis/kfn.dev/v1alpha1/reconcilers', { query: { dryRun: 'All' }, body: obj });
+    const refused: [object, RegExp][] = [
+      [{ timeoutSeconds: 2_147_484 }, /timeoutSeconds/],
+      [{ resyncPeriodSeconds: 1e10 }, /resyncPeriodSeconds/],
+      [{ backoff: { maxDelayMs: 1e13 } }, /maxDelayMs/],
+      [{ backoff: { baseDelayMs: 2_000_000 } }, /backoff\.baseDelayMs must not exceed backoff\.maxDelayMs/],
+      [{ rateLimit: { qps: 0 } }, /qps/],
+      [{ maxConcurrentReconciles: 5000 }, /maxConcurrentReconciles/],
+      [{ for: { apiVersion: 'not a version', kind: 'Widget' } }, /for\.apiVersion/],
+      [{ sink: { uri: 'ftp://x' } }, /sink\.uri/],
+      [{ sink: { uri: 'http://a/', ref: { apiVersion: 'v1', kind: 'Service', name: 'x' } } }, /sink needs exactly one of uri or ref/],
+    ];
+    for (const [spec, field] of refused) {
+      const obj = reconciler(spec);
+      await assert.rejects(create(obj), field, `the apiserver refuses ${JSON.stringify(spec)}`);
+      assert.throws(() => parseReconciler(obj), field, `the bridge refuses ${JSON.stringify(spec)}`);
+    }
+    const stored = await create(reconciler({ owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }], auth: { secretRef: { name: 's', namespace: 'kfn-system' } } }));
+    const parsed = parseReconciler(reconciler({ owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }], auth: { secretRef: { name: 's', namespace: 'kfn-system' } } }));
+    for (const field of ['resyncPeriodSeconds', 'maxConcurrentReconciles', 'timeoutSeconds', 'backoff', 'rateLimit', 'auth', 'owns'] as const) {
+      assert.deepEqual(stored.spec[field], parsed[field], `the default of spec.${field}`);
+    }
   });
 
   test('a Reconciler whose kind is not served yet starts once its CRD is installed', async (t) => {
