@@ -6,7 +6,6 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { basename, join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { build } from 'esbuild';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
@@ -23,6 +22,7 @@ import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { functionLabel, functionLabels } from '../core/names.ts';
 
@@ -281,8 +281,8 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   }
   const deadline = Date.now() + (options.timeoutSeconds ?? 120) * 1000;
   for (const name of deployed) {
-    if (knative) await waitKnativeService(api, options.namespace, `kfn-fn-${name}`, deadline, options.timeoutSeconds ?? 120);
-    else await waitDeployment(api, options.namespace, name, deadline, options.timeoutSeconds ?? 120);
+    if (knative) await waitKnativeService(api, options.namespace, `kfn-fn-${name}`, deadline);
+    else await waitDeployment(api, options.namespace, name, deadline);
     log(`Function ${name} runs in the cluster: ${knative ? 'Knative Service' : 'Deployment and Service'} ${options.namespace}/kfn-fn-${name}`);
     // Registered once the function answers: with failurePolicy Fail, a webhook nobody serves
     // would refuse every write of the kind.
@@ -312,43 +312,47 @@ async function removeOtherTarget(api: KubeApi, namespace: string, name: string, 
   if (!removed) return;
   log(`Removing ${name}'s ${knative ? 'Deployment and Service' : 'Knative Service'} first (it moves to ${knative ? 'Knative' : 'a Deployment'})`);
   const service = `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`;
-  for (let i = 0; i < 240 && !((await Promise.all([...paths, service].map(gone))).every(Boolean)); i++) await sleep(250);
+  await waitFor(`${name}'s ${knative ? 'Deployment and Service' : 'Knative Service'} to be gone`, async () => (await Promise.all([...paths, service].map(gone))).every(Boolean), { timeoutMs: 60_000 });
 }
 
-async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number, timeoutSeconds: number): Promise<void> {
+async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number): Promise<void> {
   const path = `/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`;
-  for (;;) {
-    const d = await api.request<{ metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } }>('GET', path);
-    const s = d.status ?? {};
-    if (s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas) break;
-    if (Date.now() > deadline) {
-      throw new Error(`function ${name} did not become available in ${timeoutSeconds}s; see \`kubectl -n ${namespace} describe deployment kfn-fn-${name}\` and its pod's log`);
-    }
-    await sleep(500);
-  }
+  type Deployment = { metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } };
+  await waitFor(
+    `function ${name} to become available`,
+    async () => {
+      const d = await api.request<Deployment>('GET', path);
+      const s = d.status ?? {};
+      return s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas;
+    },
+    { deadline, intervalMs: 500, context: () => `See \`kubectl -n ${namespace} describe deployment kfn-fn-${name}\` and its pod's log.` },
+  );
   // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
   // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
   const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`);
-  // Each look on a connection of its own: a connection attempt made before kube-proxy had the
-  // rules must not be the one every later look waits behind.
-  const answers = async (url: string) => {
-    const dispatcher = new Agent({ connect: { timeout: 1000 }, keepAliveTimeout: 1 });
-    try {
-      return await undiciFetch(url, { signal: AbortSignal.timeout(1500), dispatcher }).then((r) => r.ok, () => false);
-    } finally {
-      void dispatcher.destroy().catch(() => undefined);
-    }
-  };
-  while (!(await answers(`http://${svc.spec.clusterIP}/healthz`))) {
-    if (Date.now() > deadline) {
-      const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${name}` } }).catch(() => ({ items: [] }));
-      const podIP = pods.items[0]?.status?.podIP;
-      const direct = podIP ? ((await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`) : 'no pod found';
-      throw new Error(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) does not answer /healthz (${direct}); see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
-    }
-    await sleep(250);
+  await waitFor(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) to answer /healthz`, () => answers(`http://${svc.spec.clusterIP}/healthz`), { deadline, intervalMs: 250 }).catch(async (err: Error) => {
+    // Whether the pod answers on its own tells kube-proxy's part from the pod's.
+    throw new Error(`${err.message}\n${await podAnswers(api, namespace, name)}; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+  });
+}
+
+/** Each look on a connection of its own: a connection attempt made before kube-proxy had the rules must not be the one every later look waits behind. */
+async function answers(url: string): Promise<boolean> {
+  const dispatcher = new Agent({ connect: { timeout: 1000 }, keepAliveTimeout: 1 });
+  try {
+    return await undiciFetch(url, { signal: AbortSignal.timeout(1500), dispatcher }).then((r) => r.ok, () => false);
+  } finally {
+    void dispatcher.destroy().catch(() => undefined);
   }
 }
+
+async function podAnswers(api: KubeApi, namespace: string, name: string): Promise<string> {
+  const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${name}` } }).catch(() => ({ items: [] }));
+  const podIP = pods.items[0]?.status?.podIP;
+  if (!podIP) return 'no pod found';
+  return (await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`;
+}
+
 
 interface KnativeServiceObject {
   metadata: { generation: number };
@@ -356,18 +360,20 @@ interface KnativeServiceObject {
 }
 
 /** Waits until the Knative Service is Ready for its latest generation; a failed revision fails at once with Knative's reason. */
-export async function waitKnativeService(api: KubeApi, namespace: string, name: string, deadline: number, timeoutSeconds: number): Promise<KnativeServiceObject> {
-  for (;;) {
-    const ksvc = await api.request<KnativeServiceObject>('GET', `/apis/serving.knative.dev/v1/namespaces/${namespace}/services/${name}`);
-    const ready = ksvc.status?.conditions?.find((c) => c.type === 'Ready');
-    const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
-    if (current && ready?.status === 'True') return ksvc;
-    // Knative says False only once a revision has failed (Unknown while it deploys).
-    const why = current ? whyNotReady(ksvc.status?.conditions) : undefined;
-    if (why) throw new Error(`Knative Service ${namespace}/${name} is not Ready: ${why}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`);
-    if (Date.now() > deadline) {
-      throw new Error(`Knative Service ${namespace}/${name} did not become Ready in ${timeoutSeconds}s (Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''})`);
-    }
-    await sleep(500);
-  }
+export async function waitKnativeService(api: KubeApi, namespace: string, name: string, deadline: number): Promise<KnativeServiceObject> {
+  let ready: ReadCondition | undefined;
+  return waitFor(
+    `Knative Service ${namespace}/${name} to be Ready`,
+    async () => {
+      const ksvc = await api.request<KnativeServiceObject>('GET', `/apis/serving.knative.dev/v1/namespaces/${namespace}/services/${name}`);
+      ready = ksvc.status?.conditions?.find((c) => c.type === 'Ready');
+      const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
+      if (current && ready?.status === 'True') return ksvc;
+      // Knative says False only once a revision has failed (Unknown while it deploys).
+      const why = current ? whyNotReady(ksvc.status?.conditions) : undefined;
+      if (why) throw new WaitAbandoned(`Knative Service ${namespace}/${name} is not Ready: ${why}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`);
+      return undefined;
+    },
+    { deadline, intervalMs: 500, context: () => `Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''}` },
+  );
 }

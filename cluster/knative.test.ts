@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ingressClass, knativeManifests, localSettings, traefikManifests } from './knative.ts';
+import { ingressClass, knativeManifests, localSettings } from './knative.ts';
+import { traefikManifests } from './traefik.ts';
 
 /** A config tree shaped like the one the build copies out of Knative's modules, one object per file. */
 function configTree(): string {
@@ -67,7 +68,7 @@ test('images built here replace ko:// references; local settings and small CPU r
 });
 
 test("Traefik serves Knative's public and cluster-local routes on one entrypoint behind kfn-ingress/traefik", () => {
-  const objs = traefikManifests('kfn.local/traefik:v3');
+  const objs = traefikManifests('kfn.local/traefik:v3', localSettings.cpuRequest);
   const deployment = objs.find((o) => o.kind === 'Deployment')!.spec as { template: { spec: { containers: { args: string[]; securityContext: { readOnlyRootFilesystem: boolean } }[] } } };
   const args = deployment.template.spec.containers[0]!.args;
   for (const a of ['--experimental.knative=true', '--providers.knative=true', '--providers.knative.publicentrypoints=web', '--providers.knative.privateentrypoints=web', '--providers.knative.publicservice.name=traefik', '--providers.knative.privateservice.namespace=kfn-ingress']) {

@@ -8,17 +8,17 @@
 // references stand and a few settings a one-node local cluster needs (below, `localSettings`).
 import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { ApiError, applyObject, objectPath, type KubeApi } from '../kube/api.ts';
+import { waitFor } from '../core/clock.ts';
+import type { ReadCondition } from '../core/conditions.ts';
+import { ApiError, applyObject, objectPath, type KubeApi, type Manifest } from '../kube/api.ts';
 import { cachedBuild, ensureBuild, goOutput, type BuildOptions, type BuildSpec, type BinarySet } from './build.ts';
 import { buildImage, imageRef, importImages, nonRootUid, type BuiltImage, type ImageRecipe } from './images.ts';
+import { ingressNamespace, traefikManifests, traefikModuleDir } from './traefik.ts';
 import { requiredVersion } from './versions.ts';
 
 export const knativeModuleDir = join(import.meta.dirname, 'knative');
-export const traefikModuleDir = join(import.meta.dirname, 'traefik');
 export const knativeNamespace = 'knative-serving';
-export const ingressNamespace = 'kfn-ingress';
 export const ingressClass = 'traefik.ingress.networking.knative.dev';
 export const knativeComponents = ['controller', 'webhook', 'activator', 'autoscaler', 'queue'] as const;
 export type KnativeComponent = (typeof knativeComponents)[number];
@@ -105,14 +105,13 @@ export function buildKnativeImages(k: KnativeBinaries, binaries: BinarySet, log:
   return knativeRecipes(k).map((r) => buildImage(r, binaries, log));
 }
 
-type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [k: string]: unknown } };
 
-function readManifests(file: string): Obj[] {
+function readManifests(file: string): Manifest[] {
   const docs = parseAllDocuments(readFileSync(file, 'utf8'));
-  const out: Obj[] = [];
+  const out: Manifest[] = [];
   for (const doc of docs) {
     if (doc.errors.length) throw new Error(`${file}: ${doc.errors[0]!.message}`);
-    const value = doc.toJS() as Obj | null;
+    const value = doc.toJS() as Manifest | null;
     if (value && typeof value === 'object' && value.kind) out.push(value);
   }
   return out;
@@ -157,7 +156,7 @@ function replaceKoImages(value: unknown, images: Record<string, string>): unknow
  * maps, webhooks, workloads. HorizontalPodAutoscalers are left out (nothing serves resource
  * metrics here), and so are post-install jobs and cert-manager certificates.
  */
-export function knativeManifests(configDir: string, images: Record<string, string>): Obj[] {
+export function knativeManifests(configDir: string, images: Record<string, string>): Manifest[] {
   const serving = join(configDir, 'serving', 'core');
   const networking = join(configDir, 'networking');
   const files = [
@@ -176,7 +175,7 @@ export function knativeManifests(configDir: string, images: Record<string, strin
   for (const f of files) if (!existsSync(f)) throw new Error(`Knative's manifest ${f} is missing: rebuild with \`kfn knative install\` after removing that cache entry`);
   const objects = files.flatMap(readManifests).filter((o) => o.kind !== 'HorizontalPodAutoscaler');
   return objects.map((o) => {
-    const obj = replaceKoImages(o, images) as Obj;
+    const obj = replaceKoImages(o, images) as Manifest;
     if (obj.kind === 'ConfigMap' && obj.metadata.name === 'config-network') obj.data = { ...(obj.data as object), ...localSettings.network };
     if (obj.kind === 'ConfigMap' && obj.metadata.name === 'config-autoscaler') obj.data = { ...(obj.data as object), ...localSettings.autoscaler };
     if (obj.kind === 'ConfigMap' && obj.metadata.name === 'config-deployment') obj.data = { ...(obj.data as object), ...localSettings.deployment, 'queue-sidecar-image': images.queue };
@@ -186,88 +185,6 @@ export function knativeManifests(configDir: string, images: Record<string, strin
     }
     return obj;
   });
-}
-
-/** Traefik as Knative's ingress: one entrypoint (:8080) for public and cluster-local routes, behind Service kfn-ingress/traefik port 80. */
-export function traefikManifests(image: string): Obj[] {
-  const labels = { 'app.kubernetes.io/name': 'traefik', 'app.kubernetes.io/part-of': 'kfn' };
-  const meta = (name: string) => ({ name, namespace: ingressNamespace, labels });
-  const service = `--providers.knative.%s.name=traefik`;
-  return [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ingressNamespace, labels } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta('traefik') },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: 'kfn-ingress-traefik', labels },
-      rules: [
-        { apiGroups: ['networking.internal.knative.dev'], resources: ['ingresses'], verbs: ['get', 'list', 'watch'] },
-        { apiGroups: ['networking.internal.knative.dev'], resources: ['ingresses/status'], verbs: ['update'] },
-        // Services to route to; Secrets for the TLS certificates an Ingress may name.
-        { apiGroups: [''], resources: ['services', 'secrets'], verbs: ['get', 'list', 'watch'] },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'kfn-ingress-traefik', labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'kfn-ingress-traefik' },
-      subjects: [{ kind: 'ServiceAccount', name: 'traefik', namespace: ingressNamespace }],
-    },
-    {
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: meta('traefik'),
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: {
-            serviceAccountName: 'traefik',
-            securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [
-              {
-                name: 'traefik',
-                image,
-                imagePullPolicy: 'IfNotPresent',
-                args: [
-                  '--entrypoints.web.address=:8080',
-                  '--entrypoints.ping.address=:9000',
-                  '--ping.entrypoint=ping',
-                  '--experimental.knative=true',
-                  '--providers.knative=true',
-                  '--providers.knative.publicentrypoints=web',
-                  '--providers.knative.privateentrypoints=web',
-                  service.replace('%s', 'publicservice'),
-                  `--providers.knative.publicservice.namespace=${ingressNamespace}`,
-                  service.replace('%s', 'privateservice'),
-                  `--providers.knative.privateservice.namespace=${ingressNamespace}`,
-                  '--log.level=INFO',
-                  '--global.checknewversion=false',
-                  '--global.sendanonymoususage=false',
-                ],
-                ports: [
-                  { name: 'web', containerPort: 8080 },
-                  { name: 'ping', containerPort: 9000 },
-                ],
-                readinessProbe: { httpGet: { path: '/ping', port: 'ping' }, periodSeconds: 2 },
-                livenessProbe: { httpGet: { path: '/ping', port: 'ping' }, periodSeconds: 10 },
-                resources: { requests: { cpu: localSettings.cpuRequest, memory: '50Mi' }, limits: { memory: '300Mi' } },
-                securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
-              },
-            ],
-          },
-        },
-      },
-    },
-    {
-      apiVersion: 'v1',
-      kind: 'Service',
-      metadata: meta('traefik'),
-      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'web' }] },
-    },
-  ];
 }
 
 const deployments = [
@@ -302,13 +219,13 @@ export async function knativeStatus(api: KubeApi): Promise<KnativeComponentStatu
   return out;
 }
 
-async function waitEstablished(api: KubeApi, name: string, deadline: number): Promise<void> {
-  for (;;) {
-    const crd = await api.request<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
-    if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return;
-    if (Date.now() > deadline) throw new Error(`the CRD ${name} was not established in time`);
-    await sleep(200);
-  }
+
+function waitEstablished(api: KubeApi, name: string, deadline: number): Promise<true> {
+  return waitFor(
+    `the CRD ${name} to be established`,
+    async () => (await api.request<{ status?: { conditions?: ReadCondition[] } }>('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`)).status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'),
+    { deadline, intervalMs: 200 },
+  );
 }
 
 export interface InstallOptions {
@@ -325,38 +242,35 @@ export async function applyKnative(api: KubeApi, k: KnativeBinaries, options: In
   const log = options.log ?? (() => {});
   const deadline = Date.now() + (options.timeoutSeconds ?? 300) * 1000;
   const images = knativeImages(k);
-  const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik)];
+  const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik, localSettings.cpuRequest)];
   log(`Applying Knative Serving ${k.versions.serving} (${objects.length - 6} objects) and Traefik ${k.versions.traefik}`);
   for (const obj of objects) {
     await applyObject(api, obj as Parameters<typeof applyObject>[1], fieldManager);
     if (obj.kind === 'CustomResourceDefinition') await waitEstablished(api, obj.metadata.name, deadline);
   }
   log('Waiting for the controller, webhook, activator, autoscaler and Traefik to be available');
-  for (;;) {
-    const status = (await knativeStatus(api)) ?? [];
-    const waiting = status.filter((s) => !s.ready);
-    if (!waiting.length) break;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `Knative did not become available in ${options.timeoutSeconds ?? 300}s: ${waiting.map((w) => `${w.namespace}/${w.name} (${w.detail})`).join(', ')}. ` +
-          `See \`kubectl -n ${knativeNamespace} get pods\` and the pods' logs.`,
-      );
-    }
-    await sleep(1000);
-  }
+  let waiting: KnativeComponentStatus[] = [];
+  await waitFor(
+    "Knative's controller, webhook, activator, autoscaler and Traefik to be available",
+    async () => {
+      waiting = ((await knativeStatus(api)) ?? []).filter((s) => !s.ready);
+      return waiting.length === 0;
+    },
+    { deadline, intervalMs: 1000, context: () => `Still waiting for ${waiting.map((w) => `${w.namespace}/${w.name} (${w.detail})`).join(', ')}. See \`kubectl -n ${knativeNamespace} get pods\` and the pods' logs.` },
+  );
   // The webhook is available before it has written its certificate and registered its rules,
   // and until then the API accepts what Knative would refuse: wait until a Service the webhook
   // rejects (a reserved variable) is rejected, in a server-side dry run.
-  for (;;) {
-    const verdict = await webhookVerdict(api, brokenService(images.queue));
-    if (verdict.startsWith('denied')) break;
-    if (Date.now() > deadline) throw new Error(`Knative's webhook does not validate Services yet (last answer: ${verdict})`);
-    await sleep(1000);
-  }
+  let verdict = '';
+  await waitFor(
+    "Knative's webhook to validate Services",
+    async () => (verdict = await webhookVerdict(api, brokenService(images.queue))).startsWith('denied'),
+    { deadline, intervalMs: 1000, context: () => `Its last answer: ${verdict}` },
+  );
 }
 
 /** A Knative Service that Knative's validating webhook refuses: it sets the reserved K_SERVICE. */
-export function brokenService(image: string, name = 'kfn-webhook-probe', namespace = knativeNamespace): Obj {
+export function brokenService(image: string, name = 'kfn-webhook-probe', namespace = knativeNamespace): Manifest {
   return {
     apiVersion: 'serving.knative.dev/v1',
     kind: 'Service',
@@ -366,7 +280,7 @@ export function brokenService(image: string, name = 'kfn-webhook-probe', namespa
 }
 
 /** 'accepted', or 'denied: <the webhook's message>', or 'error: …' for a server-side dry-run create of `obj`. */
-export async function webhookVerdict(api: KubeApi, obj: Obj): Promise<string> {
+export async function webhookVerdict(api: KubeApi, obj: Manifest): Promise<string> {
   const [group, version] = obj.apiVersion.split('/');
   try {
     await api.request('POST', `/apis/${group}/${version}/namespaces/${obj.metadata.namespace}/services`, { query: { dryRun: 'All' }, body: obj });
@@ -399,7 +313,7 @@ export async function installKnative(options: InstallOptions & { binaries: Binar
 export async function uninstallKnative(api: KubeApi, k: KnativeBinaries, options: { log?: (line: string) => void; timeoutSeconds?: number } = {}): Promise<void> {
   const log = options.log ?? (() => {});
   const images = knativeImages(k);
-  const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik)].reverse();
+  const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik, localSettings.cpuRequest)].reverse();
   log(`Removing Knative Serving and Traefik (${objects.length} objects)`);
   // Webhooks first, so nothing is refused or held while the rest goes.
   const order = [...objects.filter((o) => /WebhookConfiguration$/.test(o.kind)), ...objects.filter((o) => !/WebhookConfiguration$/.test(o.kind))];
@@ -413,9 +327,10 @@ export async function uninstallKnative(api: KubeApi, k: KnativeBinaries, options
   }
   const deadline = Date.now() + (options.timeoutSeconds ?? 180) * 1000;
   for (const ns of [knativeNamespace, ingressNamespace]) {
-    while (await api.request('GET', `/api/v1/namespaces/${ns}`).then(() => true, () => false)) {
-      if (Date.now() > deadline) throw new Error(`namespace ${ns} is still terminating; see \`kubectl get ns ${ns} -o yaml\``);
-      await sleep(500);
-    }
+    await waitFor(`namespace ${ns} to be gone`, () => api.request('GET', `/api/v1/namespaces/${ns}`).then(() => false, (err) => err instanceof ApiError && err.status === 404), {
+      deadline,
+      intervalMs: 500,
+      context: () => `See \`kubectl get ns ${ns} -o yaml\`.`,
+    });
   }
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import { maxTimerMs, timerClock, type TimerPrimitives } from './clock.ts';
+import { FakeClock, maxTimerMs, timerClock, waitFor, WaitAbandoned, type TimerPrimitives } from './clock.ts';
 
 /** Platform timers as Node has them — a delay over 2^31-1 ms runs after 1 ms — on a hand-moved time. */
 function nodeLikeTimers() {
@@ -84,4 +84,27 @@ test('an awaited delay or waitFor on the system clock keeps the process alive un
   `;
   const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
   assert.deepEqual([run.status, run.stdout.trim()], [0, 'waited'], run.stderr);
+});
+
+test('waitFor: a shared deadline, the last value in the timeout, and WaitAbandoned ends the wait at once', async () => {
+  const clock = new FakeClock();
+  let rounds = 0;
+  const timedOut = waitFor('a value', () => (rounds++, false), { clock, deadline: clock.now() + 1000, intervalMs: 100 });
+  const failure = assert.rejects(timedOut, /Timed out after 1s waiting for a value\.\nLast value: false/);
+  for (let i = 0; i < 12; i++) {
+    clock.advance(100);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await failure;
+  assert.ok(rounds > 5, 'checked again and again until the deadline');
+
+  let checks = 0;
+  await assert.rejects(
+    waitFor('a revision', () => {
+      checks++;
+      throw new WaitAbandoned('the revision failed');
+    }, { clock, timeoutMs: 60_000 }),
+    (err: Error) => err instanceof WaitAbandoned && err.message === 'the revision failed',
+  );
+  assert.equal(checks, 1, 'no second check after WaitAbandoned');
 });

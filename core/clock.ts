@@ -77,6 +77,8 @@ export function delay(clock: Clock, ms: number, signal?: AbortSignal): Promise<b
 export interface WaitOptions {
   /** Give up after this long (default 60 s). */
   timeoutMs?: number;
+  /** Or give up at this time on the clock (a deadline several waits share). */
+  deadline?: number;
   /** Between checks (default 250 ms). */
   intervalMs?: number;
   clock?: Clock;
@@ -86,15 +88,18 @@ export interface WaitOptions {
   context?: () => string;
 }
 
+/** Thrown by a check of `waitFor`: what is awaited can no longer happen, so stop waiting now. */
+export class WaitAbandoned extends Error {}
+
 /**
  * Polls `check` until it returns something other than undefined, false or null, and returns
- * that. An error thrown by `check` counts as "not yet". A timeout's error names what was
+ * that. An error thrown by `check` counts as "not yet", but for WaitAbandoned, which ends the wait. A timeout's error names what was
  * awaited, the last value seen and the last error: what the world looked like.
  */
 export async function waitFor<T>(what: string, check: () => T | undefined | false | null | Promise<T | undefined | false | null>, options: WaitOptions = {}): Promise<T> {
   const clock = options.clock ?? systemClock;
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const deadline = clock.now() + timeoutMs;
+  const started = clock.now();
+  const deadline = options.deadline ?? started + (options.timeoutMs ?? 60_000);
   let last: unknown;
   let lastError: unknown;
   for (;;) {
@@ -105,10 +110,11 @@ export async function waitFor<T>(what: string, check: () => T | undefined | fals
       if (value !== undefined && value !== false && value !== null) return value;
       last = value;
     } catch (err) {
+      if (err instanceof WaitAbandoned) throw err;
       lastError = err;
     }
     if (clock.now() >= deadline) {
-      const parts = [`Timed out after ${timeoutMs / 1000}s waiting for ${what}.`];
+      const parts = [`Timed out after ${Math.round((deadline - started) / 100) / 10}s waiting for ${what}.`];
       if (last !== undefined) parts.push(`Last value: ${JSON.stringify(last)}`);
       if (lastError) parts.push(`Last error: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
       if (options.context) parts.push(options.context());

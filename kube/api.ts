@@ -25,6 +25,12 @@ export interface KubeObject {
   [key: string]: unknown;
 }
 
+/** An object as a manifest holds it: its apiVersion and kind given. */
+export interface Manifest extends KubeObject {
+  apiVersion: string;
+  kind: string;
+}
+
 /** A failed API call: the HTTP status, the apiserver's reason and message. */
 export class ApiError extends Error {
   readonly status: number;
