@@ -169,7 +169,7 @@ describe('ExponentialBackoff', () => {
   test('does not overflow for very many failures', () => {
     const b = new ExponentialBackoff({ baseDelayMs: 5, maxDelayMs: 1_000_000 });
     let last = 0;
-    for (let i = 0; i < 2000; i++) last = b.next('k');
+    for (let i = 0; i < 2000; i++) last = b.when('k');
     assert.equal(last, 1_000_000);
   });
 });
@@ -242,10 +242,10 @@ describe('the overall rate limit (token bucket)', () => {
   test('a burst, then qps: the bucket refills with time and never beyond the burst', () => {
     const clock = new FakeClock();
     const bucket = new TokenBucket({ qps: 10, burst: 3 }, clock);
-    assert.deepEqual([bucket.reserve(), bucket.reserve(), bucket.reserve()], [0, 0, 0], 'the burst is free');
-    assert.deepEqual([bucket.reserve(), bucket.reserve()], [100, 200], 'then one per 100 ms, queued in order');
+    assert.deepEqual([bucket.when(), bucket.when(), bucket.when()], [0, 0, 0], 'the burst is free');
+    assert.deepEqual([bucket.when(), bucket.when()], [100, 200], 'then one per 100 ms, queued in order');
     clock.advance(10_000);
-    assert.deepEqual([bucket.reserve(), bucket.reserve(), bucket.reserve(), bucket.reserve()], [0, 0, 0, 100], 'refilled to the burst, not beyond');
+    assert.deepEqual([bucket.when(), bucket.when(), bucket.when(), bucket.when()], [0, 0, 0, 100], 'refilled to the burst, not beyond');
   });
 
   test('200 keys failing at once: the first 100 retry on their backoff, the rest at 10 per second', () => {

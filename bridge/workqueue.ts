@@ -18,8 +18,18 @@ export interface BackoffOptions {
 
 export const defaultBackoff: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 1_000_000 };
 
+/**
+ * How long a key waits before its next try, as client-go's RateLimiter: `when` records one
+ * more try of the key and answers the wait; `forget` clears what the limiter knows of it.
+ */
+export interface RateLimiter {
+  when(key: string): number;
+  forget(key: string): void;
+  retries(key: string): number;
+}
+
 /** Per-key exponential backoff: base·2^failures, capped; `forget` resets a key. */
-export class ExponentialBackoff {
+export class ExponentialBackoff implements RateLimiter {
   private readonly failures = new Map<string, number>();
   private readonly options: BackoffOptions;
   constructor(options: BackoffOptions = defaultBackoff) {
@@ -27,7 +37,7 @@ export class ExponentialBackoff {
   }
 
   /** Records one more failure of `key` and returns how long to wait before retrying it. */
-  next(key: string): number {
+  when(key: string): number {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
     // 2^n overflows to Infinity for large n; the cap applies either way.
@@ -59,7 +69,7 @@ export const defaultRateLimit: RateLimitOptions = { qps: 10, burst: 100 };
  * Each retry takes a token; with none left it waits for the next one (tokens go negative, so
  * retries queue up in order, like golang.org/x/time/rate's Reserve).
  */
-export class TokenBucket {
+export class TokenBucket implements RateLimiter {
   private tokens: number;
   private last: number;
   private readonly options: RateLimitOptions;
@@ -71,13 +81,19 @@ export class TokenBucket {
     this.last = clock.now();
   }
 
-  /** Takes a token; returns how long to wait until it is really there (0 when it is now). */
-  reserve(): number {
+  /** Takes a token; returns how long to wait until it is really there (0 when it is now). The bucket is shared: the key does not matter. */
+  when(): number {
     const now = this.clock.now();
     this.tokens = Math.min(this.options.burst, this.tokens + ((now - this.last) * this.options.qps) / 1000);
     this.last = now;
     this.tokens -= 1;
     return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.options.qps);
+  }
+
+  forget(): void {}
+
+  retries(): number {
+    return 0;
   }
 }
 
@@ -103,8 +119,10 @@ export interface WorkQueueOptions {
 
 export class WorkQueue {
   private readonly clock: Clock;
-  private readonly backoff: ExponentialBackoff;
-  private readonly bucket: TokenBucket;
+  /** Each key's own wait after a failure. */
+  private readonly backoff: RateLimiter;
+  /** The wait all retries together are held to. */
+  private readonly bucket: RateLimiter;
   private readonly observer: QueueObserver;
 
   // Keys ready to hand out, in order, one lane per priority.
@@ -166,8 +184,8 @@ export class WorkQueue {
    * limit's wait, and `minDelayMs` (a Retry-After); returns the delay used.
    */
   addRateLimited(key: string, minDelayMs = 0): number {
-    const own = Math.max(this.backoff.next(key), minDelayMs);
-    const overall = this.bucket.reserve();
+    const own = Math.max(this.backoff.when(key), minDelayMs);
+    const overall = this.bucket.when(key);
     const delay = Math.max(own, overall);
     this.observer.retried?.(key);
     if (overall > own) this.observer.throttled?.(key, overall - own);
@@ -178,6 +196,7 @@ export class WorkQueue {
   /** Clears `key`'s failure count (a success). */
   forget(key: string): void {
     this.backoff.forget(key);
+    this.bucket.forget(key);
   }
 
   retries(key: string): number {
