@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
-import { recordOf } from './watcher.ts';
+import { recordOf } from './records.ts';
 
 const config: ReconcilerConfig = parseReconciler({
   apiVersion: 'kfn.dev/v1alpha1',

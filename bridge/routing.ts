@@ -7,7 +7,8 @@ import { type ReconcileReason } from '../core/event.ts';
 import { selectorMatches, type LabelSelector } from '../kube/selectors.ts';
 import type { ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
-import { changeDigest, type WatchEvent } from './watcher.ts';
+import { changeDigest } from './records.ts';
+import type { WatchEvent } from './watcher.ts';
 import type { Priority } from './workqueue.ts';
 
 export interface Enqueue {

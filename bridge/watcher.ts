@@ -20,10 +20,10 @@
 // compact record (see `recordOf`): what routing and delivery read, and a digest of what makes
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
-import { createHash } from 'node:crypto';
 import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from '../core/objects.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
+import { Interned, keptKey, recordOf, rememberKey } from './records.ts';
 
 /**
  * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
@@ -34,72 +34,6 @@ export type WatchEvent =
   | { type: 'apply'; object: KubeObject; old?: KubeObject; key?: string }
   | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string }
   | { type: 'synced'; relist: boolean };
-
-/** Where a compact record keeps its digest of labels, annotations and finalizers. */
-const digestSlot = Symbol('kfn.digest');
-/**
- * Where a kept object remembers the store's key string. A Map keeps the first key string an
- * entry was set with; handing that same string on (not an equal copy built from each event)
- * lets the resync schedule and the indexes share it.
- */
-const keySlot = Symbol('kfn.key');
-
-/** The store's key string of an object the store keeps (or, for any other, its key built anew). */
-function keptKey(obj: KubeObject): string {
-  return (obj as { [keySlot]?: string })[keySlot] ?? objectKey(obj.metadata);
-}
-
-/**
- * A digest of what, besides generation and deletion, makes a change to a primary worth a
- * reconcile: its labels, annotations and finalizers (0 when it has none). A compact record
- * carries it; for a whole object it is computed.
- */
-export function changeDigest(obj: KubeObject): number {
-  const kept = (obj as { [digestSlot]?: number })[digestSlot];
-  if (kept !== undefined) return kept;
-  const { labels, annotations, finalizers } = obj.metadata;
-  if (!labels && !annotations && !finalizers) return 0;
-  // 48 bits of a SHA-256, as a number (no string per record): two different sets of labels,
-  // annotations and finalizers give the same digest about once in 2^48 changes.
-  return createHash('sha256').update(JSON.stringify([labels ?? null, annotations ?? null, finalizers ?? null])).digest().readUIntBE(0, 6);
-}
-
-/** Strings many records hold the same value of (namespaces), kept once. */
-class Interned {
-  private readonly values = new Map<string, string>();
-  of(value: string): string {
-    const kept = this.values.get(value);
-    if (kept !== undefined) return kept;
-    // Bounded: namespaces are few; past this the strings are kept as they come.
-    if (this.values.size < 10_000) this.values.set(value, value);
-    return value;
-  }
-}
-
-/**
- * The compact record a metadata watch keeps of an object: apiVersion and kind (the watch's own
- * strings), name, namespace (interned), uid, resourceVersion, generation, deletionTimestamp,
- * labels (label and selector mappings read them), the controller owner reference (whose child
- * it is), and the digest of labels, annotations and finalizers. Annotations, finalizers, other
- * owner references, creationTimestamp and the rest are not kept.
- */
-export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = objectKey(obj.metadata), intern: (s: string) => string = (s) => s): KubeObject {
-  const m = obj.metadata;
-  const owner = m.ownerReferences?.find((r) => r.controller);
-  // One literal with every field (undefined when absent): every record has the same shape, its
-  // fields inside the object, no separate property store.
-  const metadata: KubeObject['metadata'] = {
-    name: m.name,
-    namespace: m.namespace ? intern(m.namespace) : undefined,
-    uid: m.uid,
-    resourceVersion: m.resourceVersion,
-    generation: m.generation,
-    deletionTimestamp: m.deletionTimestamp,
-    labels: m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined,
-    ownerReferences: owner ? [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true }] : undefined,
-  };
-  return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestSlot]: changeDigest(obj), [keySlot]: key };
-}
 
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
@@ -329,8 +263,7 @@ export class Watcher {
   /** What the store keeps of `obj`, under `key` (the record remembers its key string). */
   private kept(obj: KubeObject, key: string): KubeObject {
     if (this.options.projection === 'metadata') return recordOf(obj, this.resource, key, (s) => this.interned.of(s));
-    (obj as { [keySlot]?: string })[keySlot] = key;
-    return obj;
+    return rememberKey(obj, key);
   }
 
   private async watch(from: string): Promise<State> {

@@ -56,7 +56,7 @@ async function devStack(t: TestContext, cluster: TestCluster) {
 const web = (name: string, port: number, html: string) => ({ apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port, pageContentHtml: html } });
 let nextPort = 31500 + Math.floor(Math.random() * 50) * 10;
 
-const recordOf = (dev: DevServer, object: string, match: (r: InvocationRecord) => boolean) => async () => dev.records().find((r) => `${r.event.data.primary.namespace}/${r.event.data.primary.name}` === object && match(r));
+const recordFor = (dev: DevServer, object: string, match: (r: InvocationRecord) => boolean) => async () => dev.records().find((r) => `${r.event.data.primary.namespace}/${r.event.data.primary.name}` === object && match(r));
 
 const kfn = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   promisify(execFile)(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { cwd: repoRoot, env: { ...process.env, ...env } }).then(
@@ -70,7 +70,7 @@ describe('kfn dev', { concurrency: true }, () => {
     const s = await devStack(t, cluster);
     const object = `${s.ns}/site`;
     await s.api.request('POST', s.mywebs, { body: web('site', nextPort++, '<h1>one</h1>') });
-    const created = await waitFor('the created delivery, recorded with its writes', recordOf(s.dev, object, (r) => r.event.reason === 'created' && r.writes.length >= 3));
+    const created = await waitFor('the created delivery, recorded with its writes', recordFor(s.dev, object, (r) => r.event.reason === 'created' && r.writes.length >= 3));
     assert.deepEqual(created.children.map((c) => [c.ref.kind, c.written]), [['ConfigMap', true], ['Deployment', true], ['Service', true]]);
     assert.ok(created.reads.some((r) => r.method === 'GET' && r.path === `${s.mywebs}/site`));
     const deployment = `/apis/apps/v1/namespaces/${s.ns}/deployments/site`;
@@ -109,7 +109,7 @@ describe('kfn dev', { concurrency: true }, () => {
     const secret = await s.api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${s.ns}/secrets/kfn-fn-myweb`);
     const live = await kfn(['replay', s.records, '--live', '--id', created.id, '--to', `${s.dev.url}/fn/myweb`], { KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') });
     assert.match(live.out, /live: event .* \(reason replay\) → .*: HTTP 200/, live.out + live.err);
-    const replayed = await waitFor('the replayed delivery', recordOf(s.dev, object, (r) => r.event.reason === 'replay'));
+    const replayed = await waitFor('the replayed delivery', recordFor(s.dev, object, (r) => r.event.reason === 'replay'));
     assert.equal(replayed.event.data.primary.uid, created.event.data.primary.uid);
     // Unsigned, it is refused: replay goes through the contract's auth.
     const unsigned = await kfn(['replay', s.records, '--live', '--id', created.id, '--to', `${s.dev.url}/fn/myweb`], { KFN_AUTH_SECRET: 'wrong' });
