@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import { parseReconcileRequest, encodeReconcileEvent, type Observation } from '../core/event.ts';
 import { type Credentials } from '../core/authentication.ts';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { sendReconcileEvent } from './delivery.ts';
+import { settle } from './outcome.ts';
 
 const observation: Observation = {
   reconciler: 'r',
@@ -60,12 +62,13 @@ describe('sendReconcileEvent', () => {
     assert.deepEqual(terminal.outcome, { kind: 'terminal', why: 'HTTP 400: status 400' });
   });
 
-  test("a redirect is the sink's answer, not followed: the event is not sent on to where it points", async (t) => {
+  test("a redirect is not followed (the event is not sent on to where it points): the sink is not ready, and the delivery is retried", async (t) => {
     const elsewhere = await receiver(t, (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
     const r = await receiver(t, (res) => res.writeHead(307, { location: elsewhere.url }).end('moved'));
     const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
     assert.equal(result.status, 307);
-    assert.deepEqual(result.outcome, { kind: 'terminal', why: 'HTTP 307: moved' });
+    assert.equal(result.outcome.kind, 'retry');
+    assert.match(result.outcome.kind === 'retry' ? result.outcome.why : '', /the sink answers HTTP 307 \(a redirect/);
     assert.deepEqual(r.received, ['cm']);
     assert.deepEqual(elsewhere.received, []);
   });
@@ -89,5 +92,44 @@ describe('sendReconcileEvent', () => {
     const result = await sendReconcileEvent({ url: closed, message, credentials, timeoutMs: 2000 });
     assert.equal(result.outcome.kind, 'retry');
     assert.match(result.outcome.kind === 'retry' ? result.outcome.why : '', /ECONNREFUSED/);
+  });
+});
+
+describe('a delivery that may still be running holds its key (never two reconciles of one object at once)', () => {
+  const held = (result: Awaited<ReturnType<typeof sendReconcileEvent>>) => settle(result, Date.now(), Date.now() + 2000).holdUntil !== undefined;
+
+  test('a connection broken after the request was sent: the function may have it', async (t) => {
+    const r = await receiver(t, (res) => res.socket?.destroy());
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.outcome.kind, 'retry');
+    assert.deepEqual(r.received, ['cm'], 'the function got the event');
+    assert.ok(held(result), `held after "${result.outcome.kind === 'retry' && result.outcome.why}"`);
+  });
+
+  test("a proxy's 502 or 504: the function behind it may have it", async (t) => {
+    for (const status of [502, 504]) {
+      const r = await receiver(t, (res) => res.writeHead(status).end('upstream'));
+      assert.ok(held(await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 })), `held after ${status}`);
+    }
+  });
+
+  test('a refused connection or an answer of the function: nothing runs, nothing is held', async (t) => {
+    const r = await receiver(t, (res) => res.writeHead(500).end('boom'));
+    assert.equal(held(await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 })), false, 'a 500 is the function\'s answer');
+    const refused = await sendReconcileEvent({ url: 'http://127.0.0.1:1/', message, credentials, timeoutMs: 2000 });
+    assert.match(refused.outcome.kind === 'retry' ? refused.outcome.why : '', /ECONNREFUSED/, 'nothing listens on port 1');
+    assert.equal(held(refused), false);
+  });
+
+  test("the transport's own timeouts never end a delivery before the bridge's deadline", async (t) => {
+    // A client whose header timeout (100 ms; undici checks it about once a second) is shorter
+    // than the delivery's (4 s), as undici's 300 s default is shorter than a Reconciler's
+    // timeoutSeconds of up to 900.
+    const previous = getGlobalDispatcher();
+    setGlobalDispatcher(new Agent({ headersTimeout: 100, bodyTimeout: 100 }));
+    t.after(() => setGlobalDispatcher(previous));
+    const r = await receiver(t, (res) => setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'), 2000));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 4000 });
+    assert.equal(result.outcome.kind, 'done', `the answer after 2 s arrives (${result.outcome.kind === 'retry' ? result.outcome.why : ''})`);
   });
 });

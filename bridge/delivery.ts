@@ -14,8 +14,12 @@ export interface DeliveryResult {
   durationMs: number;
   /** The sink's front door refused the request's signature (SigV4). */
   refusedSignature?: boolean;
-  /** No answer within the timeout: the function may still be working on it. */
-  timedOut?: boolean;
+  /**
+   * The request may have reached the function and no answer of the function's came (a timeout,
+   * a connection broken after sending, a 502 or 504 from a proxy in front): it may still be at
+   * work on the event.
+   */
+  mayBeRunning?: boolean;
 }
 
 export interface SendOptions {
@@ -27,6 +31,9 @@ export interface SendOptions {
   /** Adds a signature for the sink's front door (AWS SigV4 for a Lambda Function URL with AWS_IAM). */
   signer?: RequestSigner;
 }
+
+/** Failures before the request could reach the function: nothing can be running. */
+const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ERR_INVALID_URL']);
 
 /** POSTs the event; never throws: every failure becomes an outcome. */
 export async function sendReconcileEvent(options: SendOptions): Promise<DeliveryResult> {
@@ -41,7 +48,9 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
   try {
     const headers = options.signer ? await options.signer(options.url, authenticated.headers, body) : authenticated.headers;
     // No redirect is followed (a sink that redirects is misconfigured; its 3xx is its answer).
-    const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal });
+    // The transport's own timeouts never cut a delivery shorter than the bridge's deadline.
+    const transportTimeoutMs = options.timeoutMs + 1000;
+    const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal, headersTimeout: transportTimeoutMs, bodyTimeout: transportTimeoutMs });
     const text = await res.body.text();
     const status = res.statusCode;
     if (options.signer && (status === 401 || status === 403)) {
@@ -50,22 +59,24 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       const why = `HTTP ${status} from ${new URL(options.url).host}: the AWS SigV4-signed request was refused (${text.slice(0, 200)}); check that the bridge's AWS credentials belong to a principal allowed lambda:InvokeFunctionUrl on this function, and spec.sink.awsIam.region`;
       return { outcome: { kind: 'retry', why }, status, durationMs: now() - started, refusedSignature: true };
     }
-    // A 504 from a proxy in front (Knative's queue-proxy, an ingress) is a timeout too: the
-    // function behind it may still be working on the event.
+    // A 502 or 504 from a proxy in front (Knative's queue-proxy, an ingress): the function
+    // behind it may have the event and still be working on it.
     const header = (name: string) => {
       const value = res.headers[name];
       return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
     };
-    return { outcome: classifyResponse(status, { get: header }, text, now()), status, durationMs: now() - started, ...(status === 504 ? { timedOut: true } : {}) };
+    return { outcome: classifyResponse(status, { get: header }, text, now()), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
   } catch (err) {
-    const e = err as Error & { cause?: { code?: string; message?: string } };
+    const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';
+    const code = e.cause?.code ?? e.code;
     const why = timedOut
       ? `no answer within ${options.timeoutMs} ms`
       : e.name === 'CredentialsProviderError'
         ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
-        : `request failed: ${e.cause?.code ?? e.cause?.message ?? e.message}`;
-    return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(timedOut ? { timedOut } : {}) };
+        : `request failed: ${code ?? e.cause?.message ?? e.message}`;
+    const mayBeRunning = timedOut || (e.name !== 'CredentialsProviderError' && !(code && neverSent.has(code)));
+    return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(mayBeRunning ? { mayBeRunning } : {}) };
   } finally {
     clearTimeout(timer);
   }

@@ -23,7 +23,7 @@ test('a retry keeps the observation (the same event id) and honours Retry-After'
 
 test('a timed-out delivery holds the key until its deadline plus the grace', () => {
   const late = now + 60_000;
-  const s = settle({ outcome: { kind: 'retry', why: 'no answer' }, durationMs: 60_000, timedOut: true }, now, late);
+  const s = settle({ outcome: { kind: 'retry', why: 'no answer' }, durationMs: 60_000, mayBeRunning: true }, now, late);
   assert.equal(s.holdUntil, late + deadlineGraceMs);
   assert.deepEqual(s.queue, { kind: 'backoff', atLeastMs: late + deadlineGraceMs - now });
 });

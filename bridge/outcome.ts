@@ -6,7 +6,7 @@ import type { Observation } from '../core/event.ts';
 import type { DeliveryResult } from './delivery.ts';
 
 /**
- * After a delivery timed out, how long past its deadline the bridge waits before delivering
+ * After a delivery that may still be running, how long past its deadline the bridge waits before delivering
  * that object again: the SDK aborts its reads and writes at the deadline, and a write already
  * on the wire lands within this.
  */
@@ -48,9 +48,10 @@ export function settle(result: DeliveryResult, now: number, deadline: number): S
         ? { result: 'requeue', queue: { kind: 'backoff', atLeastMs: 0 }, finished: true, requeue: { observedAt: now, ifNone: false } }
         : { result: 'requeue_after', queue: { kind: 'after', ms: outcome.afterMs }, finished: true, requeue: { observedAt: now + outcome.afterMs, ifNone: true } };
     case 'retry': {
-      // After a timeout the function may still be at work: no delivery of this key until its
-      // deadline has passed by a grace, whatever arrives meanwhile.
-      const holdUntil = result.timedOut ? deadline + deadlineGraceMs : undefined;
+      // When the function may still be at work (a timeout, a connection broken after sending, a
+      // proxy's 502 or 504): no delivery of this key until its deadline has passed by a grace,
+      // whatever arrives meanwhile.
+      const holdUntil = result.mayBeRunning ? deadline + deadlineGraceMs : undefined;
       const atLeastMs = Math.max(outcome.afterMs ?? 0, holdUntil !== undefined ? holdUntil - now : 0);
       return { result: 'error', queue: { kind: 'backoff', atLeastMs }, finished: false, error: 'retry', ...(holdUntil !== undefined ? { holdUntil } : {}) };
     }

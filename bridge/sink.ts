@@ -48,7 +48,8 @@ export class Sink {
     if (result.status === 401 && this.config.auth && this.credentials) result = await this.afterUnauthorized(result);
     // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
     if (result.outcome.kind === 'retry') this.url = undefined;
-    else if (result.status !== undefined) this.setProblem(undefined);
+    if (result.outcome.kind === 'retry' && result.outcome.sinkProblem) this.setProblem(result.outcome.sinkProblem);
+    else if (result.outcome.kind !== 'retry' && result.status !== undefined) this.setProblem(undefined);
     return { result, sink };
   }
 

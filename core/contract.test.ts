@@ -152,7 +152,26 @@ describe('classifyResponse', () => {
     assert.equal(plain.kind, 'retry');
     assert.equal(plain.kind === 'retry' && plain.afterMs, undefined);
     assert.equal(classifyResponse(400, none, 'bad').kind, 'terminal');
-    assert.equal(classifyResponse(404, none, '').kind, 'terminal');
+    assert.equal(classifyResponse(422, none, 'invalid').kind, 'terminal');
+  });
+
+  test('a redirect, 404 and 405 are the sink not being ready, not the function\'s verdict: retried, with a problem for the Reconciler', () => {
+    for (const status of [301, 307, 404, 405]) {
+      const outcome = classifyResponse(status, none, '404 page not found');
+      assert.equal(outcome.kind, 'retry', `HTTP ${status} is retried`);
+      assert.match(outcome.kind === 'retry' ? (outcome.sinkProblem ?? '') : '', new RegExp(`the sink answers HTTP ${status}.*not the function`));
+    }
+    const fromFunction = classifyResponse(500, none, 'boom');
+    assert.equal(fromFunction.kind === 'retry' && fromFunction.sinkProblem, undefined, "a 5xx is the function's");
+  });
+
+  test('Retry-After and requeueAfterSeconds have a ceiling (an hour, a day); no value overflows a date or a timer', () => {
+    assert.equal(retryAfterMs('99999999999999'), 3_600_000);
+    assert.equal(retryAfterMs('Fri, 01 Jan 2100 00:00:00 GMT', Date.parse('2026-01-01T00:00:00Z')), 3_600_000);
+    const far = classifyResponse(200, none, '{"result":"done","requeueAfterSeconds":9e12,"changes":[]}');
+    assert.equal(far.kind === 'requeue' && far.afterMs, 86_400_000);
+    const infinite = classifyResponse(200, none, '{"result":"done","requeueAfterSeconds":1e400,"changes":[]}');
+    assert.equal(infinite.kind === 'requeue' && infinite.afterMs, 86_400_000, 'JSON\'s 1e400 is Infinity: cut to the ceiling');
   });
 
   test('retryAfterMs ignores nonsense', () => {

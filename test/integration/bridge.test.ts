@@ -257,6 +257,42 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two deliveries of the object at once');
   });
 
+  test('a connection broken while the function still works holds the object until the deadline: never two reconciles at once', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 2 } });
+    // The first delivery's connection breaks after 200 ms (a proxy restarting, a reset); the
+    // function keeps working on it for 1.5 s.
+    f.receiver.answer = async (d, res) => {
+      if (d.attempt > 1 || d.generation !== 1) return answerDone(d, res);
+      setTimeout(() => res.socket?.destroy(), 200);
+      await sleep(1500);
+    };
+    await f.createWidget('cut');
+    const first = await waitFor('the first delivery', async () => f.receiver.of('cut')[0]);
+    await sleep(400);
+    await f.patchWidget('cut', { spec: { size: 2 } }); // a change while the function still works
+    const next = await waitFor('the next delivery', async () => f.receiver.of('cut')[1], { timeoutMs: 15_000 });
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two deliveries of the object at once');
+    assert.ok(next.receivedAt >= first.received.deadline!.getTime() + 1900, `held until the deadline + 2 s grace (${next.receivedAt - first.received.deadline!.getTime()} ms after it)`);
+    await waitFor('the change delivered', async () => f.receiver.of('cut').find((d) => d.generation === 2), { timeoutMs: 15_000 });
+  });
+
+  test('a sink answering 404 for a while (a route being programmed) loses no change: the objects are delivered once it answers', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    let openedAt = 0;
+    f.receiver.answer = (d, res) => (openedAt ? answerDone(d, res) : void res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found'));
+    await f.createWidget('early');
+    await f.createWidget('other');
+    await waitFor('404s for both', async () => (f.receiver.of('early').length && f.receiver.of('other').length) || undefined);
+    await f.patchWidget('early', { spec: { size: 2 } });
+    await sleep(2000);
+    openedAt = Date.now();
+    const after = (name: string) => f.receiver.of(name).filter((d) => d.receivedAt >= openedAt);
+    await waitFor('early, at its last generation, once the sink answers', async () => after('early').find((d) => d.generation === 2), { timeoutMs: 20_000 });
+    await waitFor('other, once the sink answers', async () => after('other')[0], { timeoutMs: 20_000 });
+  });
+
   test('never two deliveries of one object at once; the last delivery sees the last change', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 4 } });
