@@ -216,16 +216,11 @@ class Invocation {
     } else {
       await this.step('finalize', async () => this.reconciler.finalize!(obj as never, ctx)).catch((err: unknown) => this.finalizeFailed(obj, ctx, err));
     }
-    try {
-      await this.step('removing the finalizer', () => applyFinalizers(this.api, this.reconciler, this.primaryPath, obj, false));
-    } catch (err) {
-      // The uid precondition failed: this object is gone (and a new one of the same name is
-      // not ours to touch). Nothing is left to finalize.
-      if (uidPreconditionFailed((err as Error).cause)) {
-        this.log.info({}, 'the object went while it was being finalized');
-        return this.answer();
-      }
-      throw err;
+    const removed = await this.step('removing the finalizer', () => removeFinalizer(this.api, this.primaryPath, obj, finalizer));
+    if (!removed) {
+      // This object is gone (and a new one of the same name is not ours to touch). Nothing is left to finalize.
+      this.log.info({}, 'the object went while it was being finalized');
+      return this.answer();
     }
     this.changes.push({ action: 'finalizer', ref: refOf(obj), detail: `removed ${finalizer}` });
     this.log.info({}, 'finalized');
@@ -257,7 +252,7 @@ class Invocation {
   async addFinalizer(obj: KubeObject): Promise<void> {
     const finalizer = this.reconciler.finalizer;
     if (!finalizer || obj.metadata.finalizers?.includes(finalizer)) return;
-    await this.step('adding the finalizer', () => applyFinalizers(this.api, this.reconciler, this.primaryPath, obj, true));
+    await this.step('adding the finalizer', () => addFinalizer(this.api, this.reconciler, this.primaryPath, obj));
     this.changes.push({ action: 'finalizer', ref: refOf(obj), detail: `added ${finalizer}` });
   }
 
@@ -421,18 +416,43 @@ function childWithOwner(child: Child, owner: KubeObject, reconcilerName: string)
   };
 }
 
-/** A write preconditioned on a uid found no object with it: 404, 409 "uid mismatch", 422 "uid … immutable". */
-function uidPreconditionFailed(err: unknown): boolean {
-  return err instanceof ApiError && (err.status === 404 || err.status === 409 || (err.status === 422 && /metadata\.uid/.test(err.message)));
-}
 
-async function applyFinalizers(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject, present: boolean): Promise<void> {
+async function addFinalizer(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject): Promise<void> {
   // Applying only our finalizer under our field manager: other finalizers are someone else's.
   await api.request('PATCH', path, {
     // The uid makes the apply a precondition: it never creates a deleted object again, nor
     // touches a new object that took the name (409 / 422 instead).
-    body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, finalizers: present ? [reconciler.finalizer] : [] } },
+    body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, finalizers: [reconciler.finalizer] } },
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: `${reconciler.fieldManager}-finalizer`, force: true },
   });
+}
+
+/**
+ * Removes `finalizer` whoever wrote it (an apply of an empty list would remove only an entry
+ * kfn's field manager owns, and an object restored with the finalizer in its manifest would
+ * stay Terminating): a JSON patch that tests the uid and the list as read and writes the list
+ * without it. A list changed meanwhile (another controller's finalizer) is read again. False
+ * when the object is gone, or another object has taken its name.
+ */
+async function removeFinalizer(api: KubeApi, path: string, obj: KubeObject, finalizer: string): Promise<boolean> {
+  const uid = obj.metadata.uid;
+  let finalizers = obj.metadata.finalizers ?? [];
+  for (let attempt = 1; ; attempt++) {
+    if (!finalizers.includes(finalizer)) return true;
+    const patch = [
+      { op: 'test', path: '/metadata/uid', value: uid },
+      { op: 'test', path: '/metadata/finalizers', value: finalizers },
+      { op: 'replace', path: '/metadata/finalizers', value: finalizers.filter((f) => f !== finalizer) },
+    ];
+    try {
+      await api.request('PATCH', path, { body: patch, contentType: 'application/json-patch+json' });
+      return true;
+    } catch (err) {
+      if (!(err instanceof ApiError) || (err.status !== 422 && err.status !== 404) || attempt === 5) throw err;
+      const now = await api.request<KubeObject>('GET', path).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e)));
+      if (!now || now.metadata.uid !== uid) return false;
+      finalizers = now.metadata.finalizers ?? [];
+    }
+  }
 }

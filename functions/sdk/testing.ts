@@ -137,6 +137,16 @@ class MemoryApi extends KubeApi {
       objects.delete(key);
       return answer(200, existing);
     }
+    if (options.contentType === 'application/json-patch+json') {
+      if (!existing) return notFound(`${where.kind} "${where.name}"`);
+      const next = jsonPatch(existing, body as JsonPatchOp[]);
+      if (typeof next === 'string') return answer(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Invalid', code: 422, message: next });
+      if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
+        objects.delete(key);
+        return answer(200, next);
+      }
+      return answer(200, this.store(key, next));
+    }
     // PATCH or PUT: an apply (or update) of the object or its status; a merge patch otherwise.
     const patch = (typeof body === 'string' ? JSON.parse(body) : body) as Obj;
     if (!existing) {
@@ -337,4 +347,26 @@ function outcomeOf(record: InvocationRecord, run: { result?: ReconcileResponse; 
     },
     logs: record.logs,
   };
+}
+
+interface JsonPatchOp {
+  op: 'test' | 'replace' | 'add' | 'remove';
+  path: string;
+  value?: unknown;
+}
+
+/** A JSON patch (RFC 6902) of plain object paths, as the apiserver applies one: the patched copy, or why it failed. */
+function jsonPatch(obj: Obj, ops: JsonPatchOp[]): Obj | string {
+  const next = structuredClone(obj) as unknown as Record<string, unknown>;
+  for (const { op, path, value } of ops) {
+    const parts = path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const last = parts.pop()!;
+    let parent: Record<string, unknown> | undefined = next;
+    for (const part of parts) parent = parent?.[part] as Record<string, unknown> | undefined;
+    if (!parent) return `the path ${path} does not exist`;
+    if (op === 'test' && JSON.stringify(parent[last]) !== JSON.stringify(value)) return `the test of ${path} failed: it is ${JSON.stringify(parent[last])}`;
+    if (op === 'replace' || op === 'add') parent[last] = structuredClone(value);
+    if (op === 'remove') delete parent[last];
+  }
+  return next as unknown as Obj;
 }

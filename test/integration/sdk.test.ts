@@ -93,6 +93,34 @@ describe('SDK runtime', () => {
     assert.deepEqual(gone.body, { result: 'done', changes: [] }, 'a gone object needs nothing');
   });
 
+  test('a finalizer the SDK did not add (a restore, exported YAML, GitOps) is removed all the same, with others\' kept; so with skip-finalizer', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-restored');
+    const group = `${uniqueName('restored')}.kfn.test`;
+    const Vault = defineKind({ group, version: 'v1', kind: 'Vault', spec: t.Object({ size: t.Integer() }), status: t.Object({}) });
+    await installKind(t2, api, Vault);
+    const finalized: string[] = [];
+    const fn = defineReconciler({ for: Vault, reconcile: () => ({}), finalize: (v) => void finalized.push(v.metadata.name) });
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api, log: pino({ level: 'silent' }) });
+    const path = `/apis/${Vault.apiVersion}/namespaces/${ns}/vaults`;
+    // Created with kfn's finalizer already in the manifest, by another field manager, beside someone else's.
+    const restored = (name: string, annotations?: Record<string, string>) =>
+      api.request('POST', path, { query: { fieldManager: 'velero' }, body: { apiVersion: Vault.apiVersion, kind: 'Vault', metadata: { name, finalizers: ['kfn.dev/vaults', 'example.com/keep'], annotations }, spec: { size: 1 } } });
+    const finalizers = async (name: string) => (await api.request<{ metadata: { finalizers?: string[] } }>('GET', `${path}/${name}`)).metadata.finalizers;
+    for (const [name, annotations] of [['restored', undefined], ['skipped', { 'kfn.dev/skip-finalizer': 'true' }]] as const) {
+      await restored(name, annotations);
+      assert.equal((await deliverTo(app, api, Vault, ns, name, 'created')).status, 200);
+      await api.request('DELETE', `${path}/${name}`);
+      const answer = await deliverTo(app, api, Vault, ns, name, 'updated');
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      assert.deepEqual(await finalizers(name), ['example.com/keep'], `${name}: kfn's finalizer removed, the other kept`);
+      await api.request('PATCH', `${path}/${name}`, { body: { metadata: { finalizers: null } }, contentType: 'application/merge-patch+json' });
+      await waitFor(`${name} to be gone`, () => api.request('GET', `${path}/${name}`).then(() => false, () => true));
+    }
+    assert.deepEqual(finalized, ['restored'], 'finalize ran for the restored object, not for the skipped one');
+  });
+
   test('ctx.list returns every object, fetched a page at a time', async (t2) => {
     const cluster = await testCluster();
     const api = kubeApi(cluster.kc);
