@@ -23,6 +23,30 @@ const signed = () => authenticate(encodeReconcileEvent(observation, 1, 'kfn://te
 describe('function HTTP surface', () => {
   const app = createApp(MyWebFunction, { credentials, log: silent });
 
+  test('a body over the limit is refused with 413 before it is read whole, with or without a length', async () => {
+    const small = createApp(MyWebFunction, { credentials, log: silent, maxBodyBytes: { event: 1024, review: 4096 } });
+    let sent = 0;
+    const endless = () =>
+      new ReadableStream<Uint8Array>({
+        pull(controller) {
+          sent += 65_536;
+          if (sent > 64 << 20) return controller.close();
+          controller.enqueue(new Uint8Array(65_536));
+        },
+      });
+    for (const path of ['/', '/admission/validate', '/convert']) {
+      sent = 0;
+      const chunked = await small.request(path, { method: 'POST', body: endless(), duplex: 'half' } as RequestInit);
+      assert.equal(chunked.status, 413, `${path}: a chunked body`);
+      assert.match(((await chunked.json()) as { error: string }).error, /larger than \d+ bytes, the limit for a (reconcile event|admission review|conversion review)/);
+      assert.ok(sent < 1 << 20, `${path}: stopped reading after ${sent} bytes, not 64 MiB`);
+      const declared = await small.request(path, { method: 'POST', headers: { 'content-length': String(10 << 20) }, body: 'x'.repeat(5000) });
+      assert.equal(declared.status, 413, `${path}: a declared length over the limit`);
+    }
+    const { headers, body } = signed();
+    assert.notEqual((await small.request('/', { method: 'POST', headers, body })).status, 413, 'an event is far under the limit');
+  });
+
   test('refuses unsigned, badly signed and malformed requests with a clear 4xx', async () => {
     const { headers, body } = signed();
     const { 'kfn-signature': _, ...unsigned } = headers;

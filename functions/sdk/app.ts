@@ -2,6 +2,7 @@
 // ./node (Knative, a Deployment, `kfn serve`) or the Lambda handler of ./lambda. Nothing here is
 // runtime-specific.
 import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import pino, { type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
 import { ContractError, parseReconcileRequest } from '../../core/event.ts';
@@ -24,6 +25,28 @@ export interface FunctionOptions {
   now?: () => Date;
   /** Where each invocation's record goes (default: as $KFN_RECORD says; none when unset). */
   record?: RecordSink | false;
+  /** The largest request bodies taken; a larger one is refused with 413 before it is read whole. */
+  maxBodyBytes?: Partial<BodyLimits>;
+}
+
+export interface BodyLimits {
+  /** A reconcile event: a reference to the object, never the object (default 1 MiB). */
+  event: number;
+  /** An admission or conversion review: whole objects, a conversion several (default 32 MiB). */
+  review: number;
+}
+
+export const defaultBodyLimits: BodyLimits = { event: 1 << 20, review: 32 << 20 };
+
+/** Refuses a body over `maxSize` bytes with 413, counting as it reads (a chunked body has no length to trust). */
+function limited(maxSize: number, what: string, log: Logger) {
+  return bodyLimit({
+    maxSize,
+    onError: (c) => {
+      log.warn({ path: c.req.path, maxBytes: maxSize }, `refused a ${what} over the size limit`);
+      return c.json({ error: `the request body is larger than ${maxSize} bytes, the limit for a ${what}` }, 413);
+    },
+  });
 }
 
 /**
@@ -49,10 +72,13 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   const log = options.log ?? pino({ base: { component: `kfn-fn-${current().name}` } });
   const credentials = options.credentials ?? credentialsFromEnv();
   if (credentials.kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
+  const limits = { ...defaultBodyLimits, ...options.maxBodyBytes };
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
+  app.use('/convert', limited(limits.review, 'conversion review', log));
+  app.use('/admission/*', limited(limits.review, 'admission review', log));
+  app.post('/', limited(limits.event, 'reconcile event', log), reconcileHandler(current, credentials, log, options));
   webhookRoutes(app, current, log);
-  app.post('/', reconcileHandler(current, credentials, log, options));
   return app;
 }
 
