@@ -239,7 +239,7 @@ export class Bridge {
   /** Writes a Warning Event on an object; failures are logged, never thrown. */
   async recordWarning(obj: KubeObject, reason: string, message: string): Promise<void> {
     try {
-      await recordEvent(this.options.api, obj, { type: 'Warning', reason, message, component: 'kfn-bridge', now: new Date(this.clock.now()) });
+      await recordEvent(this.options.api, obj, { type: 'Warning', reason, message, component: 'kfn-bridge', now: new Date(this.clock.wall()) });
     } catch (err) {
       this.options.log.warn({ object: `${obj.kind}/${objectKey(obj.metadata)}`, reason, error: err instanceof ApiError ? err.message : String(err) }, 'could not write a Kubernetes Event');
     }

@@ -177,8 +177,11 @@ export class Controller {
       observedAt: pending.observedAt,
     };
     const attempt = this.queue.retries(key) + 1;
-    const deadline = this.bridge.clock.now() + this.config.timeoutSeconds * 1000;
-    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, deadline);
+    // The deadline the function reads is wall time (its clock is another machine's); the one
+    // the bridge holds the key by is on its monotonic clock.
+    const timeoutMs = this.config.timeoutSeconds * 1000;
+    const deadline = this.bridge.clock.now() + timeoutMs;
+    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, this.bridge.clock.wall() + timeoutMs);
     const { result, sink } = await this.send(message, reason);
     const now = this.bridge.clock.now();
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));

@@ -27,7 +27,6 @@ export interface SendOptions {
   message: HttpMessage;
   credentials: Credentials;
   timeoutMs: number;
-  now?: () => number;
   /** Adds a signature for the sink's front door (AWS SigV4 for a Lambda Function URL with AWS_IAM). */
   signer?: RequestSigner;
 }
@@ -37,7 +36,8 @@ const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREA
 
 /** POSTs the event; never throws: every failure becomes an outcome. */
 export async function sendReconcileEvent(options: SendOptions): Promise<DeliveryResult> {
-  const now = options.now ?? Date.now;
+  // Durations on the monotonic clock; an HTTP date in Retry-After is read against wall time.
+  const now = () => performance.now();
   const started = now();
   const authenticated = authenticate(options.message, options.credentials);
   const { body } = authenticated;
@@ -65,7 +65,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       const value = res.headers[name];
       return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
     };
-    return { outcome: classifyResponse(status, { get: header }, text, now()), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
+    return { outcome: classifyResponse(status, { get: header }, text, Date.now()), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
   } catch (err) {
     const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';

@@ -38,7 +38,7 @@ function leaseStore() {
     throw new Error(`unexpected ${method}`);
   };
   const api = (signal?: AbortSignal): KubeApi => ({ request: request(signal), withSignal: (s: AbortSignal) => api(s) }) as unknown as KubeApi;
-  return { api: api(), state, holder: () => lease?.spec.holderIdentity, steal: (who: string) => lease && ((lease.spec.holderIdentity = who), (lease.metadata.resourceVersion = String(++rv))) };
+  return { api: api(), state, lease: () => lease, holder: () => lease?.spec.holderIdentity, steal: (who: string) => lease && ((lease.spec.holderIdentity = who), (lease.metadata.resourceVersion = String(++rv))) };
 }
 
 async function leading(clock: FakeClock, store: ReturnType<typeof leaseStore>) {
@@ -66,6 +66,23 @@ describe('LeaderElector', () => {
     await advance(clock, 60_000);
     assert.deepEqual(lost, []);
     assert.ok(store.state.requests >= 55, `${store.state.requests} requests: a GET and a PUT every 2 s`);
+  });
+
+  test("the machine's time set back an hour or forward a day: the leader keeps renewing on time; the Lease shows wall time", async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    const { lost } = await leading(clock, store);
+    const renewTime = () => Date.parse((store.lease()!.spec.renewTime as string).replace(/(\.\d{3})\d*Z$/, '$1Z'));
+    clock.stepWall(-3_600_000);
+    const before = store.state.requests;
+    await advance(clock, 10_000);
+    assert.deepEqual(lost, [], 'no step-down');
+    assert.ok(store.state.requests - before >= 8, `renewed every 2 s meanwhile (${store.state.requests - before} requests)`);
+    assert.ok(Math.abs(renewTime() - clock.wall()) <= 2_000, 'renewTime is the wall time, an hour behind');
+    clock.stepWall(86_400_000);
+    await advance(clock, 10_000);
+    assert.deepEqual(lost, []);
+    assert.ok(Math.abs(renewTime() - clock.wall()) <= 2_000, 'renewTime follows the wall time forward');
   });
 
   test('a renewal stuck on a frozen connection ends at the renew deadline: the leader steps down before the lease can be taken', async () => {

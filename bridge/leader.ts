@@ -95,11 +95,14 @@ export class LeaderElector {
   async tryAcquireOrRenew(now = this.clock.now(), signal?: AbortSignal): Promise<boolean> {
     const { identity } = this.o;
     const api = signal ? this.o.api.withSignal(signal) : this.o.api;
+    // Times written to the Lease are wall time, for other processes to read; whether a lease
+    // has expired is measured here on the monotonic clock, from when its record last changed.
+    const wall = this.clock.wall();
     const spec = (transitions: number, acquireTime: string) => ({
       holderIdentity: identity,
       leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
       acquireTime,
-      renewTime: microTime(now),
+      renewTime: microTime(wall),
       leaseTransitions: transitions,
     });
     let lease: Lease;
@@ -110,7 +113,7 @@ export class LeaderElector {
       if (now < (this.o.acquireAfter ?? 0)) return false;
       try {
         const created = await api.request<Lease>('POST', `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`, {
-          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(now)) },
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(wall)) },
         });
         this.observe(created, now);
         return true;
@@ -126,7 +129,7 @@ export class LeaderElector {
     if (heldByOther && !expired) return false;
     if (s.holderIdentity !== identity && now < (this.o.acquireAfter ?? 0)) return false; // not our turn yet
     const transitions = (s.leaseTransitions ?? 0) + (s.holderIdentity === identity ? 0 : 1);
-    const acquireTime = s.holderIdentity === identity && s.acquireTime ? s.acquireTime : microTime(now);
+    const acquireTime = s.holderIdentity === identity && s.acquireTime ? s.acquireTime : microTime(wall);
     try {
       // The resourceVersion makes this an optimistic write: if another candidate wrote first, 409.
       const updated = await api.request<Lease>('PUT', this.path, { body: { ...lease, spec: spec(transitions, acquireTime) } });
@@ -189,7 +192,7 @@ export class LeaderElector {
     try {
       const lease = await this.o.api.request<Lease>('GET', this.path);
       if (lease.spec?.holderIdentity === this.o.identity) {
-        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(this.clock.now()) } } });
+        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(this.clock.wall()) } } });
       }
     } catch {
       /* best effort: the lease expires by itself */

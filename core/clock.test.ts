@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import { FakeClock, maxTimerMs, timerClock, waitFor, WaitAbandoned, type TimerPrimitives } from './clock.ts';
+import { FakeClock, maxTimerMs, systemClock, timerClock, waitFor, WaitAbandoned, type TimerPrimitives } from './clock.ts';
 
 /** Platform timers as Node has them — a delay over 2^31-1 ms runs after 1 ms — on a hand-moved time. */
 function nodeLikeTimers() {
@@ -107,4 +107,17 @@ test('waitFor: a shared deadline, the last value in the timeout, and WaitAbandon
     (err: Error) => err instanceof WaitAbandoned && err.message === 'the revision failed',
   );
   assert.equal(checks, 1, 'no second check after WaitAbandoned');
+});
+
+test("the system clock is monotonic: the machine's time set back an hour neither moves now() back nor stalls a timer", async (t) => {
+  const realNow = Date.now;
+  const before = systemClock.now();
+  let fired = false;
+  systemClock.setTimer(() => (fired = true), 30);
+  Date.now = () => realNow() - 3_600_000;
+  t.after(() => (Date.now = realNow));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.ok(systemClock.now() >= before, 'now() did not go back');
+  assert.ok(Math.abs(systemClock.wall() - (realNow() - 3_600_000)) < 1000, 'wall() is the machine\'s time');
+  assert.equal(fired, true, 'a 30 ms timer fired (not an hour later)');
 });

@@ -4,8 +4,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /**
+   * Milliseconds since the epoch, counted on a monotonic clock: it never steps back or jumps
+   * when the machine's time is set. Every deadline, timer and interval reads this.
+   */
   now(): number;
+  /**
+   * The machine's wall time: for what other processes read (a Lease's renewTime, a delivery's
+   * deadline sent to the function), never for measuring an interval here.
+   */
+  wall(): number;
   /** Runs `fn` after `ms`; returns a function that cancels it. */
   setTimer(fn: () => void, ms: number): () => void;
 }
@@ -18,7 +26,10 @@ export const maxTimerMs = 2 ** 31 - 1;
 
 /** The platform's timer functions, as the system clock uses them (a parameter for tests). */
 export interface TimerPrimitives {
+  /** Monotonic milliseconds (anchored at the epoch). */
   now(): number;
+  /** Wall time (default: now). */
+  wall?(): number;
   /** Starts a timer (one that does not keep the process alive); returns its handle. */
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(timer: unknown): void;
@@ -31,6 +42,7 @@ export interface TimerPrimitives {
 export function timerClock(timers: TimerPrimitives): Clock {
   return {
     now: () => timers.now(),
+    wall: () => (timers.wall ?? timers.now)(),
     setTimer(fn, ms) {
       const due = timers.now() + Math.max(0, ms);
       let timer: unknown;
@@ -47,8 +59,14 @@ export function timerClock(timers: TimerPrimitives): Clock {
   };
 }
 
+/**
+ * The process's clock: performance.now() anchored at the wall time the process started
+ * (performance.timeOrigin), so a step of the machine's time neither stalls a timer nor
+ * releases a hold early; Date.now() only for wall().
+ */
 export const systemClock: Clock = timerClock({
-  now: () => Date.now(),
+  now: () => performance.timeOrigin + performance.now(),
+  wall: () => Date.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
   clearTimeout: (timer) => clearTimeout(timer as NodeJS.Timeout),
 });
@@ -144,6 +162,18 @@ export class FakeClock implements Clock {
 
   now(): number {
     return this.current;
+  }
+
+  /** How far the wall time is from now(): moved by stepWall, as an operator or NTP sets the time. */
+  private wallOffset = 0;
+
+  wall(): number {
+    return this.current + this.wallOffset;
+  }
+
+  /** Sets the wall time forward (or back, with a negative `ms`) without moving monotonic time. */
+  stepWall(ms: number): void {
+    this.wallOffset += ms;
   }
 
   setTimer(fn: () => void, ms: number): () => void {
