@@ -80,3 +80,17 @@ test('changing the period re-spreads the keys over the new period', () => {
   assert.equal(seen.size, 50);
   s.stop();
 });
+
+test("a period of a day holds no more than one bucket per key: memory follows the keys, not the period's length", () => {
+  const clock = new FakeClock();
+  const seen = new Set<string>();
+  const schedule = new ResyncSchedule({ periodMs: 86_400_000, clock, enqueue: (key) => seen.add(key) });
+  for (let i = 0; i < 10; i++) schedule.track(`ns/obj-${i}`);
+  assert.ok(schedule.bucketCount <= 10, `${schedule.bucketCount} buckets for 10 keys`);
+  schedule.start();
+  clock.advance(86_400_000);
+  assert.equal(seen.size, 10, 'each key once in the day');
+  for (let i = 0; i < 10; i++) schedule.untrack(`ns/obj-${i}`);
+  assert.equal(schedule.bucketCount, 0, 'an emptied bucket goes');
+  schedule.stop();
+});

@@ -22,8 +22,11 @@ export class ResyncSchedule {
   private readonly tickMs: number;
   private readonly random: () => number;
   private periodMs: number;
-  // Invariant: every tracked key is in `slotOf` and in exactly the bucket `slotOf` names.
-  private buckets: Set<string>[] = [];
+  // Invariant: every tracked key is in `slotOf` and in exactly the bucket `slotOf` names; a
+  // bucket exists only while it holds a key, so memory follows the keys, not the period's length.
+  private readonly buckets = new Map<number, Set<string>>();
+  /** Slots in a period: one per tick. */
+  private slots: number;
   private readonly slotOf = new Map<string, number>();
   private sequence = 0;
   private offset: number;
@@ -36,32 +39,41 @@ export class ResyncSchedule {
     this.tickMs = options.tickMs ?? 1000;
     this.random = options.random ?? Math.random;
     this.periodMs = options.periodMs;
-    this.buckets = this.emptyBuckets();
+    this.slots = this.slotsIn(this.periodMs);
     this.offset = this.random();
   }
 
-  private emptyBuckets(): Set<string>[] {
-    return Array.from({ length: Math.max(1, Math.round(this.periodMs / this.tickMs)) }, () => new Set<string>());
+  private slotsIn(periodMs: number): number {
+    return Math.max(1, Math.round(periodMs / this.tickMs));
+  }
+
+  /** Buckets held now (at most one per tracked key, whatever the period). */
+  get bucketCount(): number {
+    return this.buckets.size;
   }
 
   private slotFor(): number {
     // The random offset is the jitter: each process (and each period change) starts the
     // sequence somewhere else, while keys stay evenly spaced within it.
     const fraction = (this.offset + this.sequence++ * goldenFraction) % 1;
-    return Math.floor(fraction * this.buckets.length);
+    return Math.floor(fraction * this.slots);
   }
 
   track(key: string): void {
     if (this.slotOf.has(key) || this.periodMs <= 0) return;
     const slot = this.slotFor();
     this.slotOf.set(key, slot);
-    this.buckets[slot]!.add(key);
+    let bucket = this.buckets.get(slot);
+    if (!bucket) this.buckets.set(slot, (bucket = new Set()));
+    bucket.add(key);
   }
 
   untrack(key: string): void {
     const slot = this.slotOf.get(key);
     if (slot === undefined) return;
-    this.buckets[slot]!.delete(key);
+    const bucket = this.buckets.get(slot)!;
+    bucket.delete(key);
+    if (bucket.size === 0) this.buckets.delete(slot);
     this.slotOf.delete(key);
   }
 
@@ -74,7 +86,8 @@ export class ResyncSchedule {
     if (periodMs === this.periodMs) return;
     const keys = [...this.slotOf.keys()];
     this.periodMs = periodMs;
-    this.buckets = this.emptyBuckets();
+    this.slots = this.slotsIn(periodMs);
+    this.buckets.clear();
     this.slotOf.clear();
     this.sequence = 0;
     this.offset = this.random();
@@ -96,7 +109,7 @@ export class ResyncSchedule {
     // Timers are set against the epoch, so delays in firing do not add up over a period.
     const due = this.epoch + tick * this.tickMs;
     this.cancel = this.clock.setTimer(() => {
-      const bucket = this.buckets[tick % this.buckets.length];
+      const bucket = this.buckets.get(tick % this.slots);
       for (const key of bucket ?? []) this.enqueue(key);
       this.schedule(tick + 1);
     }, due - this.clock.now());
