@@ -295,20 +295,27 @@ class Invocation {
   async apply(obj: KubeObject, live: Map<string, KubeObject>, result: Wanted): Promise<{ desired: Set<string>; rejected?: Verdict }> {
     const desiredKeys = new Set<string>();
     const toApply: KubeObject[] = [];
-    for (const child of (result.children ?? []) as Child[]) {
-      const desired = childWithOwner(child, obj, this.reconciler.name);
+    const refusals: Refusal[] = [];
+    const children = ((result.children ?? []) as Child[]).map((child) => childWithOwner(child, obj, this.reconciler.name));
+    const scoped = await Promise.all(children.map((d) => this.api.resource(d.apiVersion, d.kind).then((r) => !r.namespaced, () => false)));
+    for (const [i, desired] of children.entries()) {
       if (!(this.reconciler.owns ?? []).some((r) => sameKind(r, desired as KindRef))) {
         // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
         throw new ReconcileError(`applying ${describeObject(desired)}`, this.name, new Error(`${desired.kind} (${desired.apiVersion}) is not in the reconciler's owns: add it there, or create it imperatively through ctx`));
       }
+      if (scoped[i]) delete desired.metadata.namespace;
       const key = childKey(desired as KindRef, desired.metadata.name);
       desiredKeys.add(key);
+      const unownable = ownershipProblem(obj, desired, scoped[i]!);
+      if (unownable) {
+        refusals.push({ child: describeObject(desired), reason: 'ChildNotOwnable', message: `${describeObject(desired)}: ${unownable}` });
+        continue;
+      }
       const needed = applyNeeded(live.get(key), desired, this.reconciler.fieldManager);
       this.options.observer?.child(desired, live.get(key), needed);
       if (needed) toApply.push(desired);
     }
-    const clusterScoped = await Promise.all(toApply.map((d) => this.api.resource(d.apiVersion!, d.kind!).then((r) => !r.namespaced, () => false)));
-    const refusals: Refusal[] = [];
+    const clusterScoped = toApply.map((d) => scoped[children.indexOf(d as Child)]!);
     for (const wave of [toApply.filter((_, i) => clusterScoped[i]), toApply.filter((_, i) => !clusterScoped[i])]) {
       const settled = await Promise.allSettled(wave.map((d) => this.applyChild(d)));
       // Changes and refusals in the children's order, whatever order the answers came in.
@@ -400,6 +407,21 @@ interface Refusal {
   child: string;
   reason: string;
   message: string;
+}
+
+/**
+ * Why `child` cannot carry a controller reference to `owner`, or undefined. An owner reference
+ * never crosses namespaces, and a cluster-scoped object's owner must be cluster-scoped: the
+ * garbage collector would delete such a child (or leave it behind), the next reconcile would
+ * make it again, and prune would never see it. kfn refuses them rather than keep a second
+ * inventory; such objects are made imperatively (ctx) and removed in finalize.
+ */
+function ownershipProblem(owner: KubeObject, child: KubeObject, clusterScopedChild: boolean): string | undefined {
+  const ownerNamespace = owner.metadata.namespace;
+  const remedy = 'create it imperatively through ctx and delete it in finalize';
+  if (clusterScopedChild && ownerNamespace) return `a cluster-scoped child of a namespaced ${owner.kind} cannot be owned by it (the garbage collector refuses the owner reference): make ${owner.kind} cluster-scoped, or ${remedy}`;
+  if (!clusterScopedChild && ownerNamespace && child.metadata.namespace !== ownerNamespace) return `in namespace ${child.metadata.namespace}, not ${ownerNamespace} where ${owner.kind} ${owner.metadata.name} is: an owner reference cannot cross namespaces (the garbage collector would delete the child, and it would be made again on every reconcile); create it in ${ownerNamespace}, or ${remedy}`;
+  return undefined;
 }
 
 /** The child as it will be applied: namespace, controller ownerReference, kfn labels. */

@@ -28,14 +28,14 @@ const gizmo = (parts: number, extra: Record<string, unknown> = {}) => ({ metadat
 
 describe('testReconcile', () => {
   test('children are applied at once, cluster-scoped ones first: one child\'s failure does not keep the others from being sent', async () => {
-    const Site = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Site', spec: t.Object({}), status: t.Object({}) });
+    const Site = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Site', scope: 'Cluster', spec: t.Object({}), status: t.Object({}) });
     const sites = defineReconciler({
       for: Site,
       owns: [ConfigMap, Namespace],
       reconcile: () => ({
         children: [
-          child(ConfigMap, { metadata: { name: 'a' }, data: {} }),
-          child(ConfigMap, { metadata: { name: 'b' }, data: {} }),
+          child(ConfigMap, { metadata: { name: 'a', namespace: 'site-home' }, data: {} }),
+          child(ConfigMap, { metadata: { name: 'b', namespace: 'site-home' }, data: {} }),
           child(Namespace, { metadata: { name: 'site-home' } }),
         ],
         status: {},
@@ -43,7 +43,7 @@ describe('testReconcile', () => {
     });
     const tried: string[] = [];
     const out = await testReconcile(sites, {
-      object: { metadata: { name: 's', namespace: 'shop' }, spec: {} },
+      object: { metadata: { name: 's' }, spec: {} },
       refuse: (w) => {
         if (w.method !== 'PATCH' || (!w.path.includes('/configmaps/') && !w.path.includes('/namespaces/site-home'))) return undefined;
         tried.push(w.path.split('/').at(-1)!);
@@ -52,7 +52,29 @@ describe('testReconcile', () => {
     });
     assert.equal(tried[0], 'site-home', 'the Namespace first, though the function returned it last');
     assert.deepEqual(tried.slice(1).sort(), ['a', 'b'], 'b was sent though a failed: both went at once');
-    assert.match(String(out.error?.message), /applying ConfigMap shop\/a/);
+    assert.match(String(out.error?.message), /applying ConfigMap site-home\/a/);
+  });
+
+  test('a child the primary cannot own (another namespace; cluster-scoped under a namespaced primary) is refused: Ready=False names it and why; the others are applied', async () => {
+    const Shop = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Shop', spec: t.Object({}), status: t.Object({}) });
+    const shops = defineReconciler({
+      for: Shop,
+      owns: [ConfigMap, Namespace],
+      reconcile: () => ({
+        children: [child(ConfigMap, { metadata: { name: 'here' }, data: {} }), child(ConfigMap, { metadata: { name: 'there', namespace: 'elsewhere' }, data: {} }), child(Namespace, { metadata: { name: 'shop-home' } })],
+        status: {},
+      }),
+    });
+    const out = await testReconcile(shops, { object: { metadata: { name: 's', namespace: 'shop' }, spec: {} } });
+    assert.equal(out.error, undefined);
+    const ready = out.status?.conditions?.find((c) => c.type === 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.equal(ready?.reason, 'ChildNotOwnable');
+    assert.match(ready!.message, /ConfigMap elsewhere\/there: in namespace elsewhere, not shop .*an owner reference cannot cross namespaces/);
+    assert.match(ready!.message, /also refused: Namespace shop-home/);
+    assert.ok(out.get(ConfigMap, 'here', 'shop'), 'the ownable child is applied');
+    assert.equal(out.get(ConfigMap, 'there', 'elsewhere'), undefined, 'the others are not made');
+    assert.equal(out.get(Namespace, 'shop-home'), undefined);
   });
 
   test('lists come a page at a time, as from the apiserver, and ctx.list gathers every page', async () => {
