@@ -76,11 +76,12 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
     metadata: { name },
     spec: { for: { apiVersion: `${group}/v1`, kind }, sink: { uri: receiver.url }, namespaces: [ns], auth: { secretRef: { name: secretName, namespace: 'kfn-system' } } },
   });
-  await applyYaml(cluster.kc, stringify(reconcilerBody(reconciler, 'Widget')));
-  await applyYaml(cluster.kc, stringify({ ...reconcilerBody(invalid, 'Gadget'), spec: { ...reconcilerBody(invalid, 'Gadget').spec, for: { apiVersion: `unserved.${group}/v1`, kind: 'Gadget' } } }));
+  // Removed whatever happens below: a Reconciler left behind would be another test's.
   t.after(async () => {
     for (const name of [reconciler, invalid]) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
   });
+  await applyYaml(cluster.kc, stringify(reconcilerBody(reconciler, 'Widget')));
+  await applyYaml(cluster.kc, stringify({ ...reconcilerBody(invalid, 'Gadget'), spec: { ...reconcilerBody(invalid, 'Gadget').spec, for: { apiVersion: `unserved.${group}/v1`, kind: 'Gadget' } } }));
 
   const readyOf = async (name: string) => {
     const obj = await api.request<{ status?: { conditions?: Condition[] } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`);
