@@ -152,6 +152,9 @@ Options:
   --namespace N    where the functions run (default kfn-system)
   --watch-namespace N   only objects in N are reconciled (repeatable; default: every namespace)
   --timeout S      seconds to wait for each function to be available (default 120)
+  --record         write an invocation record to the function's log on every reconcile, for
+                   \`kfn replay cluster:<function>\` (off by default: a record holds what the
+                   function read, and so any secret a spec carries)
   -h, --help       show this help`;
 
 export const deployCommand: Command = {
@@ -163,7 +166,7 @@ export const deployCommand: Command = {
     const { values, positionals } = parseCommandArgs(
       'deploy',
       argv,
-      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' } },
+      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' } },
       true,
     );
     const dirs = values.all ? functionDirs() : positionals;
@@ -174,7 +177,7 @@ export const deployCommand: Command = {
     const namespace = values.namespace ?? 'kfn-system';
     const target = values.target ?? 'deployment';
     if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
-    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target });
+    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record });
     return 0;
   },
 };
@@ -192,6 +195,8 @@ export interface DeployOptions {
   namespaces?: string[];
   resyncPeriodSeconds?: number;
   timeoutSeconds?: number;
+  /** KFN_RECORD=stdout in the function's container (off by default). */
+  record?: boolean;
   log?: (line: string) => void;
 }
 
@@ -274,7 +279,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
-    const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar') };
+    const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar'), record: options.record };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);

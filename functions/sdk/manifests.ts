@@ -124,6 +124,12 @@ export interface WorkloadOptions {
   image: string;
   /** Changes when the image's content does, so that a redeploy rolls the pods. */
   imageId?: string;
+  /**
+   * Write an invocation record to stdout on every reconcile (KFN_RECORD=stdout), for `kfn replay
+   * cluster:<function>`. Off by default: a record holds every object the function read, and so
+   * any secret a spec carries, in the pod's log.
+   */
+  record?: boolean;
 }
 
 /** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink. */
@@ -190,7 +196,7 @@ function functionContainer(account: string, options: WorkloadOptions, knative: b
     name: 'function',
     image: options.image,
     imagePullPolicy: 'IfNotPresent',
-    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }, { name: 'KFN_RECORD', value: 'stdout' }],
+    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
     ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 10 } }),

@@ -5,8 +5,10 @@
 // One JSON object per invocation, `{"kfnRecord":1,…}`, written where KFN_RECORD says: a file
 // (local runs), `stdout` (in a cluster: the pod's log, rotated by the kubelet), or nowhere.
 // Secret data never leaves the function: `data`/`stringData` values of Secrets are replaced by
-// a hash (`redacted:sha256:…`, equal values hash alike) and the record lists what it redacted.
-import { createHash, randomBytes } from 'node:crypto';
+// a keyed digest (`redacted:hmac:…`) and the record lists what it redacted. The key is the
+// process's own and random: equal values are equal within its records, and a dictionary of
+// short passwords cannot reverse a digest (a plain hash of a short password it can).
+import { createHmac, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ReceivedReconcile, ReconcileEventData } from '../../core/event.ts';
 import type { ReconcileResponse } from '../../core/response.ts';
@@ -83,8 +85,11 @@ export interface InvocationObserver {
 const secretPath = /^\/api\/v1\/(namespaces\/[^/]+\/)?secrets(\/|$)/;
 const discoveryPath = /^\/(api\/[^/]+|apis\/[^/]+\/[^/]+)$/;
 
+/** The key of this process's redaction digests: never written anywhere. */
+const redactionKey = randomBytes(32);
+
 function hashed(value: unknown): string {
-  return `redacted:sha256:${createHash('sha256').update(String(value)).digest('hex').slice(0, 16)}`;
+  return `redacted:hmac:${createHmac('sha256', redactionKey).update(String(value)).digest('hex').slice(0, 16)}`;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 // Records and offline replay, without any cluster: a record captured from a real MyWeb reconcile
 // (functions/myweb/testdata) replayed with the function as it is, and with a changed one; what
 // the reader does with bad lines; Secret redaction; the CLI's exit status.
@@ -163,10 +164,13 @@ describe('records', () => {
     assert.match(read.problems[1]!, /^f\.jsonl:4: a record of format 2; this kfn reads format 1/);
   });
 
-  test('Secret data is hashed wherever it is read or written, and the record says where', () => {
+  test('Secret data is replaced by a keyed digest wherever it is read or written, and the record says where', () => {
     const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { password: 'c2VjcmV0' } };
     const read = redactExchange({ method: 'GET', path: '/api/v1/namespaces/a/secrets/s', status: 200, response: secret });
-    assert.match(JSON.stringify(read.exchange), /redacted:sha256:[0-9a-f]{16}/);
+    assert.match(JSON.stringify(read.exchange), /redacted:hmac:[0-9a-f]{16}/);
+    const again = redactExchange({ method: 'GET', path: '/api/v1/namespaces/a/secrets/s', status: 200, response: secret });
+    assert.equal(JSON.stringify(again.exchange), JSON.stringify(read.exchange), 'equal values redact alike within a process');
+    assert.doesNotMatch(JSON.stringify(read.exchange), new RegExp(createHash('sha256').update('c2VjcmV0').digest('hex').slice(0, 16)), 'not the plain hash a dictionary reverses');
     assert.doesNotMatch(JSON.stringify(read.exchange), /c2VjcmV0/);
     assert.equal(read.redacted, 'GET /api/v1/namespaces/a/secrets/s: data.password');
     const list = redactExchange({ method: 'GET', path: '/api/v1/secrets', status: 200, response: { items: [{ metadata: { name: 's' }, stringData: { k: 'v' } }] } });
