@@ -95,6 +95,29 @@ describe('sendReconcileEvent', () => {
   });
 });
 
+test("a function's answer is read up to 1 MiB: a sink streaming without end costs the bridge no more", async (t) => {
+  let written = 0;
+  let closed: () => void;
+  const gone = new Promise<void>((resolve) => (closed = resolve));
+  const r = await receiver(t, (res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const more = () => {
+      while (written < 256 << 20) {
+        written += 65_536;
+        if (!res.write(Buffer.alloc(65_536, 32))) return void res.once('drain', more);
+      }
+      res.end();
+    };
+    res.on('close', () => closed());
+    more();
+  });
+  const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 5000 });
+  assert.equal(result.outcome.kind, 'done', 'a 200 whose body is not the contract\'s JSON is done, its response unknown');
+  assert.equal(result.outcome.kind === 'done' && result.outcome.response, undefined);
+  await gone;
+  assert.ok(written < 64 << 20, `the bridge closed the connection after ${written >> 20} MiB rather than read 256 MiB`);
+});
+
 describe('a delivery that may still be running holds its key (never two reconciles of one object at once)', () => {
   const held = (result: Awaited<ReturnType<typeof sendReconcileEvent>>) => settle(result, Date.now(), Date.now() + 2000).holdUntil !== undefined;
 

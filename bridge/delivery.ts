@@ -31,6 +31,24 @@ export interface SendOptions {
   signer?: RequestSigner;
 }
 
+/** The most of a function's answer the bridge reads (its `changes` are a few KB); the rest is dropped unread. */
+export const maxAnswerBytes = 1 << 20;
+
+/** A body as text, read up to `max` bytes: a sink that streams without end costs the bridge no more. */
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk.subarray(0, max - size));
+    size += chunk.length;
+    if (size >= max) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** Failures before the request could reach the function: nothing can be running. */
 const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ERR_INVALID_URL']);
 
@@ -51,7 +69,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
     // The transport's own timeouts never cut a delivery shorter than the bridge's deadline.
     const transportTimeoutMs = options.timeoutMs + 1000;
     const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal, headersTimeout: transportTimeoutMs, bodyTimeout: transportTimeoutMs });
-    const text = await res.body.text();
+    const text = await readCapped(res.body, maxAnswerBytes);
     const status = res.statusCode;
     if (options.signer && (status === 401 || status === 403)) {
       // The front door refused the signature, not the function the event: not this object's
