@@ -1,6 +1,9 @@
-// Authentication of a reconcile request: an HMAC signature over the event id, its time and the
-// exact body (header `kfn-signature: v1=<hex>`), or a bearer token; the secret is the
-// Reconciler's spec.auth Secret, shared by the bridge and the function.
+// Authentication of a reconcile request: an HMAC signature over every attribute the function
+// acts on — the event id, its time, reason, attempt and deadline — and the exact body (header
+// `kfn-signature: v2=<hex>`), or a bearer token; the secret is the Reconciler's spec.auth
+// Secret, shared by the bridge and the function. (Signature v1 covered id, time and body only:
+// in binary mode the reason, attempt and deadline headers of a captured request could be
+// changed and the request sent again.)
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const signatureHeader = 'kfn-signature';
@@ -11,14 +14,35 @@ export interface HttpMessage {
   body: string;
 }
 
-/** What the HMAC signs: the event id, its time and the exact body, newline-separated. */
-function signedPayload(id: string, time: string, body: string): string {
-  return `${id}\n${time}\n${body}`;
+/** The attributes a signature covers besides the body, in the order they are signed. */
+export const signedAttributes = ['id', 'time', 'kfnreason', 'kfnattempt', 'kfndeadline'] as const;
+
+export type SignedAttributes = Partial<Record<(typeof signedAttributes)[number], string>>;
+
+/** What the HMAC signs: the scheme, each signed attribute (empty when absent) and the exact body, newline-separated. */
+function signedPayload(attributes: SignedAttributes, body: string): string {
+  return ['v2', ...signedAttributes.map((a) => attributes[a] ?? ''), body].join('\n');
 }
 
-/** The `kfn-signature` header value: `v1=<hex HMAC-SHA256>`. */
-export function sign(secret: string, id: string, time: string, body: string): string {
-  return `v1=${createHmac('sha256', secret).update(signedPayload(id, time, body)).digest('hex')}`;
+/** The `kfn-signature` header value: `v2=<hex HMAC-SHA256>`. */
+export function sign(secret: string, attributes: SignedAttributes, body: string): string {
+  return `v2=${createHmac('sha256', secret).update(signedPayload(attributes, body)).digest('hex')}`;
+}
+
+/**
+ * The signed attributes of a request: binary mode carries them in `ce-` headers; structured
+ * mode in the body (which is signed whole anyway).
+ */
+function attributesOf(headers: Record<string, string>, body: string): SignedAttributes {
+  if (headers['ce-id'] === undefined && (headers['content-type'] ?? '').startsWith('application/cloudevents+json')) {
+    try {
+      const parsed = JSON.parse(body) as Record<string, unknown>;
+      return Object.fromEntries(signedAttributes.flatMap((a) => (parsed[a] === undefined ? [] : [[a, String(parsed[a])]])));
+    } catch {
+      return {}; // reported as a bad signature, then as malformed
+    }
+  }
+  return Object.fromEntries(signedAttributes.flatMap((a) => (headers[`ce-${a}`] === undefined ? [] : [[a, headers[`ce-${a}`]!]])));
 }
 
 export type Credentials = { kind: 'hmac'; secret: string } | { kind: 'bearer'; token: string } | { kind: 'none' };
@@ -26,7 +50,7 @@ export type Credentials = { kind: 'hmac'; secret: string } | { kind: 'bearer'; t
 /** Adds authentication headers to a message for the given credentials. */
 export function authenticate(message: HttpMessage, credentials: Credentials): HttpMessage {
   const headers = { ...message.headers };
-  if (credentials.kind === 'hmac') headers[signatureHeader] = sign(credentials.secret, headers['ce-id'] ?? '', headers['ce-time'] ?? '', message.body);
+  if (credentials.kind === 'hmac') headers[signatureHeader] = sign(credentials.secret, attributesOf(headers, message.body), message.body);
   if (credentials.kind === 'bearer') headers.authorization = `Bearer ${credentials.token}`;
   return { headers, body: message.body };
 }
@@ -53,19 +77,8 @@ export function authenticationProblem(headers: Record<string, string>, body: str
   }
   const given = headers[signatureHeader];
   if (!given) return `unsigned request: no ${signatureHeader} header (is the Reconciler's spec.auth set?)`;
-  // Structured mode carries id and time in the body; binary mode in headers.
-  let id = headers['ce-id'];
-  let time = headers['ce-time'];
-  if (id === undefined && (headers['content-type'] ?? '').startsWith('application/cloudevents+json')) {
-    try {
-      const parsed = JSON.parse(body) as { id?: string; time?: string };
-      id = parsed.id;
-      time = parsed.time;
-    } catch {
-      /* reported as a bad signature below, then as malformed */
-    }
-  }
-  const expected = sign(credentials.secret, id ?? '', time ?? '', body);
+  const expected = sign(credentials.secret, attributesOf(headers, body), body);
+  if (given.startsWith('v1=')) return 'a v1 signature, which leaves the reason, attempt and deadline unsigned: this function takes v2 (run a bridge of the same kfn version)';
   if (!constantTimeEqual(given, expected)) return 'bad signature: the request was not signed with this function\'s secret, or was altered';
   return undefined;
 }

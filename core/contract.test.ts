@@ -81,8 +81,8 @@ describe('parseReconcileRequest', () => {
     const structured = HTTP.structured(event);
     const body = String(structured.body);
     const headers: Record<string, string> = { ...(structured.headers as Record<string, string>) };
-    const parsed = JSON.parse(body) as { id: string; time: string };
-    headers[signatureHeader] = sign('s3cret', parsed.id, parsed.time, body);
+    const parsed = JSON.parse(body) as { id: string; time: string; kfnreason: string; kfnattempt: string };
+    headers[signatureHeader] = sign('s3cret', parsed, body);
     assert.equal(parseReconcileRequest(headers, body, hmac).data.reconciler, 'myweb');
   });
 
@@ -93,6 +93,27 @@ describe('parseReconcileRequest', () => {
     expectContractError(() => parseReconcileRequest(headers, body, { kind: 'hmac', secret: 'other' }), 401, /bad signature/);
     expectContractError(() => parseReconcileRequest(headers, body.replace('site', 'evil'), hmac), 401, /bad signature/);
     expectContractError(() => parseReconcileRequest({ ...headers, 'ce-id': 'forged' }, body, hmac), 401, /bad signature/);
+  });
+
+  test('every attribute the function acts on is signed: a captured request with another reason, attempt or deadline is refused', () => {
+    const deadline = Date.now() + 30_000;
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 2, 'kfn://local/bridge', deadline).message, hmac);
+    assert.equal(parseReconcileRequest(headers, body, hmac).attempt, 2);
+    for (const [header, value] of [['ce-kfnreason', 'deleted'], ['ce-kfnattempt', '1'], ['ce-kfndeadline', new Date(deadline + 600_000).toISOString()], ['ce-time', new Date().toISOString()]]) {
+      expectContractError(() => parseReconcileRequest({ ...headers, [header!]: value! }, body, hmac), 401, /bad signature/);
+    }
+    const { 'ce-kfndeadline': _, ...withoutDeadline } = headers;
+    expectContractError(() => parseReconcileRequest(withoutDeadline, body, hmac), 401, /bad signature/);
+    expectContractError(() => parseReconcileRequest({ ...headers, [signatureHeader]: `v1=${'0'.repeat(64)}` }, body, hmac), 401, /a v1 signature/);
+  });
+
+  test('the signed deadline is the time window: a request sent again after it, or with a deadline too far ahead, is refused', () => {
+    const deadline = Date.parse('2026-06-01T12:00:00Z');
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://local/bridge', deadline).message, hmac);
+    assert.equal(parseReconcileRequest(headers, body, hmac, deadline - 1000).reason, 'updated', 'within the deadline');
+    assert.equal(parseReconcileRequest(headers, body, hmac, deadline + 30_000).reason, 'updated', 'a clock a little behind');
+    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline + 120_000), 400, /deadline .* has passed: a late or replayed request/);
+    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline - 3_600_000), 400, /further ahead than a delivery can last/);
   });
 
   test('checks bearer tokens', () => {

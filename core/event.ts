@@ -130,11 +130,17 @@ function requireString(value: unknown, what: string): string {
   return value;
 }
 
+/** How far the bridge's and the function's clocks may disagree. */
+export const clockSkewMs = 60_000;
+
+/** The longest a delivery can last: a Reconciler's largest timeoutSeconds. */
+export const maxDeliveryMs = 900_000;
+
 /**
  * Parses and validates a reconcile request (binary or structured mode). Never throws anything
  * but ContractError: 401 for authentication, 400 for a malformed event, 415 for content.
  */
-export function parseReconcileRequest(rawHeaders: Record<string, string | string[] | undefined>, body: string, credentials: Credentials): ReceivedReconcile {
+export function parseReconcileRequest(rawHeaders: Record<string, string | string[] | undefined>, body: string, credentials: Credentials, now = Date.now()): ReceivedReconcile {
   const headers = lowerCaseHeaders(rawHeaders);
   const refused = authenticationProblem(headers, body, credentials);
   if (refused) throw new ContractError(401, refused);
@@ -171,6 +177,12 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
   if (deadlineText !== undefined) {
     deadline = new Date(String(deadlineText));
     if (Number.isNaN(deadline.getTime())) throw new ContractError(400, `kfndeadline must be an RFC 3339 time, not ${JSON.stringify(deadlineText)}`);
+    // The signed deadline is the request's time window: a captured request sent again later
+    // is refused, and so is one whose deadline lies further ahead than any delivery's can.
+    if (credentials.kind !== 'none') {
+      if (now > deadline.getTime() + clockSkewMs) throw new ContractError(400, `the event's deadline (kfndeadline ${deadline.toISOString()}) has passed: a late or replayed request`);
+      if (deadline.getTime() > now + maxDeliveryMs + clockSkewMs) throw new ContractError(400, `the event's deadline (kfndeadline ${deadline.toISOString()}) is further ahead than a delivery can last (${maxDeliveryMs / 1000} s)`);
+    }
   }
   return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}) };
 }

@@ -52,7 +52,7 @@ describe('function HTTP surface', () => {
     const { 'kfn-signature': _, ...unsigned } = headers;
     const cases: [Record<string, string>, string, number, RegExp][] = [
       [unsigned, body, 401, /unsigned request/],
-      [{ ...headers, 'kfn-signature': 'v1=00' }, body, 401, /bad signature/],
+      [{ ...headers, 'kfn-signature': 'v2=00' }, body, 401, /bad signature/],
       [headers, body.replace('site', 'other'), 401, /bad signature/],
       [{ 'content-type': 'application/json' }, 'not json at all', 401, /unsigned/],
     ];
@@ -81,7 +81,7 @@ describe('function HTTP surface', () => {
       routeKey: '$default',
       rawPath: '/',
       rawQueryString: '',
-      headers: { ...headers, 'kfn-signature': 'v1=bad' },
+      headers: { ...headers, 'kfn-signature': 'v2=bad' },
       requestContext: { http: { method: 'POST', path: '/', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: 'r', routeKey: '$default', stage: '$default', timeEpoch: 0 },
       body,
       isBase64Encoded: false,
@@ -92,7 +92,7 @@ describe('function HTTP surface', () => {
     const v1 = {
       httpMethod: 'POST',
       path: '/',
-      headers: { ...headers, 'kfn-signature': 'v1=bad' },
+      headers: { ...headers, 'kfn-signature': 'v2=bad' },
       multiValueHeaders: {},
       requestContext: { httpMethod: 'POST', path: '/', requestId: 'r', stage: 'prod' },
       body: Buffer.from(body).toString('base64'),
