@@ -55,7 +55,7 @@ const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREA
 /** POSTs the event; never throws: every failure becomes an outcome. */
 export async function sendReconcileEvent(options: SendOptions): Promise<DeliveryResult> {
   // Durations on the monotonic clock; an HTTP date in Retry-After is read against wall time.
-  const now = () => performance.now();
+  const now = () => Math.round(performance.now());
   const started = now();
   const authenticated = authenticate(options.message, options.credentials);
   const { body } = authenticated;
