@@ -45,6 +45,7 @@ describe('sendReconcileEvent', () => {
     assert.equal(result.status, 200);
     assert.equal(result.outcome.kind, 'done');
     assert.deepEqual(r.received, ['cm']);
+    assert.ok(Number.isInteger(result.durationMs), `a whole number of milliseconds for the journal, not ${result.durationMs}`);
   });
 
   test('429 with Retry-After is retried after that delay', async (t) => {
