@@ -1,14 +1,14 @@
 // `kfn cluster …`: build, start, stop and inspect the local Kubernetes control plane.
-import { writeFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { KubeApi } from '../kube/api.ts';
+import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { spawnSync } from 'node:child_process';
 import { clusterDown, clusterStatus, clusterUp } from '../cluster/controlplane.ts';
 import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
 import { defaultNetwork, defaultNodePorts, installCommand, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
-import { kubeConfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
+import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 
 const usage = `Usage: kfn cluster <command> [options]
@@ -231,12 +231,10 @@ async function token(argv: string[]): Promise<number> {
   const ref = parseServiceAccountRef(positionals[0]!);
   const duration = values.duration === undefined ? 3600 : Number(values.duration);
   if (!Number.isInteger(duration) || duration < 600) throw new UsageError('--duration must be a whole number of seconds, at least 600');
-  const admin = new KubeConfig();
-  admin.loadFromFile(values.kubeconfig ?? clusterPaths().kubeconfig);
-  const tok = await requestServiceAccountToken(admin, ref, duration);
+  const adminKubeconfig = values.kubeconfig ?? clusterPaths().kubeconfig;
+  const tok = await requestServiceAccountToken(new KubeApi(connectionFromKubeconfig(adminKubeconfig)), ref, duration);
   if (values['kubeconfig-out']) {
-    const kc = kubeConfigForToken(admin, tok, `${ref.namespace}-${ref.name}`);
-    writeFileSync(values['kubeconfig-out'], stringify(JSON.parse(kc.exportConfig())), { mode: 0o600 });
+    writeFileSync(values['kubeconfig-out'], kubeconfigForToken(readFileSync(adminKubeconfig, 'utf8'), tok, `${ref.namespace}-${ref.name}`), { mode: 0o600 });
     say(`Wrote a kubeconfig for ServiceAccount ${ref.namespace}/${ref.name} to ${values['kubeconfig-out']} (valid ${duration}s).`);
   } else {
     console.log(tok);

@@ -5,11 +5,10 @@
 //   browser ──SSE── /api/stream ◀── records ◀── /fn/<name> ◀── bridge (in process) ◀── watches
 //                   /api/deliveries/:id/replay ──▶ /fn/<name> (live)  |  in process (dry-run)
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { serve as serveNode, type ServerType } from '@hono/node-server';
-import { KubeConfig } from '@kubernetes/client-node';
 import { build } from 'esbuild';
 import pino from 'pino';
 import { startBridge } from '../bridge/main.ts';
@@ -19,7 +18,7 @@ import { Journal } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
 import { clusterPaths, repoRoot } from '../cluster/paths.ts';
 import { clusterUp } from '../cluster/controlplane.ts';
-import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
@@ -77,7 +76,8 @@ function buildError(err: unknown): string {
 /** What the dev server needs to know to set a function up in the cluster. */
 interface DevCluster {
   adminApi: KubeApi;
-  admin: KubeConfig;
+  /** The admin kubeconfig's text: each function's own kubeconfig is made from its cluster. */
+  adminKubeconfig: string;
   systemNamespace: string;
   /** The server's own URL: each function is served at <base>/fn/<name>. */
   base: string;
@@ -100,8 +100,8 @@ const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringif
 
 /** The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster. */
 async function functionApi(cluster: DevCluster, name: string): Promise<KubeApi> {
-  const token = await requestServiceAccountToken(cluster.admin, { namespace: cluster.systemNamespace, name: `kfn-fn-${name}` }, 86400);
-  return new KubeApi(connectionFromKubeconfigText(kubeConfigForToken(cluster.admin, token, `kfn-fn-${name}`).exportConfig(), `ServiceAccount ${cluster.systemNamespace}/kfn-fn-${name}`));
+  const token = await requestServiceAccountToken(cluster.adminApi, { namespace: cluster.systemNamespace, name: `kfn-fn-${name}` }, 86400);
+  return new KubeApi(connectionFromKubeconfigText(kubeconfigForToken(cluster.adminKubeconfig, token, `kfn-fn-${name}`), `ServiceAccount ${cluster.systemNamespace}/kfn-fn-${name}`));
 }
 
 /** Loads a function folder, puts its CRD and RBAC in the cluster, and gives it an endpoint. */
@@ -216,9 +216,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const say = options.log ?? ((line: string) => console.error(line));
   const host = options.host ?? '127.0.0.1';
   const base = `http://${host}:${options.port}`;
-  const admin = new KubeConfig();
-  admin.loadFromFile(options.kubeconfig);
-  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), admin, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
+  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: readFileSync(options.kubeconfig, 'utf8'), systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
   rmSync(bundleDir, { recursive: true, force: true });
   const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
   const fns = new Map<string, DevFunction>();

@@ -6,11 +6,10 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, 
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
-import { KubeConfig } from '@kubernetes/client-node';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
 import { repoRoot } from '../cluster/paths.ts';
-import { kubeConfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/node/index.ts';
@@ -180,13 +179,11 @@ export interface StartedFunction {
  */
 export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string } }): Promise<StartedFunction> {
   const { dir, name, port, namespace, workDir } = options;
-  const admin = new KubeConfig();
-  admin.loadFromFile(options.adminKubeconfig);
   const api = new KubeApi(connectionFromKubeconfig(options.adminKubeconfig));
   const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${namespace}/secrets/kfn-fn-${name}`);
-  const token = await requestServiceAccountToken(admin, { namespace, name: `kfn-fn-${name}` }, 86400);
+  const token = await requestServiceAccountToken(api, { namespace, name: `kfn-fn-${name}` }, 86400);
   const kubeconfig = join(workDir, `${name}.kubeconfig`);
-  writeFileSync(kubeconfig, kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(), { mode: 0o600 });
+  writeFileSync(kubeconfig, kubeconfigForToken(readFileSync(options.adminKubeconfig, 'utf8'), token, `kfn-fn-${name}`), { mode: 0o600 });
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];

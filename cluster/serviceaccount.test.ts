@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
-import { kubeConfigForToken, parseServiceAccountRef } from './serviceaccount.ts';
+import { stringify } from 'yaml';
+import { connectionFromKubeconfigText } from '../kube/connection.ts';
+import { kubeconfigForToken, parseServiceAccountRef } from './serviceaccount.ts';
 
 test('parseServiceAccountRef accepts namespace/name and a bare name in default', () => {
   assert.deepEqual(parseServiceAccountRef('kfn-system/bridge'), { namespace: 'kfn-system', name: 'bridge' });
@@ -14,17 +15,19 @@ test('parseServiceAccountRef rejects what is not a reference, saying how to writ
   }
 });
 
-test('kubeConfigForToken keeps the cluster and uses only the token', () => {
-  const base = new KubeConfig();
-  base.loadFromOptions({
-    clusters: [{ name: 'c', server: 'https://127.0.0.1:16443', caData: 'Q0E=' }],
-    users: [{ name: 'admin', token: 'admin-token' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'admin' }],
-    currentContext: 'ctx',
+test('kubeconfigForToken keeps the cluster and uses only the token', () => {
+  const base = stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:16443', 'certificate-authority-data': 'Q0E=' } }, { name: 'other', cluster: { server: 'https://elsewhere' } }],
+    users: [{ name: 'admin', user: { token: 'admin-token' } }],
+    contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'admin' } }],
+    'current-context': 'ctx',
   });
-  const kc = kubeConfigForToken(base, 'sa-token');
-  assert.equal(kc.getCurrentCluster()?.server, 'https://127.0.0.1:16443');
-  assert.equal(kc.getCurrentCluster()?.caData, 'Q0E=');
-  assert.equal(kc.getCurrentUser()?.token, 'sa-token');
-  assert.equal(kc.getUsers().length, 1);
+  const text = kubeconfigForToken(base, 'sa-token');
+  const connection = connectionFromKubeconfigText(text, 'sa');
+  assert.equal(connection.server, 'https://127.0.0.1:16443');
+  assert.doesNotMatch(text, /admin-token|elsewhere/);
+  assert.match(text, /certificate-authority-data: Q0E=/);
+  assert.match(text, /token: sa-token/);
 });

@@ -1,6 +1,7 @@
 // Identities for things that should run under their own RBAC (a function, the bridge, a test):
 // a TokenRequest for any ServiceAccount, and a kubeconfig that uses that token.
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parse, stringify } from 'yaml';
+import { ApiError, type KubeApi } from '../kube/api.ts';
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -22,34 +23,39 @@ export function parseServiceAccountRef(text: string): ServiceAccountRef {
  * Asks the apiserver (TokenRequest API) for a bound token of the ServiceAccount, valid for
  * `expirationSeconds` (the apiserver enforces a minimum of 600).
  */
-export async function requestServiceAccountToken(admin: KubeConfig, ref: ServiceAccountRef, expirationSeconds = 3600): Promise<string> {
-  const core = admin.makeApiClient(CoreV1Api);
+export async function requestServiceAccountToken(api: KubeApi, ref: ServiceAccountRef, expirationSeconds = 3600): Promise<string> {
+  let res: { status?: { token?: string } };
   try {
-    const res = await core.createNamespacedServiceAccountToken({
-      namespace: ref.namespace,
-      name: ref.name,
+    res = await api.request('POST', `/api/v1/namespaces/${ref.namespace}/serviceaccounts/${ref.name}/token`, {
       body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [], expirationSeconds } },
     });
-    const token = res.status?.token;
-    if (!token) throw new Error('the TokenRequest response carried no token');
-    return token;
   } catch (err) {
-    const code = (err as { code?: number }).code;
-    if (code === 404) throw new Error(`ServiceAccount ${ref.namespace}/${ref.name} does not exist; create it first (kubectl -n ${ref.namespace} create serviceaccount ${ref.name})`);
+    if (err instanceof ApiError && err.status === 404) throw new Error(`ServiceAccount ${ref.namespace}/${ref.name} does not exist; create it first (kubectl -n ${ref.namespace} create serviceaccount ${ref.name})`);
     throw new Error(`TokenRequest for ServiceAccount ${ref.namespace}/${ref.name} failed: ${(err as Error).message}`);
   }
+  if (!res.status?.token) throw new Error('the TokenRequest response carried no token');
+  return res.status.token;
 }
 
-/** A kubeconfig for the same cluster as `base` that authenticates with `token` only. */
-export function kubeConfigForToken(base: KubeConfig, token: string, user = 'serviceaccount'): KubeConfig {
-  const cluster = base.getCurrentCluster();
+interface Kubeconfig {
+  'current-context'?: string;
+  contexts?: { name: string; context: { cluster: string } }[];
+  clusters?: { name: string; cluster: Record<string, unknown> }[];
+}
+
+/** A kubeconfig (YAML) for the current cluster of `base` (a kubeconfig's text) that authenticates with `token` only. */
+export function kubeconfigForToken(base: string, token: string, user = 'serviceaccount'): string {
+  const doc = parse(base) as Kubeconfig;
+  const contextName = doc['current-context'];
+  const clusterName = doc.contexts?.find((c) => c.name === contextName)?.context.cluster;
+  const cluster = doc.clusters?.find((c) => c.name === clusterName);
   if (!cluster) throw new Error('the base kubeconfig has no current cluster');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
     clusters: [cluster],
-    users: [{ name: user, token }],
-    contexts: [{ name: 'kfn', cluster: cluster.name, user }],
-    currentContext: 'kfn',
+    users: [{ name: user, user: { token } }],
+    contexts: [{ name: 'kfn', context: { cluster: cluster.name, user } }],
+    'current-context': 'kfn',
   });
-  return kc;
 }

@@ -12,7 +12,9 @@ import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, installCrd, testCluster, testNamespace, uniqueName, kubeApi } from '../support/cluster.ts';
-import { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { KubeApi } from '../../kube/api.ts';
+import { connectionFromKubeconfigText } from '../../kube/connection.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 import type { Condition } from '../../core/conditions.ts';
@@ -57,11 +59,11 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   receiver.answer = (d, res) => (d.name === 'refused' ? void res.writeHead(400).end('refused on purpose') : answerDone(d, res));
 
   // The bridge, authenticated only as system:serviceaccount:kfn-system:kfn-bridge.
-  const token = await requestServiceAccountToken(cluster.kc, { namespace: 'kfn-system', name: 'kfn-bridge' }, 3600);
+  const token = await requestServiceAccountToken(kubeApi(cluster.kc), { namespace: 'kfn-system', name: 'kfn-bridge' }, 3600);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-rbac-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const kubeconfig = join(dir, 'bridge.kubeconfig');
-  writeFileSync(kubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
+  writeFileSync(kubeconfig, kubeconfigForToken(cluster.kc.exportConfig(), token));
   const leaseName = uniqueName('kfn-bridge-test');
   const running = await startBridge({ kubeconfig, leaderElect: true, leaseNamespace: 'kfn-system', leaseName, metricsAddr: '127.0.0.1:0', logLevel: process.env.KFN_TEST_LOG ?? 'warn', shutdownTimeoutMs: 5000 });
   t.after(() => running.stop());
@@ -119,7 +121,7 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   // And nothing more than that: it cannot get a Secret outside its namespace (other functions'
   // grants may let it list and watch kinds they own, never get or write them), nor write the
   // objects it watches.
-  const asBridge = kubeApi(kubeConfigForToken(cluster.kc, token));
+  const asBridge = new KubeApi(connectionFromKubeconfigText(kubeconfigForToken(cluster.kc.exportConfig(), token), 'the bridge\'s ServiceAccount'));
   await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'private' }, stringData: { k: 'v' } } });
   await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets/private`), /forbidden/);
   await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
@@ -149,11 +151,11 @@ test('a bridge whose Reconciler names namespaces needs rights in those namespace
       { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'scoped-bridge', namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'scoped-bridge' }, subjects: [{ kind: 'ServiceAccount', name: 'scoped-bridge', namespace: ns }] },
     ].map((o) => stringify(o)).join('---\n'),
   );
-  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: 'scoped-bridge' }, 3600);
+  const token = await requestServiceAccountToken(kubeApi(cluster.kc), { namespace: ns, name: 'scoped-bridge' }, 3600);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-scoped-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const kubeconfig = join(dir, 'bridge.kubeconfig');
-  writeFileSync(kubeconfig, kubeConfigForToken(cluster.kc, token).exportConfig());
+  writeFileSync(kubeconfig, kubeconfigForToken(cluster.kc.exportConfig(), token));
   const receiver = await startReceiver(t, { kind: 'none' });
   const config = join(dir, 'bridge.yaml');
   writeFileSync(

@@ -2,9 +2,9 @@
 // containers, garbage collector, CRD validation and RBAC all behave as on any cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { applyYaml, expectApiError, installCrd, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { applyYaml, expectApiError, installCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 
 describe('local control plane', { concurrency: true }, () => {
@@ -144,8 +144,10 @@ spec:
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'rbac');
     await cluster.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'reader' } } });
-    const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: 'reader' }, 600);
-    const asReader = kubeConfigForToken(cluster.kc, token).makeApiClient(CoreV1Api);
+    const token = await requestServiceAccountToken(kubeApi(cluster.kc), { namespace: ns, name: 'reader' }, 600);
+    const readerConfig = new KubeConfig();
+    readerConfig.loadFromString(kubeconfigForToken(cluster.kc.exportConfig(), token));
+    const asReader = readerConfig.makeApiClient(CoreV1Api);
 
     const denied = await expectApiError(() => asReader.listNamespacedConfigMap({ namespace: ns }));
     assert.equal(denied.code, 403);

@@ -15,7 +15,7 @@ test('an exec credential plugin authenticates kfn to the apiserver as the identi
   const cluster = await testCluster();
   const ns = await testNamespace(t, cluster, 'exec');
   await cluster.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'robot' } } });
-  const token = await requestServiceAccountToken(cluster.kc, { namespace: ns, name: 'robot' }, 600);
+  const token = await requestServiceAccountToken(new KubeApi(connectionFromKubeconfig(cluster.paths.kubeconfig)), { namespace: ns, name: 'robot' }, 600);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-exec-kubeconfig-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const plugin = join(dir, 'credential-plugin.sh');

@@ -13,11 +13,10 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { verifySigV4 } from '../../bridge/sigv4.ts';
 import { nodeBinary } from '../../cluster/images.ts';
 import { kubeApi, type TestCluster } from './cluster.ts';
-import { kubeConfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 
 const apiPrefix = '/2018-06-01/runtime';
 export const ricVersion = '4.0.2';
@@ -405,13 +404,11 @@ export function unzipPackage(zip: string, dir: string): void {
  * ServiceAccount (TokenRequest, 24 h) — never the admin's credentials.
  */
 export async function lambdaEnvironment(cluster: TestCluster, name: string, namespace: string): Promise<Record<string, string>> {
-  const admin = new KubeConfig();
-  admin.loadFromFile(cluster.paths.kubeconfig);
   const api = kubeApi(cluster.kc);
   const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${namespace}/secrets/kfn-fn-${name}`);
-  const token = await requestServiceAccountToken(admin, { namespace, name: `kfn-fn-${name}` }, 86400);
+  const token = await requestServiceAccountToken(api, { namespace, name: `kfn-fn-${name}` }, 86400);
   return {
     KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8'),
-    KFN_KUBECONFIG: kubeConfigForToken(admin, token, `kfn-fn-${name}`).exportConfig(),
+    KFN_KUBECONFIG: kubeconfigForToken(cluster.kc.exportConfig(), token, `kfn-fn-${name}`),
   };
 }
