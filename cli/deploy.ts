@@ -24,7 +24,7 @@ import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
-import { functionLabel, functionLabels } from '../core/names.ts';
+import { functionLabel, functionLabels, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 
 const say = (line: string) => console.error(line);
 const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -293,7 +293,15 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     // would refuse every write of the kind.
     const hooks = webhooks.get(name);
     // (A kind with previous versions alone has its conversion webhook in its CRD: no configurations.)
-    const configs = hooks ? webhookConfigurations(hooks.reconciler, { client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } }, caBundle: hooks.caBundle, namespaces: options.namespaces }) : [];
+    const owner = hooks ? await api.request<{ metadata: { uid: string } }>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`) : undefined;
+    const configs = hooks
+      ? webhookConfigurations(hooks.reconciler, {
+          client: { service: { namespace: options.namespace, name: `kfn-fn-${name}` } },
+          caBundle: hooks.caBundle,
+          namespaces: options.namespaces,
+          owner: { apiVersion: reconcilerApiVersion, kind: reconcilerKind, name, uid: owner!.metadata.uid },
+        })
+      : [];
     for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
     if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
   }

@@ -98,5 +98,7 @@ describe('admission', () => {
     const service = webhookConfigurations(boxes, { client: { service: { namespace: 'kfn-system', name: 'kfn-fn-boxes' } }, caBundle: 'PEM' })[0] as { webhooks: { clientConfig: { service: unknown } }[] };
     assert.deepEqual(service.webhooks[0]!.clientConfig.service, { namespace: 'kfn-system', name: 'kfn-fn-boxes', port: 443, path: '/admission/default' });
     assert.deepEqual(webhookConfigurations(defineReconciler({ for: Box, reconcile: () => ({}) }), { client: { url: 'https://x' }, caBundle: '' }), [], 'none without default or validate');
+    const owned = webhookConfigurations(boxes, { client: { url: 'https://x' }, caBundle: '', owner: { apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', name: 'boxes', uid: 'u1' } }) as { metadata: { ownerReferences?: { kind: string; uid: string }[] } }[];
+    assert.deepEqual(owned.map((c) => c.metadata.ownerReferences?.map((r) => `${r.kind} ${r.uid}`)), [['Reconciler u1'], ['Reconciler u1']], 'each owned by the function\'s Reconciler: they go when it goes');
   });
 });

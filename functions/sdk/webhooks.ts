@@ -13,18 +13,29 @@ import { functionLabels } from '../../core/names.ts';
 /** Where the apiserver reaches the function: a URL (a function on the apiserver's host) or a Service in the cluster. */
 export type WebhookClient = { url: string } | { service: { namespace: string; name: string; port?: number } };
 
+/** What the configurations belong to (the function's Reconciler): its deletion deletes them. */
+export interface WebhookOwner {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
 /**
  * The webhook configurations of a reconciler that has `default` and/or `validate`: one
  * MutatingWebhookConfiguration and one ValidatingWebhookConfiguration named kfn-fn-<name>, for
  * creates and updates of its kind (every version: matchPolicy Equivalent), sideEffects None,
  * the reconciler's failurePolicy (default Fail) and timeoutSeconds (default 10).
  */
-export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle: string; namespaces?: string[]; name?: string }): Record<string, unknown>[] {
+export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle: string; namespaces?: string[]; name?: string; owner?: WebhookOwner }): Record<string, unknown>[] {
   const kind = reconciler.for;
   const name = options.name ?? `kfn-fn-${reconciler.name}`;
   // Limited to namespaces, as a Reconciler can be: the webhook sees only objects there.
   const namespaceSelector = options.namespaces?.length ? { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: options.namespaces }] } } : {};
   const labels = functionLabels(reconciler.name);
+  // Owned by the function's Reconciler (both cluster-scoped): deleting the function's Reconciler
+  // deletes them, so no webhook with failurePolicy Fail outlives the function it calls.
+  const ownerReferences = options.owner ? { ownerReferences: [{ apiVersion: options.owner.apiVersion, kind: options.owner.kind, name: options.owner.name, uid: options.owner.uid }] } : {};
   const clientConfig = (path: string) => ({
     caBundle: Buffer.from(options.caBundle).toString('base64'),
     ...('url' in options.client ? { url: `${options.client.url.replace(/\/$/, '')}${path}` } : { service: { ...options.client.service, port: options.client.service.port ?? 443, path } }),
@@ -43,8 +54,8 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
     ...(mode === 'default' ? { reinvocationPolicy: 'Never' } : {}),
   });
   const out: Record<string, unknown>[] = [];
-  if (reconciler.default) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels }, webhooks: [webhook('default')] });
-  if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels }, webhooks: [webhook('validate')] });
+  if (reconciler.default) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels, ...ownerReferences }, webhooks: [webhook('default')] });
+  if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels, ...ownerReferences }, webhooks: [webhook('validate')] });
   return out;
 }
 

@@ -98,4 +98,11 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const requestBytes = Number(request.replace(/Mi$/, '')) * 2 ** 20;
   assert.ok(rss > 0 && rss < requestBytes, `leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB within its memory request ${request}`);
   t.diagnostic(`bridge leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB, request ${request}`);
+
+  // The webhook configurations belong to the function's Reconciler: removing the function's
+  // Reconciler removes them, so none with failurePolicy Fail is left calling a function that is gone.
+  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myapp');
+  for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+    await waitFor(`the ${kind} of myapp to go with its Reconciler`, () => api.request('GET', `/apis/admissionregistration.k8s.io/v1/${kind}/kfn-fn-myapp`).then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
+  }
 });
