@@ -78,13 +78,19 @@ export class Sink {
 
   /**
    * The function refused the event's authentication. If the auth Secret holds another key than
-   * the one used (a rotation), retry with it; if not, the function's key is wrong: terminal.
+   * the one used (a rotation), retry with it. If not, the function has not picked up the key
+   * yet (its mounted Secret is refreshed within about a minute) or holds another one: never
+   * terminal — retried with backoff, and the Reconciler's Ready says so until it passes.
    */
   private async afterUnauthorized(result: DeliveryResult): Promise<DeliveryResult> {
     const used = this.credentials;
     this.credentials = undefined;
     const current = await this.resolveCredentials().catch(() => undefined);
-    if (!current || JSON.stringify(current) === JSON.stringify(used)) return result;
+    if (!current || JSON.stringify(current) === JSON.stringify(used)) {
+      const { name, namespace } = this.config.auth!.secretRef;
+      const sinkProblem = `the function refuses the key of the auth Secret ${namespace}/${name} (HTTP 401): it has not picked up a rotated key yet, or it was given another Secret; retrying`;
+      return { ...result, outcome: { kind: 'retry', why: sinkProblem, sinkProblem } };
+    }
     const { name, namespace } = this.config.auth!.secretRef;
     return { ...result, outcome: { kind: 'retry', why: `HTTP 401 with the previous key of the auth Secret ${namespace}/${name}, which has been rotated; retrying with the new one` } };
   }

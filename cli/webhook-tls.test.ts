@@ -47,6 +47,7 @@ test('a function with webhooks is deployed with its HTTPS listener: port 9443, t
   const c = deployment.spec.template.spec.containers[0]!;
   assert.ok(c.env.some((e) => e.name === 'KFN_WEBHOOK_CERT_DIR' && e.value === '/var/run/kfn/webhook-tls'));
   assert.ok(c.ports.some((p) => p.name === 'webhook' && p.containerPort === 9443));
-  assert.equal(deployment.spec.template.spec.volumes[0]!.secret.secretName, 'kfn-fn-myapp-webhook-tls');
+  assert.deepEqual(deployment.spec.template.spec.volumes.map((v) => v.secret.secretName), ['kfn-fn-myapp', 'kfn-fn-myapp-webhook-tls'], 'the auth key and the certificate, each mounted');
+  assert.deepEqual(c.volumeMounts.map((m) => m.mountPath), ['/var/run/kfn/auth', '/var/run/kfn/webhook-tls']);
   assert.deepEqual(service.spec.ports.find((p) => p.name === 'webhook'), { name: 'webhook', port: 443, targetPort: 'webhook' });
 });

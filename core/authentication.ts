@@ -45,7 +45,8 @@ function attributesOf(headers: Record<string, string>, body: string): SignedAttr
   return Object.fromEntries(signedAttributes.flatMap((a) => (headers[`ce-${a}`] === undefined ? [] : [[a, headers[`ce-${a}`]!]])));
 }
 
-export type Credentials = { kind: 'hmac'; secret: string } | { kind: 'bearer'; token: string } | { kind: 'none' };
+/** `previous`: keys still accepted (not signed with) while a rotation settles. */
+export type Credentials = { kind: 'hmac'; secret: string; previous?: string[] } | { kind: 'bearer'; token: string } | { kind: 'none' };
 
 /** Adds authentication headers to a message for the given credentials. */
 export function authenticate(message: HttpMessage, credentials: Credentials): HttpMessage {
@@ -77,8 +78,8 @@ export function authenticationProblem(headers: Record<string, string>, body: str
   }
   const given = headers[signatureHeader];
   if (!given) return `unsigned request: no ${signatureHeader} header (is the Reconciler's spec.auth set?)`;
-  const expected = sign(credentials.secret, attributesOf(headers, body), body);
+  const attributes = attributesOf(headers, body);
   if (given.startsWith('v1=')) return 'a v1 signature, which leaves the reason, attempt and deadline unsigned: this function takes v2 (run a bridge of the same kfn version)';
-  if (!constantTimeEqual(given, expected)) return 'bad signature: the request was not signed with this function\'s secret, or was altered';
+  if (![credentials.secret, ...(credentials.previous ?? [])].some((secret) => constantTimeEqual(given, sign(secret, attributes, body)))) return 'bad signature: the request was not signed with this function\'s secret, or was altered';
   return undefined;
 }

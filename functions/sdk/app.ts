@@ -9,6 +9,7 @@ import { ContractError, parseReconcileRequest } from '../../core/event.ts';
 import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { admit, MalformedReview, parseAdmissionReview } from './admission.ts';
+import { keyFileCredentials } from './keys.ts';
 import { convertReview, parseConversionReview } from './conversion.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
@@ -16,7 +17,8 @@ import { reconcileEvent } from './runtime.ts';
 import { groupOf } from '../../core/objects.ts';
 
 export interface FunctionOptions {
-  credentials?: Credentials;
+  /** Fixed, or a getter asked on every request (a key file that the kubelet refreshes). */
+  credentials?: Credentials | (() => Credentials);
   api?: KubeApi;
   /** Makes the Kubernetes client on the first reconcile (default: --kubeconfig/$KUBECONFIG/in-cluster). */
   connect?: () => KubeApi;
@@ -50,11 +52,14 @@ function limited(maxSize: number, what: string, log: Logger) {
 }
 
 /**
- * How requests are authenticated, from the environment: KFN_AUTH_SECRET (HMAC, the default of
- * a Reconciler's spec.auth), KFN_AUTH_TOKEN (bearer), or KFN_INSECURE=1 for local development
- * only. With none of them the function refuses to start rather than accept anyone's events.
+ * How requests are authenticated, from the environment: KFN_AUTH_SECRET_FILE (HMAC with the
+ * key in that file, re-read as it changes: the auth Secret mounted as a volume, what `kfn
+ * deploy` sets), KFN_AUTH_SECRET (HMAC, the key itself), KFN_AUTH_TOKEN (bearer), or
+ * KFN_INSECURE=1 for local development only. With none of them the function refuses to start
+ * rather than accept anyone's events.
  */
-export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Credentials {
+export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Credentials | (() => Credentials) {
+  if (env.KFN_AUTH_SECRET_FILE) return keyFileCredentials(env.KFN_AUTH_SECRET_FILE);
   if (env.KFN_AUTH_SECRET) return { kind: 'hmac', secret: env.KFN_AUTH_SECRET };
   if (env.KFN_AUTH_TOKEN) return { kind: 'bearer', token: env.KFN_AUTH_TOKEN };
   if (env.KFN_INSECURE === '1' || env.KFN_INSECURE === 'true') return { kind: 'none' };
@@ -70,8 +75,9 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Creden
 export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), options: FunctionOptions = {}): Hono {
   const current = typeof reconcilerOrGetter === 'function' ? reconcilerOrGetter : () => reconcilerOrGetter;
   const log = options.log ?? pino({ base: { component: `kfn-fn-${current().name}` } });
-  const credentials = options.credentials ?? credentialsFromEnv();
-  if (credentials.kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
+  const given = options.credentials ?? credentialsFromEnv();
+  const credentials = typeof given === 'function' ? given : () => given;
+  if (credentials().kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
   const limits = { ...defaultBodyLimits, ...options.maxBodyBytes };
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
@@ -126,7 +132,7 @@ function webhookRoutes(app: Hono, current: () => Reconciler, log: Logger): void 
  * POST /: a reconcile event, checked (authentication, shape, kind), run, recorded when records
  * are kept, answered with the response the contract defines (a 4xx refusal, a 500 failure).
  */
-function reconcileHandler(current: () => Reconciler, credentials: Credentials, log: Logger, options: FunctionOptions) {
+function reconcileHandler(current: () => Reconciler, credentials: () => Credentials, log: Logger, options: FunctionOptions) {
   const record = options.record === false ? undefined : (options.record ?? recordSinkFromEnv());
   const now = options.now ?? (() => new Date());
   let api = options.api;
@@ -134,7 +140,7 @@ function reconcileHandler(current: () => Reconciler, credentials: Credentials, l
     const body = await c.req.text();
     let received;
     try {
-      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, credentials);
+      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, credentials());
     } catch (err) {
       if (err instanceof ContractError) {
         log.warn({ status: err.status, error: err.message }, 'refused a request');

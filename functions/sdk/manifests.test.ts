@@ -51,9 +51,9 @@ test('a function as a Knative Service: its account, concurrency and timeout from
   assert.deepEqual(t.metadata.annotations, { 'autoscaling.knative.dev/min-scale': '0', 'autoscaling.knative.dev/window': '6s', 'kfn.dev/image-id': 'abc' });
   const c = t.spec.containers[0]!;
   assert.equal(c.image, 'registry.example/fn-myweb:1');
-  assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET'], 'PORT is Knative\'s to set; no records unless asked for (they would put what the function reads in its log)');
+  assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE'], 'PORT is Knative\'s to set; no records unless asked for (they would put what the function reads in its log)');
   const recorded = functionKnativeService(fn, { namespace: 'fns', image: 'i', record: true }) as typeof ksvc;
-  assert.deepEqual(recorded.spec.template.spec.containers[0]!.env.map((e) => e.name), ['KFN_AUTH_SECRET', 'KFN_RECORD'], 'kfn deploy --record: records to stdout');
+  assert.deepEqual(recorded.spec.template.spec.containers[0]!.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE', 'KFN_RECORD'], 'kfn deploy --record: records to stdout');
   assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 8080 }]);
   assert.deepEqual(c.readinessProbe.httpGet, { path: '/healthz' }, 'Knative probes the serving port itself');
   const defaults = functionKnativeService(MyWebFunction, { image: 'i' }) as typeof ksvc;

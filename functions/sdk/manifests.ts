@@ -159,7 +159,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
             serviceAccountName: account,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
             containers: [webhooks ? withWebhooks(functionContainer(account, options, false)) : functionContainer(account, options, false)],
-            ...(webhooks ? { volumes: [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] } : {}),
+            volumes: [authVolume(account), ...(webhooks ? [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] : [])],
           },
         },
       },
@@ -185,9 +185,18 @@ function withWebhooks(container: ReturnType<typeof functionContainer>) {
     ...container,
     env: [...container.env, { name: 'KFN_WEBHOOK_CERT_DIR', value: webhookCertDir }, { name: 'KFN_WEBHOOK_PORT', value: '9443' }],
     ports: [...container.ports, { name: 'webhook', containerPort: 9443 }],
-    volumeMounts: [{ name: 'webhook-tls', mountPath: webhookCertDir, readOnly: true }],
+    volumeMounts: [...container.volumeMounts, { name: 'webhook-tls', mountPath: webhookCertDir, readOnly: true }],
   };
 }
+
+/**
+ * Where a deployed function reads its auth key: the Secret mounted as a volume, which the
+ * kubelet refreshes in place when the Secret is rotated (an environment variable would keep the
+ * old key until the pod restarts, and every delivery signed with the new one would be refused).
+ */
+const authKeyDir = '/var/run/kfn/auth';
+
+const authVolume = (account: string) => ({ name: 'auth', secret: { secretName: account, items: [{ key: 'secret', path: 'secret' }] } });
 
 /** The function's container, the same on a Deployment and on Knative (which sets PORT itself). */
 function functionContainer(account: string, options: WorkloadOptions, knative: boolean) {
@@ -196,8 +205,9 @@ function functionContainer(account: string, options: WorkloadOptions, knative: b
     name: 'function',
     image: options.image,
     imagePullPolicy: 'IfNotPresent',
-    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET', valueFrom: { secretKeyRef: { name: account, key: 'secret' } } }, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
+    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET_FILE', value: `${authKeyDir}/secret` }, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
+    volumeMounts: [{ name: 'auth', mountPath: authKeyDir, readOnly: true }],
     readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
     ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 10 } }),
     resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
@@ -237,6 +247,7 @@ export function functionKnativeService(reconciler: Reconciler, options: KnativeW
           containerConcurrency: reconciler.maxConcurrentReconciles ?? reconcileDefaults.maxConcurrentReconciles,
           timeoutSeconds: reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds,
           containers: [functionContainer(account, options, true)],
+          volumes: [authVolume(account)],
         },
       },
     },

@@ -219,6 +219,23 @@ describe('bridge', { concurrency: true }, () => {
     assert.equal(events.items.filter((e) => e.reason === 'ReconcileRejected').length, 0, 'no rejection recorded for a rotation');
   });
 
+  test('a function still on the previous key (its mounted Secret not refreshed yet): the 401 is retried, not terminal, until it has the new one', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster);
+    const previous = f.receiver.credentials;
+    // Rotated before the bridge has read the Secret: it signs with the new key at once.
+    const next = uniqueName('rotated');
+    await kubeApi(cluster.kc).request('PATCH', `/api/v1/namespaces/${f.ns}/secrets/widget-fn`, { body: { stringData: { secret: next } }, contentType: 'application/merge-patch+json' });
+    assert.deepEqual(f.receiver.credentials, previous);
+    await f.createWidget('waiting');
+    await waitFor('the function to refuse the new key', async () => f.receiver.refused.length >= 2 || undefined, { timeoutMs: 20_000 });
+    f.receiver.credentials = { kind: 'hmac', secret: next }; // the function reads the refreshed key
+    const d = await waitFor('the delivery once the function has the new key', async () => f.receiver.of('waiting')[0], { timeoutMs: 20_000 });
+    assert.equal(d.reason, 'created');
+    const events = await cluster.core.listNamespacedEvent({ namespace: f.ns, fieldSelector: 'involvedObject.name=waiting' });
+    assert.equal(events.items.filter((e) => e.reason === 'ReconcileRejected').length, 0, 'not refused as the function\'s verdict');
+  });
+
   test('a function that hangs past timeoutSeconds is retried', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 1 } });
