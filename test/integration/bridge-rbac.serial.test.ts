@@ -2,6 +2,10 @@
 // lets a bridge running under the kfn-bridge ServiceAccount's token do its whole job — read
 // Reconcilers and write their status, hold its Lease, read the auth Secret, watch the kinds it
 // is granted, write Events — configured from Reconciler resources, not a file.
+//
+// Serial: its bridge acts on every Reconciler in the cluster with the narrow rights of the
+// shipped RBAC, so beside other tests it would write their Reconcilers' status ("may not
+// list/watch …") over what their own bridges write.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
