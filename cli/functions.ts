@@ -15,6 +15,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { functionLabel } from '../core/names.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
 export async function loadFunction(dir: string): Promise<Reconciler> {
@@ -163,7 +164,25 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
       if (!(err instanceof ApiError && err.status === 404)) throw err;
     });
   }
+  await removeStaleRoleBindings(api, name, objects, namespace);
   console.error(`applied ${objects.length} objects for ${name}`);
+}
+
+/**
+ * The function's RoleBindings in namespaces it no longer watches (`--watch-namespace` shrank, or
+ * went back to every namespace): an earlier apply's grant must not outlive it.
+ */
+async function removeStaleRoleBindings(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
+  const binding = `kfn-fn-${name}:${namespace}`;
+  const kept = new Set(objects.flatMap((o) => ((o as { kind: string }).kind === 'RoleBinding' ? [(o as { metadata: { namespace: string } }).metadata.namespace] : [])));
+  const found = await api.request<{ items: { metadata: { name: string; namespace: string } }[] }>('GET', '/apis/rbac.authorization.k8s.io/v1/rolebindings', { query: { labelSelector: `${functionLabel}=${name}` } });
+  for (const b of found.items) {
+    if (b.metadata.name !== binding || kept.has(b.metadata.namespace)) continue;
+    await api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.metadata.namespace}/rolebindings/${encodeURIComponent(binding)}`).catch((err) => {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    });
+    console.error(`removed RoleBinding ${b.metadata.namespace}/${binding} (${name} no longer watches ${b.metadata.namespace})`);
+  }
 }
 
 export interface StartedFunction {
