@@ -1,5 +1,5 @@
 // `kfn cluster …`: build, start, stop and inspect the local Kubernetes control plane.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { KubeApi } from '../kube/api.ts';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ensureBinaries } from '../cluster/build.ts';
@@ -234,7 +234,7 @@ async function token(argv: string[]): Promise<number> {
   const adminKubeconfig = values.kubeconfig ?? clusterPaths().kubeconfig;
   const tok = await requestServiceAccountToken(new KubeApi(connectionFromKubeconfig(adminKubeconfig)), ref, duration);
   if (values['kubeconfig-out']) {
-    writeFileSync(values['kubeconfig-out'], kubeconfigForToken(readFileSync(adminKubeconfig, 'utf8'), tok, `${ref.namespace}-${ref.name}`), { mode: 0o600 });
+    writeFileSync(values['kubeconfig-out'], kubeconfigForToken(adminKubeconfig, tok, `${ref.namespace}-${ref.name}`), { mode: 0o600 });
     say(`Wrote a kubeconfig for ServiceAccount ${ref.namespace}/${ref.name} to ${values['kubeconfig-out']} (valid ${duration}s).`);
   } else {
     console.log(tok);

@@ -5,7 +5,7 @@
 //   browser ──SSE── /api/stream ◀── records ◀── /fn/<name> ◀── bridge (in process) ◀── watches
 //                   /api/deliveries/:id/replay ──▶ /fn/<name> (live)  |  in process (dry-run)
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { serve as serveNode, type ServerType } from '@hono/node-server';
@@ -76,7 +76,7 @@ function buildError(err: unknown): string {
 /** What the dev server needs to know to set a function up in the cluster. */
 interface DevCluster {
   adminApi: KubeApi;
-  /** The admin kubeconfig's text: each function's own kubeconfig is made from its cluster. */
+  /** The admin kubeconfig's path: each function's own kubeconfig is made for its cluster. */
   adminKubeconfig: string;
   systemNamespace: string;
   /** The server's own URL: each function is served at <base>/fn/<name>. */
@@ -216,7 +216,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const say = options.log ?? ((line: string) => console.error(line));
   const host = options.host ?? '127.0.0.1';
   const base = `http://${host}:${options.port}`;
-  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: readFileSync(options.kubeconfig, 'utf8'), systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
+  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: options.kubeconfig, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
   rmSync(bundleDir, { recursive: true, force: true });
   const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
   const fns = new Map<string, DevFunction>();

@@ -202,7 +202,7 @@ export async function startFunction(options: { dir: string; name: string; port: 
   const secret = await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${namespace}/secrets/kfn-fn-${name}`);
   const token = await requestServiceAccountToken(api, { namespace, name: `kfn-fn-${name}` }, 86400);
   const kubeconfig = join(workDir, `${name}.kubeconfig`);
-  writeFileSync(kubeconfig, kubeconfigForToken(readFileSync(options.adminKubeconfig, 'utf8'), token, `kfn-fn-${name}`), { mode: 0o600 });
+  writeFileSync(kubeconfig, kubeconfigForToken(options.adminKubeconfig, token, `kfn-fn-${name}`), { mode: 0o600 });
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { connectionFromKubeconfigText } from '../kube/connection.ts';
 import { kubeconfigForToken, parseServiceAccountRef } from './serviceaccount.ts';
@@ -15,19 +18,27 @@ test('parseServiceAccountRef rejects what is not a reference, saying how to writ
   }
 });
 
-test('kubeconfigForToken keeps the cluster and uses only the token', () => {
-  const base = stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:16443', 'certificate-authority-data': 'Q0E=' } }, { name: 'other', cluster: { server: 'https://elsewhere' } }],
-    users: [{ name: 'admin', user: { token: 'admin-token' } }],
-    contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'admin' } }],
-    'current-context': 'ctx',
-  });
-  const text = kubeconfigForToken(base, 'sa-token');
-  const connection = connectionFromKubeconfigText(text, 'sa');
-  assert.equal(connection.server, 'https://127.0.0.1:16443');
+test('kubeconfigForToken keeps the cluster (its CA inline, even from a file the base names) and uses only the token', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-sa-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'ca.crt'), 'CA FROM A FILE');
+  const base = (cluster: Record<string, unknown>) => {
+    const path = join(dir, 'admin.kubeconfig');
+    writeFileSync(path, stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:16443', ...cluster } }, { name: 'other', cluster: { server: 'https://elsewhere' } }],
+      users: [{ name: 'admin', user: { token: 'admin-token' } }],
+      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'admin' } }],
+      'current-context': 'ctx',
+    }));
+    return path;
+  };
+  const text = kubeconfigForToken(base({ 'certificate-authority-data': 'Q0E=' }), 'sa-token');
+  assert.equal(connectionFromKubeconfigText(text, 'sa').server, 'https://127.0.0.1:16443');
   assert.doesNotMatch(text, /admin-token|elsewhere/);
   assert.match(text, /certificate-authority-data: Q0E=/);
   assert.match(text, /token: sa-token/);
+  const fromFile = kubeconfigForToken(base({ 'certificate-authority': 'ca.crt' }), 'sa-token');
+  assert.match(fromFile, new RegExp(`certificate-authority-data: ${Buffer.from('CA FROM A FILE').toString('base64')}`), 'a CA file relative to the base kubeconfig, read and put inline');
 });

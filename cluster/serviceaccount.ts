@@ -1,7 +1,10 @@
 // Identities for things that should run under their own RBAC (a function, the bridge, a test):
 // a TokenRequest for any ServiceAccount, and a kubeconfig that uses that token.
-import { parse, stringify } from 'yaml';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { stringify } from 'yaml';
 import { ApiError, type KubeApi } from '../kube/api.ts';
+import { kubeconfigCluster } from '../kube/connection.ts';
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -37,25 +40,20 @@ export async function requestServiceAccountToken(api: KubeApi, ref: ServiceAccou
   return res.status.token;
 }
 
-interface Kubeconfig {
-  'current-context'?: string;
-  contexts?: { name: string; context: { cluster: string } }[];
-  clusters?: { name: string; cluster: Record<string, unknown> }[];
-}
-
-/** A kubeconfig (YAML) for the current cluster of `base` (a kubeconfig's text) that authenticates with `token` only. */
-export function kubeconfigForToken(base: string, token: string, user = 'serviceaccount'): string {
-  const doc = parse(base) as Kubeconfig;
-  const contextName = doc['current-context'];
-  const clusterName = doc.contexts?.find((c) => c.name === contextName)?.context.cluster;
-  const cluster = doc.clusters?.find((c) => c.name === clusterName);
-  if (!cluster) throw new Error('the base kubeconfig has no current cluster');
+/**
+ * A kubeconfig (YAML) for the current cluster of the kubeconfig at `basePath` that
+ * authenticates with `token` only. The cluster's CA is written inline (read from its file if
+ * the base names one), so the result works wherever it is put.
+ */
+export function kubeconfigForToken(basePath: string, token: string, user = 'serviceaccount'): string {
+  const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(readFileSync(basePath, 'utf8'), basePath, dirname(basePath));
+  const cluster = { server, ...(ca ? { 'certificate-authority-data': Buffer.from(ca).toString('base64') } : {}), ...(insecureSkipTlsVerify ? { 'insecure-skip-tls-verify': true } : {}) };
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [cluster],
+    clusters: [{ name: 'kfn', cluster }],
     users: [{ name: user, user: { token } }],
-    contexts: [{ name: 'kfn', context: { cluster: cluster.name, user } }],
+    contexts: [{ name: 'kfn', context: { cluster: 'kfn', user } }],
     'current-context': 'kfn',
   });
 }

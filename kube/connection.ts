@@ -97,8 +97,8 @@ export function connectionFromKubeconfig(path: string): Connection {
   return connectionFromKubeconfigText(text, path, dirname(path));
 }
 
-/** A kubeconfig's current context from its text (e.g. an environment variable); relative file paths resolve against `base`. */
-export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd()): Connection {
+/** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
+function currentContext(text: string, path: string) {
   let doc: KubeconfigFile;
   try {
     doc = parse(text) as KubeconfigFile;
@@ -106,23 +106,38 @@ export function connectionFromKubeconfigText(text: string, path: string, base = 
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
   }
-  const file = (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
-  const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
   const contextName = doc['current-context'];
   const context = doc.contexts?.find((c) => c.name === contextName)?.context;
   if (!context) throw new Error(`kubeconfig ${path} has no current context${contextName ? ` named ${contextName}` : ''}`);
   const cluster = doc.clusters?.find((c) => c.name === context.cluster)?.cluster;
   if (!cluster?.server) throw new Error(`kubeconfig ${path}: cluster ${context.cluster} has no server`);
+  return { doc, context, cluster };
+}
+
+const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
+const fileIn = (base: string) => (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
+
+/** The cluster of a kubeconfig's current context: its server and CA (read, if it names a file; relative paths resolve against `base`). */
+export function kubeconfigCluster(text: string, path: string, base = process.cwd()): { server: string; ca?: string; insecureSkipTlsVerify: boolean } {
+  const { cluster } = currentContext(text, path);
+  const ca = cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? fileIn(base)(cluster['certificate-authority']) : undefined;
+  return { server: cluster.server, ...(ca ? { ca } : {}), insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true };
+}
+
+/** A kubeconfig's current context from its text (e.g. an environment variable); relative file paths resolve against `base`. */
+export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd()): Connection {
+  const { doc, context } = currentContext(text, path);
+  const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(text, path, base);
+  const file = fileIn(base);
   const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
-  const ca = cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? file(cluster['certificate-authority']) : undefined;
   if (user.exec || user['auth-provider']) {
-    return connectionFromOptions({ server: cluster.server, ca, insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true, source: path, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
+    return connectionFromOptions({ server, ca, insecureSkipTlsVerify, source: path, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
   }
   const str = (k: string) => (typeof user[k] === 'string' ? (user[k] as string) : undefined);
   return connectionFromOptions({
-    server: cluster.server,
+    server,
     ca,
-    insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true,
+    insecureSkipTlsVerify,
     token: str('token'),
     tokenFile: str('tokenFile') ? (isAbsolute(str('tokenFile')!) ? str('tokenFile') : join(base, str('tokenFile')!)) : undefined,
     cert: str('client-certificate-data') ? b64(str('client-certificate-data')!) : str('client-certificate') ? file(str('client-certificate')!) : undefined,

@@ -67,7 +67,7 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   const dir = mkdtempSync(join(tmpdir(), 'kfn-rbac-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const kubeconfig = join(dir, 'bridge.kubeconfig');
-  writeFileSync(kubeconfig, kubeconfigForToken(cluster.kc.exportConfig(), token));
+  writeFileSync(kubeconfig, kubeconfigForToken(cluster.paths.kubeconfig, token));
   const leaseName = uniqueName('kfn-bridge-test');
   const running = await startBridge({ kubeconfig, leaderElect: true, leaseNamespace: 'kfn-system', leaseName, metricsAddr: '127.0.0.1:0', logLevel: process.env.KFN_TEST_LOG ?? 'warn', shutdownTimeoutMs: 5000 });
   t.after(() => running.stop());
@@ -125,7 +125,7 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   // And nothing more than that: it cannot get a Secret outside its namespace (other functions'
   // grants may let it list and watch kinds they own, never get or write them), nor write the
   // objects it watches.
-  const asBridge = new KubeApi(connectionFromKubeconfigText(kubeconfigForToken(cluster.kc.exportConfig(), token), 'the bridge\'s ServiceAccount'));
+  const asBridge = new KubeApi(connectionFromKubeconfigText(kubeconfigForToken(cluster.paths.kubeconfig, token), 'the bridge\'s ServiceAccount'));
   await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'private' }, stringData: { k: 'v' } } });
   await assert.rejects(asBridge.request('GET', `/api/v1/namespaces/${ns}/secrets/private`), /forbidden/);
   await assert.rejects(asBridge.request('POST', widgets, { body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'x' } } }), /forbidden/);
@@ -159,7 +159,7 @@ test('a bridge whose Reconciler names namespaces needs rights in those namespace
   const dir = mkdtempSync(join(tmpdir(), 'kfn-scoped-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const kubeconfig = join(dir, 'bridge.kubeconfig');
-  writeFileSync(kubeconfig, kubeconfigForToken(cluster.kc.exportConfig(), token));
+  writeFileSync(kubeconfig, kubeconfigForToken(cluster.paths.kubeconfig, token));
   const receiver = await startReceiver(t, { kind: 'none' });
   const config = join(dir, 'bridge.yaml');
   writeFileSync(

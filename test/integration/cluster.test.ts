@@ -146,7 +146,7 @@ spec:
     await cluster.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'reader' } } });
     const token = await requestServiceAccountToken(kubeApi(cluster.kc), { namespace: ns, name: 'reader' }, 600);
     const readerConfig = new KubeConfig();
-    readerConfig.loadFromString(kubeconfigForToken(cluster.kc.exportConfig(), token));
+    readerConfig.loadFromString(kubeconfigForToken(cluster.paths.kubeconfig, token));
     const asReader = readerConfig.makeApiClient(CoreV1Api);
 
     const denied = await expectApiError(() => asReader.listNamespacedConfigMap({ namespace: ns }));

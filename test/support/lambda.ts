@@ -409,6 +409,6 @@ export async function lambdaEnvironment(cluster: TestCluster, name: string, name
   const token = await requestServiceAccountToken(api, { namespace, name: `kfn-fn-${name}` }, 86400);
   return {
     KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8'),
-    KFN_KUBECONFIG: kubeconfigForToken(cluster.kc.exportConfig(), token, `kfn-fn-${name}`),
+    KFN_KUBECONFIG: kubeconfigForToken(cluster.paths.kubeconfig, token, `kfn-fn-${name}`),
   };
 }
