@@ -12,8 +12,6 @@ export interface DeliveryResult {
   /** HTTP status, or undefined when no response came (timeout, refused connection). */
   status?: number;
   durationMs: number;
-  /** The sink's front door refused the request's signature (SigV4). */
-  refusedSignature?: boolean;
   /**
    * The request may have reached the function and no answer of the function's came (a timeout,
    * a connection broken after sending, a 502 or 504 from a proxy in front): it may still be at
@@ -75,7 +73,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       // The front door refused the signature, not the function the event: not this object's
       // fault, and fixable (credentials, policy), so it is retried with backoff.
       const why = `HTTP ${status} from ${new URL(options.url).host}: the AWS SigV4-signed request was refused (${text.slice(0, 200)}); check that the bridge's AWS credentials belong to a principal allowed lambda:InvokeFunctionUrl on this function, and spec.sink.awsIam.region`;
-      return { outcome: { kind: 'retry', why }, status, durationMs: now() - started, refusedSignature: true };
+      return { outcome: { kind: 'retry', why, sinkProblem: why }, status, durationMs: now() - started };
     }
     // A 502 or 504 from a proxy in front (Knative's queue-proxy, an ingress): the function
     // behind it may have the event and still be working on it.

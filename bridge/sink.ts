@@ -40,7 +40,6 @@ export class Sink {
       sink = await this.resolve();
       const credentials = await this.resolveCredentials();
       result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer() });
-      if (result.refusedSignature && result.outcome.kind === 'retry') this.setProblem(result.outcome.why);
     } catch (err) {
       if (err instanceof SinkError) this.setProblem(err.message);
       result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
@@ -86,12 +85,11 @@ export class Sink {
     const used = this.credentials;
     this.credentials = undefined;
     const current = await this.resolveCredentials().catch(() => undefined);
+    const { name, namespace } = this.config.auth!.secretRef;
     if (!current || JSON.stringify(current) === JSON.stringify(used)) {
-      const { name, namespace } = this.config.auth!.secretRef;
       const sinkProblem = `the function refuses the key of the auth Secret ${namespace}/${name} (HTTP 401): it has not picked up a rotated key yet, or it was given another Secret; retrying`;
       return { ...result, outcome: { kind: 'retry', why: sinkProblem, sinkProblem } };
     }
-    const { name, namespace } = this.config.auth!.secretRef;
     return { ...result, outcome: { kind: 'retry', why: `HTTP 401 with the previous key of the auth Secret ${namespace}/${name}, which has been rotated; retrying with the new one` } };
   }
 

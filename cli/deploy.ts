@@ -22,7 +22,7 @@ import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { waitFor, WaitAbandoned } from '../core/clock.ts';
+import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { functionLabel, functionLabels, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 
@@ -284,7 +284,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
   }
-  const deadline = Date.now() + (options.timeoutSeconds ?? 120) * 1000;
+  const deadline = systemClock.now() + (options.timeoutSeconds ?? 120) * 1000;
   for (const name of deployed) {
     if (knative) await waitKnativeService(api, options.namespace, `kfn-fn-${name}`, deadline);
     else await waitDeployment(api, options.namespace, name, deadline);
@@ -367,7 +367,6 @@ async function podAnswers(api: KubeApi, namespace: string, name: string): Promis
   if (!podIP) return 'no pod found';
   return (await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`;
 }
-
 
 interface KnativeServiceObject {
   metadata: { generation: number };

@@ -9,7 +9,7 @@
 import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { waitFor } from '../core/clock.ts';
+import { systemClock, waitFor } from '../core/clock.ts';
 import type { ReadCondition } from '../core/conditions.ts';
 import { ApiError, applyObject, objectPath, type KubeApi, type Manifest } from '../kube/api.ts';
 import { cachedBuild, ensureBuild, goOutput, type BuildOptions, type BuildSpec, type BinarySet } from './build.ts';
@@ -240,7 +240,7 @@ export interface InstallOptions {
  */
 export async function applyKnative(api: KubeApi, k: KnativeBinaries, options: InstallOptions = {}): Promise<void> {
   const log = options.log ?? (() => {});
-  const deadline = Date.now() + (options.timeoutSeconds ?? 300) * 1000;
+  const deadline = systemClock.now() + (options.timeoutSeconds ?? 300) * 1000;
   const images = knativeImages(k);
   const objects = [...knativeManifests(k.configDir, images), ...traefikManifests(images.traefik, localSettings.cpuRequest)];
   log(`Applying Knative Serving ${k.versions.serving} (${objects.length - 6} objects) and Traefik ${k.versions.traefik}`);
@@ -325,7 +325,7 @@ export async function uninstallKnative(api: KubeApi, k: KnativeBinaries, options
       if (!(err instanceof ApiError && err.status === 404) && !/does not serve/.test((err as Error).message)) throw err;
     }
   }
-  const deadline = Date.now() + (options.timeoutSeconds ?? 180) * 1000;
+  const deadline = systemClock.now() + (options.timeoutSeconds ?? 180) * 1000;
   for (const ns of [knativeNamespace, ingressNamespace]) {
     await waitFor(`namespace ${ns} to be gone`, () => api.request('GET', `/api/v1/namespaces/${ns}`).then(() => false, (err) => err instanceof ApiError && err.status === 404), {
       deadline,

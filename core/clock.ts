@@ -111,8 +111,10 @@ export class WaitAbandoned extends Error {}
 
 /**
  * Polls `check` until it returns something other than undefined, false or null, and returns
- * that. An error thrown by `check` counts as "not yet", but for WaitAbandoned, which ends the wait. A timeout's error names what was
- * awaited, the last value seen and the last error: what the world looked like.
+ * that. An error thrown by `check` counts as "not yet", but for WaitAbandoned, which ends the
+ * wait. A timeout's error names what was awaited, the last value seen and the last error: what
+ * the world looked like. `deadline` is on the same clock (`clock.now()`, the system clock's by
+ * default).
  */
 export async function waitFor<T>(what: string, check: () => T | undefined | false | null | Promise<T | undefined | false | null>, options: WaitOptions = {}): Promise<T> {
   const clock = options.clock ?? systemClock;

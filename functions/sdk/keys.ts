@@ -35,13 +35,12 @@ export function keyFileCredentials(path: string, options: KeyFileOptions = {}): 
     if (t - readAt >= checkEveryMs) {
       readAt = t;
       // A failed read keeps the key in use: the kubelet swaps the file by a link, never empties it.
-      const fresh = (() => {
-        try {
-          return read();
-        } catch {
-          return key;
-        }
-      })();
+      let fresh = key;
+      try {
+        fresh = read();
+      } catch {
+        /* keep the key in use */
+      }
       if (fresh !== key) {
         previous = { key, until: t + previousForMs };
         key = fresh;

@@ -315,8 +315,8 @@ class Invocation {
       this.options.observer?.child(desired, live.get(key), needed);
       if (needed) toApply.push(desired);
     }
-    const clusterScoped = toApply.map((d) => scoped[children.indexOf(d as Child)]!);
-    for (const wave of [toApply.filter((_, i) => clusterScoped[i]), toApply.filter((_, i) => !clusterScoped[i])]) {
+    const clusterScoped = new Set(children.filter((_, i) => scoped[i]));
+    for (const wave of [toApply.filter((d) => clusterScoped.has(d as Child)), toApply.filter((d) => !clusterScoped.has(d as Child))]) {
       const settled = await Promise.allSettled(wave.map((d) => this.applyChild(d)));
       // Changes and refusals in the children's order, whatever order the answers came in.
       for (const [i, s] of settled.entries()) {
@@ -472,9 +472,9 @@ async function removeFinalizer(api: KubeApi, path: string, obj: KubeObject, fina
       return true;
     } catch (err) {
       if (!(err instanceof ApiError) || (err.status !== 422 && err.status !== 404) || attempt === 5) throw err;
-      const now = await api.request<KubeObject>('GET', path).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e)));
-      if (!now || now.metadata.uid !== uid) return false;
-      finalizers = now.metadata.finalizers ?? [];
+      const fresh = await api.request<KubeObject>('GET', path).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e)));
+      if (!fresh || fresh.metadata.uid !== uid) return false;
+      finalizers = fresh.metadata.finalizers ?? [];
     }
   }
 }
