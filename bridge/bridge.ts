@@ -9,6 +9,7 @@
 import { hostname } from 'node:os';
 import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
 import { Controller, type ControllerContext } from './controller.ts';
+import { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
@@ -63,6 +64,8 @@ export class Bridge {
   readonly options: BridgeOptions;
   readonly clock: Clock;
   readonly source: string;
+  /** The keys whose deliveries may still be running, whichever controller (or replica) sent them. */
+  readonly holds: Holds;
   private readonly runtimes = new Map<string, Controller>();
   /** What every Controller of this bridge uses of it. */
   private readonly context: ControllerContext;
@@ -73,7 +76,13 @@ export class Bridge {
     this.options = options;
     this.clock = options.clock ?? systemClock;
     this.source = options.source ?? `kfn://${hostname()}/bridge`;
-    this.context = { ...options, clock: this.clock, source: this.source, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message) };
+    this.holds = new Holds(this.clock);
+    // A delivery of a controller since replaced (an edit) answered: its successor need not wait.
+    this.holds.onReleased = (reconciler, key, by) => {
+      const runtime = this.runtimes.get(reconciler);
+      if (runtime && runtime !== by) runtime.wake(key);
+    };
+    this.context = { ...options, clock: this.clock, source: this.source, holds: this.holds, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message) };
   }
 
   /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */
@@ -117,11 +126,14 @@ export class Bridge {
    */
   async setReconcilers(configs: ReconcilerConfig[]): Promise<Map<string, Error>> {
     const wanted = new Map(configs.map((c) => [c.name, c]));
+    if (configs.length) this.holds.longestTimeoutMs = Math.max(...configs.map((c) => c.timeoutSeconds * 1000));
     for (const [name, runtime] of this.runtimes) {
       const next = wanted.get(name);
       // An edited Reconciler keeps the watches its new spec still needs: no restart, no relist.
+      // Its deliveries in flight are not waited for: they hold their keys (bridge/holds.ts), so
+      // the new spec applies to every other key at once.
       if (!next) await this.removeReconciler(name);
-      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, await this.watchIdsOf(next));
+      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, await this.watchIdsOf(next), 0);
     }
     const failed = new Map<string, Error>();
     for (const config of configs) {
@@ -161,12 +173,15 @@ export class Bridge {
     this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
   }
 
-  /** Stops a Reconciler and lets go of its watches, except those in `keep` (its next spec's). */
-  private async removeReconciler(name: string, keep: Set<string> = new Set()): Promise<void> {
+  /**
+   * Stops a Reconciler (waiting up to `waitMs` for its deliveries in flight) and lets go of its
+   * watches, except those in `keep` (its next spec's).
+   */
+  private async removeReconciler(name: string, keep: Set<string> = new Set(), waitMs = this.stopTimeoutMs): Promise<void> {
     const runtime = this.runtimes.get(name);
     if (!runtime) return;
     this.runtimes.delete(name);
-    await runtime.stop(this.stopTimeoutMs);
+    await runtime.stop(waitMs);
     for (const [id, shared] of this.watches) {
       if (keep.has(id) || !shared.users.has(name)) continue;
       shared.users.delete(name);

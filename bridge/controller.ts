@@ -9,9 +9,10 @@
 //                                                          └── carryOut(settle()) ◀┘
 import type { ReconcilerConfig } from './config.ts';
 import type { DeliveryResult } from './delivery.ts';
+import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
-import { journalEntryOf, settle, type Settlement } from './outcome.ts';
+import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import { Sink } from './sink.ts';
@@ -35,6 +36,8 @@ export interface ControllerContext {
   metrics?: BridgeMetrics;
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
   owns?: (key: string) => boolean;
+  /** The bridge's holds: keys whose deliveries may still be running, here or in a replica before. */
+  holds: Holds;
   /** A Warning Event on the object, for failures a person should see there. */
   recordWarning(obj: KubeObject, reason: string, message: string): Promise<void>;
 }
@@ -54,9 +57,6 @@ export class Controller {
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
   private readonly tombstones = new Map<string, KubeObject>();
-  // Keys whose last delivery timed out, until its deadline plus a grace: the function may still
-  // be finishing it (the SDK stops at the deadline), so nothing is delivered for them before.
-  private readonly heldUntil = new Map<string, number>();
   // The primaries' selectors, by the field a selector-mapped watch names.
   private readonly selectors = new Map<string, SelectorIndex>();
   // The primaries' references, by the field a reference-mapped watch names.
@@ -108,6 +108,11 @@ export class Controller {
 
   private owns(key: string): boolean {
     return this.bridge.owns?.(key) ?? true;
+  }
+
+  /** Queues `key` again now: a hold on it ended early (the controller this one replaced got its answer). */
+  wake(key: string): void {
+    if (this.owns(key)) this.queue.add(key);
   }
 
   /** Queues every primary `which` selects (a shard just taken over), as a resync would. */
@@ -182,6 +187,8 @@ export class Controller {
     const timeoutMs = this.config.timeoutSeconds * 1000;
     const deadline = this.bridge.clock.now() + timeoutMs;
     const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, this.bridge.clock.wall() + timeoutMs);
+    // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
+    this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
     const { result, sink } = await this.send(message, reason);
     const now = this.bridge.clock.now();
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
@@ -195,17 +202,15 @@ export class Controller {
     }
   }
 
-  /** True when the key's last delivery may still be running (it timed out): it is queued for later. */
+  /**
+   * True when a delivery of the key may still be running (one that timed out, one in flight in
+   * the controller this one replaced, one a previous Lease holder left): it is queued for later.
+   */
   private heldBack(key: string): boolean {
-    const held = this.heldUntil.get(key);
-    if (held === undefined) return false;
-    const wait = held - this.bridge.clock.now();
-    if (wait > 0) {
-      this.queue.addAfter(key, wait);
-      return true;
-    }
-    this.heldUntil.delete(key);
-    return false;
+    const until = this.bridge.holds.until(this.config.name, key, this.config.timeoutSeconds * 1000);
+    if (until === undefined) return false;
+    this.queue.addAfter(key, until - this.bridge.clock.now());
+    return true;
   }
 
   /** Sends one event to the sink with the Reconciler's credentials; never throws. */
@@ -228,7 +233,7 @@ export class Controller {
     if (s.error === 'terminal') metrics?.terminalErrors.inc({ controller });
     if (s.finished) this.finish(key, pending, deleted);
     if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.pending.set(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
-    if (s.holdUntil !== undefined) this.heldUntil.set(key, s.holdUntil);
+    this.bridge.holds.release(this.config.name, key, s.holdUntil, this);
     switch (s.queue.kind) {
       case 'forget':
         this.queue.forget(key);

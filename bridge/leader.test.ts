@@ -140,4 +140,41 @@ describe('LeaderElector', () => {
     assert.equal(await early.tryAcquireOrRenew(), false, 'a Lease nobody created is not created before its time either');
     assert.equal(fresh.holder(), undefined);
   });
+
+  test('the new holder learns how it took the Lease: new, handed over with a note (which it removes), or expired', async () => {
+    const clock = new FakeClock(0);
+    const store = leaseStore();
+    const candidate = (identity: string, note = '') =>
+      new LeaderElector({ api: store.api, namespace: 'ns', name: 'bridge', identity, clock, handOverAnnotation: 'kfn.dev/held', handOver: () => note });
+    const takeovers: unknown[] = [];
+    const run = async (elector: LeaderElector) => {
+      void elector.run((takeover) => void takeovers.push(takeover), () => {});
+      await flush();
+    };
+
+    const a = candidate('a', '{"widgets":{"ns/w":5000}}');
+    await run(a);
+    assert.deepEqual(takeovers.at(-1), { from: 'nobody' });
+    await a.stop(true);
+    assert.equal((store.lease()!.metadata.annotations as Record<string, string>)['kfn.dev/held'], '{"widgets":{"ns/w":5000}}', 'the note, written on release');
+
+    const b = candidate('b');
+    await run(b);
+    assert.deepEqual(takeovers.at(-1), { from: 'released', note: '{"widgets":{"ns/w":5000}}' });
+    assert.equal((store.lease()!.metadata.annotations as Record<string, string> | undefined)?.['kfn.dev/held'], undefined, 'taken: the note is gone');
+
+    // b dies without a word; c takes the Lease once it has expired.
+    await b.stop(false);
+    const c = candidate('c');
+    await run(c);
+    assert.equal(takeovers.length, 2, 'c waits while b\'s Lease is fresh');
+    await advance(clock, 20_000, 1000);
+    assert.deepEqual(takeovers.at(-1), { from: 'expired', holder: 'b' });
+    await c.stop(false);
+
+    // A process of c's own identity (its container restarted) is not c: what c left may run.
+    const again = candidate('c');
+    await run(again);
+    assert.deepEqual(takeovers.at(-1), { from: 'expired', holder: 'c' });
+  });
 });

@@ -29,10 +29,25 @@ export interface LeaderElectionOptions {
   clock?: Clock;
   /** Draws the retry's jitter, from [0, 1) (default Math.random). */
   random?: () => number;
+  /**
+   * A hand-over: on release, the text `handOver()` answers is written into this annotation of
+   * the Lease, for the next holder (its Takeover's `note`), which removes it on taking the Lease.
+   */
+  handOverAnnotation?: string;
+  handOver?: () => string;
 }
 
+/** How a candidate came to hold the Lease: what the previous holder may have left undone. */
+export type Takeover =
+  /** Nobody held it before (the Lease is new). */
+  | { from: 'nobody' }
+  /** The previous holder let it go, with its hand-over note if it wrote one. */
+  | { from: 'released'; note?: string }
+  /** The previous holder stopped renewing without letting go (killed, partitioned, restarted). */
+  | { from: 'expired'; holder: string };
+
 interface Lease {
-  metadata: { name: string; namespace: string; resourceVersion?: string };
+  metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec?: {
     holderIdentity?: string;
     leaseDurationSeconds?: number;
@@ -48,7 +63,8 @@ function microTime(ms: number): string {
 }
 
 export class LeaderElector {
-  private readonly o: Required<Omit<LeaderElectionOptions, 'log' | 'clock' | 'random' | 'acquireAfter'>> & Pick<LeaderElectionOptions, 'log' | 'acquireAfter'>;
+  private readonly o: Required<Pick<LeaderElectionOptions, 'api' | 'namespace' | 'name' | 'identity' | 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs'>> &
+    Pick<LeaderElectionOptions, 'log' | 'acquireAfter' | 'handOverAnnotation' | 'handOver'>;
   private readonly clock: Clock;
   private readonly random: () => number;
   private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
@@ -56,6 +72,8 @@ export class LeaderElector {
   private leading = false;
   /** When the request of the last successful take or renewal was sent. */
   private renewedAt = 0;
+  /** How this candidate took the Lease (set by the take, read when it starts leading). */
+  private takeover: Takeover = { from: 'nobody' };
 
   constructor(options: LeaderElectionOptions) {
     const { clock, random, ...rest } = options;
@@ -116,6 +134,7 @@ export class LeaderElector {
           body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(wall)) },
         });
         this.observe(created, now);
+        this.takeover = { from: 'nobody' };
         return true;
       } catch (createErr) {
         if (createErr instanceof ApiError && createErr.status === 409) return false; // someone else created it first
@@ -130,10 +149,16 @@ export class LeaderElector {
     if (s.holderIdentity !== identity && now < (this.o.acquireAfter ?? 0)) return false; // not our turn yet
     const transitions = (s.leaseTransitions ?? 0) + (s.holderIdentity === identity ? 0 : 1);
     const acquireTime = s.holderIdentity === identity && s.acquireTime ? s.acquireTime : microTime(wall);
+    // Taking (not renewing): what the previous holder may have left running. A holder of this
+    // very identity that this candidate is not is a predecessor (a restarted container).
+    const taking = !this.leading;
+    const note = this.o.handOverAnnotation ? lease.metadata.annotations?.[this.o.handOverAnnotation] : undefined;
+    const metadata = taking && this.o.handOverAnnotation ? { ...lease.metadata, annotations: withoutKey(lease.metadata.annotations, this.o.handOverAnnotation) } : lease.metadata;
     try {
       // The resourceVersion makes this an optimistic write: if another candidate wrote first, 409.
-      const updated = await api.request<Lease>('PUT', this.path, { body: { ...lease, spec: spec(transitions, acquireTime) } });
+      const updated = await api.request<Lease>('PUT', this.path, { body: { ...lease, metadata, spec: spec(transitions, acquireTime) } });
       this.observe(updated, now);
+      if (taking) this.takeover = s.holderIdentity ? { from: 'expired', holder: s.holderIdentity } : { from: 'released', ...(note !== undefined ? { note } : {}) };
       return true;
     } catch (err) {
       if (err instanceof ApiError && err.status === 409) return false;
@@ -149,7 +174,7 @@ export class LeaderElector {
    * Waits until this candidate holds the lease, then keeps renewing it in the background.
    * `onLost` is called once if a renewal deadline passes; the caller must stop at once.
    */
-  async run(onLeading: () => void | Promise<void>, onLost: (why: string) => void): Promise<void> {
+  async run(onLeading: (takeover: Takeover) => void | Promise<void>, onLost: (why: string) => void): Promise<void> {
     while (!this.stopped) {
       const attempt = await this.attempt(this.o.renewDeadlineMs);
       if (attempt.ok) {
@@ -163,7 +188,7 @@ export class LeaderElector {
     this.leading = true;
     this.o.log?.('became leader', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
     void this.renewLoop(onLost);
-    await onLeading();
+    await onLeading(this.takeover);
   }
 
   private async renewLoop(onLost: (why: string) => void): Promise<void> {
@@ -184,7 +209,10 @@ export class LeaderElector {
     }
   }
 
-  /** Stops renewing; with `release`, clears the holder so a standby takes over at once. */
+  /**
+   * Stops renewing; with `release`, clears the holder so a standby takes over at once, and
+   * leaves it the hand-over note.
+   */
   async stop(release = true): Promise<void> {
     this.stopped = true;
     if (!release || !this.leading) return;
@@ -192,10 +220,18 @@ export class LeaderElector {
     try {
       const lease = await this.o.api.request<Lease>('GET', this.path);
       if (lease.spec?.holderIdentity === this.o.identity) {
-        await this.o.api.request('PUT', this.path, { body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(this.clock.wall()) } } });
+        const { handOverAnnotation, handOver } = this.o;
+        const metadata = handOverAnnotation && handOver ? { ...lease.metadata, annotations: { ...lease.metadata.annotations, [handOverAnnotation]: handOver() } } : lease.metadata;
+        await this.o.api.request('PUT', this.path, { body: { ...lease, metadata, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(this.clock.wall()) } } });
       }
     } catch {
       /* best effort: the lease expires by itself */
     }
   }
+}
+
+function withoutKey(record: Record<string, string> | undefined, key: string): Record<string, string> | undefined {
+  if (!record || !(key in record)) return record;
+  const { [key]: _, ...rest } = record;
+  return rest;
 }

@@ -9,7 +9,8 @@ import { loadReconcilerFile, type ReconcilerConfig } from './config.ts';
 import { loadConnection } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
-import { LeaderElector } from './leader.ts';
+import { heldAnnotation } from './holds.ts';
+import { LeaderElector, type Takeover } from './leader.ts';
 import { preferredShard, shardOf, ShardSet } from './shards.ts';
 import { BridgeMetrics } from './metrics.ts';
 import type { WatcherOptions } from './watcher.ts';
@@ -183,6 +184,11 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
     metrics.leader.set({ name: leaseName }, 1);
     await start();
   };
+  // Before delivering keys another replica delivered: hold those it may have left running.
+  const takeOver = (takeover: Takeover, covers: (key: string) => boolean, lease: string) => {
+    const what = bridge.holds.takeOver(takeover, covers);
+    if (takeover.from !== 'nobody') logger.info({ lease, from: takeover.from }, what);
+  };
   if (shards > 1) {
     const shardSet: ShardSet = new ShardSet({
       api,
@@ -192,7 +198,10 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
       shards,
       preferred: preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()),
       log,
-      onGained: (shard) => {
+      handOverAnnotation: heldAnnotation,
+      handOver: (shard) => bridge.holds.handOver((key) => shardOf(key, shards) === shard),
+      onGained: (shard, takeover) => {
+        takeOver(takeover, (key) => shardOf(key, shards) === shard, shardSet.leaseName(shard));
         metrics.leader.set({ name: shardSet.leaseName(shard) }, 1);
         const queued = bridge.redeliver((key) => shardOf(key, shards) === shard);
         logger.info({ shard, shards: shardSet.shards, queued }, 'delivering a shard');
@@ -211,11 +220,14 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
     await leading();
     return undefined;
   }
-  const elector = new LeaderElector({ api, namespace, name: leaseName, identity, log });
+  const elector = new LeaderElector({ api, namespace, name: leaseName, identity, log, handOverAnnotation: heldAnnotation, handOver: () => bridge.holds.handOver(() => true) });
   metrics.leader.set({ name: leaseName }, 0);
   logger.info({ identity, lease: leaseName }, 'waiting for leadership');
   void elector
-    .run(leading, (why) => {
+    .run(async (takeover) => {
+      takeOver(takeover, () => true, leaseName);
+      await leading();
+    }, (why) => {
       logger.error({ why }, 'lost leadership; exiting');
       metrics.leader.set({ name: leaseName }, 0);
       process.exit(1);

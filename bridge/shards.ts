@@ -10,7 +10,7 @@
 // cannot renew a Lease it holds exits at once, as a leader does: no key is delivered by two
 // replicas at once. Shards are not handed back when the replica comes back; it waits as a
 // standby for the shard it would prefer.
-import { LeaderElector } from './leader.ts';
+import { LeaderElector, type Takeover } from './leader.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { KubeApi } from '../kube/api.ts';
 
@@ -50,8 +50,11 @@ export interface ShardOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** The Leases' timing runs on it (default the system clock). */
   clock?: Clock;
-  /** A shard's Lease was taken: deliver its keys from now on. */
-  onGained: (shard: number) => void;
+  /** A shard's Lease was taken: deliver its keys from now on (after what the takeover says is held). */
+  onGained: (shard: number, takeover: Takeover) => void;
+  /** What a shard's Lease hands over on release (LeaderElectionOptions.handOver), in this annotation. */
+  handOverAnnotation?: string;
+  handOver?: (shard: number) => string;
   /** A held Lease could not be renewed: the caller must stop delivering at once (exit). */
   onLost: (shard: number, why: string) => void;
 }
@@ -88,14 +91,24 @@ export class ShardSet {
       // Every Lease is watched from the start (so a dead holder's expiry is judged from now);
       // other replicas' shards are claimed only after the takeover delay.
       const delay = preferred === undefined || shard === preferred ? 0 : (this.o.takeoverDelayMs ?? 15_000);
-      const elector = new LeaderElector({ api: this.o.api, namespace: this.o.namespace, name: this.leaseName(shard), identity: this.o.identity, acquireAfter: (this.o.clock ?? systemClock).now() + delay, clock: this.o.clock, ...timing });
+      const { handOver, handOverAnnotation } = this.o;
+      const elector = new LeaderElector({
+        api: this.o.api,
+        namespace: this.o.namespace,
+        name: this.leaseName(shard),
+        identity: this.o.identity,
+        acquireAfter: (this.o.clock ?? systemClock).now() + delay,
+        clock: this.o.clock,
+        ...timing,
+        ...(handOver ? { handOverAnnotation, handOver: () => handOver(shard) } : {}),
+      });
       this.electors.push(elector);
       void elector
         .run(
-          () => {
+          (takeover) => {
             this.held.add(shard);
             this.o.log?.('took shard', { shard, lease: this.leaseName(shard) });
-            this.o.onGained(shard);
+            this.o.onGained(shard, takeover);
           },
           (why) => {
             this.held.delete(shard);

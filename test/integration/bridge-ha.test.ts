@@ -4,8 +4,10 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parse, stringify } from 'yaml';
 import { spawnBridge, widgetSetup, type WidgetSetup } from '../support/bridge.ts';
+import { answerDone } from '../support/receiver.ts';
 import { testCluster, kubeApi } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { startFaultProxy } from '../support/proxy.ts';
@@ -24,7 +26,8 @@ function perBridgeConfig(f: WidgetSetup): (who: string) => string {
 describe('bridge processes', { concurrency: true }, () => {
   test('two bridges: one delivers; SIGKILL it and the other takes over without losing a change', async (t) => {
     const cluster = await testCluster();
-    const f = await widgetSetup(t, cluster);
+    // A leader killed says nothing of what it had in flight: the next waits the timeout out.
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 5 } });
     const args = [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--leader-elect', `--lease-namespace=${f.ns}`, '--lease-name=bridge'];
     const a = await spawnBridge(t, f.dir, 'a', args);
     await waitFor('bridge a to lead', async () => (await a.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
@@ -47,9 +50,47 @@ describe('bridge processes', { concurrency: true }, () => {
       return w1 && w2 ? { w1, w2 } : undefined;
     }, { timeoutMs: 40_000 });
     const takeover = Math.min(...f.receiver.deliveries.filter((d) => d.receivedAt > killedAt).map((d) => d.receivedAt)) - killedAt;
-    assert.ok(takeover <= 22_000, `took over in ${takeover} ms (lease 15 s, retry 2 s)`);
+    assert.ok(takeover <= 29_000, `took over in ${takeover} ms (lease 15 s, retry 2 s, then timeoutSeconds 5 + 2 s for what the killed leader may have left running)`);
+    assert.ok(takeover >= 15_000 + 7_000 - 1000, `nothing delivered before the killed leader's deliveries could have ended (${takeover} ms)`);
     assert.equal(await b.leaderStatus(), 1);
     t.diagnostic(`takeover after SIGKILL: ${(takeover / 1000).toFixed(1)} s`);
+  });
+
+  test('a leader SIGTERMed during a long reconcile hands its hold over: the new leader serves other objects at once, that one only after it ends', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 30 } });
+    let slowEnded = 0;
+    f.receiver.answer = async (d, res) => {
+      if (d.name === 'slow' && d.generation === 1) {
+        await sleep(12_000); // the function keeps at it after the bridge that sent it has gone
+        slowEnded = Date.now();
+      }
+      answerDone(d, res);
+    };
+    const args = [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--leader-elect', `--lease-namespace=${f.ns}`, '--lease-name=bridge', '--shutdown-timeout=1'];
+    const a = await spawnBridge(t, f.dir, 'a', args);
+    await waitFor('bridge a to lead', async () => (await a.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
+    const b = await spawnBridge(t, f.dir, 'b', args);
+    await waitFor('bridge b to stand by', async () => (await b.leaderStatus()) === 0 || undefined, { timeoutMs: 30_000 });
+    await f.createWidget('slow');
+    await waitFor('the slow delivery to start', async () => f.receiver.of('slow')[0]);
+
+    a.kill('SIGTERM');
+    const stoppedAt = Date.now();
+    await waitFor('b to take the Lease a let go', async () => (await b.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
+    // As the kubelet does when the pod's grace period is over: a is killed if it still runs.
+    const killer = setTimeout(() => a.kill('SIGKILL'), 3000);
+    t.after(() => clearTimeout(killer));
+    await f.patchWidget('slow', { spec: { size: 2 } });
+    await f.createWidget('other');
+    const other = await waitFor('b to deliver the other object', async () => f.receiver.of('other')[0], { timeoutMs: 20_000 });
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two reconciles of one object at once');
+    assert.ok(other.receivedAt < stoppedAt + 10_000, `b delivered another object ${other.receivedAt - stoppedAt} ms after a stopped, while the slow reconcile ran`);
+    const next = await waitFor('b to deliver the change to the slow object', async () => f.receiver.of('slow').find((d) => d.generation === 2), { timeoutMs: 60_000 });
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two reconciles of one object at once');
+    assert.equal(await a.exited, 0, 'a stopped by itself once --shutdown-timeout was over');
+    assert.ok(next.receivedAt >= slowEnded, `the slow object again ${next.receivedAt - slowEnded} ms after its reconcile ended`);
+    t.diagnostic(`hand-over: other object ${((other.receivedAt - stoppedAt) / 1000).toFixed(1)} s after SIGTERM; the held one ${((next.receivedAt - slowEnded) / 1000).toFixed(1)} s after its reconcile ended (its deadline was ${((f.receiver.of('slow')[0]!.received.deadline!.getTime() - slowEnded) / 1000).toFixed(1)} s later)`);
   });
 
   test('a bridge that loses its lease exits at once', async (t) => {
@@ -70,7 +111,7 @@ describe('bridge processes', { concurrency: true }, () => {
 
   test('a leader whose apiserver connection freezes steps down before the standby takes over: never two bridges delivering', async (t) => {
     const cluster = await testCluster();
-    const f = await widgetSetup(t, cluster);
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 5 } });
     // Each bridge delivers to its own path of the one receiver, so deliveries say who sent them.
     const configOf = perBridgeConfig(f);
     // Every delivery asks to be requeued in 1 s, so the leader keeps delivering without the apiserver.
@@ -118,7 +159,7 @@ describe('bridge processes', { concurrency: true }, () => {
   });
   test('three sharded bridges: each delivers its own shard; SIGKILL one and its shard is taken over, nothing lost, never two at once', async (t) => {
     const cluster = await testCluster();
-    const f = await widgetSetup(t, cluster);
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 5 } });
     // Each replica delivers to its own path of the one receiver, so deliveries say who sent them.
     const configOf = perBridgeConfig(f);
     // Every delivery takes 50 ms, so two replicas delivering one object at once would overlap.
