@@ -16,6 +16,7 @@ const commands: CommandEntry[] = [
   { name: 'new', summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test', load: async () => (await import('./new.ts')).newCommand },
   { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
   { name: 'deploy', summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them', load: async () => (await import('./deploy.ts')).deployCommand },
+  { name: 'undeploy', summary: 'remove what kfn deploy created for functions (their CRDs and objects stay unless --crds)', load: async () => (await import('./undeploy.ts')).undeployCommand },
   { name: 'build', summary: 'build functions into Lambda deployment packages (zip)', load: async () => (await import('./build.ts')).buildCommand },
   { name: 'image', summary: 'build the bridge and function images and import them into the local node', load: async () => (await import('./deploy.ts')).imageCommand },
   { name: 'knative', summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status', load: async () => (await import('./knative.ts')).knativeCommand },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
 import CertificateFunction from '../certificate/index.ts';
-import { functionKnativeService, functionManifests } from './manifests.ts';
+import { functionKnativeService, functionManifests, functionWorkload } from './manifests.ts';
 import { pluralOf } from './kind.ts';
 import { defineKind, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -60,6 +60,12 @@ test('a function as a Knative Service: its account, concurrency and timeout from
   assert.deepEqual([defaults.spec.template.spec.containerConcurrency, defaults.spec.template.spec.timeoutSeconds], [1, 30]);
   const reconciler = functionManifests(fn).find((o) => o.kind === 'Reconciler') as { spec: { maxConcurrentReconciles: number; timeoutSeconds: number } };
   assert.deepEqual([reconciler.spec.maxConcurrentReconciles, reconciler.spec.timeoutSeconds], [4, 45], 'the bridge honours the same numbers');
+});
+
+test('a function\'s pods get a grace period longer than its timeoutSeconds: on SIGTERM a reconcile in flight finishes', () => {
+  const grace = (fn: Reconciler) => (functionWorkload(fn, { image: 'i' })[0] as { spec: { template: { spec: { terminationGracePeriodSeconds: number } } } }).spec.template.spec.terminationGracePeriodSeconds;
+  assert.equal(grace(MyWebFunction), 40, 'the default timeoutSeconds, 30, and 10 s to exit');
+  assert.equal(grace({ ...MyWebFunction, timeoutSeconds: 600 } as unknown as Reconciler), 610);
 });
 
 test('pluralOf follows the API names of common kinds', () => {

@@ -157,6 +157,8 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
           metadata: { labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },
           spec: {
             serviceAccountName: account,
+            // On SIGTERM the function finishes the reconciles in flight: each may take timeoutSeconds.
+            terminationGracePeriodSeconds: (reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds) + 10,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
             containers: [webhooks ? withWebhooks(functionContainer(account, options, false)) : functionContainer(account, options, false)],
             volumes: [authVolume(account), ...(webhooks ? [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] : [])],

@@ -261,6 +261,14 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   return outcomeOf(recorder.finish(result ? { result } : { error }), { result, error, children, world });
 }
 
+/**
+ * An apiserver in memory holding `object` (the primary), its children and the other objects
+ * given, as testReconcile starts from: for running a function's server (`serve`) without a cluster.
+ */
+export function memoryApi(reconciler: Reconciler, options: Pick<TestReconcileOptions, 'object' | 'children' | 'existing'>): KubeApi {
+  return seedWorld(reconciler, options, () => new Date()).api;
+}
+
 /** What a test's reconcile starts from: an apiserver in memory holding the primary, its children and the other objects given. */
 interface World {
   api: MemoryApi;
@@ -269,7 +277,7 @@ interface World {
   namespace: string | undefined;
 }
 
-function seedWorld(reconciler: Reconciler, options: TestReconcileOptions, now: () => Date): World {
+function seedWorld(reconciler: Reconciler, options: Pick<TestReconcileOptions, 'object' | 'children' | 'existing' | 'refuse'>, now: () => Date): World {
   const kind = reconciler.for;
   const kinds: ResourceInfo[] = [kind, ...(reconciler.owns ?? []), ...(reconciler.watches ?? []), ...(reconciler.uses ?? []).map((u) => u.kind)].map((k) => ({
     apiVersion: k.apiVersion,

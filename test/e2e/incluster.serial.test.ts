@@ -99,10 +99,34 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   assert.ok(rss > 0 && rss < requestBytes, `leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB within its memory request ${request}`);
   t.diagnostic(`bridge leader RSS ${(rss / 2 ** 20).toFixed(0)} MiB, request ${request}`);
 
-  // The webhook configurations belong to the function's Reconciler: removing the function's
-  // Reconciler removes them, so none with failurePolicy Fail is left calling a function that is gone.
+  // The webhook configurations belong to the function's Reconciler: removing the Reconciler
+  // alone removes them, so none with failurePolicy Fail is left calling a function that is gone.
   await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myapp');
   for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
     await waitFor(`the ${kind} of myapp to go with its Reconciler`, () => api.request('GET', `/apis/admissionregistration.k8s.io/v1/${kind}/kfn-fn-myapp`).then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
   }
+
+  // kfn undeploy removes everything kfn deploy created for a function, and leaves its kind's
+  // CRD and objects (the user's data).
+  const undeployed = await kfn('undeploy', 'functions/myweb', '--kubeconfig', cluster.paths.kubeconfig);
+  assert.match(undeployed.stderr, /myweb: removed Reconciler myweb/);
+  const left: string[] = [];
+  for (const path of ['/apis/apps/v1/deployments', '/api/v1/services', '/api/v1/serviceaccounts', '/api/v1/secrets', '/apis/rbac.authorization.k8s.io/v1/clusterroles', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', '/apis/rbac.authorization.k8s.io/v1/rolebindings', '/apis/kfn.dev/v1alpha1/reconcilers']) {
+    const items = await waitFor(`${path} of myweb to be gone`, async () => {
+      const list = await api.request<{ items: { metadata: { name: string; namespace?: string; deletionTimestamp?: string } }[] }>('GET', path, { query: { labelSelector: 'kfn.dev/function=myweb' } });
+      const live = list.items.filter((o) => !o.metadata.deletionTimestamp);
+      return live.length === 0 ? live : undefined;
+    }, { timeoutMs: 60_000 }).catch(() => [{ metadata: { name: path } }]);
+    left.push(...items.map((o) => o.metadata.name));
+  }
+  assert.deepEqual(left, [], 'nothing labelled for myweb is left');
+  await assert.rejects(api.request('GET', '/api/v1/namespaces/kfn-system/secrets/kfn-fn-myweb'), /404|not found/i, 'its auth Secret is gone');
+  await api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mywebs.operator.k8s-summit.org');
+  await api.request('GET', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs/site`);
+  const again2 = await kfn('undeploy', 'myweb', '--kubeconfig', cluster.paths.kubeconfig);
+  assert.match(again2.stderr, /nothing of myweb was found in the cluster/);
+  // --crds takes the kind's CRD too, and with it every object of the kind.
+  const withCrds = await kfn('undeploy', 'functions/myapp', '--crds', '--kubeconfig', cluster.paths.kubeconfig);
+  assert.match(withCrds.stderr, /myapp: removed CustomResourceDefinition myapps\.app\.example\.com/);
+  await waitFor('the MyApp CRD to be gone', () => api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/myapps.app.example.com').then(() => undefined, (err) => /404|not found/i.test(String(err)) || undefined), { timeoutMs: 60_000 });
 });

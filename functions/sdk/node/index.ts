@@ -36,12 +36,20 @@ export async function serve(reconciler: Reconciler, options: ServeOptions = {}):
 
 /**
  * The function as its container runs it (`kfn deploy`): HTTP on $PORT on every interface, the
- * in-cluster API connection, and on SIGTERM it stops taking requests and finishes those in flight.
+ * in-cluster API connection. On SIGTERM (a rollout, a Knative scale-down, a node drain) it stops
+ * taking connections at once and exits once the reconciles in flight have answered: a reconcile
+ * is never cut mid-write (the pod's grace period, which `kfn deploy` sets above the
+ * Reconciler's timeoutSeconds, bounds the wait). A delivery refused meanwhile is retried by the
+ * bridge, to another pod or to this function's next start.
  */
-export async function runInContainer(reconciler: Reconciler): Promise<void> {
-  const server = await serve(reconciler, { hostname: '0.0.0.0' });
-  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${process.env.PORT ?? 8080}`);
-  await new Promise<void>((done) => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
+export async function runInContainer(reconciler: Reconciler, options: ServeOptions = {}): Promise<void> {
+  const server = await serve(reconciler, { hostname: '0.0.0.0', ...options });
+  const port = options.port ?? process.env.PORT ?? 8080;
+  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${port}`);
+  const signal = await new Promise<NodeJS.Signals>((done) => {
+    for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => done(s));
   });
+  console.error(`kfn function ${reconciler.name}: ${signal}: taking no new requests, finishing those in flight`);
+  await new Promise<void>((done) => server.close(() => done()));
+  console.error(`kfn function ${reconciler.name}: stopped`);
 }

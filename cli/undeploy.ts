@@ -1,0 +1,143 @@
+// `kfn undeploy`: removes from the cluster what `kfn deploy` (and `kfn manifests --apply`)
+// created for a function — its Reconciler first, so the bridge stops delivering, then its
+// webhook configurations, workload, identity, grants and Secrets. Its CRD and the objects of
+// its kind are the user's data: they stay unless --crds is given.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { connectionFromKubeconfig } from '../kube/connection.ts';
+import { ApiError, KubeApi } from '../kube/api.ts';
+import { loadFunction } from './functions.ts';
+import { clusterPaths } from '../cluster/paths.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { functionLabel, isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { pluralOf } from '../functions/sdk/kind.ts';
+import { groupOf, objectKey, type KindRef } from '../core/objects.ts';
+
+const usage = `Usage: kfn undeploy <function dir | name> … [options]
+
+Removes what \`kfn deploy\` created for each function: its Reconciler (the bridge stops
+delivering), its admission webhook configurations, its Deployment and Service or Knative
+Service, its ServiceAccount, RBAC and the bridge's grant, its auth and webhook Secrets.
+The CRD of its kind and the objects of that kind stay: they are your data.
+
+Options:
+  --namespace N   where the function was deployed (default kfn-system)
+  --crds          also delete the CRD of its kind, and with it every object of that kind;
+                  refused while objects still carry kfn's finalizer (nothing would remove it)
+  --kubeconfig P  the cluster (default: the local cluster, where kfn deploy deploys)
+  -h, --help      show this help`;
+
+interface ListOf<T> {
+  items: T[];
+}
+interface Named {
+  metadata: { name: string; namespace?: string; finalizers?: string[]; deletionTimestamp?: string };
+}
+
+export interface UndeployOptions {
+  namespace: string;
+  crds?: boolean;
+  /** The function's kind, when known from its folder (else read from its Reconciler). */
+  kind?: KindRef;
+  log?: (line: string) => void;
+}
+
+/** Deletes `path`; answers false when it was not there (or its kind is not served). */
+async function remove(api: KubeApi, path: string): Promise<boolean> {
+  try {
+    await api.request('DELETE', path, { query: { propagationPolicy: 'Background' } });
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return false;
+    throw err;
+  }
+}
+
+/** Lists `path` with kfn's label for `name`; none when the kind is not served. */
+async function labelled(api: KubeApi, path: string, name: string): Promise<Named[]> {
+  try {
+    return (await api.request<ListOf<Named>>('GET', path, { query: { labelSelector: `${functionLabel}=${name}` } })).items;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return [];
+    throw err;
+  }
+}
+
+/** Removes everything `kfn deploy` created for the function `name`; answers what it removed. */
+export async function undeployFunction(api: KubeApi, name: string, options: UndeployOptions): Promise<string[]> {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const ns = options.namespace;
+  const account = `kfn-fn-${name}`;
+  const reconcilerPath = `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`;
+  const reconciler = await api.request<{ spec: { for: KindRef } }>('GET', reconcilerPath).catch((err) => {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  });
+  const kind = options.kind ?? reconciler?.spec.for;
+  // Objects that carry kfn's finalizer would wait for a function that is gone.
+  const finalized = kind ? await objectsWithFinalizer(api, kind) : [];
+  if (options.crds && finalized.length) {
+    throw new UsageError(`kfn undeploy --crds: ${finalized.length} ${kind!.kind} object(s) still carry kfn's finalizer (${finalized.slice(0, 3).join(', ')}${finalized.length > 3 ? ', …' : ''}); deleting the CRD would leave them Terminating for ever. Delete them while ${name} is deployed (its finalizer runs), then undeploy.`, 1);
+  }
+  const removed: string[] = [];
+  const did = (what: string) => (removed.push(what), log(`removed ${what}`));
+  if (await remove(api, reconcilerPath)) did(`Reconciler ${name}`);
+  for (const k of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
+    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await remove(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${k.replace(/s$/, '')} ${o.metadata.name}`);
+  }
+  const namespaced: [string, string][] = [
+    ['Knative Service', `/apis/serving.knative.dev/v1/namespaces/${ns}/services/${account}`],
+    ['Deployment', `/apis/apps/v1/namespaces/${ns}/deployments/${account}`],
+    ['Service', `/api/v1/namespaces/${ns}/services/${account}`],
+    ['ServiceAccount', `/api/v1/namespaces/${ns}/serviceaccounts/${account}`],
+    ['Secret', `/api/v1/namespaces/${ns}/secrets/${account}`],
+    ['Secret', `/api/v1/namespaces/${ns}/secrets/${account}-webhook-tls`],
+  ];
+  for (const [what, path] of namespaced) if (await remove(api, path)) did(`${what} ${ns}/${path.split('/').at(-1)}`);
+  const rbac = '/apis/rbac.authorization.k8s.io/v1';
+  for (const o of await labelled(api, `${rbac}/rolebindings`, name)) if (await remove(api, `${rbac}/namespaces/${o.metadata.namespace}/rolebindings/${encodeURIComponent(o.metadata.name)}`)) did(`RoleBinding ${o.metadata.namespace}/${o.metadata.name}`);
+  for (const k of ['clusterrolebindings', 'clusterroles']) {
+    for (const o of await labelled(api, `${rbac}/${k}`, name)) if (await remove(api, `${rbac}/${k}/${encodeURIComponent(o.metadata.name)}`)) did(`${k === 'clusterroles' ? 'ClusterRole' : 'ClusterRoleBinding'} ${o.metadata.name}`);
+  }
+  if (kind && options.crds) {
+    const crd = `${(kind as { plural?: string }).plural ?? pluralOf(kind.kind)}.${groupOf(kind.apiVersion)}`;
+    if (await remove(api, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`)) did(`CustomResourceDefinition ${crd} (and every ${kind.kind})`);
+  } else if (finalized.length) {
+    log(`note: ${finalized.length} ${kind!.kind} object(s) still carry kfn's finalizer (${finalized.slice(0, 3).join(', ')}${finalized.length > 3 ? ', …' : ''}): deleting one now waits until ${name} is deployed again, or until the finalizer is removed by hand.`);
+  }
+  if (!removed.length) log(`nothing of ${name} was found in the cluster (namespace ${ns})`);
+  return removed;
+}
+
+/** `namespace/name` of the objects of `kind` that carry a kfn finalizer. */
+async function objectsWithFinalizer(api: KubeApi, kind: KindRef): Promise<string[]> {
+  let resource;
+  try {
+    resource = await api.resource(kind.apiVersion, kind.kind);
+  } catch {
+    return []; // not served: no objects
+  }
+  const prefix = kind.apiVersion.includes('/') ? `/apis/${kind.apiVersion}` : `/api/${kind.apiVersion}`;
+  const list = await api.request<ListOf<Named>>('GET', `${prefix}/${resource.plural}`);
+  return list.items.filter((o) => o.metadata.finalizers?.some(isKfnFinalizer)).map((o) => objectKey(o.metadata));
+}
+
+export const undeployCommand: Command = {
+  name: 'undeploy',
+  summary: 'remove what kfn deploy created for functions (their CRDs and objects stay unless --crds)',
+  usage,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(usage), 0);
+    const { values, positionals } = parseCommandArgs('undeploy', argv, { namespace: { type: 'string' }, crds: { type: 'boolean' }, kubeconfig: { type: 'string' } }, true);
+    if (!positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name)\n\n${usage}`);
+    const api = new KubeApi(connectionFromKubeconfig(values.kubeconfig ?? clusterPaths().kubeconfig));
+    for (const target of positionals) {
+      const dir = existsSync(join(target, 'index.ts')) ? target : undefined;
+      const reconciler = dir ? await loadFunction(dir) : undefined;
+      const name = reconciler?.name ?? target;
+      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) throw new UsageError(`kfn undeploy: "${target}" is neither a function folder nor a function's name`);
+      await undeployFunction(api, name, { namespace: values.namespace ?? 'kfn-system', crds: values.crds, kind: reconciler?.for, log: (line) => console.error(`${name}: ${line}`) });
+    }
+    return 0;
+  },
+};
