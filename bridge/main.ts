@@ -10,6 +10,7 @@ import { loadConnection } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
 import { heldAnnotation } from './holds.ts';
+import { LayoutGate } from './layout.ts';
 import { LeaderElector, type Takeover } from './leader.ts';
 import { preferredShard, shardOf, ShardSet } from './shards.ts';
 import { BridgeMetrics } from './metrics.ts';
@@ -44,7 +45,7 @@ export interface BridgeProcessOptions {
   /** host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; "0" disables). */
   metricsAddr?: string;
   leaderElect?: boolean;
-  /** With leaderElect: split the objects over this many shards, each a Lease (`<leaseName>-<i>`). */
+  /** With leaderElect: split the objects over this many shards, each a Lease (`<leaseName>-<i>-of-<shards>`). */
   shards?: number;
   /** The shard this replica goes for first (default: its pod name's ordinal). */
   shard?: number;
@@ -189,6 +190,28 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
     const what = bridge.holds.takeOver(takeover, covers);
     if (takeover.from !== 'nobody') logger.info({ lease, from: takeover.from }, what);
   };
+  // One shard layout delivers at a time (bridge/layout.ts): this replica's is its shard count.
+  const gate = new LayoutGate({ api, namespace, leaseName, shards, log, handOverAnnotation: heldAnnotation });
+  const admit = async (covers: (key: string) => boolean): Promise<boolean> => {
+    const takeovers = await gate.admit();
+    for (const t of takeovers ?? []) takeOver(t, covers, gate.recordName);
+    return takeovers !== undefined;
+  };
+  // At every renewal period: if another layout has been recorded, hand over and stop.
+  const watchLayout = () => {
+    const timer = setInterval(() => {
+      void gate.current().then(
+        (current) => {
+          if (current) return;
+          clearInterval(timer);
+          logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
+          void parts.stop().then(() => process.exit(1));
+        },
+        () => {}, // the apiserver unreachable: the Lease's own renewal decides
+      );
+    }, 2000);
+    timer.unref();
+  };
   if (shards > 1) {
     const shardSet: ShardSet = new ShardSet({
       api,
@@ -210,10 +233,17 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
         logger.error({ shard, why }, 'lost a shard; exiting');
         process.exit(1);
       },
+      admit: (shard) => admit((key) => shardOf(key, shards) === shard),
     });
-    logger.info({ identity, shards, lease: `${leaseName}-<shard>` }, 'sharded: watching everything, delivering the shards held');
+    logger.info({ identity, shards, lease: shardSet.leaseName(0).replace(/-0-of-/, '-<shard>-of-') }, 'sharded: watching everything, delivering the shards held');
     await leading();
-    shardSet.start();
+    void gate
+      .claim()
+      .then(() => (shardSet.start(), watchLayout()))
+      .catch((err) => {
+        logger.error({ error: String(err) }, 'bridge failed');
+        void parts.stop();
+      });
     return { standby: false, owns: (key) => shardSet.owns(key), stop: () => shardSet.stop() };
   }
   if (!options.leaderElect) {
@@ -223,15 +253,23 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
   const elector = new LeaderElector({ api, namespace, name: leaseName, identity, log, handOverAnnotation: heldAnnotation, handOver: () => bridge.holds.handOver(() => true) });
   metrics.leader.set({ name: leaseName }, 0);
   logger.info({ identity, lease: leaseName }, 'waiting for leadership');
-  void elector
-    .run(async (takeover) => {
-      takeOver(takeover, () => true, leaseName);
-      await leading();
-    }, (why) => {
-      logger.error({ why }, 'lost leadership; exiting');
-      metrics.leader.set({ name: leaseName }, 0);
-      process.exit(1);
-    })
+  const onLeading = async (takeover: Takeover) => {
+    if (!(await admit(() => true))) {
+      logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
+      return void parts.stop().then(() => process.exit(1));
+    }
+    takeOver(takeover, () => true, leaseName);
+    await leading();
+    watchLayout();
+  };
+  const onLost = (why: string) => {
+    logger.error({ why }, 'lost leadership; exiting');
+    metrics.leader.set({ name: leaseName }, 0);
+    process.exit(1);
+  };
+  void gate
+    .claim()
+    .then(() => elector.run(onLeading, onLost))
     .catch((err) => {
       logger.error({ error: String(err) }, 'bridge failed');
       void parts.stop();

@@ -1,5 +1,6 @@
 // Sharding: N bridge replicas split the objects between them. Shard i is a Lease of its own
-// (`<lease>-<i>`, taken and renewed as in leader election); a replica delivers the keys that
+// (`<lease>-<i>-of-<N>`, taken and renewed as in leader election; bridge/layout.ts keeps two
+// layouts from delivering at once); a replica delivers the keys that
 // hash to the shards whose Leases it holds, and nothing else. Every replica watches everything
 // (a standby is warm), so taking a shard over is a matter of its Lease.
 //
@@ -11,6 +12,7 @@
 // replicas at once. Shards are not handed back when the replica comes back; it waits as a
 // standby for the shard it would prefer.
 import { LeaderElector, type Takeover } from './leader.ts';
+import { layoutLeaseNames } from './layout.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { KubeApi } from '../kube/api.ts';
 
@@ -37,7 +39,7 @@ export function preferredShard(shards: number, explicit: number | undefined, pod
 export interface ShardOptions {
   api: KubeApi;
   namespace: string;
-  /** Lease names are `<leaseName>-<shard>`. */
+  /** Lease names are `<leaseName>-<shard>-of-<shards>`. */
   leaseName: string;
   identity: string;
   shards: number;
@@ -57,6 +59,11 @@ export interface ShardOptions {
   handOver?: (shard: number) => string;
   /** A held Lease could not be renewed: the caller must stop delivering at once (exit). */
   onLost: (shard: number, why: string) => void;
+  /**
+   * Asked after a shard's Lease is taken, before its keys are delivered: false when this
+   * replica may not deliver after all (another shard layout is recorded: bridge/layout.ts).
+   */
+  admit?: (shard: number) => Promise<boolean>;
 }
 
 export class ShardSet {
@@ -80,7 +87,7 @@ export class ShardSet {
   }
 
   leaseName(shard: number): string {
-    return `${this.o.leaseName}-${shard}`;
+    return layoutLeaseNames(this.o.leaseName, this.o.shards)[shard]!;
   }
 
   /** Starts competing for the shards: its own at once, the others after the takeover delay. */
@@ -105,7 +112,8 @@ export class ShardSet {
       this.electors.push(elector);
       void elector
         .run(
-          (takeover) => {
+          async (takeover) => {
+            if (this.o.admit && !(await this.o.admit(shard))) return this.o.onLost(shard, 'another shard layout is recorded as the one that delivers');
             this.held.add(shard);
             this.o.log?.('took shard', { shard, lease: this.leaseName(shard) });
             this.o.onGained(shard, takeover);

@@ -15,7 +15,9 @@ Options:
   --metrics-addr A      host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; 0 = off)
   --leader-elect        run as one of several replicas: deliver only while holding the Lease
   --shards N            with --leader-elect: split the objects over N shards, one Lease each
-                        (<lease-name>-0 … -N-1); each replica delivers the shards it holds
+                        (<lease-name>-0-of-N … -(N-1)-of-N); each replica delivers the shards
+                        it holds. Replicas of another shard count stand by until the one
+                        recorded in <lease-name>-layout has gone (a rollout of --shards)
   --shard I             the shard this replica goes for first (default: its pod name's ordinal)
   --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
   --lease-name N        name of the Lease (default kfn-bridge)

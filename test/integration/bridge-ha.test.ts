@@ -197,4 +197,42 @@ describe('bridge processes', { concurrency: true }, () => {
       for (let i = 1; i < times.length; i++) assert.ok(times[i]! - times[i - 1]! >= 45, `${n}: deliveries ${times[i]! - times[i - 1]!} ms apart`);
     }
   });
+
+  test('a rollout from 2 shards to 3, with a leader-elected replica beside: one layout delivers at a time, the new one once the old has gone', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 5 } });
+    const configOf = perBridgeConfig(f);
+    f.receiver.answer = async (_d, res) => {
+      await sleep(50); // two layouts delivering one object at once would overlap
+      res.writeHead(200).end(JSON.stringify({ result: 'done', changes: [] }));
+    };
+    const names = Array.from({ length: 20 }, (_, i) => `l${i}`);
+    for (const name of names) await f.createWidget(name);
+    const replica = (who: string, ...flags: string[]) =>
+      spawnBridge(t, f.dir, who, [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf(who)}`, '--leader-elect', `--lease-namespace=${f.ns}`, '--lease-name=bridge', '--shutdown-timeout=1', ...flags]);
+    const old = [await replica('old0', '--shards=2', '--shard=0'), await replica('old1', '--shards=2', '--shard=1')];
+    await waitFor('every object delivered by the 2-shard layout', async () => names.every((n) => f.receiver.of(n).length > 0) || undefined, { timeoutMs: 60_000 });
+
+    const newer = [await replica('new0', '--shards=3', '--shard=0'), await replica('new1', '--shards=3', '--shard=1'), await replica('new2', '--shards=3', '--shard=2'), await replica('leader')];
+    await sleep(5000); // time for the newcomers to take Leases if they (wrongly) could
+    for (const n of names) await f.patchWidget(n, { spec: { size: 2 } });
+    await waitFor('the changes delivered', async () => names.every((n) => f.receiver.of(n).some((d) => d.generation === 2)) || undefined, { timeoutMs: 60_000 });
+    const during = new Set(f.receiver.deliveries.filter((d) => d.generation === 2).map((d) => d.path));
+    assert.deepEqual([...during].sort(), ['/old0', '/old1'], 'while the old layout runs, it alone delivers');
+
+    for (const o of old) {
+      o.kill('SIGTERM');
+      await o.exited;
+    }
+    const goneAt = Date.now();
+    for (const n of names) await f.patchWidget(n, { spec: { size: 3 } });
+    await waitFor('the changes after the rollout delivered', async () => names.every((n) => f.receiver.of(n).some((d) => d.generation === 3)) || undefined, { timeoutMs: 90_000 });
+    const after = new Set(f.receiver.deliveries.filter((d) => d.generation === 3).map((d) => d.path));
+    const layout = after.has('/leader') ? ['/leader'] : ['/new0', '/new1', '/new2'].filter((p) => after.has(p));
+    assert.deepEqual([...after].sort(), layout, `one layout delivers after the rollout (${[...after].join(', ')})`);
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two deliveries of one object at once');
+    const first = Math.min(...f.receiver.deliveries.filter((d) => d.generation === 3).map((d) => d.receivedAt));
+    t.diagnostic(`after the old layout's last replica stopped, ${layout.join(', ')} delivered ${((first - goneAt) / 1000).toFixed(1)} s later`);
+    for (const r of newer) r.kill('SIGKILL');
+  });
 });

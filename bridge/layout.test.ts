@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeClock } from '../core/clock.ts';
+import { ApiError, type KubeApi } from '../kube/api.ts';
+import { LayoutGate, layoutLeaseNames } from './layout.ts';
+
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
+
+interface Lease {
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec: { holderIdentity?: string; renewTime?: string; leaseDurationSeconds?: number };
+}
+
+/** Leases in one namespace, as the apiserver keeps them: GET, LIST, POST and PUT with resourceVersion checks. */
+function leaseStore(clock: FakeClock) {
+  const leases = new Map<string, Lease>();
+  let rv = 0;
+  const api = {
+    async request(method: string, path: string, options: { body?: Lease } = {}) {
+      const name = path.match(/\/leases\/([^/]+)$/)?.[1];
+      if (method === 'GET' && !name) return { items: [...leases.values()].map((l) => structuredClone(l)) };
+      if (method === 'GET') {
+        const l = leases.get(name!);
+        if (!l) throw new ApiError(404, 'not found');
+        return structuredClone(l);
+      }
+      const body = options.body!;
+      if (method === 'POST' && leases.has(body.metadata.name)) throw new ApiError(409, 'exists');
+      if (method === 'PUT' && body.metadata.resourceVersion !== leases.get(name!)?.metadata.resourceVersion) throw new ApiError(409, 'conflict');
+      const stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++rv) } };
+      leases.set(stored.metadata.name, stored);
+      return structuredClone(stored);
+    },
+  } as unknown as KubeApi;
+  const now = () => new Date(clock.wall()).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+  return {
+    api,
+    /** A replica holding (and renewing) the Lease `name` now; `note` on a let-go one. */
+    hold: (name: string, holder: string) => leases.set(name, { metadata: { name, resourceVersion: String(++rv) }, spec: { holderIdentity: holder, renewTime: now(), leaseDurationSeconds: 15 } }),
+    release: (name: string, note?: string) => leases.set(name, { metadata: { name, resourceVersion: String(++rv), annotations: note ? { 'kfn.dev/held': note } : {} }, spec: { renewTime: now(), leaseDurationSeconds: 1 } }),
+    record: () => leases.get('bridge-layout')?.spec.holderIdentity,
+  };
+}
+
+const gate = (store: ReturnType<typeof leaseStore>, clock: FakeClock, shards: number) =>
+  new LayoutGate({ api: store.api, namespace: 'ns', leaseName: 'bridge', shards, clock, pollMs: 1000, handOverAnnotation: 'kfn.dev/held' });
+
+async function advance(clock: FakeClock, ms: number) {
+  for (let t = 0; t < ms; t += 500) {
+    clock.advance(500);
+    await flush();
+  }
+}
+
+test('each layout has Leases of its own: <lease> for a leader, <lease>-<i>-of-<N> for shards', () => {
+  assert.deepEqual(layoutLeaseNames('bridge', 1), ['bridge']);
+  assert.deepEqual(layoutLeaseNames('bridge', 3), ['bridge-0-of-3', 'bridge-1-of-3', 'bridge-2-of-3']);
+});
+
+test('a rollout from 2 shards to 3: the new layout stands by until every Lease of the old one is let go, then is recorded and admitted with what they held', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  const two = gate(store, clock, 2);
+  await two.claim();
+  assert.equal(store.record(), 'shards=2', 'the first layout is recorded at once');
+  store.hold('bridge-0-of-2', 'old-0');
+  store.hold('bridge-1-of-2', 'old-1');
+
+  const three = gate(store, clock, 3);
+  let claimed = false;
+  void three.claim().then(() => (claimed = true));
+  await advance(clock, 10_000);
+  for (const name of ['bridge-0-of-2', 'bridge-1-of-2']) store.hold(name, name.replace('bridge-', 'old-').replace(/-of-2$/, '')); // renewed
+  await advance(clock, 10_000);
+  assert.equal(claimed, false, 'stands by while the old layout renews its Leases');
+  assert.equal(store.record(), 'shards=2');
+
+  store.release('bridge-0-of-2', '{"widgets":{"ns/slow":20000}}');
+  store.release('bridge-1-of-2');
+  await advance(clock, 2000);
+  assert.equal(claimed, true, 'recorded once the old Leases are let go');
+  assert.equal(store.record(), 'shards=3');
+  assert.equal(await two.current(), false, 'a replica of the old layout sees it at its next renewal');
+
+  const takeovers = await three.admit();
+  assert.deepEqual(takeovers, [{ from: 'released', note: '{"widgets":{"ns/slow":20000}}' }], 'what the old layout handed over');
+});
+
+test('admit: refused when the record names another layout; waits while another layout\'s Lease is live, and a Lease nobody renews counts as expired after its duration', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  const leader = gate(store, clock, 1);
+  await leader.claim();
+  const sharded = gate(store, clock, 2);
+  assert.equal(await sharded.admit(), undefined, 'the record names the leader layout: a sharded replica that took a Lease lets it go');
+
+  // A leader Lease taken in the instant of a change (the race bridge/layout.ts closes): the
+  // recorded layout's replica waits until it is let go or expires.
+  store.hold('bridge-0-of-2', 'racer');
+  let admitted: unknown;
+  void leader.admit().then((t) => (admitted = t));
+  await advance(clock, 10_000);
+  assert.equal(admitted, undefined, 'waits while the other Lease may be renewed');
+  await advance(clock, 7000);
+  assert.deepEqual(admitted, [{ from: 'expired', holder: 'racer' }], 'admitted once it went a whole duration unrenewed; its holder may have left deliveries running');
+});
+
+test('Leases of earlier versions (<lease>-<i>) count as another layout; one unrenewed for longer than any clock skew explains is not waited for', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  store.hold('bridge-0', 'legacy');
+  store.hold('unrelated', 'someone');
+  const three = gate(store, clock, 3);
+  let claimed = false;
+  void three.claim().then(() => (claimed = true));
+  await advance(clock, 5000);
+  assert.equal(claimed, false, 'a live Lease of the earlier layout is waited for');
+  await advance(clock, 12_000);
+  assert.equal(claimed, true);
+
+  const fresh = leaseStore(clock);
+  clock.stepWall(-3_600_000);
+  fresh.hold('bridge-1-of-2', 'long-gone'); // last renewed an hour ago, by the wall clock
+  clock.stepWall(3_600_000);
+  const leader = gate(fresh, clock, 1);
+  await leader.claim();
+  assert.equal(fresh.record(), 'shards=1', 'recorded without waiting');
+  assert.deepEqual(await leader.admit(), [], 'and nothing to hold from it');
+});

@@ -1,0 +1,164 @@
+// One shard layout delivers at a time. A bridge replica's layout is its number of shards: 1 for
+// a leader (the Lease `<lease>`), N for sharded replicas (the Leases `<lease>-<i>-of-<N>`).
+// Two layouts side by side — a rollout from --shards 2 to --shards 3, a --leader-elect replica
+// beside sharded ones — split the same keys differently, so a key could be delivered by a
+// replica of each. The Lease `<lease>-layout` records the layout that may deliver:
+//
+//   claim:  a replica of another layout waits, holding no Lease, until no Lease of any other
+//           layout is live (held and renewed within its duration), then records its own.
+//   admit:  after taking one of its Leases, a replica delivers only once the record still names
+//           its layout and no other layout's Lease is live (a replica of the old layout that
+//           took a Lease in the instant of the change sees the record on its next check, and
+//           lets go first).
+//   check:  at every renewal the record must still name the layout; if not, the replica stops.
+//
+// So a rollout from one layout to another delivers with the old layout until its last replica
+// has gone, then with the new one; a replica whose layout is not recorded stands by. Leases
+// named `<lease>-<i>` (the layout of earlier versions) count as another layout.
+import type { Takeover } from './leader.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { ApiError, type KubeApi } from '../kube/api.ts';
+
+/**
+ * A Lease last renewed (or let go) this long ago by its own wall time is over, whatever the
+ * clocks' skew: the longest delivery (900 s) and a generous skew have passed.
+ */
+const staleAfterMs = 20 * 60_000;
+
+export interface LayoutOptions {
+  api: KubeApi;
+  namespace: string;
+  leaseName: string;
+  /** This replica's layout: 1 for a leader, N for N shards. */
+  shards: number;
+  clock?: Clock;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** How often Leases are looked at while waiting (default 2 s, the retry period). */
+  pollMs?: number;
+  /** The annotation a Lease's hand-over note is in (read from another layout's released Leases). */
+  handOverAnnotation?: string;
+}
+
+interface Lease {
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec?: { holderIdentity?: string; renewTime?: string; leaseDurationSeconds?: number };
+}
+
+/** The Leases of a layout: `<lease>` for one leader, `<lease>-<i>-of-<N>` for N shards. */
+export function layoutLeaseNames(leaseName: string, shards: number): string[] {
+  return shards === 1 ? [leaseName] : Array.from({ length: shards }, (_, i) => `${leaseName}-${i}-of-${shards}`);
+}
+
+export class LayoutGate {
+  private readonly o: LayoutOptions;
+  private readonly clock: Clock;
+  /** Per Lease of another layout: what was last seen of it and when it last changed (clock.now()). */
+  private readonly seen = new Map<string, { holder?: string; renewTime?: string; changedAt: number; durationMs: number; note?: string; stale: boolean }>();
+
+  constructor(options: LayoutOptions) {
+    this.o = options;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  get recordName(): string {
+    return `${this.o.leaseName}-layout`;
+  }
+
+  private get leases(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
+  }
+
+  private sleep(): Promise<void> {
+    return new Promise((resolve) => this.clock.setTimer(resolve, this.o.pollMs ?? 2000));
+  }
+
+  /** The layout the record names (undefined: no record yet), with its resourceVersion. */
+  private async record(): Promise<{ shards?: number; lease?: Lease }> {
+    try {
+      const lease = await this.o.api.request<Lease>('GET', `${this.leases}/${this.recordName}`);
+      return { shards: Number(lease.spec?.holderIdentity?.replace(/^shards=/, '')) || undefined, lease };
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return {};
+      throw err;
+    }
+  }
+
+  /**
+   * Looks at every Lease of another layout once: answers the names of those live now. A Lease
+   * first seen held counts as live until it has gone a whole duration unrenewed.
+   */
+  private async othersLive(): Promise<string[]> {
+    const own = new Set(layoutLeaseNames(this.o.leaseName, this.o.shards));
+    const ours = new RegExp(`^${this.o.leaseName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(-\\d+(-of-\\d+)?)?$`);
+    const list = await this.o.api.request<{ items: Lease[] }>('GET', this.leases);
+    const now = this.clock.now();
+    const live: string[] = [];
+    for (const lease of list.items) {
+      const name = lease.metadata.name;
+      if (own.has(name) || !ours.test(name)) continue;
+      const holder = lease.spec?.holderIdentity || undefined;
+      const renewTime = lease.spec?.renewTime;
+      const last = this.seen.get(name);
+      const durationMs = (lease.spec?.leaseDurationSeconds ?? 15) * 1000;
+      const note = this.o.handOverAnnotation ? lease.metadata.annotations?.[this.o.handOverAnnotation] : undefined;
+      // Wall times from other machines are not trusted for a Lease's expiry, except one so old
+      // that no clock skew explains it: a layout that went away long ago is not waited for.
+      const stale = this.clock.wall() - Date.parse(renewTime?.replace(/(\.\d{3})\d*Z$/, '$1Z') ?? '') > staleAfterMs;
+      if (!last || last.holder !== holder || last.renewTime !== renewTime) this.seen.set(name, { holder, renewTime, changedAt: now, durationMs, note, stale });
+      const s = this.seen.get(name)!;
+      if (holder && !s.stale && now - s.changedAt <= s.durationMs) live.push(name);
+    }
+    return live;
+  }
+
+  /**
+   * Waits until the record names this layout, making it so once no Lease of another layout is
+   * live. Called before competing for any Lease: a replica waiting here holds none.
+   */
+  async claim(signal?: AbortSignal): Promise<void> {
+    let said = '';
+    while (!signal?.aborted) {
+      const { shards, lease } = await this.record();
+      if (shards === this.o.shards) return;
+      const live = await this.othersLive();
+      if (live.length === 0) {
+        const spec = { holderIdentity: `shards=${this.o.shards}` };
+        try {
+          if (lease) await this.o.api.request('PUT', `${this.leases}/${this.recordName}`, { body: { ...lease, spec: { ...lease.spec, ...spec } } });
+          else await this.o.api.request('POST', this.leases, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.recordName, namespace: this.o.namespace }, spec } });
+          this.o.log?.('shard layout recorded', { lease: this.recordName, shards: this.o.shards, before: shards ?? 'none' });
+          return;
+        } catch (err) {
+          if (!(err instanceof ApiError && err.status === 409)) throw err; // another replica wrote first: look again
+        }
+      } else {
+        const why = `the layout of ${shards ?? 'an earlier version'} shard(s) still delivers (${live.join(', ')})`;
+        if (why !== said) this.o.log?.(`standing by: ${why}; this replica has ${this.o.shards}`, { lease: this.recordName });
+        said = why;
+      }
+      await this.sleep();
+    }
+  }
+
+  /**
+   * After taking one of this layout's Leases: waits until no other layout's Lease is live and
+   * answers what their holders left (for bridge/holds.ts); undefined when the record names
+   * another layout now — the caller lets its Lease go and claims again.
+   */
+  async admit(signal?: AbortSignal): Promise<Takeover[] | undefined> {
+    while (!signal?.aborted) {
+      if ((await this.record()).shards !== this.o.shards) return undefined;
+      if ((await this.othersLive()).length === 0) {
+        // Every other layout's Lease has been let go (its note says what it held) or has expired.
+        return [...this.seen.values()].filter((s) => !s.stale && (s.holder || s.note)).map((s): Takeover => (s.holder ? { from: 'expired', holder: s.holder } : { from: 'released', note: s.note }));
+      }
+      await this.sleep();
+    }
+    return undefined;
+  }
+
+  /** True while the record names this layout (asked at every renewal). */
+  async current(): Promise<boolean> {
+    return (await this.record()).shards === this.o.shards;
+  }
+}
