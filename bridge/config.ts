@@ -121,7 +121,10 @@ export const reconcilerSpecSchema = Type.Object({
   auth: Type.Optional(
     Type.Object({
       type: Type.Union([Type.Literal('hmac'), Type.Literal('bearer')], { default: 'hmac', description: 'hmac: sign with the secret; bearer: send it as a bearer token.' }),
-      secretRef: Type.Object({ name: Type.String(), namespace: Type.String(), key: Type.Optional(Type.String({ description: 'Key in the Secret (default "secret").' })) }),
+      secretRef: Type.Object(
+        { name: Type.String(), namespace: Type.String(), key: Type.Optional(Type.String({ description: 'Key in the Secret (default "secret").' })) },
+        { description: 'The Secret holding the key. It must name this Reconciler in its kfn.dev/auth-for annotation (comma-separated names): the bridge sends no other Secret\'s key.' },
+      ),
     }),
   ),
   namespaces: Type.Optional(Type.Array(Type.String(), { description: 'Namespaces to reconcile in; empty means all.' })),

@@ -9,6 +9,7 @@ import type { RequestSigner } from './sigv4.ts';
 import type { Credentials, HttpMessage } from '../core/authentication.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { ApiError, objectPath, type KubeApi } from '../kube/api.ts';
+import { authForAnnotation, secretServes } from '../core/names.ts';
 
 /** The sink cannot take deliveries now, for a reason a person can act on. */
 export class SinkError extends Error {}
@@ -123,14 +124,20 @@ export class Sink {
       return this.credentials;
     }
     const { name, namespace, key = 'secret' } = auth.secretRef;
-    let secret: { data?: Record<string, string> };
+    let secret: { metadata?: { annotations?: Record<string, string> }; data?: Record<string, string> };
     try {
       secret = await this.api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
     } catch (err) {
-      throw new Error(`cannot read the auth Secret ${namespace}/${name}: ${(err as Error).message}`);
+      throw new SinkError(`cannot read the auth Secret ${namespace}/${name}: ${(err as Error).message}`);
+    }
+    // A Reconciler names its Secret, but the Secret must name the Reconciler too.
+    if (!secretServes(secret.metadata?.annotations, this.config.name)) {
+      throw new SinkError(
+        `the auth Secret ${namespace}/${name} is not marked for Reconciler ${this.config.name}, so the bridge does not send its key: if it is this function's key, annotate it (kubectl annotate secret -n ${namespace} ${name} ${authForAnnotation}=${this.config.name})`,
+      );
     }
     const value = secret.data?.[key];
-    if (!value) throw new Error(`the auth Secret ${namespace}/${name} has no key "${key}"`);
+    if (!value) throw new SinkError(`the auth Secret ${namespace}/${name} has no key "${key}"`);
     const text = Buffer.from(value, 'base64').toString('utf8');
     this.credentials = auth.type === 'bearer' ? { kind: 'bearer', token: text } : { kind: 'hmac', secret: text };
     return this.credentials;

@@ -15,7 +15,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
-import { functionLabel } from '../core/names.ts';
+import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
 export async function loadFunction(dir: string): Promise<Reconciler> {
@@ -134,12 +134,19 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
   const manager = 'kfn-manifests';
   await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, manager);
   const secret = `kfn-fn-${name}`;
+  // Marked for the function's Reconciler: the bridge sends a Secret's key for no other.
+  const metadata = { name: secret, namespace, labels: functionLabels(name), annotations: { [authForAnnotation]: name } };
   try {
-    await api.request('GET', `/api/v1/namespaces/${namespace}/secrets/${secret}`);
+    const existing = await api.request<{ metadata: { annotations?: Record<string, string> } }>('GET', `/api/v1/namespaces/${namespace}/secrets/${secret}`);
+    if (!secretServes(existing.metadata.annotations, name)) {
+      const annotations = { [authForAnnotation]: [existing.metadata.annotations?.[authForAnnotation], name].filter(Boolean).join(',') };
+      await api.request('PATCH', `/api/v1/namespaces/${namespace}/secrets/${secret}`, { body: { metadata: { labels: metadata.labels, annotations } }, contentType: 'application/merge-patch+json' });
+      console.error(`marked Secret ${namespace}/${secret} as the auth secret of Reconciler ${name} (${authForAnnotation})`);
+    }
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 404)) throw err;
     await api.request('POST', `/api/v1/namespaces/${namespace}/secrets`, {
-      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret, namespace }, stringData: { secret: randomBytes(32).toString('hex') } },
+      body: { apiVersion: 'v1', kind: 'Secret', metadata, stringData: { secret: randomBytes(32).toString('hex') } },
     });
     console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
   }

@@ -51,3 +51,15 @@ export const imageIdAnnotation = 'kfn.dev/image-id';
 
 /** The documented way out of a finalizer whose cleanup cannot succeed. */
 export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
+
+/**
+ * On an auth Secret: the Reconcilers (comma-separated) allowed to send its key. The bridge
+ * reads the key for a Reconciler only when its name is there: whoever may write a Reconciler
+ * cannot have another function's key (or any Secret) sent to a sink of their choosing.
+ */
+export const authForAnnotation = 'kfn.dev/auth-for';
+
+/** Whether a Secret with these annotations may be read as the auth Secret of Reconciler `name`. */
+export function secretServes(annotations: Record<string, string> | undefined, name: string): boolean {
+  return (annotations?.[authForAnnotation] ?? '').split(',').some((n) => n.trim() === name);
+}

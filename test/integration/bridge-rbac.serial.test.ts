@@ -20,6 +20,7 @@ import { KubeApi } from '../../kube/api.ts';
 import { connectionFromKubeconfigText } from '../../kube/connection.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
+import { authForAnnotation } from '../../core/names.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 import type { Condition } from '../../core/conditions.ts';
 
@@ -57,7 +58,9 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
 
   const secretName = uniqueName('fn-key');
   const key = uniqueName('k');
-  await cluster.core.createNamespacedSecret({ namespace: 'kfn-system', body: { metadata: { name: secretName }, stringData: { secret: key } } });
+  const reconciler = uniqueName('widgets');
+  // Marked for that Reconciler alone (kfn.dev/auth-for): another Reconciler naming it gets nothing.
+  await cluster.core.createNamespacedSecret({ namespace: 'kfn-system', body: { metadata: { name: secretName, annotations: { [authForAnnotation]: reconciler } }, stringData: { secret: key } } });
   t.after(() => cluster.core.deleteNamespacedSecret({ namespace: 'kfn-system', name: secretName }).catch(() => undefined));
   const receiver = await startReceiver(t, { kind: 'hmac', secret: key });
   receiver.answer = (d, res) => (d.name === 'refused' ? void res.writeHead(400).end('refused on purpose') : answerDone(d, res));
@@ -72,7 +75,6 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   const running = await startBridge({ kubeconfig, leaderElect: true, leaseNamespace: 'kfn-system', leaseName, metricsAddr: '127.0.0.1:0', logLevel: process.env.KFN_TEST_LOG ?? 'warn', shutdownTimeoutMs: 5000 });
   t.after(() => running.stop());
 
-  const reconciler = uniqueName('widgets');
   // A Reconciler that cannot work: the CRD refuses an invalid spec (one schema with the bridge's
   // validation), so it names a kind the API does not serve.
   const invalid = uniqueName('unserved');
@@ -82,10 +84,15 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
     metadata: { name },
     spec: { for: { apiVersion: `${group}/v1`, kind }, sink: { uri: receiver.url }, namespaces: [ns], auth: { secretRef: { name: secretName, namespace: 'kfn-system' } } },
   });
+  // A confused deputy: whoever may write a Reconciler names another function's key and a sink of
+  // their own. The Secret does not name that Reconciler: the bridge sends nothing, and says why.
+  const thief = uniqueName('thief');
+  const theirs = await startReceiver(t, { kind: 'none' });
   // Removed whatever happens below: a Reconciler left behind would be another test's.
   t.after(async () => {
-    for (const name of [reconciler, invalid]) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+    for (const name of [reconciler, invalid, thief]) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
   });
+  await applyYaml(cluster.kc, stringify({ ...reconcilerBody(thief, 'Widget'), spec: { ...reconcilerBody(thief, 'Widget').spec, sink: { uri: theirs.url } } }));
   await applyYaml(cluster.kc, stringify(reconcilerBody(reconciler, 'Widget')));
   await applyYaml(cluster.kc, stringify({ ...reconcilerBody(invalid, 'Gadget'), spec: { ...reconcilerBody(invalid, 'Gadget').spec, for: { apiVersion: `unserved.${group}/v1`, kind: 'Gadget' } } }));
 
@@ -116,6 +123,14 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
     const events = await cluster.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=refused' });
     return events.items.find((e) => e.reason === 'ReconcileRejected');
   });
+
+  const refusedKey = await waitFor('the Reconciler naming a Secret not marked for it to report Ready=False', async () => {
+    const c = await readyOf(thief);
+    return c?.status === 'False' ? c : undefined;
+  });
+  assert.match(refusedKey.message, /is not marked for Reconciler thief-[a-z0-9]+, so the bridge does not send its key/);
+  assert.deepEqual(theirs.deliveries, [], 'nothing reached the other sink');
+  assert.deepEqual(theirs.refused, [], 'not even an unsigned request');
 
   const lease = await api.request<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/kfn-system/leases/${leaseName}`);
   assert.ok(lease.spec.holderIdentity, 'the bridge holds its Lease');

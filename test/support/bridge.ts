@@ -11,6 +11,7 @@ import { stringify } from 'yaml';
 import type { Credentials } from '../../core/authentication.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
+import { authForAnnotation } from '../../core/names.ts';
 import { installCrd, testNamespace, uniqueName, type TestCluster, kubeApi } from './cluster.ts';
 import { startReceiver, type Receiver } from './receiver.ts';
 
@@ -52,7 +53,7 @@ export async function widgetSetup(t: TestContext, cluster: TestCluster, options:
   const secret = uniqueName('key');
   const credentials: Credentials = options.auth === 'none' ? { kind: 'none' } : { kind: 'hmac', secret };
   const auth = options.auth === 'none' ? {} : { auth: { secretRef: { name: 'widget-fn', namespace: ns } } };
-  if (options.auth !== 'none') await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'widget-fn' }, stringData: { secret } } });
+  if (options.auth !== 'none') await cluster.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'widget-fn', annotations: { [authForAnnotation]: 'widgets' } }, stringData: { secret } } });
   const receiver = await startReceiver(t, credentials);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bridge-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
