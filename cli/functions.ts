@@ -165,30 +165,31 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
     }
     await applyObject(api, o, manager);
   }
-  // Limited to namespaces now: a cluster-wide binding from an earlier apply must not outlive it.
-  if (!objects.some((o) => (o as { kind: string }).kind === 'ClusterRoleBinding')) {
-    await api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${encodeURIComponent(`kfn-fn-${name}:${namespace}`)}`).catch((err) => {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-    });
-  }
-  await removeStaleRoleBindings(api, name, objects, namespace);
+  await removeStaleGrants(api, name, objects, namespace);
   console.error(`applied ${objects.length} objects for ${name}`);
 }
 
 /**
- * The function's RoleBindings in namespaces it no longer watches (`--watch-namespace` shrank, or
- * went back to every namespace): an earlier apply's grant must not outlive it.
+ * The bindings of this function (deployed in `namespace`) — its own and the bridge's for it —
+ * that this apply no longer writes: an earlier apply's grant must not outlive it
+ * (`--watch-namespace` shrank, grew to every namespace, or was set where it was not). Only the
+ * bindings named for this function in this namespace are touched.
  */
-async function removeStaleRoleBindings(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
-  const binding = `kfn-fn-${name}:${namespace}`;
-  const kept = new Set(objects.flatMap((o) => ((o as { kind: string }).kind === 'RoleBinding' ? [(o as { metadata: { namespace: string } }).metadata.namespace] : [])));
-  const found = await api.request<{ items: { metadata: { name: string; namespace: string } }[] }>('GET', '/apis/rbac.authorization.k8s.io/v1/rolebindings', { query: { labelSelector: `${functionLabel}=${name}` } });
-  for (const b of found.items) {
-    if (b.metadata.name !== binding || kept.has(b.metadata.namespace)) continue;
-    await api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/namespaces/${b.metadata.namespace}/rolebindings/${encodeURIComponent(binding)}`).catch((err) => {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-    });
-    console.error(`removed RoleBinding ${b.metadata.namespace}/${binding} (${name} no longer watches ${b.metadata.namespace})`);
+async function removeStaleGrants(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
+  const rbac = '/apis/rbac.authorization.k8s.io/v1';
+  const ours = new Set([`kfn-fn-${name}:${namespace}`, `kfn-bridge-${name}:${namespace}`]);
+  const idOf = (kind: string, ns: string | undefined, n: string) => `${kind}/${ns ?? ''}/${n}`;
+  const kept = new Set(objects.map((o) => o as { kind: string; metadata: { name: string; namespace?: string } }).map((o) => idOf(o.kind, o.metadata.namespace, o.metadata.name)));
+  for (const [kind, plural] of [['RoleBinding', 'rolebindings'], ['ClusterRoleBinding', 'clusterrolebindings']] as const) {
+    const found = await api.request<{ items: { metadata: { name: string; namespace?: string } }[] }>('GET', `${rbac}/${plural}`, { query: { labelSelector: `${functionLabel}=${name}` } });
+    for (const o of found.items) {
+      if (!ours.has(o.metadata.name) || kept.has(idOf(kind, o.metadata.namespace, o.metadata.name))) continue;
+      const path = o.metadata.namespace ? `${rbac}/namespaces/${o.metadata.namespace}/${plural}/${encodeURIComponent(o.metadata.name)}` : `${rbac}/${plural}/${encodeURIComponent(o.metadata.name)}`;
+      await api.request('DELETE', path).catch((err) => {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+      });
+      console.error(`removed ${kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name} (no longer part of ${name}'s grants)`);
+    }
   }
 }
 

@@ -24,7 +24,7 @@ export const PodBuggerTool = defineKind({
 export default defineReconciler({
   name: 'podbuggertool',
   for: PodBuggerTool,
-  watches: [{ ...Pod, mapping: { selectorField: 'spec.selector' } }],
+  watches: [{ ...Pod, mapping: { selectorField: 'spec.selector' }, list: true }],
   uses: [{ kind: Pod, verbs: ['patch'], subresource: 'ephemeralcontainers' }],
   async reconcile(tool, ctx) {
     const ns = tool.metadata.namespace!;

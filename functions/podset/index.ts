@@ -36,7 +36,7 @@ export default defineReconciler({
   name: 'podset',
   for: PodSet,
   owns: [Deployment],
-  watches: [{ ...Pod, mapping: { label: 'podSet_cr' } }],
+  watches: [{ ...Pod, mapping: { label: 'podSet_cr' }, list: true }],
   async reconcile(set, ctx) {
     const pods = await ctx.list(Pod, { namespace: set.metadata.namespace, labelSelector: `podSet_cr=${set.metadata.name}` });
     const nodes = pods.filter((p) => p.status?.phase === 'Running' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name).sort();

@@ -74,7 +74,7 @@ export default defineReconciler({
   name: 'reversewordsapp',
   for: ReverseWordsApp,
   owns: [Deployment, Service],
-  watches: [{ ...Pod, mapping: { label: 'app' } }],
+  watches: [{ ...Pod, mapping: { label: 'app' }, list: true }],
   uses: [{ kind: ConfigMap, verbs: ['get', 'create', 'delete'] }],
   async reconcile(app, ctx) {
     await ensureCache(app, ctx);

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MyWebFunction from '../myweb/index.ts';
 import CertificateFunction from '../certificate/index.ts';
+import IssuerFunction from '../issuer/index.ts';
+import PodSetFunction from '../podset/index.ts';
 import { functionKnativeService, functionManifests, functionWorkload } from './manifests.ts';
 import { pluralOf } from './kind.ts';
 import { defineKind, t } from './index.ts';
@@ -75,10 +77,33 @@ test('pluralOf follows the API names of common kinds', () => {
 });
 
 test('limited to namespaces, the function is bound by RoleBindings there; only cluster-scoped kinds stay cluster-wide', () => {
-  const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system', namespaces: ['team-a', 'team-b'] }) as { kind: string; metadata: { name: string; namespace?: string }; roleRef?: { name: string } }[];
-  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole']);
-  assert.deepEqual(objs.filter((o) => o.kind === 'RoleBinding').map((o) => [o.metadata.namespace, o.roleRef!.name]), [['team-a', 'kfn-fn-myweb-namespaced'], ['team-b', 'kfn-fn-myweb-namespaced']]);
+  const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system', namespaces: ['team-a', 'team-b'] }) as {
+    kind: string;
+    metadata: { name: string; namespace?: string; labels: Record<string, string> };
+    roleRef?: { name: string };
+    subjects?: { name: string; namespace: string }[];
+    rules?: { resources: string[]; verbs: string[] }[];
+  }[];
+  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole', 'ClusterRole', 'RoleBinding', 'RoleBinding']);
+  const bindings = objs.filter((o) => o.kind === 'RoleBinding').map((o) => [o.metadata.namespace, o.roleRef!.name, `${o.subjects![0]!.namespace}/${o.subjects![0]!.name}`]);
+  assert.deepEqual(bindings, [
+    ['team-a', 'kfn-fn-myweb-namespaced', 'kfn-system/kfn-fn-myweb'],
+    ['team-b', 'kfn-fn-myweb-namespaced', 'kfn-system/kfn-fn-myweb'],
+    ['team-a', 'kfn-bridge-myweb-namespaced', 'kfn-system/kfn-bridge'],
+    ['team-b', 'kfn-bridge-myweb-namespaced', 'kfn-system/kfn-bridge'],
+  ], 'the function and the bridge alike: bound in the namespaces served');
   assert.equal(objs.some((o) => o.kind === 'ClusterRoleBinding'), false, 'no cluster-wide binding');
+  const aggregated = objs.filter((o) => o.metadata.labels?.['kfn.dev/aggregate-to-bridge'] === 'true');
+  assert.deepEqual(aggregated.map((o) => o.rules!.map((r) => `${r.resources.join()}:${r.verbs.join()}`)), [['services:get']], 'cluster-wide, the bridge only reads its sink');
+  const bridgeNamespaced = objs.find((o) => o.metadata.name === 'kfn-bridge-myweb-namespaced')!;
+  assert.deepEqual(bridgeNamespaced.rules!.map((r) => r.resources.join()), ['mywebs', 'configmaps', 'deployments', 'services']);
+});
+
+test('a watched kind is read by name unless the function says it lists it', () => {
+  const rolesOf = (fn: Reconciler) => functionManifests(fn).filter((o) => o.kind === 'ClusterRole' && (o.metadata as { name: string }).name.startsWith('kfn-fn-')) as { rules: { resources: string[]; verbs: string[] }[] }[];
+  const verbs = (fn: Reconciler, resource: string) => rolesOf(fn).flatMap((r) => r.rules).filter((r) => r.resources.includes(resource)).flatMap((r) => r.verbs);
+  assert.deepEqual(verbs(IssuerFunction, 'secrets'), ['get', 'get'], 'the issuer reads the CA Secret its Issuer names: get, never list');
+  assert.ok(verbs(PodSetFunction, 'pods').includes('list'), 'PodSet lists its Pods: `list: true` on its watch');
 });
 
 test('a watch given as a spread kind ({...Issuer, mapping}) becomes apiVersion, kind and mapping in the Reconciler', () => {

@@ -4,7 +4,8 @@
 // kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
 import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
 import type { Reconciler } from './reconciler.ts';
-import { groupOf, isClusterScopedKind, type KindRef } from '../../core/objects.ts';
+import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
+import { declaredAccess } from './access.ts';
 import { hasWebhooks } from './webhooks.ts';
 import { functionLabels, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
 
@@ -21,6 +22,8 @@ export interface ManifestOptions {
   resyncPeriodSeconds?: number;
   /** For a kind with previous versions: where the CRD's conversion webhook is (`kfn deploy` sets it). */
   conversion?: ConversionClient;
+  /** The bridge's namespace, where its ServiceAccount `kfn-bridge` is (default kfn-system). */
+  bridgeNamespace?: string;
 }
 
 
@@ -59,19 +62,47 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels } },
     ...functionRbac(reconciler, account, ns, labels, options.namespaces ?? []),
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: `kfn-bridge-${name}`, labels: { ...labels, 'kfn.dev/aggregate-to-bridge': 'true' } },
-      rules: [
-        rule(kind, ['list', 'watch'], kind.plural),
-        ...owns.map((o) => rule(o, ['list', 'watch'])),
-        ...watches.map((w) => rule(w, ['list', 'watch'])),
-        // The bridge reads the sink's address (status.address.url / status.url) from that one object.
-        ...(sink.ref ? [{ ...rule(sink.ref, ['get']), resourceNames: [sink.ref.name] }] : []),
-      ],
-    },
+    ...bridgeRbac(reconciler, labels, options.namespaces ?? [], ns, options.bridgeNamespace ?? 'kfn-system', sink.ref),
   ];
+}
+
+/**
+ * What the bridge needs for this function: list and watch of its primary, owned and watched
+ * kinds, and get on its sink object. Cluster-wide (a ClusterRole aggregated into kfn-bridge)
+ * unless the Reconciler is limited to namespaces: then a RoleBinding in each of them grants the
+ * namespaced kinds, and only cluster-scoped kinds and the sink stay cluster-wide — a function
+ * that owns Secrets in one namespace does not let the bridge read every Secret of the cluster.
+ */
+function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, namespaces: string[], functionNamespace: string, bridgeNamespace: string, sinkRef: (KindRef & { name: string }) | undefined): Record<string, unknown>[] {
+  const kind = reconciler.for;
+  const name = `kfn-bridge-${reconciler.name}`;
+  const watched: { ref: KindRef; rule: ReturnType<typeof rule> }[] = [
+    { ref: kind, rule: rule(kind, ['list', 'watch'], kind.plural) },
+    ...(reconciler.owns ?? []).map((o) => ({ ref: o, rule: rule(o, ['list', 'watch']) })),
+    ...(reconciler.watches ?? []).map((w) => ({ ref: w, rule: rule(w, ['list', 'watch']) })),
+  ];
+  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (sameKind(ref, kind) && !kind.namespaced);
+  const scoped = namespaces.length > 0 && kind.namespaced;
+  // The bridge reads the sink's address (status.address.url / status.url) from that one object.
+  const sinkRule = sinkRef ? [{ ...rule(sinkRef, ['get']), resourceNames: [sinkRef.name] }] : [];
+  const clusterWide = [...(scoped ? watched.filter((w) => isCluster(w.ref)) : watched).map((w) => w.rule), ...sinkRule];
+  const out: Record<string, unknown>[] = [];
+  if (clusterWide.length) out.push({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name, labels: { ...labels, 'kfn.dev/aggregate-to-bridge': 'true' } }, rules: clusterWide });
+  if (scoped) {
+    const perNamespace = watched.filter((w) => !isCluster(w.ref)).map((w) => w.rule);
+    out.push({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `${name}-namespaced`, labels }, rules: perNamespace });
+    for (const target of namespaces) {
+      out.push({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        // Named for the function's namespace too, as its own bindings are: `kfn deploy` removes it there alone.
+        metadata: { name: `${name}:${functionNamespace}`, namespace: target, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${name}-namespaced` },
+        subjects: [{ kind: 'ServiceAccount', name: 'kfn-bridge', namespace: bridgeNamespace }],
+      });
+    }
+  }
+  return out;
 }
 
 /**
@@ -82,20 +113,15 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
  */
 function functionRbac(reconciler: Reconciler, account: string, ns: string, labels: Record<string, string>, namespaces: string[]): Record<string, unknown>[] {
   const kind = reconciler.for;
-  const owns = reconciler.owns ?? [];
-  const watches = reconciler.watches ?? [];
   const primary: KindRef = { apiVersion: kind.apiVersion, kind: kind.kind };
-  const rules: { ref: KindRef; rule: ReturnType<typeof rule> }[] = [
-    { ref: primary, rule: rule(kind, ['get', 'patch'], kind.plural) },
-    { ref: primary, rule: rule(kind, ['get', 'patch', 'update'], `${kind.plural}/status`) },
-    ...owns.map((o) => ({ ref: o, rule: rule(o, ['get', 'list', 'create', 'patch', 'update', 'delete']) })),
-    ...watches.map((w) => ({ ref: w, rule: rule(w, ['get', 'list']) })),
-    ...(reconciler.uses ?? []).map((u) => ({ ref: u.kind, rule: rule(u.kind, u.verbs, `${pluralOf(u.kind.kind)}${u.subresource ? `/${u.subresource}` : ''}`) })),
-    { ref: { apiVersion: 'v1', kind: 'Event' }, rule: { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch', 'get'] } },
-  ];
+  // What it declares, and nothing else (access.ts): the runtime refuses the rest the same way.
+  const rules = declaredAccess(reconciler).map(({ ref, verbs, subresource }) => {
+    const plural = sameKind(ref, primary) ? kind.plural : pluralOf(ref.kind);
+    return { ref, rule: rule(ref, verbs, subresource ? `${plural}/${subresource}` : plural) };
+  });
   const scoped = namespaces.length > 0 && kind.namespaced;
   // Built-in kinds that live outside namespaces: a RoleBinding cannot grant them.
-  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (ref === primary && !kind.namespaced);
+  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (sameKind(ref, primary) && !kind.namespaced);
   const perNamespace = scoped ? rules.filter((r) => !isCluster(r.ref)).map((r) => r.rule) : [];
   const clusterWide = scoped ? rules.filter((r) => isCluster(r.ref)).map((r) => r.rule) : rules.map((r) => r.rule);
   const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });

@@ -108,6 +108,12 @@ export interface WatchSpec extends KindRef {
    *   list on the path names each item: `spec.volumes.secretName`).
    */
   mapping: { label: string } | { selectorField: string } | { referenceField: string };
+  /**
+   * The function lists objects of this kind (`ctx.list`): its RBAC grants list. Without it a
+   * watched kind is only read by name (`ctx.get`): a function that reads the Secret its object
+   * names cannot list every Secret of the cluster.
+   */
+  list?: boolean;
 }
 
 export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef = KindRef> {

@@ -84,6 +84,7 @@ describe('offline replay', () => {
     const reader = defineReconciler({
       for: MyWeb,
       name: 'myweb',
+      uses: [{ kind: Secret, verbs: ['get'] }],
       async reconcile(_web, ctx) {
         await ctx.get(Secret, 'not-recorded');
         return {};

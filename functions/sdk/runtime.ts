@@ -11,6 +11,7 @@
 // sent when it holds every desired field and kfn's field manager owns no field the function
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
+import { checkDeclared } from './access.ts';
 import { systemClock } from '../../core/clock.ts';
 import { describeObject, objectId, refOf, sameKind, type KindRef } from '../../core/objects.ts';
 import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
@@ -186,6 +187,7 @@ class Invocation {
       trigger: received.data.trigger,
       owned: <R extends KindRef>(r: R, n: string) => children.get(childKey(r, n)) as Live<R> | undefined,
       get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
+        checkDeclared(reconciler, r, 'get');
         const resource = await api.resource(r.apiVersion, r.kind);
         try {
           return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
@@ -195,6 +197,7 @@ class Invocation {
         }
       },
       list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string; pageSize?: number } = {}) => {
+        checkDeclared(reconciler, r, 'list');
         const resource = await api.resource(r.apiVersion, r.kind);
         return listAll<Live<R>>(api, collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector }, pageSize: opts.pageSize });
       },

@@ -77,10 +77,24 @@ describe('testReconcile', () => {
     assert.equal(out.get(Namespace, 'shop-home'), undefined);
   });
 
+  test('ctx.get and ctx.list of what the function does not declare fail as its RBAC would, saying what to declare', async () => {
+    const Shelf = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Shelf', spec: t.Object({}), status: t.Object({}) });
+    const reading = (declare: Partial<Parameters<typeof defineReconciler>[0]>, read: (ctx: Parameters<Parameters<typeof defineReconciler>[0]['reconcile']>[1]) => Promise<unknown>) =>
+      testReconcile(defineReconciler({ for: Shelf, ...declare, async reconcile(_s, ctx) { await read(ctx); return {}; } }), { object: { metadata: { name: 's', namespace: 'shop' }, spec: {} } });
+    const watchesSecret = { watches: [{ ...Secret, mapping: { referenceField: 'spec.secretName' } }] };
+    assert.equal((await reading(watchesSecret, (ctx) => ctx.get(Secret, 'x'))).error, undefined, 'a watched kind is read by name');
+    const listed = await reading(watchesSecret, (ctx) => ctx.list(Secret));
+    assert.match(listed.error?.message ?? '', /does not declare that it may list Secret objects .*add `list: true` to its watch of Secret/);
+    assert.equal((await reading({ watches: [{ ...Secret, mapping: { referenceField: 'spec.secretName' }, list: true }] }, (ctx) => ctx.list(Secret))).error, undefined);
+    const undeclared = await reading({}, (ctx) => ctx.get(Secret, 'x'));
+    assert.match(undeclared.error?.message ?? '', /ctx\.get\(v1 Secret\): \w+ does not declare that it may get Secret objects .*add \{ kind: Secret, verbs: \['get'\] \} to its `uses`/);
+  });
+
   test('lists come a page at a time, as from the apiserver, and ctx.list gathers every page', async () => {
     const Counter = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Counter', spec: t.Object({}), status: t.Object({ seen: t.Optional(t.Array(t.String())) }) });
     const counter = defineReconciler({
       for: Counter,
+      uses: [{ kind: Secret, verbs: ['list'] }],
       async reconcile(c, ctx) {
         return { status: { seen: (await ctx.list(Secret, { namespace: c.metadata.namespace, pageSize: 1 })).map((s) => s.metadata.name) } };
       },

@@ -16,13 +16,14 @@ test("a RoleBinding in a namespace the function no longer watches is removed; th
   const reconciler = await loadFunction(join(repoRoot, 'functions', 'podset'));
   // The identity and its grants only: the Reconciler and the CRD would reach other tests' bridges.
   const rbac = (namespaces: string[]) => functionManifests(reconciler, { namespace: system, sinkUri: 'http://127.0.0.1:1/', namespaces }).filter((o) => ['ServiceAccount', 'RoleBinding'].includes((o as { kind: string }).kind));
-  const binding = `kfn-fn-${reconciler.name}:${system}`;
-  const bound = async (ns: string) => api.request('GET', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/${encodeURIComponent(binding)}`).then(() => true, () => false);
+  // The function's binding and the bridge's for it, in each namespace it serves.
+  const bindings = [`kfn-fn-${reconciler.name}:${system}`, `kfn-bridge-${reconciler.name}:${system}`];
+  const bound = async (ns: string) => (await Promise.all(bindings.map((b) => api.request('GET', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/${encodeURIComponent(b)}`).then(() => 'bound', () => 'none')))).join('+');
 
   await applyFunction(api, reconciler.name, rbac([a, b]), system);
-  assert.deepEqual([await bound(a), await bound(b)], [true, true]);
+  assert.deepEqual([await bound(a), await bound(b)], ['bound+bound', 'bound+bound']);
   await applyFunction(api, reconciler.name, rbac([a]), system);
-  assert.deepEqual([await bound(a), await bound(b)], [true, false], 'the grant in the namespace dropped is gone');
+  assert.deepEqual([await bound(a), await bound(b)], ['bound+bound', 'none+none'], 'the grants in the namespace dropped are gone, the function\'s and the bridge\'s');
   await applyFunction(api, reconciler.name, rbac([]), system);
-  assert.equal(await bound(a), false, 'watching every namespace: no RoleBinding of an earlier, narrower apply is left');
+  assert.equal(await bound(a), 'none+none', 'watching every namespace: no RoleBinding of an earlier, narrower apply is left');
 });
