@@ -18,6 +18,20 @@ function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters
 const names = (events: WatchEvent[], type: WatchEvent['type']) => events.filter((e) => e.type === type).map((e) => ('object' in e ? e.object.metadata.name : ''));
 
 describe('Watcher', () => {
+  test('a list page larger than maxPageBytes is asked for again with fewer objects, and the smaller size is kept', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 40; i++) server.put(`big-${i}`, { annotations: { note: 'x'.repeat(10_000) } });
+    const logs: string[] = [];
+    const { w } = watcherOn(server, { maxPageBytes: 64 * 1024, log: (_level, msg) => logs.push(msg) });
+    t.after(() => w.stop());
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    assert.equal(w.store.size, 40, 'every object listed');
+    const limits = server.requests.filter((r) => r.method === 'GET' && !r.query.watch).map((r) => Number(r.query.limit));
+    assert.deepEqual(limits.slice(0, 4), [500, 250, 125, 62], 'halved until a page fits');
+    assert.ok(limits.every((l, i) => i === 0 || l <= limits[i - 1]!), 'never larger again within the list');
+    assert.ok(logs.some((m) => /a list page was larger than 65536 bytes: asking for \d+ objects a page/.test(m)));
+  });
+
   test('a metadata watch keeps a compact record of each object; a full watch keeps the object', async (t) => {
     const server = new FakeApiServer();
     const meta = { labels: { app: 'web' }, annotations: { big: 'x'.repeat(2000) }, creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 };

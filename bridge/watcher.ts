@@ -20,7 +20,7 @@
 // compact record (see `recordOf`): what routing and delivery read, and a digest of what makes
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
-import { ApiError, collectionPath, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from '../core/objects.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
 import { Interned, keptKey, recordOf, rememberKey } from './records.ts';
@@ -38,8 +38,10 @@ export type WatchEvent =
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
   projection: 'metadata' | 'full';
-  /** Page size of lists (default 500, as client-go). */
+  /** Page size of lists (default 500, as client-go); halved while pages are larger than maxPageBytes. */
   pageSize?: number;
+  /** The most bytes one list page may take (default 8 MiB): the bridge never holds a larger answer. */
+  maxPageBytes?: number;
   /** Restart a watch that has sent nothing (not even a bookmark) for this long (default 150 s; the apiserver bookmarks about once a minute). */
   inactivityMs?: number;
   /** Server-side watch timeout range in seconds (default 300–600, as client-go's reflector). */
@@ -67,11 +69,6 @@ type State =
   | { phase: 'watch'; resourceVersion: string }
   | { phase: 'wait'; ms: number; then: State }
   | { phase: 'stopped' };
-
-interface ListPage {
-  metadata?: { resourceVersion?: string; continue?: string };
-  items?: KubeObject[];
-}
 
 interface WatchLine {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
@@ -106,12 +103,15 @@ export class Watcher {
   readonly stats = { lists: 0, relists: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0 };
   private readonly clock: Clock;
   private readonly random: () => number;
+  /** Objects asked for a list page: options.pageSize, less once pages of it were too large. */
+  private pageSize: number;
 
   constructor(api: KubeApi, resource: ResourceInfo, options: WatcherOptions) {
     this.api = api;
     this.resource = resource;
     this.options = {
       pageSize: 500,
+      maxPageBytes: defaultMaxPageBytes,
       inactivityMs: 150_000,
       watchTimeoutSeconds: [300, 600],
       backoffMs: [500, 30_000],
@@ -119,6 +119,7 @@ export class Watcher {
     };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.pageSize = this.options.pageSize;
   }
 
   /** True once the first list has been applied. */
@@ -217,10 +218,19 @@ export class Watcher {
     // only the keys seen are remembered, and what the list did not name is deleted at the end.
     // No second copy of the objects is built: at 100,000 objects that copy was most of a heap.
     const seen = new Set<string>();
-    let cont: string | undefined;
     let resourceVersion = '';
-    do {
-      const page = await this.api.request<ListPage>('GET', path, { query: { limit: this.options.pageSize, continue: cont, labelSelector: this.options.labelSelector }, accept, signal: this.abort.signal });
+    const pages = listPages<KubeObject>(this.api, path, {
+      query: { labelSelector: this.options.labelSelector },
+      accept,
+      signal: this.abort.signal,
+      pageSize: this.pageSize,
+      maxPageBytes: this.options.maxPageBytes,
+      onSmallerPages: (n) => {
+        this.pageSize = n; // kept for the next lists: these objects are large
+        this.log('warn', `a list page was larger than ${this.options.maxPageBytes} bytes: asking for ${n} objects a page`, { pageSize: n });
+      },
+    });
+    for await (const page of pages) {
       for (const item of page.items ?? []) {
         const obj = this.normalise(item);
         const fresh = objectKey(obj.metadata);
@@ -231,9 +241,8 @@ export class Watcher {
         this.store.set(key, this.kept(obj, key));
         this.emit({ type: 'apply', object: obj, old, key });
       }
-      cont = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-    } while (cont);
+    }
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);

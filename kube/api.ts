@@ -59,6 +59,17 @@ export interface RequestOptions {
   contentType?: string;
   accept?: string;
   signal?: AbortSignal;
+  /** The most bytes of answer read; past it the answer is dropped unread and ResponseTooLarge thrown. */
+  maxBytes?: number;
+}
+
+/** An answer longer than the reader's bound (RequestOptions.maxBytes): dropped, not held. */
+export class ResponseTooLarge extends Error {
+  readonly limit: number;
+  constructor(what: string, limit: number) {
+    super(`${what}: the answer is larger than ${limit} bytes, the most this reader holds`);
+    this.limit = limit;
+  }
 }
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -147,7 +158,7 @@ export class KubeApi {
     try {
       const res = await this.send(method, path, options);
       status = res.statusCode;
-      text = await res.body.text();
+      text = options.maxBytes === undefined ? await res.body.text() : await boundedText(res.body, options.maxBytes, `${method} ${path}`);
     } catch (err) {
       this.tap?.request(exchangeOf(method, path, options, status, undefined, (err as Error).message));
       throw err;
@@ -302,30 +313,83 @@ export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOpt
   }
 }
 
-/** The collection path of a resource, in one namespace or across all. */
+/** Reads a body up to `maxBytes`; past it, stops reading, drops the connection and throws. */
+async function boundedText(body: AsyncIterable<Buffer> & { destroy(): void }, maxBytes: number, what: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      body.destroy();
+      throw new ResponseTooLarge(what, maxBytes);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size).toString('utf8');
+}
+
+/** The most bytes one list page may take by default: a page of larger objects comes in more, smaller pages. */
+export const defaultMaxPageBytes = 8 << 20;
+
+export interface PageOptions {
+  query?: RequestOptions['query'];
+  accept?: string;
+  signal?: AbortSignal;
+  /** Objects asked for a page (default 500): halved while a page is larger than maxPageBytes. */
+  pageSize?: number;
+  maxPageBytes?: number;
+  /** Told when pages of `pageSize` objects were too large and fewer are asked for from now on. */
+  onSmallerPages?: (pageSize: number) => void;
+}
+
 /**
- * Every item of a collection, a page at a time (`limit` and `continue`), so a list of any size
- * comes in bounded answers. A continue token that expired (410 Gone: the snapshot was
+ * The pages of a collection (`limit` and `continue`), each answer bounded: a page larger than
+ * maxPageBytes (objects with large annotations: one tenant can make a page of 500 ConfigMaps
+ * weigh 125 MB) is dropped unread and asked for again with half as many objects, down to one.
+ */
+export async function* listPages<T>(api: KubeApi, path: string, options: PageOptions = {}): AsyncGenerator<{ items?: T[]; metadata?: { continue?: string; resourceVersion?: string } }> {
+  let pageSize = options.pageSize ?? 500;
+  const maxBytes = options.maxPageBytes ?? defaultMaxPageBytes;
+  let cont: string | undefined;
+  for (;;) {
+    let page: { items?: T[]; metadata?: { continue?: string; resourceVersion?: string } };
+    try {
+      page = await api.request('GET', path, { query: { ...options.query, limit: pageSize, continue: cont }, accept: options.accept, signal: options.signal, maxBytes });
+    } catch (err) {
+      if (!(err instanceof ResponseTooLarge)) throw err;
+      if (pageSize === 1) throw new ResponseTooLarge(`one object of ${path}`, maxBytes);
+      pageSize = Math.max(1, Math.floor(pageSize / 2));
+      options.onSmallerPages?.(pageSize);
+      continue;
+    }
+    yield page;
+    cont = page.metadata?.continue || undefined;
+    if (!cont) return;
+  }
+}
+
+/**
+ * Every item of a collection, a page at a time (listPages: bounded answers), so a list of any
+ * size comes in bounded answers. A continue token that expired (410 Gone: the snapshot was
  * compacted) starts the list again from the first page, at most twice.
  */
-export async function listAll<T>(api: KubeApi, path: string, options: { query?: RequestOptions['query']; pageSize?: number; signal?: AbortSignal } = {}): Promise<T[]> {
-  const pageSize = options.pageSize ?? 500;
+export async function listAll<T>(api: KubeApi, path: string, options: { query?: RequestOptions['query']; pageSize?: number; signal?: AbortSignal; maxPageBytes?: number } = {}): Promise<T[]> {
   for (let restarts = 0; ; restarts++) {
     const items: T[] = [];
-    let cont: string | undefined;
+    let paged = false;
     try {
-      do {
-        const page = await api.request<{ items: T[]; metadata?: { continue?: string } }>('GET', path, { query: { ...options.query, limit: pageSize, continue: cont }, signal: options.signal });
-        items.push(...page.items);
-        cont = page.metadata?.continue || undefined;
-      } while (cont);
+      for await (const page of listPages<T>(api, path, options)) {
+        items.push(...(page.items ?? []));
+        paged = !!page.metadata?.continue;
+      }
       return items;
     } catch (err) {
-      if (!(err instanceof ApiError && err.status === 410 && cont && restarts < 2)) throw err;
+      if (!(err instanceof ApiError && err.status === 410 && paged && restarts < 2)) throw err;
     }
   }
 }
 
+/** The collection path of a resource, in one namespace or across all. */
 export function collectionPath(resource: ResourceInfo, namespace?: string): string {
   const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;
   return resource.namespaced && namespace ? `${base}/namespaces/${namespace}/${resource.plural}` : `${base}/${resource.plural}`;

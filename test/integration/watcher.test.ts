@@ -44,6 +44,17 @@ describe('Watcher', { concurrency: true }, () => {
     assert.equal((f.data as Record<string, string>).big?.length, 1000);
   });
 
+  test('a tenant\'s objects with large annotations do not make one huge list page: pages shrink until each is under the bound', async (t) => {
+    const cluster = await testCluster();
+    const ns = await testNamespace(t, cluster, 'bigpages');
+    // 24 ConfigMaps with 100 KiB of annotations each: one 500-object page would be 2.4 MB.
+    for (let i = 0; i < 24; i++) await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `big-${i}`, annotations: { note: 'x'.repeat(100 * 1024) } } } });
+    const logs: string[] = [];
+    const rec = await recordWatch(t, cluster.kc, 'v1', 'ConfigMap', ns, { projection: 'metadata', maxPageBytes: 512 * 1024, log: (_level, msg) => logs.push(msg) });
+    assert.equal([...rec.watcher.store.keys()].filter((k) => k.includes('/big-')).length, 24, 'every object listed');
+    assert.ok(logs.some((m) => /a list page was larger than 524288 bytes: asking for \d+ objects a page/.test(m)), logs.join('\n'));
+  });
+
   test('after a network partition it resumes from its last resourceVersion and misses nothing', async (t) => {
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'partition');

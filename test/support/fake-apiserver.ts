@@ -2,7 +2,7 @@
 // (never for testing against Kubernetes itself: integration tests use the real cluster). It
 // keeps objects of one resource with resourceVersions, serves paged lists and watches, and
 // lets a test push watch events, bookmarks and 410s, and end a watch as the apiserver would.
-import { ApiError, type KubeApi, type KubeObject, type RequestOptions, type ResourceInfo } from '../../kube/api.ts';
+import { ApiError, ResponseTooLarge, type KubeApi, type KubeObject, type RequestOptions, type ResourceInfo } from '../../kube/api.ts';
 
 interface OpenWatch {
   query: Record<string, unknown>;
@@ -104,7 +104,10 @@ export class FakeApiServer {
         const limit = Number(query.limit ?? all.length);
         const page = all.slice(start, start + limit);
         const next = start + limit < all.length ? String(start + limit) : undefined;
-        return structuredClone({ metadata: { resourceVersion: String(server.rv), ...(next ? { continue: next } : {}) }, items: page });
+        const answer = { metadata: { resourceVersion: String(server.rv), ...(next ? { continue: next } : {}) }, items: page };
+        // As KubeApi reads a bounded answer: one too long is dropped.
+        if (options.maxBytes !== undefined && Buffer.byteLength(JSON.stringify(answer)) > options.maxBytes) throw new ResponseTooLarge(`GET ${path}`, options.maxBytes);
+        return structuredClone(answer);
       },
       stream(path: string, options: RequestOptions, onLine: (value: unknown) => void) {
         const query = Object.fromEntries(Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined));
