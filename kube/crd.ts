@@ -36,7 +36,7 @@ export interface CrdOptions {
  * Keys a schema may carry for kfn's own validation in code (the words of an error message)
  * that a CRD schema has no field for: dropped from the OpenAPI form.
  */
-export const codeOnlyKeys = ['expected'] as const;
+export const codeOnlyKeys = ['expected', 'sensitive'] as const;
 
 /**
  * A TypeBox schema as plain OpenAPI for a CRD: TypeBox's symbol keys and the code-only keys

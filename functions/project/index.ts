@@ -9,7 +9,8 @@ export const Project = defineKind({
   kind: 'Project',
   spec: t.Object({
     image: t.String({ minLength: 1 }),
-    password: t.String({ minLength: 1 }),
+    // Sensitive: invocation records hold a digest, and no message the SDK writes shows it.
+    password: t.String({ minLength: 1, sensitive: true }),
   }),
   status: t.Object({ Ready: t.Optional(t.Boolean()) }),
   printerColumns: [

@@ -1,6 +1,6 @@
 // A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
 // definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
-import { Type, type Static, type TObject } from '@sinclair/typebox';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { KubeObject } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
 import { customResourceDefinition, type PrinterColumn } from '../../kube/crd.ts';
@@ -82,6 +82,13 @@ export interface Kind<Spec extends TObject = TObject, Status extends TObject = T
   plural: string;
   namespaced: boolean;
   options: KindOptions<Spec, Status>;
+  /**
+   * The fields marked `sensitive: true` in the schema (`password: t.String({ sensitive: true })`),
+   * as paths from the object's root (`['spec', 'password']`; `*` for every item of an array, or
+   * every value of a map): invocation records hold a keyed digest instead of their values, and
+   * the SDK's error messages, logs and answers never show them.
+   */
+  sensitive: string[][];
   /** The object type: what a reconcile function receives. */
   readonly Object?: { apiVersion: string; kind: string; metadata: ObjectMeta; spec: Static<Spec>; status?: Partial<Static<Status>> & StandardStatus };
 }
@@ -108,8 +115,21 @@ export function defineKind<Spec extends TObject, Status extends TObject>(options
     version: options.version,
     plural: options.plural ?? pluralOf(options.kind),
     namespaced: (options.scope ?? 'Namespaced') === 'Namespaced',
+    sensitive: [...sensitivePaths(options.spec, ['spec']), ...sensitivePaths(options.status, ['status'])],
     options,
   };
+}
+
+/** The paths of the sub-schemas marked `sensitive: true`. */
+function sensitivePaths(schema: TSchema, at: string[]): string[][] {
+  const s = schema as TSchema & { sensitive?: boolean; properties?: Record<string, TSchema>; items?: TSchema; additionalProperties?: TSchema | boolean; anyOf?: TSchema[] };
+  if (s.sensitive === true) return [at];
+  const out: string[][] = [];
+  for (const [k, v] of Object.entries(s.properties ?? {})) out.push(...sensitivePaths(v, [...at, k]));
+  if (s.items) out.push(...sensitivePaths(s.items, [...at, '*']));
+  if (typeof s.additionalProperties === 'object') out.push(...sensitivePaths(s.additionalProperties, [...at, '*']));
+  for (const v of s.anyOf ?? []) out.push(...sensitivePaths(v, at));
+  return out;
 }
 
 /** How the apiserver reaches a kind's conversion webhook, and the CA its certificate is signed by. */

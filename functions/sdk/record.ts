@@ -15,6 +15,7 @@ import type { ReconcileResponse } from '../../core/response.ts';
 import type { JournalEntry } from '../../core/journal.ts';
 import { Journal } from '../../core/journal.ts';
 import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
+import { groupOf, type KindRef } from '../../core/objects.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 
 export const recordFormat = 1;
@@ -107,19 +108,80 @@ function redactSecret(obj: unknown, found: string[]): unknown {
   return out;
 }
 
-function redactValue(value: unknown, secretScope: boolean, found: string[]): unknown {
-  if (!isObject(value)) return value;
-  if (Array.isArray(value.items)) return { ...value, items: value.items.map((i) => redactValue(i, secretScope, found)) };
-  return secretScope || value.kind === 'Secret' ? redactSecret(value, found) : value;
+/** The fields a kind's schema marks sensitive (Kind.sensitive), by `group/Kind`. */
+export type SensitiveFields = Map<string, string[][]>;
+
+/** The sensitive fields of the kinds a function reads and writes: its own and the ones it owns. */
+export function sensitiveFieldsOf(reconciler: { for: KindRef; owns?: readonly KindRef[] }): SensitiveFields {
+  const out: SensitiveFields = new Map();
+  for (const k of [reconciler.for, ...(reconciler.owns ?? [])] as (KindRef & { sensitive?: string[][] })[]) {
+    if (k.sensitive?.length) out.set(`${groupOf(k.apiVersion)}/${k.kind}`, k.sensitive);
+  }
+  return out;
 }
 
-/** The exchange with any Secret data hashed, and a line saying what was, if anything. */
-export function redactExchange(exchange: Exchange): { exchange: Exchange; redacted?: string } {
+/** The values at `path` in `obj` (`*`: every item or value). */
+function valuesAt(obj: unknown, path: string[]): unknown[] {
+  if (!path.length) return obj === undefined ? [] : [obj];
+  if (typeof obj !== 'object' || obj === null) return [];
+  const [head, ...rest] = path;
+  const next = head === '*' ? Object.values(obj) : [(obj as Record<string, unknown>)[head!]];
+  return next.flatMap((v) => valuesAt(v, rest));
+}
+
+/** A copy of `obj` with the values at `path` hashed; `found` gets the fields hashed. */
+function hashAt(obj: unknown, path: string[], found: string[], at: string[] = []): unknown {
+  if (!path.length) return obj === undefined ? obj : (found.push(at.join('.')), hashed(typeof obj === 'string' ? obj : JSON.stringify(obj)));
+  if (typeof obj !== 'object' || obj === null) return obj;
+  const [head, ...rest] = path;
+  if (Array.isArray(obj)) return head === '*' ? obj.map((v, i) => hashAt(v, rest, found, [...at, String(i)])) : obj;
+  const o = obj as Record<string, unknown>;
+  const keys = head === '*' ? Object.keys(o) : head! in o ? [head!] : [];
+  return keys.length ? { ...o, ...Object.fromEntries(keys.map((k) => [k, hashAt(o[k], rest, found, [...at, k])])) } : o;
+}
+
+/** The strings found at an object's sensitive fields: what no message may show. */
+export function sensitiveValues(obj: unknown, fields: SensitiveFields): string[] {
+  const o = obj as { apiVersion?: string; kind?: string } | undefined;
+  const paths = o?.apiVersion && o.kind ? fields.get(`${groupOf(o.apiVersion)}/${o.kind}`) : undefined;
+  return (paths ?? []).flatMap((p) => valuesAt(obj, p)).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).filter((v) => v.length >= 4);
+}
+
+/** `text` with every one of `values` replaced by its digest. */
+export function scrub(text: string, values: readonly string[]): string {
+  let out = text;
+  for (const v of values) if (out.includes(v)) out = out.split(v).join(hashed(v));
+  return out;
+}
+
+/** A copy of an object with its kind's sensitive fields hashed (`kind`: when the object does not say, as list items). */
+function redactFields(obj: unknown, fields: SensitiveFields, found: string[], kind?: { apiVersion?: string; kind?: string }): unknown {
+  if (!isObject(obj) || !fields.size) return obj;
+  const apiVersion = (obj.apiVersion as string | undefined) ?? kind?.apiVersion;
+  const k = (obj.kind as string | undefined) ?? kind?.kind;
+  const paths = apiVersion && k ? fields.get(`${groupOf(apiVersion)}/${k}`) : undefined;
+  let out: unknown = obj;
+  for (const p of paths ?? []) out = hashAt(out, p, found);
+  return out;
+}
+
+function redactValue(value: unknown, secretScope: boolean, found: string[], fields: SensitiveFields): unknown {
+  if (!isObject(value)) return value;
+  if (Array.isArray(value.items)) {
+    const itemKind = { apiVersion: value.apiVersion as string | undefined, kind: (value.kind as string | undefined)?.replace(/List$/, '') };
+    return { ...value, items: value.items.map((i) => redactValue(redactFields(i, fields, found, itemKind), secretScope, found, fields)) };
+  }
+  const v = redactFields(value, fields, found);
+  return secretScope || value.kind === 'Secret' ? redactSecret(v, found) : v;
+}
+
+/** The exchange with any Secret data and sensitive field hashed, and a line saying what was, if anything. */
+export function redactExchange(exchange: Exchange, fields: SensitiveFields = new Map()): { exchange: Exchange; redacted?: string } {
   const scope = secretPath.test(exchange.path);
   const found: string[] = [];
   const out: Exchange = { ...exchange };
-  if (exchange.body !== undefined) out.body = redactValue(exchange.body, scope, found);
-  if (exchange.response !== undefined) out.response = redactValue(exchange.response, scope, found);
+  if (exchange.body !== undefined) out.body = redactValue(exchange.body, scope, found, fields);
+  if (exchange.response !== undefined) out.response = redactValue(exchange.response, scope, found, fields);
   if (!found.length) return { exchange };
   return { exchange: out, redacted: `${exchange.method} ${exchange.path}: ${[...new Set(found)].join(', ')}` };
 }
@@ -129,7 +191,12 @@ export class Recorder {
   private readonly record: InvocationRecord;
   private readonly started: number;
 
-  constructor(reconciler: { name: string; for: { apiVersion: string; kind: string } }, received: ReceivedReconcile, start: Date) {
+  /** The sensitive fields of the function's kinds; and the values seen in them, scrubbed from errors and logs. */
+  private readonly fields: SensitiveFields;
+  private readonly secrets = new Set<string>();
+
+  constructor(reconciler: { name: string; for: KindRef; owns?: readonly KindRef[] }, received: ReceivedReconcile, start: Date) {
+    this.fields = sensitiveFieldsOf(reconciler);
     this.started = Date.now();
     const event = received.event;
     this.record = {
@@ -176,7 +243,11 @@ export class Recorder {
     request: (exchange) => {
       // Discovery is kept as the kinds it found (resources), not as reads.
       if (exchange.method === 'GET' && discoveryPath.test(exchange.path)) return;
-      const { exchange: safe, redacted } = redactExchange(exchange);
+      for (const v of [exchange.response, exchange.body]) {
+        const items = isObject(v) && Array.isArray(v.items) ? v.items : [v];
+        for (const item of items) for (const s of sensitiveValues(item, this.fields)) this.secrets.add(s);
+      }
+      const { exchange: safe, redacted } = redactExchange(exchange, this.fields);
       if (redacted) this.record.redacted.push(redacted);
       (exchange.method === 'GET' ? this.record.reads : this.record.writes).push(safe);
     },
@@ -189,8 +260,8 @@ export class Recorder {
     child: (desired, live, written) => {
       const found: string[] = [];
       const secret = desired.kind === 'Secret';
-      const d = secret ? redactSecret(desired, found) : desired;
-      const l = secret ? redactSecret(live, found) : live;
+      const d = redactFields(secret ? redactSecret(desired, found) : desired, this.fields, found) as typeof desired;
+      const l = redactFields(secret ? redactSecret(live, found) : live, this.fields, found) as typeof live;
       this.record.children.push({
         ref: { apiVersion: desired.apiVersion, kind: desired.kind, ...(desired.metadata.namespace ? { namespace: desired.metadata.namespace } : {}), name: desired.metadata.name },
         desired: d,
@@ -200,19 +271,27 @@ export class Recorder {
       });
     },
     status: (desired, written) => {
-      this.record.status = { desired, written };
+      this.record.status = { desired: redactFields(desired, this.fields, []) as typeof desired, written };
     },
   };
 
-  /** A log entry of the invocation. */
+  /** A log entry of the invocation (sensitive values seen so far scrubbed from it). */
   log(entry: Record<string, unknown>): void {
-    if (this.record.logs.length < 200) this.record.logs.push(entry);
+    if (this.record.logs.length >= 200) return;
+    this.record.logs.push(this.secrets.size ? (JSON.parse(scrub(JSON.stringify(entry), [...this.secrets])) as Record<string, unknown>) : entry);
   }
 
   finish(outcome: { result: ReconcileResponse } | { error: unknown }, replay?: InvocationRecord['replay']): InvocationRecord {
     this.record.durationMs = Date.now() - this.started;
     if ('result' in outcome) this.record.result = outcome.result;
     else this.record.error = errorRecord(outcome.error);
+    // What the apiserver or the function echoed of a sensitive value (a 422's "Invalid value").
+    if (this.secrets.size) {
+      const values = [...this.secrets];
+      if (this.record.error) this.record.error = JSON.parse(scrub(JSON.stringify(this.record.error), values)) as typeof this.record.error;
+      if (this.record.result) this.record.result = JSON.parse(scrub(JSON.stringify(this.record.result), values)) as ReconcileResponse;
+      for (const w of [...this.record.reads, ...this.record.writes]) if (w.response !== undefined) w.response = JSON.parse(scrub(JSON.stringify(w.response), values)) as unknown;
+    }
     if (replay) this.record.replay = replay;
     for (const child of this.record.children) {
       if (!child.written) continue;

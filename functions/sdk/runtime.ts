@@ -12,6 +12,7 @@
 // dropped, so an idle resync makes no writes while a removed field is removed.
 import type { Logger } from 'pino';
 import { checkDeclared } from './access.ts';
+import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock } from '../../core/clock.ts';
 import { describeObject, objectId, refOf, sameKind, type KindRef } from '../../core/objects.ts';
 import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
@@ -82,6 +83,8 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const run = new Invocation(reconciler, received, options, signal);
   const obj = await run.read();
   if (!obj) return run.answer();
+  // The values of the fields its kind marks sensitive: no message the SDK writes shows them.
+  run.secrets = sensitiveValues(obj, sensitiveFieldsOf(reconciler));
   const ctx = run.context(obj);
   if (obj.metadata.deletionTimestamp) return run.finalize(obj, ctx);
   await run.addFinalizer(obj);
@@ -89,12 +92,13 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const outcome = await run.reconcile(obj, ctx);
   const { desired, rejected } = await run.apply(obj, live, outcome.result);
   if (outcome.result.children && !rejected) await run.prune(live, desired);
-  const ready = outcome.terminal ? { ready: false, reason: outcome.terminal.reason, message: outcome.terminal.message } : (rejected ?? readiness(outcome.result.ready));
+  const verdict = outcome.terminal ? { ready: false, reason: outcome.terminal.reason, message: outcome.terminal.message } : (rejected ?? readiness(outcome.result.ready));
+  const ready = { ...verdict, message: run.scrub(verdict.message) };
   const condition = await run.writeStatus(obj, ready, outcome.result);
   run.log.info({ changes: run.changes.length, ready: condition.status }, 'reconciled');
   // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
-  if (rejected) return run.answer({ result: 'requeue', message: rejected.message });
-  if (outcome.terminal) return run.answer({ message: `terminal: ${outcome.terminal.message}` });
+  if (rejected) return run.answer({ result: 'requeue', message: ready.message });
+  if (outcome.terminal) return run.answer({ message: `terminal: ${ready.message}` });
   return run.answer(outcome.result.requeueAfterSeconds ? { requeueAfterSeconds: outcome.result.requeueAfterSeconds } : {});
 }
 
@@ -130,6 +134,8 @@ class Invocation {
   private readonly received: ReceivedReconcile;
   private readonly options: InvocationOptions;
   private readonly signal: AbortSignal;
+  /** Values of the primary's sensitive fields (Kind.sensitive), replaced in every message. */
+  secrets: string[] = [];
 
   constructor(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal) {
     this.reconciler = reconciler;
@@ -153,8 +159,15 @@ class Invocation {
     } catch (err) {
       if (err instanceof ReconcileError) throw err;
       // An aborted request reports the abort, not the deadline: say what really happened.
-      throw new ReconcileError(what, this.name, this.signal.aborted ? this.signal.reason : err);
+      const failure = new ReconcileError(what, this.name, this.signal.aborted ? this.signal.reason : err);
+      failure.message = this.scrub(failure.message); // an apiserver's 422 echoes the value it refused
+      throw failure;
     }
+  }
+
+  /** `text` without the values of the primary's sensitive fields. */
+  scrub(text: string): string {
+    return this.secrets.length ? scrub(text, this.secrets) : text;
   }
 
   answer(rest: Partial<ReconcileResponse> = {}): ReconcileResponse {
