@@ -9,6 +9,7 @@ import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import type { KubeApi } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
+import { authForAnnotation } from '../../core/names.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
@@ -88,6 +89,9 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   let output = () => '';
   let process_: ChildProcess | undefined;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
+  // The Reconciler has a name of the test's own: the auth Secret must name it too (kfn.dev/auth-for).
+  const reconcilerName = uniqueName(name);
+  await api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [authForAnnotation]: `${reconciler.name},${reconcilerName}` } } }, contentType: 'application/merge-patch+json' });
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
     // URL; the ServiceAccount's kubeconfig and the auth secret in its environment.
@@ -129,7 +133,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   }
 
   const config = join(dir, 'bridge.yaml');
-  writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: uniqueName(name) } }));
+  writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: reconcilerName } }));
   const journal = join(dir, 'journal.jsonl');
   await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv);
   // After hooks run in the order they were added: the function and the bridge are killed
