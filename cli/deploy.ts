@@ -20,7 +20,7 @@ import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
-import { applyFunction, functionDirs, loadFunction } from './functions.ts';
+import { applyFunction, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
@@ -274,6 +274,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
       sinkUri: knative ? undefined : functionServiceUrl(reconciler, options.namespace),
       namespaces: options.namespaces,
       resyncPeriodSeconds: options.resyncPeriodSeconds,
+      scopeOf: await discoveredScopes(api, reconciler),
       // The CRD names its conversion webhook: the function's Service, over TLS.
       ...(versions.length && caBundle ? { conversion: { client: { service: { namespace: options.namespace, name: `kfn-fn-${reconciler.name}` } }, caBundle } } : {}),
     });

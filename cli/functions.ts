@@ -16,6 +16,7 @@ import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
+import { groupKind, type KindRef } from '../core/objects.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
 export async function loadFunction(dir: string): Promise<Reconciler> {
@@ -113,7 +114,7 @@ export const manifestsCommand: Command = {
     const api = values.apply ? new KubeApi(loadConnection(values.kubeconfig)) : undefined;
     for (const dir of dirs) {
       const reconciler = await loadFunction(dir);
-      const objects = functionManifests(reconciler, { namespace, sinkUri: values['sink-uri'] });
+      const objects = functionManifests(reconciler, { namespace, sinkUri: values['sink-uri'], ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) });
       if (values.target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${packageVersion}` }));
       const text = objects.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
       if (values.out) {
@@ -128,6 +129,21 @@ export const manifestsCommand: Command = {
     return 0;
   },
 };
+
+/**
+ * The scope of each kind the function names, as the cluster's API discovery answers it (for
+ * functionManifests' `scopeOf`): a cluster-scoped CRD it owns or watches is then granted
+ * cluster-wide. A kind the cluster does not serve (yet) is left to kfn's own knowledge.
+ */
+export async function discoveredScopes(api: KubeApi, reconciler: Reconciler): Promise<(ref: KindRef) => 'Namespaced' | 'Cluster' | undefined> {
+  const refs: KindRef[] = [reconciler.for, ...(reconciler.owns ?? []), ...(reconciler.watches ?? []), ...(reconciler.uses ?? []).map((u) => u.kind)];
+  const scopes = new Map<string, 'Namespaced' | 'Cluster'>();
+  for (const ref of refs) {
+    const resource = await api.resource(ref.apiVersion, ref.kind).catch(() => undefined);
+    if (resource) scopes.set(groupKind(ref), resource.namespaced ? 'Namespaced' : 'Cluster');
+  }
+  return (ref) => scopes.get(groupKind(ref));
+}
 
 /** Applies a function's manifests and makes sure its auth Secret exists (first: a workload among them may use it). */
 export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {

@@ -35,7 +35,7 @@ export function sameKind(a: KindRef, b: KindRef): boolean {
  * several kinds share one map (a function's children, a fake apiserver's store).
  */
 export function objectId(ref: { apiVersion: string; kind: string; namespace?: string; name: string }): string {
-  return `${groupOf(ref.apiVersion)}/${ref.kind}/${ref.namespace ?? ''}/${ref.name}`;
+  return `${groupKind(ref)}/${ref.namespace ?? ''}/${ref.name}`;
 }
 
 /** A reference to a Kubernetes object, enough to GET it (and to tell versions apart). */
@@ -94,7 +94,12 @@ export const clusterScopedKinds: ReadonlySet<string> = new Set([
   'certificates.k8s.io/CertificateSigningRequest',
 ]);
 
+/** A kind whatever its version: `group/Kind` (`/Secret` for the core group). */
+export function groupKind(ref: { apiVersion: string; kind: string }): string {
+  return `${groupOf(ref.apiVersion)}/${ref.kind}`;
+}
+
 /** True for a built-in cluster-scoped kind (see clusterScopedKinds). */
 export function isClusterScopedKind(ref: KindRef): boolean {
-  return clusterScopedKinds.has(`${groupOf(ref.apiVersion)}/${ref.kind}`);
+  return clusterScopedKinds.has(groupKind(ref));
 }

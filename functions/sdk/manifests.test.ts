@@ -110,3 +110,17 @@ test('a watch given as a spread kind ({...Issuer, mapping}) becomes apiVersion, 
   const reconciler = functionManifests(CertificateFunction).find((o) => o.kind === 'Reconciler') as { spec: { watches: unknown[] } };
   assert.deepEqual(reconciler.spec.watches, [{ apiVersion: 'certs.kfn.dev/v1alpha1', kind: 'Issuer', mapping: { referenceField: 'spec.issuerRef.name' } }]);
 });
+
+test('a kind discovery says is cluster-scoped is granted cluster-wide, whatever kfn\'s own list knows', () => {
+  const CSIDriver = { apiVersion: 'storage.k8s.io/v1', kind: 'CSIDriver' };
+  const fn = { ...MyWebFunction, owns: [...(MyWebFunction.owns ?? []), CSIDriver] } as unknown as Reconciler;
+  const rolesOf = (scopeOf?: (ref: { kind: string }) => 'Namespaced' | 'Cluster' | undefined) => {
+    const objs = functionManifests(fn, { namespaces: ['team-a'], scopeOf }) as { kind: string; metadata: { name: string }; rules?: { resources: string[] }[] }[];
+    const resources = (name: string) => objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === name)?.rules?.flatMap((r) => r.resources) ?? [];
+    return { clusterWide: resources('kfn-fn-myweb'), namespaced: resources('kfn-fn-myweb-namespaced'), bound: objs.some((o) => o.kind === 'ClusterRoleBinding') };
+  };
+  const unknown = rolesOf();
+  assert.ok(unknown.namespaced.includes('csidrivers'), 'without discovery, an unknown kind is taken as namespaced');
+  const discovered = rolesOf((ref) => (ref.kind === 'CSIDriver' ? 'Cluster' : undefined));
+  assert.deepEqual([discovered.clusterWide.includes('csidrivers'), discovered.namespaced.includes('csidrivers'), discovered.bound], [true, false, true]);
+});

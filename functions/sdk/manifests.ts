@@ -24,6 +24,20 @@ export interface ManifestOptions {
   conversion?: ConversionClient;
   /** The bridge's namespace, where its ServiceAccount `kfn-bridge` is (default kfn-system). */
   bridgeNamespace?: string;
+  /**
+   * A kind's scope as the cluster's API discovery says it (`kfn deploy`, `kfn manifests
+   * --apply`): a cluster-scoped kind (a ClusterIssuer, any cluster-scoped CRD) is granted by a
+   * ClusterRoleBinding, since a RoleBinding cannot grant it. Without an answer: kfn's list of
+   * built-in cluster-scoped kinds, and the scope a kind defined with defineKind declares.
+   */
+  scopeOf?: (ref: KindRef) => 'Namespaced' | 'Cluster' | undefined;
+}
+
+/** Whether `ref` is cluster-scoped: as discovery said, else as kfn knows built-in and defined kinds. */
+function clusterScoped(ref: KindRef, options: ManifestOptions): boolean {
+  const said = options.scopeOf?.(ref);
+  if (said) return said === 'Cluster';
+  return isClusterScopedKind(ref) || (ref as { namespaced?: boolean }).namespaced === false;
 }
 
 
@@ -61,8 +75,8 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       },
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels } },
-    ...functionRbac(reconciler, account, ns, labels, options.namespaces ?? []),
-    ...bridgeRbac(reconciler, labels, options.namespaces ?? [], ns, options.bridgeNamespace ?? 'kfn-system', sink.ref),
+    ...functionRbac(reconciler, account, ns, labels, options),
+    ...bridgeRbac(reconciler, labels, ns, sink.ref, options),
   ];
 }
 
@@ -73,15 +87,17 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
  * namespaced kinds, and only cluster-scoped kinds and the sink stay cluster-wide — a function
  * that owns Secrets in one namespace does not let the bridge read every Secret of the cluster.
  */
-function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, namespaces: string[], functionNamespace: string, bridgeNamespace: string, sinkRef: (KindRef & { name: string }) | undefined): Record<string, unknown>[] {
+function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, functionNamespace: string, sinkRef: (KindRef & { name: string }) | undefined, options: ManifestOptions): Record<string, unknown>[] {
   const kind = reconciler.for;
+  const namespaces = options.namespaces ?? [];
+  const bridgeNamespace = options.bridgeNamespace ?? 'kfn-system';
   const name = `kfn-bridge-${reconciler.name}`;
   const watched: { ref: KindRef; rule: ReturnType<typeof rule> }[] = [
     { ref: kind, rule: rule(kind, ['list', 'watch'], kind.plural) },
     ...(reconciler.owns ?? []).map((o) => ({ ref: o, rule: rule(o, ['list', 'watch']) })),
     ...(reconciler.watches ?? []).map((w) => ({ ref: w, rule: rule(w, ['list', 'watch']) })),
   ];
-  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (sameKind(ref, kind) && !kind.namespaced);
+  const isCluster = (ref: KindRef) => clusterScoped(ref, options);
   const scoped = namespaces.length > 0 && kind.namespaced;
   // The bridge reads the sink's address (status.address.url / status.url) from that one object.
   const sinkRule = sinkRef ? [{ ...rule(sinkRef, ['get']), resourceNames: [sinkRef.name] }] : [];
@@ -111,7 +127,8 @@ function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, name
  * only what cannot be granted per namespace — a cluster-scoped primary or child kind — is
  * bound cluster-wide.
  */
-function functionRbac(reconciler: Reconciler, account: string, ns: string, labels: Record<string, string>, namespaces: string[]): Record<string, unknown>[] {
+function functionRbac(reconciler: Reconciler, account: string, ns: string, labels: Record<string, string>, options: ManifestOptions): Record<string, unknown>[] {
+  const namespaces = options.namespaces ?? [];
   const kind = reconciler.for;
   const primary: KindRef = { apiVersion: kind.apiVersion, kind: kind.kind };
   // What it declares, and nothing else (access.ts): the runtime refuses the rest the same way.
@@ -120,8 +137,8 @@ function functionRbac(reconciler: Reconciler, account: string, ns: string, label
     return { ref, rule: rule(ref, verbs, subresource ? `${plural}/${subresource}` : plural) };
   });
   const scoped = namespaces.length > 0 && kind.namespaced;
-  // Built-in kinds that live outside namespaces: a RoleBinding cannot grant them.
-  const isCluster = (ref: KindRef) => isClusterScopedKind(ref) || (sameKind(ref, primary) && !kind.namespaced);
+  // Kinds that live outside namespaces: a RoleBinding cannot grant them.
+  const isCluster = (ref: KindRef) => clusterScoped(ref, options);
   const perNamespace = scoped ? rules.filter((r) => !isCluster(r.ref)).map((r) => r.rule) : [];
   const clusterWide = scoped ? rules.filter((r) => isCluster(r.ref)).map((r) => r.rule) : rules.map((r) => r.rule);
   const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });

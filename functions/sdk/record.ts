@@ -15,7 +15,7 @@ import type { ReconcileResponse } from '../../core/response.ts';
 import type { JournalEntry } from '../../core/journal.ts';
 import { Journal } from '../../core/journal.ts';
 import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
-import { groupOf, type KindRef } from '../../core/objects.ts';
+import { groupKind, type KindRef } from '../../core/objects.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 
 export const recordFormat = 1;
@@ -115,7 +115,7 @@ export type SensitiveFields = Map<string, string[][]>;
 export function sensitiveFieldsOf(reconciler: { for: KindRef; owns?: readonly KindRef[] }): SensitiveFields {
   const out: SensitiveFields = new Map();
   for (const k of [reconciler.for, ...(reconciler.owns ?? [])] as (KindRef & { sensitive?: string[][] })[]) {
-    if (k.sensitive?.length) out.set(`${groupOf(k.apiVersion)}/${k.kind}`, k.sensitive);
+    if (k.sensitive?.length) out.set(groupKind(k), k.sensitive);
   }
   return out;
 }
@@ -143,7 +143,7 @@ function hashAt(obj: unknown, path: string[], found: string[], at: string[] = []
 /** The strings found at an object's sensitive fields: what no message may show. */
 export function sensitiveValues(obj: unknown, fields: SensitiveFields): string[] {
   const o = obj as { apiVersion?: string; kind?: string } | undefined;
-  const paths = o?.apiVersion && o.kind ? fields.get(`${groupOf(o.apiVersion)}/${o.kind}`) : undefined;
+  const paths = o?.apiVersion && o.kind ? fields.get(groupKind({ apiVersion: o.apiVersion, kind: o.kind })) : undefined;
   return (paths ?? []).flatMap((p) => valuesAt(obj, p)).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).filter((v) => v.length >= 4);
 }
 
@@ -159,7 +159,7 @@ function redactFields(obj: unknown, fields: SensitiveFields, found: string[], ki
   if (!isObject(obj) || !fields.size) return obj;
   const apiVersion = (obj.apiVersion as string | undefined) ?? kind?.apiVersion;
   const k = (obj.kind as string | undefined) ?? kind?.kind;
-  const paths = apiVersion && k ? fields.get(`${groupOf(apiVersion)}/${k}`) : undefined;
+  const paths = apiVersion && k ? fields.get(groupKind({ apiVersion, kind: k })) : undefined;
   let out: unknown = obj;
   for (const p of paths ?? []) out = hashAt(out, p, found);
   return out;

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { applyObject } from '../../kube/api.ts';
 import { ConfigMap, defineKind, defineReconciler, Deployment, t as types } from '../../functions/sdk/index.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { discoveredScopes } from '../../cli/functions.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -94,4 +95,35 @@ test('kubectl auth can-i, as each identity kfn generates: the function and the b
   const seen = [];
   for (const [who, verb, resource, ns] of expect) seen.push(`${who === account ? 'function' : 'bridge'} ${verb} ${resource} ${ns ? `in ${ns === served ? 'served' : 'other'}` : 'everywhere'}: ${await canI(who, verb, resource, ns)}`);
   assert.deepEqual(seen, expect.map(([who, verb, resource, ns, want]) => `${who === account ? 'function' : 'bridge'} ${verb} ${resource} ${ns ? `in ${ns === served ? 'served' : 'other'}` : 'everywhere'}: ${want}`));
+});
+
+test('a cluster-scoped kind kfn does not know is granted cluster-wide once discovery names its scope', async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const home = await testNamespace(t, cluster, 'scope-home');
+  const served = await testNamespace(t, cluster, 'scope-served');
+  // CSIDriver: cluster-scoped, and not in kfn's list of built-in cluster-scoped kinds.
+  const CSIDriver = { apiVersion: 'storage.k8s.io/v1', kind: 'CSIDriver' };
+  const Gadget = defineKind({ group: `${uniqueName('scope')}.kfn.test`, version: 'v1', kind: 'Gadget', spec: types.Object({}), status: types.Object({}) });
+  const fn = defineReconciler({ name: uniqueName('gadgets'), for: Gadget, owns: [ConfigMap, CSIDriver], reconcile: () => ({}) });
+  const scopeOf = await discoveredScopes(api, fn);
+  assert.equal(scopeOf(CSIDriver), 'Cluster');
+  assert.equal(scopeOf(ConfigMap), 'Namespaced');
+  const rbac = functionManifests(fn, { namespace: home, namespaces: [served], scopeOf }).filter((o) => ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'RoleBinding'].includes(o.kind as string));
+  for (const obj of rbac) {
+    await applyObject(api, obj as never, 'kfn-test');
+    const m = obj.metadata as { name: string };
+    if (obj.kind === 'ClusterRole') t.after(() => api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${m.name}`).catch(() => undefined));
+    if (obj.kind === 'ClusterRoleBinding') t.after(() => api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${encodeURIComponent(m.name)}`).catch(() => undefined));
+  }
+  const user = `system:serviceaccount:${home}:kfn-fn-${fn.name}`;
+  const can = async (verb: string, group: string, resource: string, namespace?: string) => {
+    const review = await api.request<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user, groups: ['system:serviceaccounts', `system:serviceaccounts:${home}`, 'system:authenticated'], resourceAttributes: { ...(namespace ? { namespace } : {}), verb, group, resource } } },
+    });
+    return review.status.allowed;
+  };
+  assert.equal(await can('create', 'storage.k8s.io', 'csidrivers'), true, 'the cluster-scoped child, by a ClusterRoleBinding');
+  assert.equal(await can('create', '', 'configmaps', served), true);
+  assert.equal(await can('create', '', 'configmaps', home), false, 'the namespaced ones still only where it is served');
 });
