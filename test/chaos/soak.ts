@@ -2,7 +2,10 @@
 //
 // Objects of two example kinds — MyApp (no pods: replicas 0) and ReverseWordsApp (a real pod and
 // a finalizer) — are created, edited and deleted at random while:
-//   - two bridges (leader election) run as processes and the leader is SIGKILLed again and again,
+//   - two bridges (leader election) run as processes and the leader is SIGKILLed or SIGTERMed
+//     (a rollout: it hands over what it still holds) again and again,
+//   - the sinks answer 404 for 5 s (a route being programmed),
+//   - a third of the ReverseWordsApps are created with kfn's finalizer already in their manifest,
 //   - a proxy in front of each function fails 20 % of deliveries (500) and holds 5 % past the
 //     Reconciler's timeoutSeconds (then lets them through late, as a slow function would),
 //   - kube-apiserver restarts twice, and etcd is compacted before the second restart (410s).
@@ -61,7 +64,11 @@ log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespac
 for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
-const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, retries: 0, bridgeKills: 0, apiserverRestarts: 0, compactions: 0, creates: 0, edits: 0, deletes: 0 };
+const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
+/** Until then, the sinks answer 404 to everything (a route being programmed): no change may be lost. */
+let notFoundUntil = 0;
+/** Each object's deliveries as the proxy saw them (reason, attempt, answer): what a failed invariant reports. */
+const deliveryLog = new Map<string, string[]>();
 const inFlight = new Map<string, number>();
 let maxPerKey = 0;
 const deliveriesPerKey = new Map<string, number>();
@@ -83,6 +90,16 @@ function faultProxy(target: number): Promise<number> {
       }
       figures.deliveries++;
       deliveriesPerKey.set(key, (deliveriesPerKey.get(key) ?? 0) + 1);
+      const seen = (answer: string) => {
+        const lines = deliveryLog.get(key) ?? [];
+        lines.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${req.headers['ce-kfnreason']} attempt ${req.headers['ce-kfnattempt']}: ${answer}`);
+        deliveryLog.set(key, lines.slice(-30));
+      };
+      if (Date.now() < notFoundUntil) {
+        figures.notFound++;
+        seen('404 (sink not ready)');
+        return void res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found');
+      }
       if (Number(req.headers['ce-kfnattempt'] ?? 1) > 1) figures.retries++;
       const n = (inFlight.get(key) ?? 0) + 1;
       inFlight.set(key, n);
@@ -92,6 +109,7 @@ function faultProxy(target: number): Promise<number> {
       if (faultsOn && roll < 0.2) {
         figures.failed500++;
         done();
+        seen('500 (injected)');
         return void res.writeHead(500).end('chaos: injected failure');
       }
       const forward = (reply: boolean) => {
@@ -100,6 +118,7 @@ function faultProxy(target: number): Promise<number> {
           answer.on('data', (c: Buffer) => parts.push(c));
           answer.on('end', () => {
             done();
+            seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'} ${Buffer.concat(parts).toString().slice(0, 120)}`);
             if (reply && !res.headersSent) res.writeHead(answer.statusCode ?? 502, answer.headers).end(Buffer.concat(parts));
           });
         });
@@ -126,9 +145,11 @@ const kinds: Record<'MyApp' | 'ReverseWordsApp', { path: string; name: string }>
   MyApp: { path: `/apis/app.example.com/v1/namespaces/${ns}/myapps`, name: 'myapp' },
   ReverseWordsApp: { path: `/apis/apps.example.com/v1beta1/namespaces/${ns}/reversewordsapps`, name: 'reversewordsapp' },
 };
+let rwFinalizer = '';
 for (const kind of Object.values(kinds)) {
   const fnDir = join(repoRoot, 'functions', kind.name);
   const reconciler = await loadFunction(fnDir);
+  if (kind.name === 'reversewordsapp') rwFinalizer = reconciler.finalizer!;
   kind.path = `/apis/${reconciler.for.apiVersion}/namespaces/${ns}/${reconciler.for.plural}`;
   const port = await freePort();
   const proxyPort = await faultProxy(port);
@@ -188,9 +209,13 @@ async function create(): Promise<void> {
   const kind: keyof typeof kinds = random() < 0.1 && rw < 30 ? 'ReverseWordsApp' : 'MyApp';
   const name = `${kind === 'MyApp' ? 'app' : 'rw'}-${++serial}`;
   const spec = kind === 'MyApp' ? { replicas: 0, image: pick(images) } : { replicas: 1 };
-  await withRetry(() => api.request('POST', kinds[kind].path, { body: { apiVersion: kinds[kind].path.split('/').slice(2, 4).join('/'), kind, metadata: { name }, spec } }));
+  // One ReverseWordsApp in three comes with kfn's finalizer already in its manifest (a restore
+  // from a backup, exported YAML): its deletion must finish all the same.
+  const finalizers = kind === 'ReverseWordsApp' && random() < 1 / 3 ? [rwFinalizer] : undefined;
+  await withRetry(() => api.request('POST', kinds[kind].path, { body: { apiVersion: kinds[kind].path.split('/').slice(2, 4).join('/'), kind, metadata: { name, ...(finalizers ? { finalizers } : {}) }, spec } }));
   live.push({ kind, name });
   figures.creates++;
+  if (finalizers) figures.createdWithFinalizer++;
 }
 async function edit(): Promise<void> {
   const target = pick(live);
@@ -223,14 +248,22 @@ const faults = (async () => {
   await restartApiserver({ downtimeMs: 2000 });
   figures.apiserverRestarts++;
 })();
+const notFoundWindow = (async () => {
+  await sleep(churnMs / 2);
+  log('the sinks answer 404 for 5 s (a route being programmed)');
+  notFoundUntil = Date.now() + 5000;
+})();
 const kills = (async () => {
   while (Date.now() + killEveryMs < churnEnd) {
     await sleep(killEveryMs);
     for (const b of bridges) {
       if (!(await isLeader(b))) continue;
-      b.child.kill('SIGKILL');
-      figures.bridgeKills++;
-      log(`SIGKILLed the leading bridge (kill ${figures.bridgeKills})`);
+      // Killed, or stopped as a rollout stops it (SIGTERM: it hands over what it still holds).
+      const graceful = (figures.bridgeKills + figures.bridgeTerms) % 2 === 1;
+      b.child.kill(graceful ? 'SIGTERM' : 'SIGKILL');
+      if (graceful) figures.bridgeTerms++;
+      else figures.bridgeKills++;
+      log(`${graceful ? 'SIGTERMed' : 'SIGKILLed'} the leading bridge (${figures.bridgeKills} kills, ${figures.bridgeTerms} stops)`);
       bridges = [...bridges.filter((x) => x !== b), await spawnBridge()];
       break;
     }
@@ -243,7 +276,7 @@ while (Date.now() < churnEnd) {
   else if (live.length < total * 1.2) await create();
   await sleep(50);
 }
-await Promise.all([faults, kills]);
+await Promise.all([faults, kills, notFoundWindow]);
 faultsOn = false;
 log(`churn over: ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes; faults off, waiting to converge`);
 
@@ -288,7 +321,12 @@ async function problems(): Promise<string[]> {
   }
   // Every ReverseWordsApp finalizer ran: the cache it guards is gone with its app.
   const caches = new Set((await list(`/api/v1/namespaces/${ns}/configmaps`)).map((c) => c.metadata.name));
-  for (const d of deleted) if (d.kind === 'ReverseWordsApp' && caches.has(`reversewords-cache-${d.name}`)) out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there)`);
+  for (const d of deleted) {
+    if (d.kind === 'ReverseWordsApp' && caches.has(`reversewords-cache-${d.name}`)) {
+      const seen = deliveryLog.get(`${ns}/${d.name}`) ?? [];
+      out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}`);
+    }
+  }
   return out;
 }
 const convergeStart = Date.now();
@@ -324,7 +362,7 @@ console.log(`  seed                         ${startSeed}`);
 console.log(`  objects (start, at the end)  ${total}, ${live.length}`);
 console.log(`  churn                        ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes in ${churnMs / 1000} s`);
 console.log(`  deliveries                   ${figures.deliveries} (retries ${figures.retries})`);
-console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.bridgeKills} leader SIGKILLs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction`);
+console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.notFound} × 404 (a 5 s window), ${figures.bridgeKills} leader SIGKILLs, ${figures.bridgeTerms} leader SIGTERMs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction, ${figures.createdWithFinalizer} primaries created with their finalizer`);
 console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
 console.log(`  most deliveries of one object at once   ${maxPerKey}`);
 console.log(`  idle 20 s                    ${idleDeliveries} deliveries, at most ${hottest} for one object`);

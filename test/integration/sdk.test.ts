@@ -130,6 +130,7 @@ describe('SDK runtime', () => {
     await installKind(t2, api, Tally);
     const fn = defineReconciler({
       for: Tally,
+      uses: [{ kind: ConfigMap, verbs: ['list'] }],
       async reconcile(tally, ctx) {
         const maps = await ctx.list(ConfigMap, { namespace: tally.metadata.namespace, labelSelector: 'tally=yes', pageSize: 2 });
         return { status: { counted: maps.map((m) => m.metadata.name).sort() } };
