@@ -105,13 +105,18 @@ describe('functions on Knative Serving', () => {
 
   test('a function that crashes on start: Knative\'s reason reaches the Reconciler and the bridge backs off', async (t) => {
     const ns = await testNamespace(t, cluster, 'kn-crash');
-    // The bridge may read the two sinks of this test and the next (as kfn manifests grants it for its own).
+    // The bridge may read the two sinks of this test and the next, and watch their MyWebs in any
+    // namespace (as kfn manifests grants it for its own: the myweb function deployed above is
+    // limited to its namespace, and so is the bridge's grant for it).
     await api.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
       body: {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRole',
         metadata: { name: 'kfn-test-knative-sinks', labels: { 'kfn.dev/aggregate-to-bridge': 'true' } },
-        rules: [{ apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-crashy', 'kfn-fn-nowhere'] }],
+        rules: [
+          { apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-crashy', 'kfn-fn-nowhere'] },
+          { apiGroups: ['operator.k8s-summit.org'], resources: ['mywebs'], verbs: ['list', 'watch'] },
+        ],
       },
     }).catch(() => undefined);
     await api.request('POST', `/apis/serving.knative.dev/v1/namespaces/${system}/services`, {
