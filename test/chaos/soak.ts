@@ -65,7 +65,11 @@ for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'cr
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
 const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
-/** Until then, the sinks answer 404 to everything (a route being programmed): no change may be lost. */
+/**
+ * Once armed, the next delivery opens a 5 s window in which the sinks answer 404 to everything
+ * (a route being programmed): no change may be lost.
+ */
+let notFoundArmed = false;
 let notFoundUntil = 0;
 /** Each object's deliveries as the proxy saw them (reason, attempt, answer): what a failed invariant reports. */
 const deliveryLog = new Map<string, string[]>();
@@ -95,6 +99,10 @@ function faultProxy(target: number): Promise<number> {
         lines.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${req.headers['ce-kfnreason']} attempt ${req.headers['ce-kfnattempt']}: ${answer}`);
         deliveryLog.set(key, lines.slice(-30));
       };
+      if (notFoundArmed && !notFoundUntil) {
+        notFoundUntil = Date.now() + 5000;
+        log('the sinks answer 404 for 5 s (a route being programmed)');
+      }
       if (Date.now() < notFoundUntil) {
         figures.notFound++;
         seen('404 (sink not ready)');
@@ -250,8 +258,7 @@ const faults = (async () => {
 })();
 const notFoundWindow = (async () => {
   await sleep(churnMs / 2);
-  log('the sinks answer 404 for 5 s (a route being programmed)');
-  notFoundUntil = Date.now() + 5000;
+  notFoundArmed = true; // the window opens with the next delivery (not in a takeover's gap)
 })();
 const kills = (async () => {
   while (Date.now() + killEveryMs < churnEnd) {
