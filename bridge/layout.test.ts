@@ -129,3 +129,28 @@ test('Leases of earlier versions (<lease>-<i>) count as another layout; one unre
   assert.equal(fresh.record(), 'shards=1', 'recorded without waiting');
   assert.deepEqual(await leader.admit(), [], 'and nothing to hold from it');
 });
+
+test('an apiserver away (a restart) is waited for: claim and admit retry, they do not give up', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  let down = true;
+  const flaky = {
+    request: (...args: Parameters<KubeApi['request']>) => (down ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:16443')) : store.api.request(...args)),
+  } as unknown as KubeApi;
+  const g = new LayoutGate({ api: flaky, namespace: 'ns', leaseName: 'bridge', shards: 1, clock, pollMs: 1000 });
+  let claimed: boolean | Error = false;
+  void g.claim().then(() => (claimed = true), (err: Error) => (claimed = err));
+  await advance(clock, 5000);
+  assert.equal(claimed, false, 'still waiting, not failed');
+  down = false;
+  await advance(clock, 2000);
+  assert.equal(claimed, true);
+  down = true;
+  let admitted: unknown = 'pending';
+  void g.admit().then((t) => (admitted = t), (err: Error) => (admitted = err));
+  await advance(clock, 3000);
+  assert.equal(admitted, 'pending');
+  down = false;
+  await advance(clock, 2000);
+  assert.deepEqual(admitted, []);
+});

@@ -118,24 +118,25 @@ export class LayoutGate {
   async claim(signal?: AbortSignal): Promise<void> {
     let said = '';
     while (!signal?.aborted) {
-      const { shards, lease } = await this.record();
-      if (shards === this.o.shards) return;
-      const live = await this.othersLive();
-      if (live.length === 0) {
-        const spec = { holderIdentity: `shards=${this.o.shards}` };
-        try {
+      let why: string;
+      try {
+        const { shards, lease } = await this.record();
+        if (shards === this.o.shards) return;
+        const live = await this.othersLive();
+        if (live.length === 0) {
+          const spec = { holderIdentity: `shards=${this.o.shards}` };
           if (lease) await this.o.api.request('PUT', `${this.leases}/${this.recordName}`, { body: { ...lease, spec: { ...lease.spec, ...spec } } });
           else await this.o.api.request('POST', this.leases, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.recordName, namespace: this.o.namespace }, spec } });
           this.o.log?.('shard layout recorded', { lease: this.recordName, shards: this.o.shards, before: shards ?? 'none' });
           return;
-        } catch (err) {
-          if (!(err instanceof ApiError && err.status === 409)) throw err; // another replica wrote first: look again
         }
-      } else {
-        const why = `the layout of ${shards ?? 'an earlier version'} shard(s) still delivers (${live.join(', ')})`;
-        if (why !== said) this.o.log?.(`standing by: ${why}; this replica has ${this.o.shards}`, { lease: this.recordName });
-        said = why;
+        why = `standing by: the layout of ${shards ?? 'an earlier version'} shard(s) still delivers (${live.join(', ')}); this replica has ${this.o.shards}`;
+      } catch (err) {
+        // Another replica wrote first (409): look again. The apiserver away (a restart): wait for it, as the Lease's own election does.
+        why = err instanceof ApiError && err.status === 409 ? '' : `the shard layout cannot be read or recorded yet (${(err as Error).message}); retrying`;
       }
+      if (why && why !== said) this.o.log?.(why, { lease: this.recordName });
+      said = why;
       await this.sleep();
     }
   }
@@ -147,10 +148,14 @@ export class LayoutGate {
    */
   async admit(signal?: AbortSignal): Promise<Takeover[] | undefined> {
     while (!signal?.aborted) {
-      if ((await this.record()).shards !== this.o.shards) return undefined;
-      if ((await this.othersLive()).length === 0) {
-        // Every other layout's Lease has been let go (its note says what it held) or has expired.
-        return [...this.seen.values()].filter((s) => !s.stale && (s.holder || s.note)).map((s): Takeover => (s.holder ? { from: 'expired', holder: s.holder } : { from: 'released', note: s.note }));
+      try {
+        if ((await this.record()).shards !== this.o.shards) return undefined;
+        if ((await this.othersLive()).length === 0) {
+          // Every other layout's Lease has been let go (its note says what it held) or has expired.
+          return [...this.seen.values()].filter((s) => !s.stale && (s.holder || s.note)).map((s): Takeover => (s.holder ? { from: 'expired', holder: s.holder } : { from: 'released', note: s.note }));
+        }
+      } catch (err) {
+        this.o.log?.(`the shard layout cannot be read yet (${(err as Error).message}); retrying`, { lease: this.recordName });
       }
       await this.sleep();
     }
