@@ -64,7 +64,7 @@ log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespac
 for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
-const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
+const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
 /**
  * Once armed, the next delivery opens a 5 s window in which the sinks answer 404 to everything
  * (a route being programmed): no change may be lost.
@@ -177,13 +177,24 @@ interface BridgeProc {
   metrics: string;
 }
 let generation = 0;
+/** Bridges the soak stopped itself; any other that exits is restarted, as its Deployment would. */
+const stoppedBySoak = new Set<ChildProcess>();
+let soakOver = false;
 async function spawnBridge(): Promise<BridgeProc> {
   const port = await freePort();
-  const out = openSync(join(dir, `bridge-${++generation}.log`), 'a');
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=chaos', `--metrics-addr=127.0.0.1:${port}`, `--journal=${join(dir, `journal-${generation}.jsonl`)}`], { stdio: ['ignore', out, out] });
+  const n = ++generation;
+  const out = openSync(join(dir, `bridge-${n}.log`), 'a');
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=chaos', `--metrics-addr=127.0.0.1:${port}`, `--journal=${join(dir, `journal-${n}.jsonl`)}`], { stdio: ['ignore', out, out] });
   closeSync(out);
   children.push(child);
-  return { child, metrics: `http://127.0.0.1:${port}/metrics` };
+  const proc = { child, metrics: `http://127.0.0.1:${port}/metrics` };
+  child.on('exit', (code, signal) => {
+    if (stoppedBySoak.has(child) || soakOver) return;
+    figures.bridgeExits++;
+    log(`bridge ${n} exited by itself (${signal ?? `status ${code}`}; see bridge-${n}.log): restarted, as its Deployment would`);
+    void spawnBridge().then((next) => (bridges = [...bridges.filter((x) => x !== proc), next]));
+  });
+  return proc;
 }
 const isLeader = async (b: BridgeProc) => {
   const text = await fetch(b.metrics, { signal: AbortSignal.timeout(1000) }).then((r) => r.text()).catch(() => '');
@@ -267,6 +278,7 @@ const kills = (async () => {
       if (!(await isLeader(b))) continue;
       // Killed, or stopped as a rollout stops it (SIGTERM: it hands over what it still holds).
       const graceful = (figures.bridgeKills + figures.bridgeTerms) % 2 === 1;
+      stoppedBySoak.add(b.child);
       b.child.kill(graceful ? 'SIGTERM' : 'SIGKILL');
       if (graceful) figures.bridgeTerms++;
       else figures.bridgeKills++;
@@ -355,6 +367,7 @@ await sleep(20_000);
 const idleDeliveries = figures.deliveries - idleStart;
 const hottest = Math.max(0, ...[...deliveriesPerKey].map(([k, n]) => n - (idleKeys.get(k) ?? 0)));
 
+soakOver = true;
 for (const c of children) c.kill('SIGTERM');
 await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
 
@@ -370,6 +383,7 @@ console.log(`  objects (start, at the end)  ${total}, ${live.length}`);
 console.log(`  churn                        ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes in ${churnMs / 1000} s`);
 console.log(`  deliveries                   ${figures.deliveries} (retries ${figures.retries})`);
 console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.notFound} × 404 (a 5 s window), ${figures.bridgeKills} leader SIGKILLs, ${figures.bridgeTerms} leader SIGTERMs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction, ${figures.createdWithFinalizer} primaries created with their finalizer`);
+console.log(`  bridges that exited by themselves (restarted)   ${figures.bridgeExits}`);
 console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
 console.log(`  most deliveries of one object at once   ${maxPerKey}`);
 console.log(`  idle 20 s                    ${idleDeliveries} deliveries, at most ${hottest} for one object`);
