@@ -17,7 +17,8 @@ import { answerDone, startReceiver } from '../support/receiver.ts';
 describe('bridge', { concurrency: true }, () => {
   test('delivers created, updated and deleted; status-only writes deliver nothing', async (t) => {
     const cluster = await testCluster();
-    const f = await bridgeFixture(t, cluster);
+    // No resync: its first one falls anywhere in the period, and would be one more delivery here.
+    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 } });
     await f.createWidget('w1');
     const created = await waitFor('a created delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'created'));
     assert.equal(created.namespace, f.ns);
@@ -172,7 +173,8 @@ describe('bridge', { concurrency: true }, () => {
 
   test('400 is terminal: no retry, a Warning Event on the object, a metric', async (t) => {
     const cluster = await testCluster();
-    const f = await bridgeFixture(t, cluster);
+    // No resync: its first one falls anywhere in the period, and a refused resync is one more Event.
+    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 } });
     f.receiver.answer = (_d, res) => void res.writeHead(400).end('spec.size must be even');
     await f.createWidget('odd');
     await waitFor('the delivery', async () => f.receiver.of('odd')[0]);
