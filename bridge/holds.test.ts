@@ -91,4 +91,7 @@ test('a hand-over note that is not what a bridge writes holds everything for the
   const holds = new Holds(clock);
   holds.takeOver({ from: 'released', note: '{not json' }, () => true);
   assert.equal(holds.until('r', 'ns/a', 1000), clock.now() + 900_000 + deadlineGraceMs);
+  const other = new Holds(clock);
+  assert.doesNotThrow(() => other.takeOver({ from: 'released', note: 'null' }, () => true), 'JSON, but not a hand-over');
+  assert.equal(other.until('r', 'ns/a', 1000), clock.now() + 900_000 + deadlineGraceMs);
 });

@@ -107,11 +107,13 @@ export class Holds {
       this.blankets.push({ covers, from: now });
       return `the previous holder ${takeover.holder} left without handing over: every key waits its Reconciler's timeoutSeconds before its first delivery`;
     }
-    let handed: HandOver;
+    // A note that is not what a bridge writes says nothing sure: everything waits the longest.
+    let handed: HandOver = { all: longestTimeoutMs + deadlineGraceMs };
     try {
-      handed = JSON.parse(takeover.note ?? '{}') as HandOver;
+      const parsed: unknown = JSON.parse(takeover.note ?? '{}');
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) handed = parsed as HandOver;
     } catch {
-      handed = { all: longestTimeoutMs + deadlineGraceMs };
+      /* kept: everything waits */
     }
     if (typeof handed.all === 'number') {
       this.blankets.push({ covers, from: now, until: now + Math.min(handed.all, longestTimeoutMs + deadlineGraceMs) });

@@ -154,3 +154,25 @@ test('an apiserver away (a restart) is waited for: claim and admit retry, they d
   await advance(clock, 2000);
   assert.deepEqual(admitted, []);
 });
+
+test('watch: told once when another layout is recorded; an apiserver away decides nothing', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  let down = false;
+  const flaky = { request: (...args: Parameters<KubeApi['request']>) => (down ? Promise.reject(new Error('connection refused')) : store.api.request(...args)) } as unknown as KubeApi;
+  const mine = new LayoutGate({ api: flaky, namespace: 'ns', leaseName: 'bridge', shards: 2, clock, pollMs: 1000 });
+  await mine.claim();
+  let replaced = 0;
+  const watching = mine.watch(() => replaced++);
+  down = true;
+  await advance(clock, 3000);
+  assert.equal(replaced, 0, 'unreachable: not replaced');
+  down = false;
+  await advance(clock, 3000);
+  assert.equal(replaced, 0, 'still this layout');
+  const three = gate(store, clock, 3);
+  await three.claim(); // nothing of layout 2 is live here: recorded at once
+  await advance(clock, 2000);
+  await watching;
+  assert.equal(replaced, 1);
+});

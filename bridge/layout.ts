@@ -162,8 +162,21 @@ export class LayoutGate {
     return undefined;
   }
 
-  /** True while the record names this layout (asked at every renewal). */
+  /** True while the record names this layout. */
   async current(): Promise<boolean> {
     return (await this.record()).shards === this.o.shards;
+  }
+
+  /**
+   * Checks the record every poll period, one check at a time, until it names another layout
+   * (then calls `onReplaced` once) or `signal` aborts. A check the apiserver does not answer
+   * decides nothing: the Lease's own renewal does.
+   */
+  async watch(onReplaced: () => void, signal?: AbortSignal): Promise<void> {
+    while (!signal?.aborted) {
+      await this.sleep();
+      if (signal?.aborted) return;
+      if ((await this.current().catch(() => true)) === false) return onReplaced();
+    }
   }
 }

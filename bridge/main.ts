@@ -197,21 +197,12 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
     for (const t of takeovers ?? []) takeOver(t, covers, gate.recordName);
     return takeovers !== undefined;
   };
-  // At every renewal period: if another layout has been recorded, hand over and stop.
-  const watchLayout = () => {
-    const timer = setInterval(() => {
-      void gate.current().then(
-        (current) => {
-          if (current) return;
-          clearInterval(timer);
-          logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
-          void parts.stop().then(() => process.exit(1));
-        },
-        () => {}, // the apiserver unreachable: the Lease's own renewal decides
-      );
-    }, 2000);
-    timer.unref();
+  // Another layout recorded: hand over what is held (stop releases the Leases) and exit.
+  const stepDown = () => {
+    logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
+    void parts.stop().then(() => process.exit(1));
   };
+  const watchLayout = () => void gate.watch(stepDown);
   if (shards > 1) {
     const shardSet: ShardSet = new ShardSet({
       api,
@@ -254,10 +245,7 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
   metrics.leader.set({ name: leaseName }, 0);
   logger.info({ identity, lease: leaseName }, 'waiting for leadership');
   const onLeading = async (takeover: Takeover) => {
-    if (!(await admit(() => true))) {
-      logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
-      return void parts.stop().then(() => process.exit(1));
-    }
+    if (!(await admit(() => true))) return stepDown();
     takeOver(takeover, () => true, leaseName);
     await leading();
     watchLayout();

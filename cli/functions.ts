@@ -7,7 +7,7 @@ import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
-import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
+import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
 import { repoRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
@@ -16,7 +16,7 @@ import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
-import { groupKind, type KindRef } from '../core/objects.ts';
+import { groupKind, objectKey, type KindRef } from '../core/objects.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
 export async function loadFunction(dir: string): Promise<Reconciler> {
@@ -197,15 +197,21 @@ async function removeStaleGrants(api: KubeApi, name: string, objects: Record<str
   const idOf = (kind: string, ns: string | undefined, n: string) => `${kind}/${ns ?? ''}/${n}`;
   const kept = new Set(objects.map((o) => o as { kind: string; metadata: { name: string; namespace?: string } }).map((o) => idOf(o.kind, o.metadata.namespace, o.metadata.name)));
   for (const [kind, plural] of [['RoleBinding', 'rolebindings'], ['ClusterRoleBinding', 'clusterrolebindings']] as const) {
-    const found = await api.request<{ items: { metadata: { name: string; namespace?: string } }[] }>('GET', `${rbac}/${plural}`, { query: { labelSelector: `${functionLabel}=${name}` } });
-    for (const o of found.items) {
+    for (const o of await labelled(api, `${rbac}/${plural}`, name)) {
       if (!ours.has(o.metadata.name) || kept.has(idOf(kind, o.metadata.namespace, o.metadata.name))) continue;
       const path = o.metadata.namespace ? `${rbac}/namespaces/${o.metadata.namespace}/${plural}/${encodeURIComponent(o.metadata.name)}` : `${rbac}/${plural}/${encodeURIComponent(o.metadata.name)}`;
-      await api.request('DELETE', path).catch((err) => {
-        if (!(err instanceof ApiError && err.status === 404)) throw err;
-      });
-      console.error(`removed ${kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name} (no longer part of ${name}'s grants)`);
+      if (await deleteIfPresent(api, path)) console.error(`removed ${kind} ${objectKey(o.metadata)} (no longer part of ${name}'s grants)`);
     }
+  }
+}
+
+/** The objects at `path` carrying kfn's label for the function `name`; none when the kind is not served. */
+export async function labelled(api: KubeApi, path: string, name: string): Promise<{ metadata: { name: string; namespace?: string; finalizers?: string[] } }[]> {
+  try {
+    return await listAll(api, path, { query: { labelSelector: `${functionLabel}=${name}` } });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return [];
+    throw err;
   }
 }
 

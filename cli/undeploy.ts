@@ -5,11 +5,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
-import { ApiError, KubeApi } from '../kube/api.ts';
-import { loadFunction } from './functions.ts';
+import { ApiError, collectionPath, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
+import { labelled, loadFunction } from './functions.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { functionLabel, isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { pluralOf } from '../functions/sdk/kind.ts';
 import { groupOf, objectKey, type KindRef } from '../core/objects.ts';
 
@@ -27,11 +27,8 @@ Options:
   --kubeconfig P  the cluster (default: the local cluster, where kfn deploy deploys)
   -h, --help      show this help`;
 
-interface ListOf<T> {
-  items: T[];
-}
 interface Named {
-  metadata: { name: string; namespace?: string; finalizers?: string[]; deletionTimestamp?: string };
+  metadata: { name: string; namespace?: string; finalizers?: string[] };
 }
 
 export interface UndeployOptions {
@@ -42,26 +39,8 @@ export interface UndeployOptions {
   log?: (line: string) => void;
 }
 
-/** Deletes `path`; answers false when it was not there (or its kind is not served). */
-async function remove(api: KubeApi, path: string): Promise<boolean> {
-  try {
-    await api.request('DELETE', path, { query: { propagationPolicy: 'Background' } });
-    return true;
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 404) return false;
-    throw err;
-  }
-}
-
-/** Lists `path` with kfn's label for `name`; none when the kind is not served. */
-async function labelled(api: KubeApi, path: string, name: string): Promise<Named[]> {
-  try {
-    return (await api.request<ListOf<Named>>('GET', path, { query: { labelSelector: `${functionLabel}=${name}` } })).items;
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 404) return [];
-    throw err;
-  }
-}
+/** What a note or refusal says of the objects still carrying kfn's finalizer. */
+const stillFinalized = (objects: string[], kind: KindRef) => `${objects.length} ${kind.kind} object(s) still carry kfn's finalizer (${objects.slice(0, 3).join(', ')}${objects.length > 3 ? ', …' : ''})`;
 
 /** Removes everything `kfn deploy` created for the function `name`; answers what it removed. */
 export async function undeployFunction(api: KubeApi, name: string, options: UndeployOptions): Promise<string[]> {
@@ -77,13 +56,13 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   // Objects that carry kfn's finalizer would wait for a function that is gone.
   const finalized = kind ? await objectsWithFinalizer(api, kind) : [];
   if (options.crds && finalized.length) {
-    throw new UsageError(`kfn undeploy --crds: ${finalized.length} ${kind!.kind} object(s) still carry kfn's finalizer (${finalized.slice(0, 3).join(', ')}${finalized.length > 3 ? ', …' : ''}); deleting the CRD would leave them Terminating for ever. Delete them while ${name} is deployed (its finalizer runs), then undeploy.`, 1);
+    throw new UsageError(`kfn undeploy --crds: ${stillFinalized(finalized, kind!)}; deleting the CRD would leave them Terminating for ever. Delete them while ${name} is deployed (its finalizer runs), then undeploy.`, 1);
   }
   const removed: string[] = [];
   const did = (what: string) => (removed.push(what), log(`removed ${what}`));
-  if (await remove(api, reconcilerPath)) did(`Reconciler ${name}`);
+  if (await deleteIfPresent(api, reconcilerPath)) did(`Reconciler ${name}`);
   for (const k of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
-    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await remove(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${k.replace(/s$/, '')} ${o.metadata.name}`);
+    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${k.replace(/s$/, '')} ${o.metadata.name}`);
   }
   const namespaced: [string, string][] = [
     ['Knative Service', `/apis/serving.knative.dev/v1/namespaces/${ns}/services/${account}`],
@@ -93,17 +72,17 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
     ['Secret', `/api/v1/namespaces/${ns}/secrets/${account}`],
     ['Secret', `/api/v1/namespaces/${ns}/secrets/${account}-webhook-tls`],
   ];
-  for (const [what, path] of namespaced) if (await remove(api, path)) did(`${what} ${ns}/${path.split('/').at(-1)}`);
+  for (const [what, path] of namespaced) if (await deleteIfPresent(api, path)) did(`${what} ${ns}/${path.split('/').at(-1)}`);
   const rbac = '/apis/rbac.authorization.k8s.io/v1';
-  for (const o of await labelled(api, `${rbac}/rolebindings`, name)) if (await remove(api, `${rbac}/namespaces/${o.metadata.namespace}/rolebindings/${encodeURIComponent(o.metadata.name)}`)) did(`RoleBinding ${o.metadata.namespace}/${o.metadata.name}`);
+  for (const o of await labelled(api, `${rbac}/rolebindings`, name)) if (await deleteIfPresent(api, `${rbac}/namespaces/${o.metadata.namespace}/rolebindings/${encodeURIComponent(o.metadata.name)}`)) did(`RoleBinding ${o.metadata.namespace}/${o.metadata.name}`);
   for (const k of ['clusterrolebindings', 'clusterroles']) {
-    for (const o of await labelled(api, `${rbac}/${k}`, name)) if (await remove(api, `${rbac}/${k}/${encodeURIComponent(o.metadata.name)}`)) did(`${k === 'clusterroles' ? 'ClusterRole' : 'ClusterRoleBinding'} ${o.metadata.name}`);
+    for (const o of await labelled(api, `${rbac}/${k}`, name)) if (await deleteIfPresent(api, `${rbac}/${k}/${encodeURIComponent(o.metadata.name)}`)) did(`${k === 'clusterroles' ? 'ClusterRole' : 'ClusterRoleBinding'} ${o.metadata.name}`);
   }
   if (kind && options.crds) {
     const crd = `${(kind as { plural?: string }).plural ?? pluralOf(kind.kind)}.${groupOf(kind.apiVersion)}`;
-    if (await remove(api, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`)) did(`CustomResourceDefinition ${crd} (and every ${kind.kind})`);
+    if (await deleteIfPresent(api, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`)) did(`CustomResourceDefinition ${crd} (and every ${kind.kind})`);
   } else if (finalized.length) {
-    log(`note: ${finalized.length} ${kind!.kind} object(s) still carry kfn's finalizer (${finalized.slice(0, 3).join(', ')}${finalized.length > 3 ? ', …' : ''}): deleting one now waits until ${name} is deployed again, or until the finalizer is removed by hand.`);
+    log(`note: ${stillFinalized(finalized, kind!)}: deleting one now waits until ${name} is deployed again, or until the finalizer is removed by hand.`);
   }
   if (!removed.length) log(`nothing of ${name} was found in the cluster (namespace ${ns})`);
   return removed;
@@ -117,9 +96,8 @@ async function objectsWithFinalizer(api: KubeApi, kind: KindRef): Promise<string
   } catch {
     return []; // not served: no objects
   }
-  const prefix = kind.apiVersion.includes('/') ? `/apis/${kind.apiVersion}` : `/api/${kind.apiVersion}`;
-  const list = await api.request<ListOf<Named>>('GET', `${prefix}/${resource.plural}`);
-  return list.items.filter((o) => o.metadata.finalizers?.some(isKfnFinalizer)).map((o) => objectKey(o.metadata));
+  const items = await listAll<Named>(api, collectionPath(resource));
+  return items.filter((o) => o.metadata.finalizers?.some(isKfnFinalizer)).map((o) => objectKey(o.metadata));
 }
 
 export const undeployCommand: Command = {

@@ -389,6 +389,17 @@ export async function listAll<T>(api: KubeApi, path: string, options: { query?: 
   }
 }
 
+/** Deletes `path` (dependents in the background); answers false when it was not there or its kind is not served. */
+export async function deleteIfPresent(api: KubeApi, path: string): Promise<boolean> {
+  try {
+    await api.request('DELETE', path, { query: { propagationPolicy: 'Background' } });
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return false;
+    throw err;
+  }
+}
+
 /** The collection path of a resource, in one namespace or across all. */
 export function collectionPath(resource: ResourceInfo, namespace?: string): string {
   const base = resource.apiVersion.includes('/') ? `/apis/${resource.apiVersion}` : `/api/${resource.apiVersion}`;

@@ -243,7 +243,8 @@ export class Recorder {
     request: (exchange) => {
       // Discovery is kept as the kinds it found (resources), not as reads.
       if (exchange.method === 'GET' && discoveryPath.test(exchange.path)) return;
-      for (const v of [exchange.response, exchange.body]) {
+      // The values of sensitive fields seen, to scrub from messages (only kinds that mark some).
+      for (const v of this.fields.size ? [exchange.response, exchange.body] : []) {
         const items = isObject(v) && Array.isArray(v.items) ? v.items : [v];
         for (const item of items) for (const s of sensitiveValues(item, this.fields)) this.secrets.add(s);
       }
