@@ -1,5 +1,6 @@
 // The bridge process: its Reconcilers (from the cluster, a file or kfn dev), leadership (none,
 // a Lease, or a Lease per shard), /healthz /readyz /metrics, JSON logs, a bounded graceful stop.
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import pino from 'pino';
@@ -39,6 +40,8 @@ export interface BridgeProcessOptions {
   api?: KubeApi;
   /** Reconcilers from this YAML file instead of the cluster's Reconciler resources. */
   configFile?: string;
+  /** How often the configFile is checked for changes (default 2000 ms). */
+  configCheckMs?: number;
   /** These Reconcilers instead of the cluster's (kfn dev); `RunningBridge.setReconcilers` replaces them. */
   reconcilers?: ReconcilerConfig[];
   journal?: string;
@@ -114,6 +117,9 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
   reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher);
+  // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
+  // edit by hand): its Reconcilers change as the cluster's do, without a restart.
+  const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 2000, logger, (configs) => fixedSource.set(configs)) : undefined;
 
   let stopping = false;
   let resolveDone: () => void = () => {};
@@ -127,6 +133,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     if (stopping) return done;
     stopping = true;
     logger.info({ timeoutMs: options.shutdownTimeoutMs ?? 30_000 }, 'shutting down: finishing in-flight deliveries');
+    configWatch?.stop();
     await reconcilers!.stop();
     await bridge.stop(options.shutdownTimeoutMs ?? 30_000);
     await leadership?.stop();
@@ -269,4 +276,42 @@ async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: (
     owns: () => true,
     stop: () => elector.stop(true),
   };
+}
+
+/**
+ * Checks `path` every `everyMs` and hands its Reconcilers to `apply` when its text changed. A file
+ * that cannot be read or parsed is reported and the Reconcilers in use are kept: a half-written
+ * or wrong edit never stops deliveries.
+ */
+function watchConfigFile(path: string, everyMs: number, logger: Logger, apply: (configs: ReconcilerConfig[]) => Promise<unknown>): { stop(): void } {
+  const read = () => {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
+  let applied = read();
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    const text = read();
+    if (text === undefined || text === applied) return;
+    let configs: ReconcilerConfig[];
+    try {
+      configs = loadReconcilerFile(path);
+    } catch (err) {
+      applied = text; // reported once per version of the file
+      logger.error({ file: path, error: (err as Error).message }, 'the bridge configuration changed but cannot be used: the Reconcilers in use are kept');
+      return;
+    }
+    applied = text;
+    checking = true;
+    logger.info({ file: path, reconcilers: configs.map((c) => c.name) }, 'the bridge configuration changed: Reconcilers updated');
+    apply(configs)
+      .catch((err) => logger.error({ file: path, error: String(err) }, 'applying the changed configuration failed'))
+      .finally(() => (checking = false));
+  }, everyMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }

@@ -37,6 +37,7 @@ export class FixedReconcilers implements ReconcilerSource {
   private readonly log: Logger;
   private retry: NodeJS.Timeout | undefined;
   private stopped = false;
+  private started = false;
 
   constructor(bridge: Bridge, configs: ReconcilerConfig[], log: Logger) {
     this.bridge = bridge;
@@ -45,14 +46,18 @@ export class FixedReconcilers implements ReconcilerSource {
   }
 
   async start(): Promise<void> {
+    this.started = true;
     await this.apply();
     this.loaded = true;
   }
 
-  /** Replaces the list (kfn dev, after a function's reload); answers which could not start. */
+  /**
+   * Replaces the list (kfn dev after a function's reload, a changed --config file); answers
+   * which could not start. A replica that does not deliver yet only keeps it for start().
+   */
   async set(configs: ReconcilerConfig[]): Promise<Map<string, Error>> {
     this.configs = configs;
-    return this.apply();
+    return this.started ? this.apply() : new Map();
   }
 
   onProblem(): void {}

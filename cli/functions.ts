@@ -219,12 +219,16 @@ export interface StartedFunction {
   process: ChildProcess;
   url: string;
   log: string;
+  /** The file the function reads its auth key from (KFN_AUTH_SECRET_FILE), as a pod reads its mounted Secret: rewriting it rotates the key. */
+  keyFile: string;
 }
 
 /**
  * Starts a function as its own process (`kfn serve`) on 127.0.0.1:`port`, the way a deployment
  * runs it: under its ServiceAccount's token (kfn-fn-<name> in `namespace`, from TokenRequest)
- * and with its auth secret, both created by applyFunction. Resolves once it answers /healthz.
+ * and with its auth secret, both created by applyFunction. The key is in a file, as a pod has it
+ * from its mounted Secret (the function takes a rewritten file without a restart). Resolves once
+ * it answers /healthz.
  */
 export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string } }): Promise<StartedFunction> {
   const { dir, name, port, namespace, workDir } = options;
@@ -233,18 +237,20 @@ export async function startFunction(options: { dir: string; name: string; port: 
   const token = await requestServiceAccountToken(api, { namespace, name: `kfn-fn-${name}` }, 86400);
   const kubeconfig = join(workDir, `${name}.kubeconfig`);
   writeFileSync(kubeconfig, kubeconfigForToken(options.adminKubeconfig, token, `kfn-fn-${name}`), { mode: 0o600 });
+  const keyFile = join(workDir, `${name}.key`);
+  writeFileSync(keyFile, Buffer.from(secret.data.secret, 'base64'), { mode: 0o600 });
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];
   const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
     stdio: ['ignore', fd, fd],
-    env: { ...process.env, KFN_AUTH_SECRET: Buffer.from(secret.data.secret, 'base64').toString('utf8') },
+    env: { ...process.env, KFN_AUTH_SECRET_FILE: keyFile },
   });
   closeSync(fd);
   const url = `http://127.0.0.1:${port}/`;
   for (let i = 0; i < 150; i++) {
     if (child.exitCode !== null) break;
-    if (await fetch(`${url}healthz`).then((r) => r.ok, () => false)) return { process: child, url, log };
+    if (await fetch(`${url}healthz`).then((r) => r.ok, () => false)) return { process: child, url, log, keyFile };
     await new Promise((r) => setTimeout(r, 100));
   }
   child.kill('SIGKILL');

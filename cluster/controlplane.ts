@@ -341,6 +341,26 @@ async function restartComponent(paths: ClusterPaths, state: ClusterState, name: 
   return fresh;
 }
 
+interface DeploymentStatus {
+  metadata: { generation?: number };
+  spec?: { replicas?: number };
+  status?: { observedGeneration?: number; replicas?: number; updatedReplicas?: number; availableReplicas?: number };
+}
+
+/** `kubectl rollout restart` and `rollout status`: new pods, each ready before an old one stops. */
+async function rollOut(api: KubeApi, namespace: string, name: string, watched: ProcessRecord[]): Promise<void> {
+  const path = `/apis/apps/v1/namespaces/${namespace}/deployments/${name}`;
+  const body = { spec: { template: { metadata: { annotations: { 'kfn.dev/restartedAt': new Date().toISOString() } } } } };
+  const patched = await api.request<DeploymentStatus>('PATCH', path, { body, contentType: 'application/strategic-merge-patch+json' });
+  const generation = patched.metadata.generation ?? 0;
+  await waitUntil(`the rolling restart of ${namespace}/${name}`, 120_000, watched, async () => {
+    const d = await api.request<DeploymentStatus>('GET', path);
+    const want = d.spec?.replicas ?? 1;
+    const s = d.status ?? {};
+    return (s.observedGeneration ?? 0) >= generation && s.updatedReplicas === want && s.availableReplicas === want && s.replicas === want ? true : undefined;
+  });
+}
+
 /**
  * Stops kube-apiserver and starts it again with the same flags, keeping etcd running; resolves
  * once /readyz is ok. Clients see their watches and connections drop, and the new apiserver's
@@ -350,7 +370,8 @@ async function restartComponent(paths: ClusterPaths, state: ClusterState, name: 
  * A new apiserver answers requests a moment before its authorizer has synced, and clients that
  * reconnect in that moment get 403s; client-go components then back off for up to a minute or
  * two. Unless `restartControllers` is false, kube-controller-manager, kube-scheduler,
- * kube-proxy and kwok (when it runs) are restarted too once the apiserver is ready, so the rest of the cluster is healthy at once.
+ * kube-proxy, kwok (when it runs) and the kubelet are restarted too once the apiserver is ready,
+ * and CoreDNS rolled, so the rest of the cluster is healthy at once.
  */
 export async function restartApiserver(options: { paths?: ClusterPaths; downtimeMs?: number; graceMs?: number; restartControllers?: boolean } = {}): Promise<void> {
   const paths = options.paths ?? clusterPaths();
@@ -367,7 +388,16 @@ export async function restartApiserver(options: { paths?: ClusterPaths; downtime
     const proxy = adminApi(paths, state, proxyToken);
     await waitUntil('the restarted apiserver to authorize kube-proxy', 60_000, [fresh], () => proxy.request('GET', '/api/v1/services', { query: { limit: 1 } }).then(() => true));
   }
-  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok']) {
-    if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, 3000);
+  // The kubelet too: its pod watch (client-go's reflector) retries with a backoff that doubles
+  // per failure up to 30 s, jittered up to twice that, and is reset only after two quiet minutes.
+  // Each restart fails its reconnects a few times, so restarts a minute apart left the node
+  // unaware of new pods for a minute and more (their Services had no endpoints). Its containers
+  // keep running; the new kubelet lists its pods at once.
+  for (const name of ['kube-controller-manager', 'kube-scheduler', 'kube-proxy', 'kwok', 'kubelet']) {
+    if (state.processes.some((p) => p.name === name)) await restartComponent(paths, state, name, name === 'kubelet' ? 2000 : 3000);
   }
+  // CoreDNS watches Services the same way and answered no name of a new Service for as long:
+  // a rolling restart (its new pod is ready before the old one stops, so names never stop
+  // resolving) gives it a fresh watch.
+  await rollOut(adminApi(paths, state), 'kube-system', 'coredns', [fresh]);
 }

@@ -51,8 +51,10 @@ if (selected.length === 0) {
 }
 const needsCluster = selected.some((f) => clusterRoots.some((root) => f.startsWith(root + '/')));
 // End-to-end serial files first, on the cluster as the parallel run left it; then the ones that
-// restart the apiserver or the whole cluster. (Seen twice in ~8 full runs: after the restarts,
-// a new Service stayed unrouted for minutes; not yet explained.)
+// restart the apiserver or the whole cluster. restartApiserver restarts or rolls what watches
+// through client-go on the node (whose backoff otherwise left new pods unstarted and new
+// Services unresolved for minutes), but not the pods a test installs (Knative's controllers).
+
 const serial = selected.filter((f) => f.endsWith('.serial.test.ts')).sort((a, b) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/')));
 const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts'));
 

@@ -5,18 +5,23 @@
 //   - two bridges (leader election) run as processes and the leader is SIGKILLed or SIGTERMed
 //     (a rollout: it hands over what it still holds) again and again,
 //   - the sinks answer 404 for 5 s (a route being programmed),
+//   - the bridges' Reconcilers are edited (their configuration file) while deliveries run,
+//   - the auth keys are rotated, both ways round: the Secret first and a new leader signing with
+//     the new key before the functions have it (401s); then the functions' key files first,
+//   - the bridges roll from one leader-elected replica to two shards (--shards 2),
 //   - a third of the ReverseWordsApps are created with kfn's finalizer already in their manifest,
 //   - a proxy in front of each function fails 20 % of deliveries (500) and holds 5 % past the
 //     Reconciler's timeoutSeconds (then lets them through late, as a slow function would),
 //   - kube-apiserver restarts twice, and etcd is compacted before the second restart (410s).
 // Then the churn and the faults stop and the soak waits for the cluster to converge, and checks:
 // every live object Ready at its generation with exactly the children it wants, no orphans,
-// every finalizer ran, no object delivered twice at once (across both bridges), and no hot loop
-// once idle. It prints the figures and exits 1 when an invariant fails.
+// every finalizer ran, no object delivered twice at once (across all bridges), no hot loop once
+// idle, and no auth key in any log or journal. It prints the figures and exits 1 when an invariant fails.
 //
 //   npm run chaos -- [--objects 300] [--seconds 240] [--kill-every 20] [--seed N]
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -64,7 +69,7 @@ log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespac
 for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
-const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
+const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, refused401: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, reconcilerEdits: 0, keyRotations: 0, shardRollouts: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
 /**
  * Once armed, the next delivery opens a 5 s window in which the sinks answer 404 to everything
  * (a route being programmed): no change may be lost.
@@ -126,6 +131,7 @@ function faultProxy(target: number): Promise<number> {
           answer.on('data', (c: Buffer) => parts.push(c));
           answer.on('end', () => {
             done();
+            if (answer.statusCode === 401) figures.refused401++;
             seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'} ${Buffer.concat(parts).toString().slice(0, 120)}`);
             if (reply && !res.headersSent) res.writeHead(answer.statusCode ?? 502, answer.headers).end(Buffer.concat(parts));
           });
@@ -149,6 +155,9 @@ function faultProxy(target: number): Promise<number> {
 }
 
 const reconcilers: Record<string, unknown>[] = [];
+/** Each function's name, auth Secret and key file, and every key it has had (none may be logged). */
+const functions: { name: string; keyFile: string }[] = [];
+const keys: string[] = [];
 const kinds: Record<'MyApp' | 'ReverseWordsApp', { path: string; name: string }> = {
   MyApp: { path: `/apis/app.example.com/v1/namespaces/${ns}/myapps`, name: 'myapp' },
   ReverseWordsApp: { path: `/apis/apps.example.com/v1beta1/namespaces/${ns}/reversewordsapps`, name: 'reversewordsapp' },
@@ -167,9 +176,12 @@ for (const kind of Object.values(kinds)) {
   const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
   children.push(fn.process);
   reconcilers.push(objects.find((o) => o.kind === 'Reconciler')!);
+  functions.push({ name: reconciler.name, keyFile: fn.keyFile });
+  keys.push(readFileSync(fn.keyFile, 'utf8'));
 }
 const config = join(dir, 'bridge.yaml');
-writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
+const writeConfig = () => writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
+writeConfig();
 
 // --- two bridges with leader election; the leader dies again and again -----------------------
 interface BridgeProc {
@@ -177,6 +189,8 @@ interface BridgeProc {
   metrics: string;
 }
 let generation = 0;
+/** The bridges' layout: one leader-elected replica delivers, or (after the rollout) two shards. */
+let shards = 1;
 /** Bridges the soak stopped itself; any other that exits is restarted, as its Deployment would. */
 const stoppedBySoak = new Set<ChildProcess>();
 let soakOver = false;
@@ -184,7 +198,8 @@ async function spawnBridge(): Promise<BridgeProc> {
   const port = await freePort();
   const n = ++generation;
   const out = openSync(join(dir, `bridge-${n}.log`), 'a');
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=chaos', `--metrics-addr=127.0.0.1:${port}`, `--journal=${join(dir, `journal-${n}.jsonl`)}`], { stdio: ['ignore', out, out] });
+  const layout = shards > 1 ? [`--shards=${shards}`, `--shard=${n % shards}`] : [];
+  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', ...layout, `--lease-namespace=${ns}`, '--lease-name=chaos', `--metrics-addr=127.0.0.1:${port}`, `--journal=${join(dir, `journal-${n}.jsonl`)}`], { stdio: ['ignore', out, out] });
   closeSync(out);
   children.push(child);
   const proc = { child, metrics: `http://127.0.0.1:${port}/metrics` };
@@ -196,6 +211,7 @@ async function spawnBridge(): Promise<BridgeProc> {
   });
   return proc;
 }
+/** True while the bridge holds a Lease (the leader's, or a shard's). */
 const isLeader = async (b: BridgeProc) => {
   const text = await fetch(b.metrics, { signal: AbortSignal.timeout(1000) }).then((r) => r.text()).catch(() => '');
   return /^leader_election_master_status\{[^}]*\} 1/m.test(text);
@@ -267,6 +283,78 @@ const faults = (async () => {
   await restartApiserver({ downtimeMs: 2000 });
   figures.apiserverRestarts++;
 })();
+let killsPaused = false;
+/** Stops a bridge as a rollout does (SIGTERM: it hands over what it still holds) and starts its replacement. */
+async function rollBridge(b: BridgeProc): Promise<void> {
+  stoppedBySoak.add(b.child);
+  b.child.kill('SIGTERM');
+  figures.bridgeTerms++;
+  bridges = [...bridges.filter((x) => x !== b), await spawnBridge()];
+}
+const leaderOf = async () => {
+  for (const b of bridges) if (await isLeader(b)) return b;
+  return undefined;
+};
+/** A new auth key for every function: `first` says which side has it first. */
+async function rotateKeys(first: 'secret' | 'function'): Promise<void> {
+  const fresh = functions.map(() => randomBytes(24).toString('base64url'));
+  keys.push(...fresh);
+  const toSecrets = () =>
+    Promise.all(functions.map((f, i) => withRetry(() => api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${f.name}`, { body: { data: { secret: Buffer.from(fresh[i]!).toString('base64') } }, contentType: 'application/merge-patch+json' }))));
+  const toFunctions = () => functions.forEach((f, i) => writeFileSync(f.keyFile, fresh[i]!, { mode: 0o600 }));
+  // No leader is killed meanwhile: a takeover's gap would leave nothing delivered to refuse.
+  killsPaused = true;
+  if (first === 'secret') {
+    // The Secret changes; a new leader reads it and signs with the new key while the functions
+    // still have the old one (their mounted file is refreshed up to a minute later): 401s.
+    await toSecrets();
+    let leader = await leaderOf();
+    for (let waited = 0; !leader && waited < 30_000; waited += 500) {
+      await sleep(500); // a takeover in progress: the next leader reads the new key anyway
+      leader = await leaderOf();
+    }
+    if (leader) await rollBridge(leader);
+    // The functions' files change later (a kubelet refreshes a mounted Secret within a minute):
+    // here once the functions have refused the new key for a while, at most 20 s.
+    const refused = figures.refused401;
+    for (let waited = 0; figures.refused401 === refused && waited < 20_000; waited += 250) await sleep(250);
+    await sleep(2000);
+    toFunctions();
+  } else {
+    // The functions have the new key first and still accept the old one the bridge signs with.
+    toFunctions();
+    await sleep(3000);
+    await toSecrets();
+  }
+  killsPaused = false;
+  figures.keyRotations++;
+  log(`rotated the auth keys (${first === 'secret' ? 'the Secret first, a new leader signing with it before the functions had it' : "the functions' key files first"})`);
+}
+const reconfigure = (async () => {
+  // A Reconciler edit (here, its resync period) while deliveries run: the bridge replaces each
+  // controller and must not deliver an object whose delivery under the old one still runs.
+  await sleep(churnMs / 5);
+  for (const r of reconcilers) (r.spec as { resyncPeriodSeconds: number }).resyncPeriodSeconds += 1;
+  writeConfig();
+  figures.reconcilerEdits++;
+  log("edited the bridges' Reconcilers (their configuration file) while deliveries ran");
+  await sleep(churnMs * (0.4 - 0.2));
+  await rotateKeys('secret');
+  // The bridges roll to two shards: the new replicas stand by until the old layout has gone.
+  await sleep(Math.max(0, churnEnd - churnMs * 0.45 - Date.now()));
+  shards = 2;
+  const fresh = [await spawnBridge(), await spawnBridge()];
+  for (const old of bridges.filter((b) => !fresh.includes(b))) {
+    stoppedBySoak.add(old.child);
+    old.child.kill('SIGTERM');
+    figures.bridgeTerms++;
+    bridges = bridges.filter((x) => x !== old);
+  }
+  figures.shardRollouts++;
+  log('rolled the bridges from one leader-elected replica to two shards');
+  await sleep(Math.max(0, churnEnd - churnMs * 0.2 - Date.now()));
+  await rotateKeys('function');
+})();
 const notFoundWindow = (async () => {
   await sleep(churnMs / 2);
   notFoundArmed = true; // the window opens with the next delivery (not in a takeover's gap)
@@ -274,6 +362,7 @@ const notFoundWindow = (async () => {
 const kills = (async () => {
   while (Date.now() + killEveryMs < churnEnd) {
     await sleep(killEveryMs);
+    if (killsPaused) continue;
     for (const b of bridges) {
       if (!(await isLeader(b))) continue;
       // Killed, or stopped as a rollout stops it (SIGTERM: it hands over what it still holds).
@@ -295,7 +384,7 @@ while (Date.now() < churnEnd) {
   else if (live.length < total * 1.2) await create();
   await sleep(50);
 }
-await Promise.all([faults, kills, notFoundWindow]);
+await Promise.all([faults, kills, notFoundWindow, reconfigure]);
 faultsOn = false;
 log(`churn over: ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes; faults off, waiting to converge`);
 
@@ -371,7 +460,16 @@ soakOver = true;
 for (const c of children) c.kill('SIGTERM');
 await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
 
+// No auth key in any log, journal or record the soak's bridges and functions wrote.
+const leaks = readdirSync(dir)
+  .filter((name) => !name.endsWith('.key'))
+  .filter((name) => {
+    const text = readFileSync(join(dir, name), 'utf8');
+    return keys.some((key) => text.includes(key));
+  });
+
 const failures: string[] = [];
+if (leaks.length) failures.push(`an auth key is written in ${leaks.join(', ')}`);
 if (left.length) failures.push(`did not converge within ${values['converge-seconds']} s: ${left.slice(0, 10).join('; ')}${left.length > 10 ? ` (+${left.length - 10} more)` : ''}`);
 if (maxPerKey > 1) failures.push(`an object was delivered ${maxPerKey} times at once (across the bridges)`);
 if (hottest > 3) failures.push(`a hot loop: one object was delivered ${hottest} times in 20 idle seconds`);
@@ -383,6 +481,8 @@ console.log(`  objects (start, at the end)  ${total}, ${live.length}`);
 console.log(`  churn                        ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes in ${churnMs / 1000} s`);
 console.log(`  deliveries                   ${figures.deliveries} (retries ${figures.retries})`);
 console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.notFound} × 404 (a 5 s window), ${figures.bridgeKills} leader SIGKILLs, ${figures.bridgeTerms} leader SIGTERMs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction, ${figures.createdWithFinalizer} primaries created with their finalizer`);
+console.log(`  more faults                  ${figures.reconcilerEdits} Reconciler edit, ${figures.keyRotations} key rotations (${figures.refused401} × 401 while they settled), ${figures.shardRollouts} rollout to 2 shards`);
+console.log(`  files with an auth key       ${leaks.length} of ${readdirSync(dir).filter((n) => !n.endsWith('.key')).length}`);
 console.log(`  bridges that exited by themselves (restarted)   ${figures.bridgeExits}`);
 console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
 console.log(`  most deliveries of one object at once   ${maxPerKey}`);

@@ -53,7 +53,7 @@ test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async
   const cursor = journalLines(s.journal).length;
   await waitFor('two resyncs', async () => journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').length >= 2 || undefined, { timeoutMs: 15_000 });
   const resyncs = journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync');
-  assert.deepEqual(resyncs.map((l) => l.response?.changes?.length ?? 0), resyncs.map(() => 0), 'scenario C: nothing to do, no writes');
+  assert.deepEqual(resyncs.map((l) => l.response?.changes?.length ?? 0), resyncs.map(() => 0), `scenario C: nothing to do, no writes; the resyncs wrote ${JSON.stringify(resyncs.map((l) => l.response?.changes ?? []))}`);
   assert.equal((await deployment()).metadata.resourceVersion, settled, 'the Deployment was not touched');
 
   // D: the MyApp is deleted → its Deployment goes too.

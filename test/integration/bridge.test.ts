@@ -323,6 +323,26 @@ describe('bridge', { concurrency: true }, () => {
     assert.ok(next.receivedAt - slowEnded < 3000, `${next.receivedAt - slowEnded} ms after it ended: not held to its deadline, 20 s`);
   });
 
+  test('a --config file edited while the bridge runs: the change applies without a restart, and a broken edit keeps the Reconcilers in use', async (t) => {
+    const cluster = await testCluster();
+    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 }, bridge: { configCheckMs: 200 } });
+    const original = readFileSync(f.configFile, 'utf8');
+    await f.createWidget('before');
+    await waitFor('a delivery to the first sink', async () => f.receiver.of('before')[0]);
+    // A half-written file: reported, and the Reconciler in use goes on delivering.
+    writeFileSync(f.configFile, 'apiVersion: kfn.dev/v1alpha1\nkind: Reconciler\nmetadata: {name: widgets}\nspec: {for: [');
+    await sleep(1000);
+    await f.createWidget('during');
+    await waitFor('the broken edit kept the Reconciler in use', async () => f.receiver.of('during')[0]);
+    // The sink moves: later changes go to the new one, with no restart.
+    const moved = await startReceiver(t, f.receiver.credentials);
+    writeFileSync(f.configFile, original.replace(f.receiver.url, moved.url));
+    await waitFor('the bridge to take the edited file', async () => (f.running.bridge.reconcilers()[0]?.sink.uri === moved.url ? true : undefined));
+    await f.createWidget('after');
+    await waitFor('a delivery to the new sink', async () => moved.of('after')[0]);
+    assert.equal(f.receiver.of('after').length, 0, 'nothing went to the old sink');
+  });
+
   test('a sink answering 404 for a while (a route being programmed) loses no change: the objects are delivered once it answers', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster);

@@ -1,11 +1,14 @@
 // Faults the bridge must survive, produced on the real control plane: etcd compaction (old
-// resourceVersions become unservable: 410 Gone) and a kube-apiserver restart. These disturb
+// resourceVersions become unservable: 410 Gone) and kube-apiserver restarts, after which the
+// rest of the local cluster must work at once. These disturb
 // every client of the cluster, so the runner runs this file alone, after the parallel tests.
 import assert from 'node:assert/strict';
+import { Resolver } from 'node:dns/promises';
+import { get } from 'node:http';
 import { test } from 'node:test';
 import { Watch } from '@kubernetes/client-node';
 import { compactEtcd, etcdReadAt } from '../../cluster/etcd.ts';
-import { restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
+import { kubeApi, restartApiserver, testCluster, testNamespace } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
 interface WatchOutcome {
@@ -90,3 +93,42 @@ test('kube-apiserver restarts and the API comes back with its data', async (t) =
   assert.notEqual(apiserver?.pid, pidBefore, 'it is a new process');
   assert.ok(status.healthy);
 });
+
+test('after kube-apiserver restarts a minute apart, the node starts a new pod and cluster DNS answers for its Service at once', async (t) => {
+  // client-go's watch retries back off (doubling to 30 s, jittered up to 60 s, reset only after
+  // two quiet minutes): after the third restart in a row, a kubelet or a CoreDNS left running
+  // saw new pods and Services a minute late or more. restartApiserver restarts and rolls them.
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  for (let i = 0; i < 3; i++) await restartApiserver();
+  const ns = await testNamespace(t, cluster, 'routed');
+  const labels = { app: 'web' };
+  const started = Date.now();
+  const command = ['sh', '-c', 'echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp'];
+  await api.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
+    body: { metadata: { name: 'web' }, spec: { replicas: 1, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'web', image: 'kfn.local/busybox:1.35', command, readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 } }] } } } },
+  });
+  const service = await api.request<{ spec: { clusterIP: string } }>('POST', `/api/v1/namespaces/${ns}/services`, { body: { metadata: { name: 'web' }, spec: { selector: labels, ports: [{ port: 80, targetPort: 8080 }] } } });
+  // 20 s: a pod starts here in 1–2 s; with the backoff it took 60 s to 90 s and more.
+  await waitFor('the kubelet to start the new pod (Ready)', async () => {
+    const pods = await api.request<{ items: { status?: { conditions?: { type: string; status: string }[] } }[] }>('GET', `/api/v1/namespaces/${ns}/pods`);
+    return pods.items.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) || undefined;
+  }, { timeoutMs: 20_000 - (Date.now() - started) });
+  const resolver = new Resolver({ timeout: 1000, tries: 1 });
+  resolver.setServers([cluster.state.network.dnsServiceIp]);
+  await waitFor('cluster DNS to answer for the new Service', async () => ((await resolver.resolve4(`web.${ns}.svc.cluster.local`)).includes(service.spec.clusterIP) ? true : undefined), { timeoutMs: 20_000 });
+  const body = await waitFor('the Service to route to the pod', () => getText(`http://${service.spec.clusterIP}/`), { timeoutMs: 20_000 });
+  assert.equal(body.trim(), 'ok');
+});
+
+/** One GET on a connection of its own (none kept from an attempt before the route existed). */
+function getText(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = get(url, { agent: false, timeout: 1000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`HTTP ${res.statusCode}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer within 1 s')));
+    req.on('error', reject);
+  });
+}
