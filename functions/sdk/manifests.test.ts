@@ -6,7 +6,7 @@ import IssuerFunction from '../issuer/index.ts';
 import PodSetFunction from '../podset/index.ts';
 import { functionKnativeService, functionManifests, functionWorkload } from './manifests.ts';
 import { pluralOf } from './kind.ts';
-import { defineKind, t } from './index.ts';
+import { defineKind, defineReconciler, Secret, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
 
 test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC and the bridge grant', () => {
@@ -123,4 +123,15 @@ test('a kind discovery says is cluster-scoped is granted cluster-wide, whatever 
   assert.ok(unknown.namespaced.includes('csidrivers'), 'without discovery, an unknown kind is taken as namespaced');
   const discovered = rolesOf((ref) => (ref.kind === 'CSIDriver' ? 'Cluster' : undefined));
   assert.deepEqual([discovered.clusterWide.includes('csidrivers'), discovered.namespaced.includes('csidrivers'), discovered.bound], [true, false, true]);
+});
+
+test('rights a function limits to names become RBAC resourceNames, beside its other rights on the kind', () => {
+  const Shelf = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Shelf', spec: t.Object({}), status: t.Object({}) });
+  const fn = defineReconciler({ name: 'shelves', for: Shelf, uses: [{ kind: Secret, verbs: ['get', 'patch'], names: ['shelf-settings'] }, { kind: Secret, verbs: ['create'] }], reconcile: () => ({}) });
+  const role = functionManifests(fn).find((o) => o.kind === 'ClusterRole' && (o.metadata as { name: string }).name === 'kfn-fn-shelves') as { rules: { resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
+  const secrets = role.rules.filter((r) => r.resources.includes('secrets'));
+  assert.deepEqual(secrets, [
+    { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'patch'], resourceNames: ['shelf-settings'] },
+    { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+  ]);
 });

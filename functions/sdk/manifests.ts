@@ -132,9 +132,9 @@ function functionRbac(reconciler: Reconciler, account: string, ns: string, label
   const kind = reconciler.for;
   const primary: KindRef = { apiVersion: kind.apiVersion, kind: kind.kind };
   // What it declares, and nothing else (access.ts): the runtime refuses the rest the same way.
-  const rules = declaredAccess(reconciler).map(({ ref, verbs, subresource }) => {
+  const rules = declaredAccess(reconciler).map(({ ref, verbs, subresource, names }) => {
     const plural = sameKind(ref, primary) ? kind.plural : pluralOf(ref.kind);
-    return { ref, rule: rule(ref, verbs, subresource ? `${plural}/${subresource}` : plural) };
+    return { ref, rule: { ...rule(ref, verbs, subresource ? `${plural}/${subresource}` : plural), ...(names ? { resourceNames: names } : {}) } };
   });
   const scoped = namespaces.length > 0 && kind.namespaced;
   // Kinds that live outside namespaces: a RoleBinding cannot grant them.

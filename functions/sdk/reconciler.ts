@@ -123,8 +123,13 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   /** The kinds of its children; each child returned must be of one of them, and is typed by it. */
   owns?: readonly O[];
   watches?: WatchSpec[];
-  /** Other kinds the function reads or writes imperatively (through ctx.api), for its RBAC. */
-  uses?: { kind: KindRef; verbs: ('get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete')[]; subresource?: string }[];
+  /**
+   * Other kinds the function reads or writes imperatively (through ctx.get or ctx.api), for its
+   * RBAC. `names` limits the rights to those objects (RBAC resourceNames) in every namespace it
+   * serves: only for get, update, patch and delete, which name one object (a list, a watch or a
+   * create cannot be limited by name).
+   */
+  uses?: Use[];
   reconcile(obj: ObjectOf<K>, ctx: ReconcileContext): ReconcileResult<NonNullable<ObjectOf<K>["status"]>, ChildOf<O>> | Promise<ReconcileResult<NonNullable<ObjectOf<K>["status"]>, ChildOf<O>>>;
   /**
    * Runs before a deleted object may go; the finalizer is removed once it succeeds. A failing
@@ -174,7 +179,27 @@ export interface Reconciler<K extends Kind = any, O extends KindRef = any> exten
   finalizer?: string;
 }
 
+export type UseVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
+
+/** A kind the function uses beyond what it owns and watches (see `uses`). */
+export interface Use {
+  kind: KindRef;
+  verbs: UseVerb[];
+  subresource?: string;
+  /** Only these objects, by name (RBAC resourceNames); get, update, patch and delete only. */
+  names?: string[];
+}
+
+/** Verbs RBAC cannot limit to named objects. */
+const unnameable: UseVerb[] = ['list', 'watch', 'create'];
+
 export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(definition: ReconcilerDefinition<K, O>): Reconciler<K, O> {
   const name = definition.name ?? definition.for.plural;
+  for (const use of definition.uses ?? []) {
+    if (!use.names) continue;
+    const refused = use.verbs.filter((v) => unnameable.includes(v));
+    if (use.names.length === 0) throw new Error(`${name}: uses of ${use.kind.kind} gives \`names: []\`, which allows no object; leave names out to allow every ${use.kind.kind}`);
+    if (refused.length) throw new Error(`${name}: uses of ${use.kind.kind} limits ${refused.join(', ')} to names, which RBAC cannot do (a ${refused[0]} names no one object); declare ${refused.join(', ')} in a separate entry without names`);
+  }
   return { ...definition, name, fieldManager: fieldManagerName(name), finalizer: definition.finalize ? finalizerName(name) : undefined };
 }

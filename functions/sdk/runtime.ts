@@ -200,7 +200,7 @@ class Invocation {
       trigger: received.data.trigger,
       owned: <R extends KindRef>(r: R, n: string) => children.get(childKey(r, n)) as Live<R> | undefined,
       get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
-        checkDeclared(reconciler, r, 'get');
+        checkDeclared(reconciler, r, 'get', n);
         const resource = await api.resource(r.apiVersion, r.kind);
         try {
           return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));

@@ -88,6 +88,19 @@ describe('testReconcile', () => {
     assert.equal((await reading({ watches: [{ ...Secret, mapping: { referenceField: 'spec.secretName' }, list: true }] }, (ctx) => ctx.list(Secret))).error, undefined);
     const undeclared = await reading({}, (ctx) => ctx.get(Secret, 'x'));
     assert.match(undeclared.error?.message ?? '', /ctx\.get\(v1 Secret\): \w+ does not declare that it may get Secret objects .*add \{ kind: Secret, verbs: \['get'\] \} to its `uses`/);
+    // Rights limited to named objects (RBAC resourceNames): those names only.
+    const named = { uses: [{ kind: Secret, verbs: ['get' as const], names: ['shelf-settings'] }] };
+    assert.equal((await reading(named, (ctx) => ctx.get(Secret, 'shelf-settings'))).error, undefined, 'the named object is read');
+    const other = await reading(named, (ctx) => ctx.get(Secret, 'payroll'));
+    assert.match(other.error?.message ?? '', /ctx\.get\(v1 Secret, payroll\): \w+ declares that it may get only the Secret objects named shelf-settings, so its RBAC in a cluster refuses payroll/);
+    assert.match((await reading(named, (ctx) => ctx.list(Secret))).error?.message ?? '', /does not declare that it may list Secret objects/);
+  });
+
+  test('rights limited to names are refused where RBAC cannot limit them: list, watch, create', () => {
+    const Shelf = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Shelf', spec: t.Object({}), status: t.Object({}) });
+    assert.throws(() => defineReconciler({ name: 'shelves', for: Shelf, uses: [{ kind: Secret, verbs: ['get', 'list'], names: ['a'] }], reconcile: () => ({}) }), /shelves: uses of Secret limits list to names, which RBAC cannot do .*declare list in a separate entry without names/);
+    assert.throws(() => defineReconciler({ name: 'shelves', for: Shelf, uses: [{ kind: Secret, verbs: ['create'], names: ['a'] }], reconcile: () => ({}) }), /limits create to names/);
+    assert.throws(() => defineReconciler({ name: 'shelves', for: Shelf, uses: [{ kind: Secret, verbs: ['get'], names: [] }], reconcile: () => ({}) }), /`names: \[\]`, which allows no object/);
   });
 
   test('lists come a page at a time, as from the apiserver, and ctx.list gathers every page', async () => {

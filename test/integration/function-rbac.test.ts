@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { applyObject } from '../../kube/api.ts';
-import { ConfigMap, defineKind, defineReconciler, Deployment, t as types } from '../../functions/sdk/index.ts';
+import { ConfigMap, defineKind, defineReconciler, Deployment, Secret, t as types } from '../../functions/sdk/index.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { discoveredScopes } from '../../cli/functions.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
@@ -25,7 +25,7 @@ test('a function limited to namespaces is allowed there and refused elsewhere (S
   const served = await testNamespace(t, cluster, 'rbac-served');
   const other = await testNamespace(t, cluster, 'rbac-other');
   const Gadget = defineKind({ group: `${uniqueName('rbac')}.kfn.test`, version: 'v1', kind: 'Gadget', spec: types.Object({}), status: types.Object({}) });
-  const fn = defineReconciler({ name: uniqueName('gadgets'), for: Gadget, owns: [ConfigMap, Deployment], reconcile: () => ({}) });
+  const fn = defineReconciler({ name: uniqueName('gadgets'), for: Gadget, owns: [ConfigMap, Deployment], uses: [{ kind: Secret, verbs: ['get'], names: ['gadget-settings'] }], reconcile: () => ({}) });
   const rbac = functionManifests(fn, { namespace: home, namespaces: [served] }).filter((o) => ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'RoleBinding'].includes(o.kind as string));
   for (const obj of rbac) {
     await applyObject(api, obj as never, 'kfn-test');
@@ -34,9 +34,9 @@ test('a function limited to namespaces is allowed there and refused elsewhere (S
     if (obj.kind === 'ClusterRoleBinding') t.after(() => api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${encodeURIComponent(m.name)}`).catch(() => undefined));
   }
   const user = `system:serviceaccount:${home}:kfn-fn-${fn.name}`;
-  const can = async (verb: string, group: string, resource: string, namespace: string) => {
+  const can = async (verb: string, group: string, resource: string, namespace: string, name?: string) => {
     const review = await api.request<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-      body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user, groups: ['system:serviceaccounts', `system:serviceaccounts:${home}`, 'system:authenticated'], resourceAttributes: { namespace, verb, group, resource } } },
+      body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user, groups: ['system:serviceaccounts', `system:serviceaccounts:${home}`, 'system:authenticated'], resourceAttributes: { namespace, verb, group, resource, ...(name ? { name } : {}) } } },
     });
     return review.status.allowed;
   };
@@ -47,6 +47,9 @@ test('a function limited to namespaces is allowed there and refused elsewhere (S
   assert.equal(await can('create', 'apps', 'deployments', 'default'), false, 'refused in default');
   assert.equal(await can('delete', '', 'configmaps', other), false);
   assert.equal(await can('get', '', 'secrets', served), false, 'nothing it did not declare');
+  assert.equal(await can('get', '', 'secrets', served, 'gadget-settings'), true, 'the Secret it names, where it is served');
+  assert.equal(await can('get', '', 'secrets', served, 'payroll'), false, 'no other Secret');
+  assert.equal(await can('get', '', 'secrets', other, 'gadget-settings'), false, 'not where it is not served');
 });
 
 test('kubectl auth can-i, as each identity kfn generates: the function and the bridge may do what the function declares, where it is served, and nothing else', async (t) => {
