@@ -4,8 +4,8 @@
 // image `kfn deploy` runs (as `kfn image build`).
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { repoRoot } from '../cluster/paths.ts';
-import { functionDirs, loadFunction } from './functions.ts';
+import { codePath, workRoot } from '../cluster/paths.ts';
+import { functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { bundleFunction } from './deploy.ts';
 import { zip } from './zip.ts';
@@ -19,7 +19,7 @@ export interface LambdaPackage {
 }
 
 /** Bundles a function into a Lambda deployment package (`<out>/<name>.zip`, handler index.handler). */
-export async function buildLambdaPackage(dir: string, out = join(repoRoot, '.kfn', 'build', 'lambda')): Promise<LambdaPackage> {
+export async function buildLambdaPackage(dir: string, out = join(workRoot, 'build', 'lambda')): Promise<LambdaPackage> {
   const reconciler = await loadFunction(dir);
   const work = join(out, reconciler.name);
   rmSync(work, { recursive: true, force: true });
@@ -27,7 +27,7 @@ export async function buildLambdaPackage(dir: string, out = join(repoRoot, '.kfn
   const entry = join(work, 'index.ts');
   writeFileSync(
     entry,
-    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'lambda', 'index.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
+    `import reconciler from ${JSON.stringify(functionEntry(dir) ?? join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(codePath('functions', 'sdk', 'lambda', 'index.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
   );
   // Lambda's Node 22/24 runtimes load index.mjs as ESM; the chunks beside it are loaded on demand.
   const bundle = join(work, 'bundle');

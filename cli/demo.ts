@@ -12,7 +12,7 @@ import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { applyObject, collectionPath, KubeApi, objectPath } from '../kube/api.ts';
 import { clusterDown, clusterUp } from '../cluster/controlplane.ts';
-import { clusterPaths, displayPath, repoRoot } from '../cluster/paths.ts';
+import { clusterPaths, codePath, displayPath, repoRoot, workRoot } from '../cluster/paths.ts';
 import { readState } from '../cluster/state.ts';
 import { deployFunctions } from './deploy.ts';
 import { followBridgeJournal, installBridge } from './incluster.ts';
@@ -78,7 +78,7 @@ export const demoCommand: Command = {
     if (wantsHelp(argv)) return (console.log(usage), 0);
     const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' }, knative: { type: 'boolean' } });
     if (values.knative && values.local) throw new UsageError('kfn demo: --knative runs the functions in the cluster; it cannot go with --local');
-    const dirs = functionDirs().filter((d) => !values.function || d.endsWith(`/${values.function}`));
+    const dirs = functionDirs(join(repoRoot, 'functions')).filter((d) => !values.function || d.endsWith(`/${values.function}`));
     if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
     const demo = new Demo(dirs, { local: !!values.local, knative: !!values.knative });
     try {
@@ -102,7 +102,7 @@ class Demo {
   inCluster = false;
   private readonly dirs: string[];
   private readonly options: { local: boolean; knative: boolean };
-  private readonly work = join(repoRoot, '.kfn', 'demo');
+  private readonly work = join(workRoot, 'demo');
   private readonly journal = join(this.work, 'journal.jsonl');
   private readonly children: ChildProcess[] = [];
   private readonly reconcilers: string[] = [];
@@ -189,7 +189,7 @@ class Demo {
       port++;
     }
     const bridgeLog = openSync(join(this.work, 'bridge.log'), 'a');
-    this.children.push(spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--kubeconfig=${this.kubeconfig}`, `--journal=${this.journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
+    this.children.push(spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'bridge', `--kubeconfig=${this.kubeconfig}`, `--journal=${this.journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
     closeSync(bridgeLog);
     say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(this.work, 'bridge.log'))}, journal ${displayPath(this.journal)}`);
   }
@@ -311,7 +311,7 @@ async function freshNamespace(api: KubeApi): Promise<void> {
 async function heldByFinalizers(api: KubeApi): Promise<{ kind: string; name: string; path: string; finalizers: string[]; all: string[] }[]> {
   const out: { kind: string; name: string; path: string; finalizers: string[]; all: string[] }[] = [];
   const kinds: { apiVersion: string; kind: string }[] = [{ apiVersion: 'v1', kind: 'ConfigMap' }];
-  for (const dir of functionDirs()) {
+  for (const dir of functionDirs(join(repoRoot, 'functions'))) {
     const reconciler = await loadFunction(dir).catch(() => undefined);
     if (reconciler) kinds.push({ apiVersion: reconciler.for.apiVersion, kind: reconciler.for.kind });
   }

@@ -2,8 +2,7 @@
 // built on this machine (esbuild bundle + the Node base image, no registry, no Docker) and
 // imported into the local cluster's node; a function run as a Deployment + Service under its
 // own ServiceAccount, its Reconciler delivering to that Service.
-import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { basename, join, resolve } from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -12,7 +11,7 @@ import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
 import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy } from '../cluster/controlplane.ts';
-import { clusterPaths, displayPath, repoRoot } from '../cluster/paths.ts';
+import { clusterPaths, codePath, displayPath, kfnVersion, workRoot } from '../cluster/paths.ts';
 import { buildImage, importImages, nodeRecipe, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
@@ -20,15 +19,15 @@ import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { generateWebhookPki } from '../cluster/pki.ts';
 import { knativeStatus } from '../cluster/knative.ts';
-import { applyFunction, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
+import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { functionLabel, functionLabels, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 
 const say = (line: string) => console.error(line);
-const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
-const buildDir = join(repoRoot, '.kfn', 'build');
+const version = kfnVersion;
+const buildDir = join(workRoot, 'build');
 
 /** Lets bundled ESM load the CommonJS packages it includes (pino, prom-client). */
 export const requireBanner = "import { createRequire as kfnCreateRequire } from 'node:module'; const require = kfnCreateRequire(import.meta.url);";
@@ -45,13 +44,16 @@ export async function bundleFunction(entry: string, outdir: string, target = 'no
   return readdirSync(outdir);
 }
 
-/** The bridge image: the `kfn` CLI bundle (npm run build) on the Node image; manifests/ runs it. */
+/**
+ * The bridge image: the `kfn` CLI bundled (as `npm run build` does; from the checkout's sources
+ * or the package's compiled tree) on the Node image; manifests/ runs it.
+ */
 export async function bridgeImage(binaries: BinarySet, log = say): Promise<BuiltImage> {
-  log('Bundling the bridge (npm run build)');
-  const out = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, encoding: 'utf8' });
-  if (out.status !== 0) throw new Error(`npm run build failed:\n${out.stderr || out.stdout}`);
+  log('Bundling the bridge');
+  const bundle = join(buildDir, 'bridge');
+  await bundleFunction(codePath('cli', 'kfn.ts'), bundle);
   const node = nodeRecipe();
-  const recipe: ImageRecipe = { name: 'bridge', tag: version, base: node, files: [[join(repoRoot, 'dist'), '/app']], config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/kfn.mjs'] } };
+  const recipe: ImageRecipe = { name: 'bridge', tag: version, base: node, files: [[bundle, '/app']], config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/kfn.mjs'] } };
   return buildImage(recipe, binaries, log);
 }
 
@@ -64,7 +66,7 @@ export async function functionImage(dir: string, binaries: BinarySet, log = say)
   const entry = join(work, 'fn.ts');
   writeFileSync(
     entry,
-    `import reconciler from ${JSON.stringify(join(resolve(dir), 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`,
+    `import reconciler from ${JSON.stringify(functionEntry(dir) ?? join(resolve(dir), 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(codePath('functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`,
   );
   log(`Bundling function ${reconciler.name}`);
   await bundleFunction(entry, join(work, 'app'));
@@ -171,7 +173,7 @@ export const deployCommand: Command = {
     );
     const dirs = values.all ? functionDirs() : positionals;
     if (!dirs.length) throw new UsageError(`kfn deploy: name the functions to deploy, or --all\n\n${deployUsage}`);
-    for (const dir of dirs) if (!existsSync(join(dir, 'index.ts'))) throw new UsageError(`kfn deploy: ${dir} is not a function folder (it has no index.ts)`);
+    for (const dir of dirs) if (!functionEntry(dir)) throw new UsageError(`kfn deploy: ${dir} is not a function folder (it has no index.ts)`);
     const timeoutSeconds = values.timeout === undefined ? 120 : Number(values.timeout);
     if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw new UsageError('--timeout must be a positive number of seconds');
     const namespace = values.namespace ?? 'kfn-system';

@@ -16,7 +16,7 @@ import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
 import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
-import { clusterPaths, repoRoot } from '../cluster/paths.ts';
+import { clusterPaths, workRoot } from '../cluster/paths.ts';
 import { clusterUp } from '../cluster/controlplane.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
@@ -25,7 +25,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { createApp } from '../functions/sdk/app.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
-import { applyFunction, functionDirs } from './functions.ts';
+import { applyFunction, functionDirs, functionEntry } from './functions.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 
 export interface DevServerOptions {
@@ -51,12 +51,12 @@ export interface DevServer {
   reload(name: string): Promise<void>;
   stop(): Promise<void>;
 }
-const bundleDir = join(repoRoot, '.kfn', 'dev', 'bundles');
+const bundleDir = join(workRoot, 'dev', 'bundles');
 
 /** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
 async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
-  const entry = join(resolve(dir), 'index.ts');
-  if (!existsSync(entry)) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
+  const entry = functionEntry(dir);
+  if (!entry) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
   const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent' });
   mkdirSync(bundleDir, { recursive: true });
   const file = join(bundleDir, `${name}.${version}.mjs`);
@@ -218,7 +218,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const base = `http://${host}:${options.port}`;
   const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: options.kubeconfig, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
   rmSync(bundleDir, { recursive: true, force: true });
-  const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(repoRoot, '.kfn', 'dev', 'records.jsonl'), { redactSecretFields: false });
+  const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(workRoot, 'dev', 'records.jsonl'), { redactSecretFields: false });
   const fns = new Map<string, DevFunction>();
   const log = new DeliveryLog(recordFile, say, (name) => fns.get(name)?.version ?? 0);
   const pinoLog = pino({ level: 'warn', base: { component: 'kfn-dev' } });
@@ -302,7 +302,7 @@ export const devCommand: Command = {
     if (wantsHelp(argv)) return (console.log(usage), 0);
     const { values, positionals } = parseCommandArgs('dev', argv, { port: { type: 'string' }, namespace: { type: 'string', multiple: true }, kubeconfig: { type: 'string' }, records: { type: 'string' } }, true);
     const dirs = positionals.length ? positionals : functionDirs();
-    for (const d of dirs) if (!existsSync(join(d, 'index.ts'))) throw new UsageError(`kfn dev: ${d} is not a function folder (no index.ts)`);
+    for (const d of dirs) if (!functionEntry(d)) throw new UsageError(`kfn dev: ${d} is not a function folder (no index.ts)`);
     let kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG?.split(':')[0];
     if (kubeconfig && !existsSync(kubeconfig)) throw new UsageError(`kfn dev: kubeconfig ${kubeconfig} does not exist`);
     if (kubeconfig) {

@@ -1,6 +1,5 @@
 // kfn diff: what a function would change for one object now — its reconcile run in this process
 // against the cluster, every write a server-side dry run (dryRun=All), nothing stored.
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConnection } from '../kube/connection.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
@@ -10,7 +9,7 @@ import type { RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { loadFunction } from './functions.ts';
+import { functionEntry, loadFunction } from './functions.ts';
 import { effectLines, functionFor, wouldChange } from './replay.ts';
 
 const usage = `Usage: kfn diff <function> <object> [options]
@@ -33,8 +32,8 @@ The function runs with your credentials, not its ServiceAccount's: a write its R
 shows here as allowed (kfn dev runs it under its own account).`;
 
 async function resolveFunction(arg: string): Promise<Reconciler> {
-  if (existsSync(join(arg, 'index.ts'))) return loadFunction(arg);
-  if (existsSync(join(repoRoot, 'functions', arg, 'index.ts'))) return loadFunction(join(repoRoot, 'functions', arg));
+  if (functionEntry(arg)) return loadFunction(arg);
+  if (functionEntry(join(repoRoot, 'functions', arg))) return loadFunction(join(repoRoot, 'functions', arg));
   return functionFor(arg, undefined).catch(() => {
     throw new UsageError(`kfn diff: ${arg} is neither a function folder (with an index.ts) nor the name of a function under functions/`);
   });

@@ -2,13 +2,13 @@
 // need in a cluster.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
-import { repoRoot } from '../cluster/paths.ts';
+import { codePath, compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
@@ -19,19 +19,30 @@ import { authForAnnotation, functionLabel, functionLabels, secretServes } from '
 import { groupKind, objectKey, type KindRef } from '../core/objects.ts';
 
 /** Loads the reconciler a function folder exports by default from its index.ts. */
+/**
+ * A function folder's entry: its index.ts (a user's function, or an example in a checkout), or
+ * index.js (an example compiled into kfn's package); undefined when it has neither.
+ */
+export function functionEntry(dir: string): string | undefined {
+  return ['index.ts', 'index.js'].map((f) => join(resolve(dir), f)).find((f) => existsSync(f));
+}
+
 export async function loadFunction(dir: string): Promise<Reconciler> {
-  const entry = join(resolve(dir), 'index.ts');
-  if (!existsSync(entry)) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
+  const entry = functionEntry(dir);
+  if (!entry) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
   const mod = (await import(pathToFileURL(entry).href)) as { default?: Reconciler };
   if (!mod.default?.reconcile || !mod.default.for) throw new UsageError(`${entry} must export default defineReconciler({...})`);
   return mod.default;
 }
 
-/** The example functions: every folder under functions/ with an index.ts, except the SDK. */
-export function functionDirs(): string[] {
-  const root = join(repoRoot, 'functions');
+/**
+ * Every function folder under `root`: in a checkout, the examples (functions/ of the
+ * repository); with kfn installed, functions/ of the project it runs in. The SDK's is none.
+ */
+export function functionDirs(root = compiled ? join(process.cwd(), 'functions') : join(repoRoot, 'functions')): string[] {
+  if (!existsSync(root)) return [];
   return readdirSync(root, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && d.name !== 'sdk' && existsSync(join(root, d.name, 'index.ts')))
+    .filter((d) => d.isDirectory() && d.name !== 'sdk' && functionEntry(join(root, d.name)))
     .map((d) => join(root, d.name))
     .sort();
 }
@@ -76,7 +87,6 @@ export const serveCommand: Command = {
   },
 };
 
-const packageVersion = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
 const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
 
@@ -115,7 +125,7 @@ export const manifestsCommand: Command = {
     for (const dir of dirs) {
       const reconciler = await loadFunction(dir);
       const objects = functionManifests(reconciler, { namespace, sinkUri: values['sink-uri'], ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) });
-      if (values.target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${packageVersion}` }));
+      if (values.target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${kfnVersion}` }));
       const text = objects.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
       if (values.out) {
         mkdirSync(values.out, { recursive: true });
@@ -242,7 +252,7 @@ export async function startFunction(options: { dir: string; name: string; port: 
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
+  const child = spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, KFN_AUTH_SECRET_FILE: keyFile },
   });

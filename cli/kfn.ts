@@ -13,6 +13,7 @@ const commands: CommandEntry[] = [
   { name: 'demo', summary: 'start a cluster, the bridge, the functions and samples; show deliveries live (npm start)', load: async () => (await import('./demo.ts')).demoCommand },
   { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
+  { name: 'init', summary: 'write a new operator project that depends on kfn (npm create kfn@latest <dir>)', load: async () => (await import('./init.ts')).initCommand },
   { name: 'new', summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test', load: async () => (await import('./new.ts')).newCommand },
   { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
   { name: 'deploy', summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them', load: async () => (await import('./deploy.ts')).deployCommand },
@@ -42,6 +43,12 @@ function topUsage(): string {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === 'version') {
+    const { kfnVersion } = await import('../cluster/paths.ts');
+    const { contractVersion } = await import('../core/event.ts');
+    console.log(`kfn ${kfnVersion} (event contract v${contractVersion}; bridge image kfn.local/bridge:${kfnVersion})`);
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     console.log(topUsage());
     return name ? 0 : 2;

@@ -3,7 +3,7 @@
 // `create api` give a Go project its first controller.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
-import { repoRoot } from '../cluster/paths.ts';
+import { compiled, repoRoot } from '../cluster/paths.ts';
 import { pluralOf } from '../functions/sdk/kind.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
@@ -118,10 +118,17 @@ Written by \`kfn new\`. Each ${kind} owns a ConfigMap \`<name>-message\` holding
 
 | | |
 | --- | --- |
-| run it on the local cluster, with its samples | \`npm start -- --function ${name}\` |
+${
+  sdk === 'kfn/sdk'
+    ? `| its unit test (no cluster) | \`node --test functions/${name}/index.test.ts\` |
+| run it on a local dev server, reloading on save, with its samples | \`npx kfn dev functions/${name}\` |
+| the CRD, RBAC and Reconciler | \`npx kfn manifests functions/${name}\` |
+| deploy it as a pod | \`npx kfn deploy functions/${name}\` |`
+    : `| run it on the local cluster, with its samples | \`npm start -- --function ${name}\` |
 | its unit test (no cluster) | \`node --test ${name}/index.test.ts\` |
 | the CRD, RBAC and Reconciler | \`npm run kfn -- manifests ${name}\` |
-| deploy it as a pod | \`npm run kfn -- deploy ${name}\` |
+| deploy it as a pod | \`npm run kfn -- deploy ${name}\` |`
+}
 
 The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
 `,
@@ -129,7 +136,7 @@ The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
 }
 
 /** True for this repository's folder and anything under it. */
-const insideRepo = (path: string) => resolve(path) === repoRoot || resolve(path).startsWith(repoRoot + sep);
+const insideRepo = (path: string) => !compiled && (resolve(path) === repoRoot || resolve(path).startsWith(repoRoot + sep));
 
 /** Writes the folder; refuses to touch an existing one. Returns its path. */
 export function writeNewFunction(o: NewFunction): string {

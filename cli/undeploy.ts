@@ -2,11 +2,9 @@
 // created for a function — its Reconciler first, so the bridge stops delivering, then its
 // webhook configurations, workload, identity, grants and Secrets. Its CRD and the objects of
 // its kind are the user's data: they stay unless --crds is given.
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ApiError, collectionPath, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
-import { labelled, loadFunction } from './functions.ts';
+import { functionEntry, labelled, loadFunction } from './functions.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
@@ -110,7 +108,7 @@ export const undeployCommand: Command = {
     if (!positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name)\n\n${usage}`);
     const api = new KubeApi(connectionFromKubeconfig(values.kubeconfig ?? clusterPaths().kubeconfig));
     for (const target of positionals) {
-      const dir = existsSync(join(target, 'index.ts')) ? target : undefined;
+      const dir = functionEntry(target) ? target : undefined;
       const reconciler = dir ? await loadFunction(dir) : undefined;
       const name = reconciler?.name ?? target;
       if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) throw new UsageError(`kfn undeploy: "${target}" is neither a function folder nor a function's name`);
