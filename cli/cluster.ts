@@ -2,12 +2,11 @@
 import { writeFileSync } from 'node:fs';
 import { KubeApi } from '../kube/api.ts';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
-import { ensureBinaries } from '../cluster/build.ts';
-import { spawnSync } from 'node:child_process';
+import { ensureBinaries, firstBuild } from '../cluster/build.ts';
 import { clusterDown, clusterStatus, clusterUp } from '../cluster/controlplane.ts';
 import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
-import { defaultNetwork, defaultNodePorts, installCommand, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
+import { defaultNetwork, defaultNodePorts, installCommand, installNodePackages, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
 import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 
@@ -31,9 +30,9 @@ Run 'kfn cluster <command> --help' for a command's options.`;
 const upUsage = `Usage: kfn cluster up [options]
 
 Starts the local cluster, building its binaries and images first if the cache has none (the
-first build takes about 20 minutes and 8 GiB of disk). A second 'up' while it runs does nothing;
-an 'up' after a crash cleans up what was left and starts afresh. Needs root and the Debian
-packages that \`kfn cluster deps\` installs.
+first build takes ${firstBuild} and 8 GiB of disk). A second 'up' while it runs does nothing;
+an 'up' after a crash cleans up what was left and starts afresh. Needs root; installs the
+Debian packages the node needs (\`kfn cluster deps\`) if they are missing.
 The admin kubeconfig is written to .kfn/cluster/kubeconfig; logs go to .kfn/cluster/logs/.
 
 Options:
@@ -145,14 +144,11 @@ async function deps(argv: string[]): Promise<number> {
     say(`Missing Debian packages: ${missing.join(', ')}. Install them with:\n  ${installCommand(missing)}`);
     return 3;
   }
-  if (process.getuid?.() !== 0) throw new UsageError(`Installing packages needs root. Run as root:\n  ${installCommand(missing)}`, 1);
-  say(`Installing ${missing.join(', ')} with apt-get (about half a minute)…`);
-  for (const args of [['update'], ['install', '-y', '--no-install-recommends', ...missing]]) {
-    const out = spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-    if (out.status !== 0) throw new UsageError(`apt-get ${args[0]} failed (exit ${out.status ?? out.signal}); see its output above.`, 1);
+  try {
+    installNodePackages(say);
+  } catch (err) {
+    throw new UsageError((err as Error).message, 1);
   }
-  const still = missingNodePackages();
-  if (still.length) throw new UsageError(`After installing, still missing: ${still.join(', ')}.`, 1);
   say('Installed.');
   return 0;
 }

@@ -12,6 +12,7 @@ import { parseAllDocuments } from 'yaml';
 import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { applyObject, collectionPath, KubeApi, objectPath } from '../kube/api.ts';
 import { clusterDown, clusterUp } from '../cluster/controlplane.ts';
+import { firstBuild } from '../cluster/build.ts';
 import { clusterPaths, codePath, displayPath, repoRoot, workRoot } from '../cluster/paths.ts';
 import { readState } from '../cluster/state.ts';
 import { deployFunctions } from './deploy.ts';
@@ -128,7 +129,7 @@ class Demo {
     if (api && (await reachable(api))) {
       say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
     } else {
-      say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : 'Starting the local cluster (the first run builds it from source: about 10 minutes).');
+      say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : `Starting the local cluster (the first run builds it from source: ${firstBuild}).`);
       const up = await clusterUp({ log: (l) => say(dim(`  ${l}`)) });
       this.startedCluster = !up.reused;
       kubeconfig = clusterPaths().kubeconfig;

@@ -16,6 +16,7 @@ import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
 import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
 import { ApiError, KubeApi } from '../kube/api.ts';
+import { firstBuild } from '../cluster/build.ts';
 import { clusterPaths, workRoot } from '../cluster/paths.ts';
 import { clusterUp } from '../cluster/controlplane.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
@@ -312,7 +313,7 @@ export const devCommand: Command = {
       );
       if (!answers) throw new UsageError(`kfn dev: the cluster of ${kubeconfig} does not answer`);
     } else {
-      console.error('kfn dev: no KUBECONFIG: using the local cluster (starting it if needed; the first run builds it from source, about 10 minutes)');
+      console.error(`kfn dev: no KUBECONFIG: using the local cluster (starting it if needed; the first run builds it from source, ${firstBuild})`);
       await clusterUp({ log: (l) => console.error(`  ${l}`) });
       kubeconfig = clusterPaths().kubeconfig;
     }

@@ -97,7 +97,7 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
     if (existing && (await clusterHealthy(paths, existing))) {
       return { state: existing, paths, reused: true, seconds: 0 };
     }
-    checkNodePrerequisites();
+    checkNodePrerequisites(log);
     if (existing || existsSync(nodePaths(paths.dir).hostSnapshot)) {
       log('Found a stopped or broken local cluster; cleaning it up and starting a new one.');
       await stopAll(paths, existing, log);

@@ -114,16 +114,31 @@ export function missingNodePackages(): string[] {
 
 export const installCommand = (packages: string[]) => `apt-get update && apt-get install -y --no-install-recommends ${packages.join(' ')}`;
 
-/** Fails with what to do when this machine cannot run the real node. */
-export function checkNodePrerequisites(): void {
+/**
+ * Installs the node's missing Debian packages with apt-get, saying the command first (as root;
+ * otherwise fails with the command to run). Returns what it installed.
+ */
+export function installNodePackages(log: (line: string) => void): string[] {
+  const missing = missingNodePackages();
+  if (!missing.length) return [];
+  if (process.getuid?.() !== 0) throw new Error(`The real node needs Debian packages that are not installed: ${missing.join(', ')}. Installing them needs root; run as root:\n  ${installCommand(missing)}`);
+  log(`Installing the node's Debian packages (about half a minute): ${installCommand(missing)}`);
+  for (const args of [['update'], ['install', '-y', '--no-install-recommends', ...missing]]) {
+    const out = spawnSync('apt-get', args, { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    if (out.status !== 0) throw new Error(`apt-get ${args[0]} failed (exit ${out.status ?? out.signal}); see its output above. By hand: ${installCommand(missing)}`);
+  }
+  const still = missingNodePackages();
+  if (still.length) throw new Error(`After apt-get install, still missing: ${still.join(', ')}.`);
+  return missing;
+}
+
+/** Fails with what to do when this machine cannot run the real node; installs its Debian packages. */
+export function checkNodePrerequisites(log: (line: string) => void): void {
   if (process.platform !== 'linux') throw new Error('The local cluster runs real containers and needs Linux.');
   if (process.getuid?.() !== 0) {
     throw new Error('The local cluster runs a kubelet and containerd, which need root: run as root (e.g. with sudo).');
   }
-  const missing = missingNodePackages();
-  if (missing.length) {
-    throw new Error(`The real node needs Debian packages that are not installed: ${missing.join(', ')}.\nInstall them with:\n  ${installCommand(missing)}\n(or run \`npm run kfn -- cluster deps\`, which runs that command).`);
-  }
+  installNodePackages(log);
 }
 
 // ---------------------------------------------------------------------------------------------
