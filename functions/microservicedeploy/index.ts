@@ -2,7 +2,7 @@
 // image (replicas, or 0 when idle), a Service, the runtime config in a ConfigMap, and a
 // HorizontalPodAutoscaler while autoscaling is on (it is pruned when it turns off; while it
 // is on, the HPA owns the replica count).
-import { ConfigMap, Deployment, containerResources, HorizontalPodAutoscaler, Service, defineKind, defineReconciler, resourceRequirements, t, type Desired, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, containerResources, explainWorkload, HorizontalPodAutoscaler, Pod, Service, defineKind, defineReconciler, resourceRequirements, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 
 export const MicroServiceDeploy = defineKind({
@@ -87,13 +87,17 @@ export default defineReconciler({
   name: 'microservicedeploy',
   for: MicroServiceDeploy,
   owns,
-  reconcile(ms, ctx) {
-    const available = ctx.owned(Deployment, ms.spec.fullName)?.status?.availableReplicas ?? 0;
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
+  async reconcile(ms, ctx) {
+    const live = ctx.owned(Deployment, ms.spec.fullName);
+    const available = live?.status?.availableReplicas ?? 0;
     const wanted = ms.spec.idle ? 0 : Math.max(1, ms.spec.autoscaling ? 1 : ms.spec.replicas);
+    const why = available >= wanted ? undefined : await explainWorkload(ctx, Deployment, live);
     return {
       children: children(ms),
       status: { availableReplicas: available },
-      ready: available >= wanted || { ready: false, reason: 'ReplicasNotAvailable', message: `${available} of at least ${wanted} replicas available` },
+      ready: available >= wanted || { ready: false, reason: 'ReplicasNotAvailable', message: `${available} of at least ${wanted} replicas available${why ? `: ${why}` : ''}` },
     };
   },
 });

@@ -2,7 +2,7 @@
 // become a Deployment of the same name. Create it when missing (scenario A), update it when
 // the image or replica count changes (B), do nothing when it is right (C), and let it go with
 // the MyApp (D: the garbage collector deletes what the MyApp controls).
-import { Deployment, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, Pod, defineKind, defineReconciler, explainWorkload, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const MyApp = defineKind({
   group: 'app.example.com',
@@ -46,6 +46,8 @@ export default defineReconciler({
   name: 'myapp',
   for: MyApp,
   owns: [Deployment],
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half of the seed's operator = CRD + webhook + controller. Defaulting: an image
   // named without a tag gets the one the node would pull anyway, written down (`nginx` →
   // `nginx:latest`), so the stored object says what runs.
@@ -59,12 +61,14 @@ export default defineReconciler({
     if (!imageReference.test(app.spec.image)) problems.push(`spec.image: "${app.spec.image}" is not an image reference (lowercase name, then :tag or @sha256:digest)`);
     return problems;
   },
-  reconcile(app, ctx) {
-    const ready = ctx.owned(Deployment, app.metadata.name)?.status?.readyReplicas ?? 0;
+  async reconcile(app, ctx) {
+    const live = ctx.owned(Deployment, app.metadata.name);
+    const ready = live?.status?.readyReplicas ?? 0;
+    const why = ready === app.spec.replicas ? undefined : await explainWorkload(ctx, Deployment, live);
     return {
       children: [deployment(app)],
       status: { readyReplicas: ready },
-      ready: ready === app.spec.replicas || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${app.spec.replicas} replicas ready` },
+      ready: ready === app.spec.replicas || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${app.spec.replicas} replicas ready${why ? `: ${why}` : ''}` },
     };
   },
 });

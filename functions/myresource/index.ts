@@ -3,7 +3,7 @@
 // the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
 // edit starts a new Job and the old one is pruned.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Job, defineKind, defineReconciler, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Job, Pod, defineKind, defineReconciler, explainWorkload, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
 
 export const MyResource = defineKind({
   group: 'mygroup.example.com',
@@ -43,6 +43,8 @@ export default defineReconciler({
   name: 'myresource',
   for: MyResource,
   owns: [ConfigMap, Job],
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half: a memory limit that cannot be meant is refused before it is stored — a
   // bare number is bytes (the Job's container would be killed at once), and more than 4Gi is
   // more than a task of this kind may ask.
@@ -53,9 +55,11 @@ export default defineReconciler({
     if (bytes > 4 * 2 ** 30) return [`spec.memory: at most 4Gi (got ${res.spec.memory})`];
     return [];
   },
-  reconcile(res, ctx) {
+  async reconcile(res, ctx) {
     const memory = String(res.spec.memory);
-    const state = stateOf(ctx.owned(Job, jobName(res)));
+    const live = ctx.owned(Job, jobName(res));
+    const state = stateOf(live);
+    const why = state === 'Succeeded' ? undefined : await explainWorkload(ctx, Job, live);
     return {
       children: [
         { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: res.metadata.name }, data: { image: res.spec.image, memory } },
@@ -75,7 +79,7 @@ export default defineReconciler({
         },
       ],
       status: { state },
-      ready: state === 'Succeeded' || { ready: false, reason: `Job${state}`, message: `Job ${jobName(res)} is ${state}` },
+      ready: state === 'Succeeded' || { ready: false, reason: `Job${state}`, message: why ? `Job ${jobName(res)} is ${state}: ${why}` : `Job ${jobName(res)} is ${state}` },
     };
   },
 });

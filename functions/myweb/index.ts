@@ -2,7 +2,7 @@
 // into a ConfigMap, nginx serves it from a Deployment (the pod template carries a hash of the
 // page, so an edit rolls the pods), and a NodePort Service exposes it.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Deployment, Service, defineKind, defineReconciler, t, type Desired, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, Pod, Service, defineKind, defineReconciler, explainWorkload, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const MyWeb = defineKind({
   group: 'operator.k8s-summit.org',
@@ -81,13 +81,16 @@ export default defineReconciler({
   name: 'myweb',
   for: MyWeb,
   owns: [ConfigMap, Deployment, Service],
-  reconcile(web, ctx) {
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
+  async reconcile(web, ctx) {
     const live = ctx.owned(Deployment, web.metadata.name);
     const available = (live?.status?.availableReplicas ?? 0) >= 1;
+    const why = available ? undefined : await explainWorkload(ctx, Deployment, live);
     return {
       children: [page(web), deployment(web), service(web)],
       status: { completed: available },
-      ready: available ? true : { ready: false, reason: 'DeploymentNotAvailable', message: `waiting for Deployment ${web.metadata.name} to be available` },
+      ready: available ? true : { ready: false, reason: 'DeploymentNotAvailable', message: why ?? `waiting for Deployment ${web.metadata.name} to be available` },
     };
   },
 });

@@ -1,7 +1,7 @@
 // Project (xyz.com/v1): spec.image runs as a Deployment; spec.password goes into a Secret that
 // the Deployment reads — never into a ConfigMap, a log line, the journal or the status.
 // status.Ready is the seed's boolean, beside the standard Ready condition.
-import { Deployment, Secret, defineKind, defineReconciler, t, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, Pod, Secret, defineKind, defineReconciler, explainWorkload, t, type ObjectOf } from '../sdk/index.ts';
 
 export const Project = defineKind({
   group: 'xyz.com',
@@ -26,9 +26,13 @@ export default defineReconciler({
   name: 'project',
   for: Project,
   owns: [Secret, Deployment],
-  reconcile(project, ctx) {
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
+  async reconcile(project, ctx) {
     const labels = { 'app.kubernetes.io/name': 'project', 'app.kubernetes.io/instance': project.metadata.name };
-    const available = (ctx.owned(Deployment, project.metadata.name)?.status?.availableReplicas ?? 0) >= 1;
+    const live = ctx.owned(Deployment, project.metadata.name);
+    const available = (live?.status?.availableReplicas ?? 0) >= 1;
+    const why = available ? undefined : await explainWorkload(ctx, Deployment, live);
     return {
       children: [
         { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName(project), labels }, type: 'Opaque', data: { password: Buffer.from(project.spec.password).toString('base64') } },
@@ -55,7 +59,7 @@ export default defineReconciler({
         },
       ],
       status: { Ready: available },
-      ready: available || { ready: false, reason: 'DeploymentNotAvailable', message: `waiting for Deployment ${project.metadata.name}` },
+      ready: available || { ready: false, reason: 'DeploymentNotAvailable', message: why ?? `waiting for Deployment ${project.metadata.name}` },
     };
   },
 });

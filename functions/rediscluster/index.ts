@@ -3,7 +3,7 @@
 // redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
 // pods). Status: ready replicas.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Service, StatefulSet, containerResources, defineKind, defineReconciler, resourceRequirements, t } from '../sdk/index.ts';
+import { ConfigMap, Pod, Service, StatefulSet, containerResources, defineKind, defineReconciler, explainWorkload, resourceRequirements, t } from '../sdk/index.ts';
 
 
 export const RedisCluster = defineKind({
@@ -38,11 +38,15 @@ export default defineReconciler({
   name: 'rediscluster',
   for: RedisCluster,
   owns: [ConfigMap, Service, StatefulSet],
-  reconcile(redis, ctx) {
+  // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
+  uses: [{ kind: Pod, verbs: ['list'] }],
+  async reconcile(redis, ctx) {
     const name = redis.metadata.name;
     const labels = { 'app.kubernetes.io/name': 'redis', 'app.kubernetes.io/instance': name };
     const conf = renderConfig(redis.spec.config);
-    const ready = ctx.owned(StatefulSet, name)?.status?.readyReplicas ?? 0;
+    const live = ctx.owned(StatefulSet, name);
+    const ready = live?.status?.readyReplicas ?? 0;
+    const why = ready === redis.spec.size ? undefined : await explainWorkload(ctx, StatefulSet, live);
     return {
       children: [
         { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-config`, labels }, data: { 'redis.conf': conf } },
@@ -76,7 +80,7 @@ export default defineReconciler({
         },
       ],
       status: { readyReplicas: ready },
-      ready: ready === redis.spec.size || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${redis.spec.size} redis pods ready` },
+      ready: ready === redis.spec.size || { ready: false, reason: 'ReplicasNotReady', message: `${ready}/${redis.spec.size} redis pods ready${why ? `: ${why}` : ''}` },
     };
   },
 });

@@ -25,6 +25,7 @@ export {
   type TypedKind,
   type Wire,
 } from './types.ts';
+export { explainWorkload, whyNotAvailable } from './workloads.ts';
 export { createApp } from './app.ts';
 export { serve } from './node/index.ts';
 export { lambdaHandler } from './lambda/index.ts';
