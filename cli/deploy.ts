@@ -3,7 +3,6 @@
 // imported into the local cluster's node; a function run as a Deployment + Service under its
 // own ServiceAccount, its Reconciler delivering to that Service.
 import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { X509Certificate } from 'node:crypto';
 import { basename, join, resolve } from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { build } from 'esbuild';
@@ -17,7 +16,7 @@ import { nodePaths } from '../cluster/node.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
 import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
-import { generateWebhookPki } from '../cluster/pki.ts';
+import { webhookDnsNames, webhookTls } from './webhook-tls.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
@@ -202,38 +201,6 @@ export interface DeployOptions {
   log?: (line: string) => void;
 }
 
-/** A webhook certificate is renewed when it has less than this left (or does not name the Service). */
-export const webhookRenewBeforeMs = 30 * 24 * 3600_000;
-
-/**
- * The webhook certificate of a deployed function, from its Secret's data: kept while it names
- * `dnsNames` and has 30 days left, else a new CA and certificate. The CA bundle to register holds
- * the current CA and, right after a renewal, the previous one too: until the kubelet has put the
- * new files in the pod (up to a minute), the apiserver still meets the old certificate.
- */
-export function webhookTls(existing: Record<string, string> | undefined, name: string, dnsNames: string[], now = new Date()): { data: Record<string, string>; caBundle: string; renewed: boolean; why?: string } {
-  const decode = (key: string) => (existing?.[key] ? Buffer.from(existing[key], 'base64').toString() : undefined);
-  const [cert, key, ca] = [decode('tls.crt'), decode('tls.key'), decode('ca.crt')];
-  let why: string | undefined;
-  let oldCa: string | undefined;
-  if (!cert || !key || !ca) why = 'no certificate yet';
-  else {
-    try {
-      const x = new X509Certificate(cert);
-      const names = (x.subjectAltName ?? '').split(', ').map((n) => n.replace(/^DNS:/, ''));
-      if (!dnsNames.every((n) => names.includes(n))) why = `it does not name ${dnsNames.find((n) => !names.includes(n))}`;
-      else if (Date.parse(x.validTo) - now.getTime() < webhookRenewBeforeMs) why = `it expires ${new Date(x.validTo).toISOString()}`;
-      if (Date.parse(new X509Certificate(ca).validTo) > now.getTime()) oldCa = ca;
-    } catch (err) {
-      why = `it cannot be read (${(err as Error).message})`;
-    }
-  }
-  if (!why) return { data: existing!, caBundle: ca!, renewed: false };
-  const pki = generateWebhookPki(name, dnsNames, [], now);
-  const b64 = (v: string) => Buffer.from(v).toString('base64');
-  return { data: { 'tls.crt': b64(pki.cert), 'tls.key': b64(pki.key), 'ca.crt': b64(pki.caCert) }, caBundle: oldCa ? `${pki.caCert}${oldCa}` : pki.caCert, renewed: true, why };
-}
-
 /** Creates or renews a deployed function's webhook certificate Secret; returns the CA bundle to register. */
 async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace: string, log: (line: string) => void): Promise<string> {
   const secretName = webhookTlsSecretName(reconciler);
@@ -242,7 +209,7 @@ async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace:
     if (err instanceof ApiError && err.status === 404) return undefined;
     throw err;
   });
-  const tls = webhookTls(existing?.data, service, [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`]);
+  const tls = webhookTls(existing?.data, service, webhookDnsNames(service, namespace));
   if (tls.renewed) {
     log(`${existing ? 'Renewing' : 'Creating'} the webhook certificate of ${reconciler.name} (Secret ${namespace}/${secretName}): ${tls.why}`);
     await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: secretName, namespace, labels: functionLabels(reconciler.name) }, type: 'kubernetes.io/tls', data: tls.data } as Parameters<typeof applyObject>[1], 'kfn-deploy');

@@ -5,7 +5,8 @@ import { X509Certificate } from 'node:crypto';
 import { test } from 'node:test';
 import MyAppFunction from '../functions/myapp/index.ts';
 import { functionWorkload } from '../functions/sdk/manifests.ts';
-import { webhookRenewBeforeMs, webhookTls } from './deploy.ts';
+import { webhookRenewBeforeMs, webhookSet, webhookTls } from './webhook-tls.ts';
+import { crdOf, defineKind, defineReconciler, t } from '../functions/sdk/index.ts';
 
 const names = ['kfn-fn-myapp.kfn-system.svc', 'kfn-fn-myapp.kfn-system.svc.cluster.local'];
 const pem = (data: Record<string, string>, key: string) => Buffer.from(data[key]!, 'base64').toString();
@@ -50,4 +51,44 @@ test('a function with webhooks is deployed with its HTTPS listener: port 9443, t
   assert.deepEqual(deployment.spec.template.spec.volumes.map((v) => v.secret.secretName), ['kfn-fn-myapp', 'kfn-fn-myapp-webhook-tls'], 'the auth key and the certificate, each mounted');
   assert.deepEqual(c.volumeMounts.map((m) => m.mountPath), ['/var/run/kfn/auth', '/var/run/kfn/webhook-tls']);
   assert.deepEqual(service.spec.ports.find((p) => p.name === 'webhook'), { name: 'webhook', port: 443, targetPort: 'webhook' });
+});
+
+test('kfn manifests\' webhooks: kfn\'s own certificate in a TLS Secret and the CA bundle in the configurations and the CRD; or cert-manager\'s, injected', () => {
+  const Shelf = defineKind({
+    group: 'test.kfn.dev',
+    version: 'v2',
+    kind: 'Shelf',
+    spec: t.Object({}),
+    status: t.Object({}),
+    previousVersions: [{ version: 'v1', spec: t.Object({}), up: (o) => o, down: (o) => o }],
+  });
+  const shelves = defineReconciler({ name: 'shelves', for: Shelf, validate: () => [], reconcile: () => ({}) });
+  const own = webhookSet(shelves, { namespace: 'shop', ca: { kind: 'kfn' } })!;
+  const secret = own.tls[0] as { kind: string; metadata: { name: string }; data: Record<string, string> };
+  assert.equal(secret.kind, 'Secret');
+  assert.equal(secret.metadata.name, 'kfn-fn-shelves-webhook-tls', 'the Secret the function\'s Deployment mounts');
+  const names = new X509Certificate(pem(secret.data, 'tls.crt')).subjectAltName;
+  assert.match(names ?? '', /DNS:kfn-fn-shelves\.shop\.svc, DNS:kfn-fn-shelves\.shop\.svc\.cluster\.local/);
+  const config = own.configurations[0] as { kind: string; webhooks: { clientConfig: { caBundle: string; service: { name: string; namespace: string; path: string } } }[] };
+  assert.deepEqual(own.configurations.map((c) => c.kind), ['ValidatingWebhookConfiguration']);
+  assert.equal(Buffer.from(config.webhooks[0]!.clientConfig.caBundle, 'base64').toString(), pem(secret.data, 'ca.crt'));
+  assert.deepEqual(config.webhooks[0]!.clientConfig.service, { namespace: 'shop', name: 'kfn-fn-shelves', port: 443, path: '/admission/validate' });
+  const crd = crdOf(Shelf, { conversion: own.conversion }) as { spec: { conversion: { webhook: { clientConfig: { caBundle: string } } } } };
+  assert.ok(crd.spec.conversion.webhook.clientConfig.caBundle, 'the CRD trusts the same CA for /convert');
+  assert.equal(webhookSet(shelves, { namespace: 'shop', ca: { kind: 'kfn', existing: secret.data } })!.renewed, false, 'a good certificate in the cluster is kept');
+
+  const managed = webhookSet(shelves, { namespace: 'shop', ca: { kind: 'cert-manager' } })!;
+  assert.deepEqual(managed.tls.map((o) => o.kind), ['Issuer', 'Certificate']);
+  const certificate = managed.tls[1] as { metadata: { name: string }; spec: { secretName: string; issuerRef: { name: string } } };
+  assert.equal(certificate.spec.secretName, 'kfn-fn-shelves-webhook-tls');
+  assert.equal(certificate.spec.issuerRef.name, 'kfn-selfsigned');
+  const injected = managed.configurations[0] as { metadata: { annotations: Record<string, string> }; webhooks: { clientConfig: Record<string, unknown> }[] };
+  assert.equal(injected.metadata.annotations['cert-manager.io/inject-ca-from'], `shop/${certificate.metadata.name}`);
+  assert.equal(injected.webhooks[0]!.clientConfig.caBundle, undefined, 'cert-manager writes it');
+  const managedCrd = crdOf(Shelf, { conversion: managed.conversion }) as { metadata: { annotations: Record<string, string> }; spec: { conversion: { webhook: { clientConfig: Record<string, unknown> } } } };
+  assert.equal(managedCrd.metadata.annotations['cert-manager.io/inject-ca-from'], `shop/${certificate.metadata.name}`);
+  assert.equal(managedCrd.spec.conversion.webhook.clientConfig.caBundle, undefined);
+  const byIssuer = webhookSet(shelves, { namespace: 'shop', ca: { kind: 'cert-manager', issuer: { kind: 'ClusterIssuer', name: 'corp-ca' } } })!;
+  assert.deepEqual(byIssuer.tls.map((o) => o.kind), ['Certificate'], 'no Issuer of its own');
+  assert.equal(webhookSet(defineReconciler({ name: 'plain', for: defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Plain', spec: t.Object({}), status: t.Object({}) }), reconcile: () => ({}) }), { namespace: 'shop', ca: { kind: 'kfn' } }), undefined);
 });

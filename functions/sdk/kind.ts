@@ -132,11 +132,12 @@ function sensitivePaths(schema: TSchema, at: string[]): string[][] {
   return out;
 }
 
-/** How the apiserver reaches a kind's conversion webhook, and the CA its certificate is signed by. */
-export interface ConversionClient {
-  client: { url: string } | { service: { namespace: string; name: string; port?: number } };
-  caBundle: string;
-}
+/**
+ * How the apiserver reaches a kind's conversion webhook, and the CA its certificate is signed by:
+ * `caBundle`, or `injectCaFrom` (namespace/name of a cert-manager Certificate, whose CA
+ * cert-manager's cainjector writes into the CRD).
+ */
+export type ConversionClient = { client: { url: string } | { service: { namespace: string; name: string; port?: number } } } & ({ caBundle: string; injectCaFrom?: undefined } | { caBundle?: undefined; injectCaFrom: string });
 
 /**
  * The CustomResourceDefinition of a kind, with the status subresource and standard status. A
@@ -150,7 +151,7 @@ export function crdOf(kind: Kind, options: { conversion?: ConversionClient } = {
     throw new Error(`${kind.kind} has previous versions (${previous.map((p) => p.version).join(', ')}): its CRD needs a conversion webhook — pass crdOf(kind, { conversion: { client, caBundle } }), as kfn deploy does`);
   }
   const conversion = options.conversion;
-  return customResourceDefinition({
+  const crd = customResourceDefinition({
     group: kind.group,
     kind: kind.kind,
     plural: kind.plural,
@@ -164,10 +165,18 @@ export function crdOf(kind: Kind, options: { conversion?: ConversionClient } = {
       webhook: {
         conversionReviewVersions: ['v1'],
         clientConfig: {
-          caBundle: Buffer.from(conversion.caBundle).toString('base64'),
+          ...(conversion.caBundle ? { caBundle: Buffer.from(conversion.caBundle).toString('base64') } : {}),
           ...('url' in conversion.client ? { url: `${conversion.client.url.replace(/\/$/, '')}/convert` } : { service: { ...conversion.client.service, port: conversion.client.service.port ?? 443, path: '/convert' } }),
         },
       },
     },
   });
+  if (conversion?.injectCaFrom) {
+    const metadata = crd.metadata as { annotations?: Record<string, string> };
+    metadata.annotations = { ...metadata.annotations, [injectCaAnnotation]: conversion.injectCaFrom };
+  }
+  return crd;
 }
+
+/** cert-manager's cainjector writes the CA of the Certificate this names into the object's caBundle fields. */
+export const injectCaAnnotation = 'cert-manager.io/inject-ca-from';

@@ -9,6 +9,7 @@ import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Reconciler } from './reconciler.ts';
 import { functionLabels } from '../../core/names.ts';
+import { injectCaAnnotation } from './kind.ts';
 
 /** Where the apiserver reaches the function: a URL (a function on the apiserver's host) or a Service in the cluster. */
 export type WebhookClient = { url: string } | { service: { namespace: string; name: string; port?: number } };
@@ -27,7 +28,7 @@ export interface WebhookOwner {
  * creates and updates of its kind (every version: matchPolicy Equivalent), sideEffects None,
  * the reconciler's failurePolicy (default Fail) and timeoutSeconds (default 10).
  */
-export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle: string; namespaces?: string[]; name?: string; owner?: WebhookOwner }): Record<string, unknown>[] {
+export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle?: string; injectCaFrom?: string; namespaces?: string[]; name?: string; owner?: WebhookOwner }): Record<string, unknown>[] {
   const kind = reconciler.for;
   const name = options.name ?? `kfn-fn-${reconciler.name}`;
   // Limited to namespaces, as a Reconciler can be: the webhook sees only objects there.
@@ -36,8 +37,10 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
   // Owned by the function's Reconciler (both cluster-scoped): deleting the function's Reconciler
   // deletes them, so no webhook with failurePolicy Fail outlives the function it calls.
   const ownerReferences = options.owner ? { ownerReferences: [{ apiVersion: options.owner.apiVersion, kind: options.owner.kind, name: options.owner.name, uid: options.owner.uid }] } : {};
+  // The CA: given, or injected by cert-manager from the Certificate the annotation names.
+  const annotations = options.injectCaFrom ? { annotations: { [injectCaAnnotation]: options.injectCaFrom } } : {};
   const clientConfig = (path: string) => ({
-    caBundle: Buffer.from(options.caBundle).toString('base64'),
+    ...(options.caBundle ? { caBundle: Buffer.from(options.caBundle).toString('base64') } : {}),
     ...('url' in options.client ? { url: `${options.client.url.replace(/\/$/, '')}${path}` } : { service: { ...options.client.service, port: options.client.service.port ?? 443, path } }),
   });
   const webhook = (mode: 'default' | 'validate') => ({
@@ -54,8 +57,8 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
     ...(mode === 'default' ? { reinvocationPolicy: 'Never' } : {}),
   });
   const out: Record<string, unknown>[] = [];
-  if (reconciler.default) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels, ...ownerReferences }, webhooks: [webhook('default')] });
-  if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels, ...ownerReferences }, webhooks: [webhook('validate')] });
+  if (reconciler.default) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('default')] });
+  if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('validate')] });
   return out;
 }
 

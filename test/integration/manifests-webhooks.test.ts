@@ -1,0 +1,46 @@
+// What `kfn manifests --target deployment` writes for a function with webhooks, put to the real
+// apiserver (server-side dry run: validated and admitted as if applied, nothing stored): every
+// object with kfn's own CA, and the webhook configurations and CRD as cert-manager's cainjector
+// expects them (no CA bundle, the inject-ca-from annotation). cert-manager's own kinds
+// (Issuer, Certificate) are not served by this cluster and are checked by the unit test only.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { objectPath } from '../../kube/api.ts';
+import { repoRoot } from '../../cluster/paths.ts';
+import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> } };
+
+function manifests(namespace: string, ...flags: string[]): Obj[] {
+  const out = spawnSync(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'manifests', join(repoRoot, 'functions', 'myapp'), '--namespace', namespace, '--target', 'deployment', ...flags], { encoding: 'utf8' });
+  assert.equal(out.status, 0, out.stderr);
+  return parseAllDocuments(out.stdout).map((d) => d.toJS() as Obj).filter(Boolean);
+}
+
+test('kfn manifests --target deployment with webhooks: the apiserver admits every object, with kfn\'s CA or for cert-manager\'s', async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const ns = await testNamespace(t, cluster, 'manifests-webhooks');
+  const dryRun = async (obj: Obj) => {
+    const resource = await api.resource(obj.apiVersion, obj.kind);
+    await api.request('PATCH', objectPath(resource, obj.metadata.name, resource.namespaced ? obj.metadata.namespace : undefined), {
+      body: obj,
+      contentType: 'application/apply-patch+yaml',
+      query: { fieldManager: 'kfn-test', force: true, dryRun: 'All' },
+    }).catch((err: Error) => assert.fail(`${obj.kind} ${obj.metadata.name}: ${err.message}`));
+  };
+  const own = manifests(ns);
+  assert.deepEqual(own.map((o) => o.kind).filter((k) => /Webhook|Secret|Deployment|Service$/.test(k)), ['Secret', 'Deployment', 'Service', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
+  for (const obj of own) await dryRun(obj);
+  const managed = manifests(ns, '--webhook-ca', 'cert-manager');
+  assert.deepEqual(managed.filter((o) => o.apiVersion.startsWith('cert-manager.io/')).map((o) => o.kind), ['Issuer', 'Certificate']);
+  const configs = managed.filter((o) => o.kind.endsWith('WebhookConfiguration'));
+  assert.equal(configs.length, 2);
+  for (const obj of configs) {
+    assert.equal(obj.metadata.annotations?.['cert-manager.io/inject-ca-from'], `${ns}/kfn-fn-myapp-webhook`);
+    await dryRun(obj);
+  }
+});
