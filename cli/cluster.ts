@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { KubeApi } from '../kube/api.ts';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ensureBinaries, firstBuild } from '../cluster/build.ts';
+import { startRegistry } from '../cluster/registry.ts';
 import { clusterDown, clusterStatus, clusterUp } from '../cluster/controlplane.ts';
 import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
@@ -24,6 +25,7 @@ Commands:
   env      print 'export KUBECONFIG=…' for the running cluster (use: eval "$(kfn cluster env)")
   build    only build (or find cached) binaries, printing where they are
   token    print a token for a ServiceAccount (TokenRequest), or write a kubeconfig using it
+  registry start the cluster's OCI registry (CNCF Distribution), which the node pulls from
 
 Run 'kfn cluster <command> --help' for a command's options.`;
 
@@ -73,6 +75,18 @@ const simpleUsage: Record<string, string> = {
   status: 'Usage: kfn cluster status\n\nShows whether the local cluster runs, its components, PIDs, memory, ports and files.\nExit status: 0 when running and ready, 3 otherwise.',
   env: 'Usage: kfn cluster env\n\nPrints shell lines that point kubectl and other clients at the local cluster:\n  eval "$(npm run --silent kfn -- cluster env)"',
   build: 'Usage: kfn cluster build\n\nBuilds the control-plane binaries from Go modules, or finds them in the cache, and prints the directory.',
+  registry: [
+    'Usage: kfn cluster registry [--auth]',
+    '',
+    "Starts the running cluster's OCI registry (CNCF Distribution, built from its Go module on first",
+    "use, about 2 minutes) on the node's address on the pod network, so the host, the node's",
+    'containerd (plain HTTP for that address only) and pods reach it at one name; prints that',
+    'name (host:port). Its storage is in the cluster\'s state directory. Push to it with',
+    '`kfn image push --registry local` or `kfn deploy --registry local`.',
+    '',
+    '  --auth   ask for a user and password (htpasswd), as a real registry does; they are printed,',
+    '           and `--registry local` uses them (and gives the pods a pull Secret)',
+  ].join('\n'),
 };
 
 const say = (line: string) => console.error(line);
@@ -238,7 +252,16 @@ async function token(argv: string[]): Promise<number> {
   return 0;
 }
 
-const subcommands: Record<string, (argv: string[]) => Promise<number>> = { deps, up, down, status, env, build, token };
+async function registry(argv: string[]): Promise<number> {
+  if (wantsHelp(argv)) return (console.log(simpleUsage.registry), 0);
+  const { values } = parseCommandArgs('cluster registry', argv, { auth: { type: 'boolean' } });
+  const running = await startRegistry({ auth: values.auth, log: say });
+  say(`The local registry ${running.started ? 'runs' : 'already runs'} at ${running.host}${running.auth ? `, user ${running.auth.username}, password ${running.auth.password}` : ''}.`);
+  console.log(running.host);
+  return 0;
+}
+
+const subcommands: Record<string, (argv: string[]) => Promise<number>> = { deps, up, down, status, env, build, token, registry };
 
 export const clusterCommand: Command = {
   name: 'cluster',

@@ -17,12 +17,14 @@ import { functionKnativeService, functionManifests, functionServiceUrl, function
 import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { webhookDnsNames, webhookTls } from './webhook-tls.ts';
+import { dockerCredentials, pushImage, type RegistryCredentials } from './push.ts';
+import { localRegistry } from '../cluster/registry.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
-import { functionLabel, functionLabels, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
+import { functionLabel, functionLabels, managedByKfn, managedByLabel, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -94,7 +96,8 @@ function imported(images: BuiltImage[], socket: string): void {
   for (const i of images) say(`  ${i.ref} imported into the local node (${displayPath(i.tarball)})`);
 }
 
-const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all]
+const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--out DIR]
+       kfn image push [bridge] [function dir …] [--all] --registry R
 
 Builds container images on this machine — no registry, no Docker — and imports them into the
 local cluster's node (containerd), where pods use them with imagePullPolicy IfNotPresent:
@@ -104,13 +107,36 @@ local cluster's node (containerd), where pods use them with imagePullPolicy IfNo
   --out DIR         also copy the image tarballs (docker-archive) into DIR, to push to a
                     registry; without a running local cluster, only this
 The node's own images (pause, CoreDNS, nginx, redis, busybox, node, …) are built by
-\`kfn cluster up\`. Every image is cached by content in ~/.cache/kfn/images/.`;
+\`kfn cluster up\`. Every image is cached by content in ~/.cache/kfn/images/.
+
+\`kfn image push\` builds the same images and pushes them to R (\`local\`: the local cluster's
+registry, \`kfn cluster registry\`; or host[:port][/path], with the credentials of the Docker
+config, ~/.docker/config.json) as R/bridge:${version} and R/fn-<name>:${version}, and prints
+each one's reference by digest, what a manifest should run.`;
+
+async function pushCommand(argv: string[]): Promise<number> {
+  const parsed = parseCommandArgs('image push', argv, { all: { type: 'boolean' }, registry: { type: 'string' } }, true);
+  const values = parsed.values;
+  const positionals: string[] = parsed.positionals;
+  if (!values.registry) throw new UsageError(`kfn image push: --registry is required\n\n${imageUsage}`);
+  const target = registryTarget(values.registry);
+  const wantBridge = values.all || positionals.includes('bridge');
+  const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
+  if (!wantBridge && !dirs.length) throw new UsageError(`kfn image push: name what to push\n\n${imageUsage}`);
+  const binaries = await ensureBinaries({ log: say });
+  const images: BuiltImage[] = [];
+  if (wantBridge) images.push(await bridgeImage(binaries));
+  for (const dir of dirs) images.push(await functionImage(dir, binaries));
+  for (const image of images) console.log(await pushTo(target, image, say));
+  return 0;
+}
 
 export const imageCommand: Command = {
   name: 'image',
-  summary: 'build the bridge and function images and import them into the local node',
+  summary: 'build the bridge and function images; import them into the local node or push them to a registry',
   usage: imageUsage,
   async run(argv) {
+    if (argv[0] === 'push') return pushCommand(argv.slice(1));
     if (wantsHelp(argv) || argv[0] !== 'build') return (console.log(imageUsage), wantsHelp(argv) ? 0 : 2);
     const parsed = parseCommandArgs('image build', argv.slice(1), { all: { type: 'boolean' }, out: { type: 'string' } }, true);
     const values = parsed.values;
@@ -156,6 +182,11 @@ Options:
   --record         write an invocation record to the function's log on every reconcile, for
                    \`kfn replay cluster:<function>\` (off by default: a record holds what the
                    function read, and so any secret a spec carries)
+  --registry R     push the images to R and run them from it by digest, pulled by the node as
+                   on any cluster, instead of importing them into the node: \`local\` (the local
+                   cluster's registry, \`kfn cluster registry\`) or host[:port][/path], with
+                   the credentials of the Docker config (~/.docker/config.json); a registry
+                   that asks for them gets a pull Secret kfn-registry in the namespace
   -h, --help       show this help`;
 
 export const deployCommand: Command = {
@@ -167,7 +198,7 @@ export const deployCommand: Command = {
     const { values, positionals } = parseCommandArgs(
       'deploy',
       argv,
-      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' } },
+      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' } },
       true,
     );
     const dirs = values.all ? functionDirs() : positionals;
@@ -178,7 +209,8 @@ export const deployCommand: Command = {
     const namespace = values.namespace ?? 'kfn-system';
     const target = values.target ?? 'deployment';
     if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
-    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record });
+    const registry = values.registry === undefined ? undefined : registryTarget(values.registry);
+    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry });
     return 0;
   },
 };
@@ -198,7 +230,48 @@ export interface DeployOptions {
   timeoutSeconds?: number;
   /** KFN_RECORD=stdout in the function's container (off by default). */
   record?: boolean;
+  /** Push the images to this registry and run them from it by digest, instead of importing them into the node. */
+  registry?: RegistryTarget;
   log?: (line: string) => void;
+}
+
+/** Where images go: `prefix` (registry host[/path]), and the credentials to push and pull with. */
+export interface RegistryTarget {
+  prefix: string;
+  credentials?: RegistryCredentials;
+}
+
+/** `--registry`: `local` (the local cluster's registry, `kfn cluster registry`) or host[:port][/path]. */
+export function registryTarget(value: string): RegistryTarget {
+  if (value === 'local') {
+    const running = localRegistry();
+    if (!running) throw new UsageError('--registry local: the local registry does not run; start it with `npm run kfn -- cluster registry`', 1);
+    return { prefix: running.host, ...(running.auth ? { credentials: running.auth } : {}) };
+  }
+  if (!/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._\/-]+)?$/.test(value)) throw new UsageError(`--registry must be local or host[:port][/path] (e.g. registry.example.com/team), not "${value}"`);
+  const credentials = dockerCredentials(registryOf(value));
+  return { prefix: value.replace(/\/$/, ''), ...(credentials ? { credentials } : {}) };
+}
+
+/** The registry (host[:port]) of an image prefix or reference. */
+const registryOf = (prefix: string) => prefix.replace(/\/.*$/, '');
+
+/** Pushes a built image to the registry target as <prefix>/<name>:<tag>; answers the reference by digest. */
+async function pushTo(target: RegistryTarget, image: BuiltImage, log: (line: string) => void): Promise<string> {
+  const name = image.ref.slice(image.ref.indexOf('/') + 1);
+  const pushed = await pushImage(image.tarball, `${target.prefix}/${name}`, { credentials: target.credentials, log });
+  return pushed.ref;
+}
+
+/** The dockerconfigjson Secret the kubelet pulls a function's image with, when the registry asks for credentials. */
+const pullSecretName = 'kfn-registry';
+async function ensurePullSecret(api: KubeApi, namespace: string, target: RegistryTarget): Promise<string[]> {
+  if (!target.credentials) return [];
+  const host = registryOf(target.prefix);
+  const auth = Buffer.from(`${target.credentials.username}:${target.credentials.password}`).toString('base64');
+  const config = JSON.stringify({ auths: { [host]: { auth } } });
+  await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: pullSecretName, namespace, labels: { [managedByLabel]: managedByKfn } }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(config).toString('base64') } } as Parameters<typeof applyObject>[1], 'kfn-deploy');
+  return [pullSecretName];
 }
 
 /** Creates or renews a deployed function's webhook certificate Secret; returns the CA bundle to register. */
@@ -221,8 +294,9 @@ async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace:
 export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
   const log = options.log ?? say;
   const knative = options.target === 'knative';
-  const socket = await localNode();
+  const socket = options.registry ? undefined : await localNode();
   const api = new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
+  const pullSecrets = options.registry ? await ensurePullSecret(api, options.namespace, options.registry) : [];
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
     throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);
   }
@@ -231,7 +305,11 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   const webhooks = new Map<string, { reconciler: Reconciler; caBundle: string }>();
   for (const dir of dirs) {
     const image = await functionImage(dir, binaries, log);
-    importImages(socket, [image.tarball]);
+    // From the registry by digest (the kubelet pulls it, as on every cluster), or imported into the node.
+    const pushed = options.registry ? await pushTo(options.registry, image, log) : (importImages(socket!, [image.tarball]), undefined);
+    // Knative is given the tag: its controller resolves it to a digest from the registry, as in
+    // production (the revision then runs that digest). A Deployment is given the digest.
+    const imageRef = pushed ? (knative ? `${options.registry!.prefix}/${image.ref.slice(image.ref.indexOf('/') + 1)}` : pushed) : image.ref;
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
@@ -249,7 +327,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
-    const workload = { namespace: options.namespace, image: image.ref, imageId: basename(image.tarball, '.tar'), record: options.record };
+    const workload = { namespace: options.namespace, image: imageRef, imageId: basename(image.tarball, '.tar'), record: options.record, imagePullSecrets: pullSecrets };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);

@@ -26,6 +26,18 @@ state = ${q(join(paths.dir, 'containerd', 'state'))}
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = ${q(paths.cniConfDir)}
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # <host:port>/hosts.toml per registry (the local one: plain HTTP, for that address only).
+    config_path = ${q(paths.registryHostsDir)}
+`;
+}
+
+/** containerd's hosts.toml for a registry served over plain HTTP at `host` (host:port): pulls and tag resolution from it, over HTTP, for that address only. */
+export function plainHttpRegistryHosts(host: string): string {
+  return `server = "http://${host}"
+
+[host."http://${host}"]
+  capabilities = ["pull", "resolve"]
 `;
 }
 

@@ -65,6 +65,7 @@ export interface NodePaths {
   dir: string;
   containerdConfig: string;
   containerdSocket: string;
+  registryHostsDir: string;
   cniConfDir: string;
   kubeletRoot: string;
   kubeletConfig: string;
@@ -79,6 +80,8 @@ export function nodePaths(clusterDir: string): NodePaths {
     containerdConfig: join(dir, 'containerd.toml'),
     // Unix socket paths are limited to 107 bytes; the state directory may be deep.
     containerdSocket: join(dir, 'containerd.sock'),
+    // containerd's per-registry settings (hosts.toml), read at each pull: the local registry's.
+    registryHostsDir: join(dir, 'containerd', 'certs.d'),
     cniConfDir: join(dir, 'cni', 'net.d'),
     kubeletRoot: join(dir, 'kubelet'),
     kubeletConfig: join(dir, 'kubelet.yaml'),

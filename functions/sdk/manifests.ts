@@ -173,6 +173,8 @@ export interface WorkloadOptions {
    * any secret a spec carries, in the pod's log.
    */
   record?: boolean;
+  /** Secrets (kubernetes.io/dockerconfigjson) the kubelet pulls the image with: a registry that asks for credentials. */
+  imagePullSecrets?: string[];
 }
 
 /** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink. */
@@ -200,6 +202,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
           metadata: { labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },
           spec: {
             serviceAccountName: account,
+            ...(options.imagePullSecrets?.length ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) } : {}),
             // On SIGTERM the function finishes the reconciles in flight: each may take timeoutSeconds.
             terminationGracePeriodSeconds: (reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds) + 10,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
@@ -289,6 +292,7 @@ export function functionKnativeService(reconciler: Reconciler, options: KnativeW
         metadata: { labels, annotations },
         spec: {
           serviceAccountName: account,
+          ...(options.imagePullSecrets?.length ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) } : {}),
           containerConcurrency: reconciler.maxConcurrentReconciles ?? reconcileDefaults.maxConcurrentReconciles,
           timeoutSeconds: reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds,
           containers: [functionContainer(account, options, true)],

@@ -1,10 +1,13 @@
 // kfn in the cluster, as a user installs it: the bridge image built and imported
 // (`kfn image build bridge`), `kubectl apply -k manifests/` (2 replicas, one leader delivering),
-// a function deployed with `kfn deploy` as a Deployment + Service, and a MyWeb reconciled by
-// them, its page served by nginx on its NodePort. Serial: an in-cluster bridge takes every
+// functions deployed with `kfn deploy` as a Deployment + Service (myweb pushed to the local
+// registry, with a user and password, and pulled by the node by digest), and a MyWeb
+// reconciled by them, its page served by nginx on its NodePort. Serial: an in-cluster bridge takes every
 // Reconciler in the cluster, so it must not run beside the other tests' Reconcilers.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -47,8 +50,41 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const leader = bridgePods.find((p) => lease.startsWith(p.metadata.name));
   assert.ok(leader, `the Lease holder ${lease} is one of the bridge pods`);
 
-  const { stderr } = await kfn('deploy', 'functions/myweb', 'functions/myapp', '--watch-namespace', ns);
-  assert.match(stderr, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
+  // The local registry, asking for a user and password as a real one does: the bridge image is
+  // pushed with the credentials of a Docker config, myweb deployed from it (`--registry local`),
+  // pulled by the node by digest.
+  const registry = await kfn('cluster', 'registry', '--auth');
+  const registryHost = registry.stdout.trim();
+  const [, user, password] = registry.stderr.match(/user (\S+), password (\S+)\./) ?? [];
+  assert.ok(user && password, registry.stderr);
+  const dockerConfig = mkdtempSync(join(tmpdir(), 'kfn-docker-config-'));
+  t.after(() => rmSync(dockerConfig, { recursive: true, force: true }));
+  writeFileSync(join(dockerConfig, 'config.json'), JSON.stringify({ auths: { [registryHost]: { auth: Buffer.from(`${user}:${password}`).toString('base64') } } }));
+  const pushed = await exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'image', 'push', 'bridge', '--registry', `${registryHost}/kfn`], { cwd: repoRoot, env: { ...process.env, DOCKER_CONFIG: dockerConfig } });
+  assert.match(pushed.stdout.trim(), new RegExp(`^${registryHost.replace(/\./g, '\\.')}/kfn/bridge@sha256:[0-9a-f]{64}$`));
+  t.diagnostic(pushed.stderr.trim().split('\n').at(-1)!);
+  const noCredentials = await exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'image', 'push', 'bridge', '--registry', `${registryHost}/kfn`], { cwd: repoRoot, env: { ...process.env, DOCKER_CONFIG: join(dockerConfig, 'none') } }).then(() => undefined, (err: { stderr: string }) => err.stderr);
+  assert.match(noCredentials ?? 'pushed without credentials', /asks for a user and password \(no credentials for it in the Docker config\): log in/);
+
+  const web = await kfn('deploy', 'functions/myweb', '--registry', 'local', '--watch-namespace', ns);
+  assert.match(web.stderr, new RegExp(`Pushed ${registryHost.replace(/\./g, '\\.')}/fn-myweb:\\S+ \\(sha256:`));
+  assert.match(web.stderr, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
+  const fnPod = await waitFor('the myweb function\'s pod, running', async () => {
+    const pods = await api.request<{ items: (Pod & { spec: { containers: { image: string }[]; imagePullSecrets?: { name: string }[] }; status?: { containerStatuses?: { imageID: string }[] } })[] }>('GET', '/api/v1/namespaces/kfn-system/pods', { query: { labelSelector: 'kfn.dev/function=myweb' } });
+    return pods.items.find((p) => p.status?.phase === 'Running');
+  }, { timeoutMs: 60_000 });
+  const image = fnPod.spec.containers[0]!.image;
+  assert.match(image, new RegExp(`^${registryHost.replace(/\./g, '\\.')}/fn-myweb@sha256:[0-9a-f]{64}$`), 'the pod runs the image from the registry, by digest');
+  assert.ok(fnPod.status?.containerStatuses?.[0]?.imageID.endsWith(image.split('@')[1]!), `the node ran that digest (${fnPod.status?.containerStatuses?.[0]?.imageID})`);
+  assert.deepEqual(fnPod.spec.imagePullSecrets, [{ name: 'kfn-registry' }], 'with the registry\'s credentials');
+  const pulled = await waitFor('the kubelet\'s Pulled event', async () => {
+    const events = await api.request<{ items: { reason: string; message: string }[] }>('GET', '/api/v1/namespaces/kfn-system/events', { query: { fieldSelector: `involvedObject.name=${fnPod.metadata.name}` } });
+    return events.items.find((e) => e.reason === 'Pulled');
+  }, { timeoutMs: 30_000 });
+  assert.match(pulled.message, new RegExp(`Successfully pulled image "${image.replace(/[.]/g, '\\.')}"`));
+  t.diagnostic(`kubelet: ${pulled.message}`);
+
+  const { stderr } = await kfn('deploy', 'functions/myapp', '--watch-namespace', ns);
   assert.match(stderr, /Creating the webhook certificate of myapp \(Secret kfn-system\/kfn-fn-myapp-webhook-tls\): no certificate yet/);
   assert.match(stderr, /Admission webhooks of myapp registered: default\.myapps\.app\.example\.com, validate\.myapps\.app\.example\.com/);
 

@@ -1,0 +1,48 @@
+// kfn's registry client against the real registry kfn builds (CNCF Distribution), run here on
+// 127.0.0.1 with htpasswd auth: a push uploads the blobs and the manifest and answers the
+// digest the registry serves it by; a second push uploads nothing; wrong credentials are
+// refused with what to do. (Pulls by the node from the cluster's registry: the in-cluster e2e.)
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { ensureBinaries } from '../../cluster/build.ts';
+import { baseRecipes, buildImage } from '../../cluster/images.ts';
+import { ensureRegistryBinaries } from '../../cluster/registry.ts';
+import { waitFor } from '../../core/clock.ts';
+import { pushImage } from '../../cli/push.ts';
+import { freePort } from '../support/bridge.ts';
+
+test('a push to the real registry: blobs and manifest, by digest; nothing again the second time; wrong credentials refused', async (t) => {
+  const bin = await ensureRegistryBinaries({ log: (line) => t.diagnostic(line) });
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-registry-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  mkdirSync(join(dir, 'data'));
+  const line = spawnSync(bin.htpasswd, ['kfn'], { input: 'pa55word\n', encoding: 'utf8' });
+  assert.equal(line.status, 0, line.stderr);
+  assert.match(line.stdout, /^kfn:\$2[aby]\$/, 'a bcrypt htpasswd line');
+  writeFileSync(join(dir, 'htpasswd'), line.stdout);
+  const port = await freePort();
+  writeFileSync(join(dir, 'config.yml'), `version: 0.1\nlog: {level: warn}\nstorage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}\nhttp: {addr: 127.0.0.1:${port}, secret: test}\nauth: {htpasswd: {realm: test, path: ${join(dir, 'htpasswd')}}}\n`);
+  const registry = spawn(bin.registry, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+  t.after(() => registry.kill());
+  await waitFor('the registry to answer', async () => ((await fetch(`http://127.0.0.1:${port}/v2/`).catch(() => undefined))?.status === 401 ? true : undefined));
+
+  const pause = baseRecipes(await ensureBinaries()).find((r) => r.name === 'pause')!;
+  const image = buildImage(pause, await ensureBinaries());
+  const credentials = { username: 'kfn', password: 'pa55word' };
+  const first = await pushImage(image.tarball, `127.0.0.1:${port}/kfn/pause:1`, { credentials });
+  assert.match(first.ref, new RegExp(`^127\\.0\\.0\\.1:${port}/kfn/pause@sha256:[0-9a-f]{64}$`));
+  assert.ok(first.uploaded > 0);
+  const auth = { authorization: `Basic ${Buffer.from('kfn:pa55word').toString('base64')}` };
+  const served = await fetch(`http://127.0.0.1:${port}/v2/kfn/pause/manifests/1`, { headers: { ...auth, accept: 'application/vnd.oci.image.manifest.v1+json' } });
+  assert.equal(served.status, 200);
+  assert.equal(served.headers.get('docker-content-digest'), first.digest, 'the registry serves the tag by the digest kfn deploys by');
+  const again = await pushImage(image.tarball, `127.0.0.1:${port}/kfn/pause:1`, { credentials });
+  assert.equal(again.digest, first.digest);
+  assert.equal(again.uploaded, 0, 'every blob was there already');
+  await assert.rejects(pushImage(image.tarball, `127.0.0.1:${port}/kfn/pause:2`, { credentials: { username: 'kfn', password: 'wrong' } }), /refused the credentials of kfn for kfn\/pause \(HTTP 401\): check them/);
+  await assert.rejects(pushImage(image.tarball, `127.0.0.1:${port}/kfn/pause:2`, { credentials: undefined }), /no credentials for it in the Docker config|refused the credentials/);
+});
