@@ -1,8 +1,8 @@
 // `npm run build:lib` (and `npm pack`, before it packs): kfn as a package a project installs.
 // Node runs no TypeScript under node_modules, so the package carries `lib/`: this tree compiled
 // to JavaScript with type declarations (tsconfig.lib.json), and beside the code the files kfn
-// reads when it runs (manifests, the cluster's Go modules and configuration, the examples'
-// samples, the dev UI). Code that runs from lib/ finds them where a checkout has them.
+// reads when it runs (manifests and the Helm chart, the cluster's Go modules and configuration,
+// the examples' samples, the dev UI). Code that runs from lib/ finds them where a checkout has them.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -10,7 +10,7 @@ import { repoRoot } from '../cluster/paths.ts';
 
 const lib = join(repoRoot, 'lib');
 /** The folders of the tree; their files other than TypeScript go along as they are. */
-const trees = ['core', 'kube', 'bridge', 'functions', 'cluster', 'cli', 'manifests'];
+const trees = ['core', 'kube', 'bridge', 'functions', 'cluster', 'cli', 'manifests', 'charts'];
 const skipped = new Set(['node_modules', 'testdata', '.kfn']);
 
 function assets(dir: string): string[] {

@@ -7,6 +7,8 @@ import { repoRoot } from '../cluster/paths.ts';
 
 export const generated: Record<string, () => string> = {
   'manifests/crds/reconciler.yaml': reconcilerCrdYaml,
+  // Helm installs a chart's crds/ before its templates (and never deletes them).
+  'charts/kfn/crds/reconciler.yaml': reconcilerCrdYaml,
 };
 
 if (import.meta.main) {

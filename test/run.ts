@@ -18,6 +18,7 @@ import { clusterDown, clusterHealthy, clusterUp } from '../cluster/controlplane.
 import { clusterPaths, repoRoot } from '../cluster/paths.ts';
 import { ensureKnativeBinaries } from '../cluster/knative.ts';
 import { ensureRegistryBinaries } from '../cluster/registry.ts';
+import { ensureHelm } from '../cluster/helm.ts';
 import { testClusterOptions } from './support/cluster.ts';
 import { ensureChromium } from './support/browser.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
@@ -112,10 +113,11 @@ try {
   }
   // What some tests need beyond the cluster, prepared here with progress rather than inside a
   // test's time limit: Knative and Traefik (built from Go modules, ~10 min cold), the local
-  // registry (CNCF Distribution, ~2 min cold), and AWS's
+  // registry (CNCF Distribution, ~2 min cold), Helm (~3 min cold), and AWS's
   // Lambda runtime interface client (compiled on install, ~3 min cold), and Debian's Chromium.
   if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
   if (selected.some((f) => /incluster\.serial|\/registry\./.test(f))) await ensureRegistryBinaries({ log: (line) => console.error(`[registry] ${line}`) });
+  if (selected.some((f) => /\/helm\./.test(f))) await ensureHelm({ log: (line) => console.error(`[helm] ${line}`) });
   if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
   if (selected.some((f) => f.includes('/e2e/dev'))) ensureChromium((line) => console.error(`[chromium] ${line}`));
   const concurrency = Number(values.concurrency ?? 3);

@@ -1,0 +1,71 @@
+// The Helm chart (charts/kfn) against the kustomize base (manifests/): with its defaults it
+// renders the same objects (Helm's labels aside, and the release namespace instead of a
+// Namespace object), so the two cannot drift; `helm lint --strict` is clean; its values change
+// what they say; and the real apiserver admits what it renders (server-side dry run).
+// Installing and upgrading it: test/e2e/helm.serial.test.ts.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+import { ensureHelm } from '../../cluster/helm.ts';
+import { kfnVersion, repoRoot } from '../../cluster/paths.ts';
+import { objectPath } from '../../kube/api.ts';
+import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+
+const exec = promisify(execFile);
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; spec?: Record<string, unknown> & { template?: { metadata?: { labels?: Record<string, string> } } } };
+const parse = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Obj).filter(Boolean);
+const chart = join(repoRoot, 'charts', 'kfn');
+
+/** What the chart adds and the base does not: Helm's labels. */
+function normalized(o: Obj): Obj {
+  const keep = (labels?: Record<string, string>) => Object.fromEntries(Object.entries(labels ?? {}).filter(([k]) => k === 'kfn.dev/aggregate-to-bridge' || (k === 'app.kubernetes.io/name' && o.kind === 'Deployment')));
+  const copy = structuredClone(o);
+  copy.metadata.labels = keep(copy.metadata.labels);
+  if (copy.spec?.template?.metadata) copy.spec.template.metadata.labels = keep(copy.spec.template.metadata.labels);
+  return copy;
+}
+
+test('the Helm chart renders what manifests/ holds, lints clean, and its values do what they say', async () => {
+  const cluster = await testCluster();
+  const helm = await ensureHelm();
+  const chartYaml = parse(await (await import('node:fs/promises')).readFile(join(chart, 'Chart.yaml'), 'utf8'))[0] as unknown as { version: string; appVersion: string };
+  assert.deepEqual([chartYaml.version, chartYaml.appVersion], [kfnVersion, kfnVersion], 'the chart, its app and kfn have one version');
+  const lint = await exec(helm, ['lint', '--strict', chart]);
+  assert.match(lint.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+
+  const render = async (...set: string[]) => parse((await exec(helm, ['template', 'kfn', chart, '--namespace', 'kfn-system', '--include-crds', ...set.flatMap((s) => ['--set', s])])).stdout);
+  const base = parse((await exec(join(cluster.state.binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')])).stdout).filter((o) => o.kind !== 'Namespace');
+  const rendered = await render();
+  const key = (o: Obj) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+  assert.deepEqual(rendered.map(key).sort(), base.map(key).sort(), 'the same objects');
+  for (const o of base) assert.deepEqual(normalized(rendered.find((r) => key(r) === key(o))!), normalized(o), `${key(o)} as in manifests/`);
+
+  const deployment = (objs: Obj[]) => objs.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number; template: { spec: { containers: { image: string; args: string[] }[]; volumes?: unknown[] } } } };
+  const sharded = deployment(await render('replicas=3', 'shards=3'));
+  assert.equal(sharded.spec.replicas, 3);
+  assert.ok(sharded.spec.template.spec.containers[0]!.args.includes('--shards=3'));
+  const digest = `sha256:${'a'.repeat(64)}`;
+  assert.equal(deployment(await render('image.repository=10.244.0.1:15000/kfn/bridge', `image.digest=${digest}`)).spec.template.spec.containers[0]!.image, `10.244.0.1:15000/kfn/bridge@${digest}`);
+  const fromFile = await render('reconcilers[0].apiVersion=kfn.dev/v1alpha1', 'reconcilers[0].kind=Reconciler', 'reconcilers[0].metadata.name=web', 'reconcilers[0].spec.sink.uri=http://fn/');
+  assert.ok(deployment(fromFile).spec.template.spec.containers[0]!.args.includes('--config=/etc/kfn/reconcilers.yaml'));
+  assert.match(String((fromFile.find((o) => o.kind === 'ConfigMap') as unknown as { data: Record<string, string> }).data['reconcilers.yaml']), /kind: Reconciler\n\s*metadata:\n\s*name: web/);
+  await assert.rejects(render('leaderElection=false'), /replicas > 1 needs leaderElection: true/);
+  await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
+});
+
+test('the apiserver admits everything the chart renders (server-side dry run)', async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const helm = await ensureHelm();
+  const ns = await testNamespace(t, cluster, 'helm-dry-run');
+  const objs = parse((await exec(helm, ['template', 'kfn', chart, '--namespace', ns, '--include-crds', '--set', 'metrics.service=true'])).stdout);
+  for (const obj of objs) {
+    const resource = await api.resource(obj.apiVersion, obj.kind);
+    await api
+      .request('PATCH', objectPath(resource, obj.metadata.name, resource.namespaced ? ns : undefined), { body: obj, contentType: 'application/apply-patch+yaml', query: { fieldManager: 'kfn-test', force: true, dryRun: 'All' } })
+      .catch((err: Error) => assert.fail(`${obj.kind} ${obj.metadata.name}: ${err.message}`));
+  }
+});
