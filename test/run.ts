@@ -116,7 +116,7 @@ try {
   // registry (CNCF Distribution, ~2 min cold), Helm (~3 min cold), and AWS's
   // Lambda runtime interface client (compiled on install, ~3 min cold), and Debian's Chromium.
   if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
-  if (selected.some((f) => /incluster\.serial|package\.serial|\/registry\./.test(f))) await ensureRegistryBinaries({ log: (line) => console.error(`[registry] ${line}`) });
+  if (selected.some((f) => /incluster\.serial|package\.serial|knative\.serial|\/registry\./.test(f))) await ensureRegistryBinaries({ log: (line) => console.error(`[registry] ${line}`) });
   if (selected.some((f) => /\/helm\.|package\.serial/.test(f))) await ensureHelm({ log: (line) => console.error(`[helm] ${line}`) });
   if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
   if (selected.some((f) => f.includes('/e2e/dev'))) ensureChromium((line) => console.error(`[chromium] ${line}`));

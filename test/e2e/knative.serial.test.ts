@@ -13,6 +13,7 @@ import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
+import { startRegistry } from '../../cluster/registry.ts';
 import { kubeApi, testCluster, testNamespace, type TestCluster } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { runDemo } from '../support/demo.ts';
@@ -79,9 +80,16 @@ describe('functions on Knative Serving', () => {
 
   test('scale to zero: the function has no pod, an object is created, the delivery wakes it, the object becomes Ready', async (t) => {
     const ns = await testNamespace(t, cluster, 'kn-zero');
-    await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, log });
+    // From the local registry, by tag: Knative's controller resolves the tag to a digest there,
+    // as in production (only kfn.local skips that), and the revision runs the digest.
+    const registry = await startRegistry({ paths: cluster.paths, log });
+    await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, registry: { prefix: registry.host }, log });
     const ready = await kubectl(['-n', system, 'wait', 'ksvc/kfn-fn-myweb', '--for=condition=Ready', '--timeout=60s']);
     assert.equal(ready.code, 0, ready.stderr);
+    const revisions = await api.request<{ items: { spec: { containers: { image: string }[] }; status?: { containerStatuses?: { imageDigest?: string }[] } }[] }>('GET', `/apis/serving.knative.dev/v1/namespaces/${system}/revisions`, { query: { labelSelector: 'serving.knative.dev/service=kfn-fn-myweb' } });
+    const revision = revisions.items.at(-1)!;
+    assert.match(revision.spec.containers[0]!.image, new RegExp(`^${registry.host.replace(/\./g, '\\.')}/fn-myweb:\\S+$`), 'the Service names the tag');
+    assert.match(revision.status?.containerStatuses?.[0]?.imageDigest ?? '', new RegExp(`^${registry.host.replace(/\./g, '\\.')}/fn-myweb@sha256:[0-9a-f]{64}$`), 'Knative resolved it to a digest from the registry');
     const ksvc = await api.request<{ status: { url: string; address: { url: string } } }>('GET', `/apis/serving.knative.dev/v1/namespaces/${system}/services/kfn-fn-myweb`);
     assert.equal(ksvc.status.url, `http://kfn-fn-myweb.${system}.svc.cluster.local`);
     const reconciler = await api.request<{ spec: { sink: { ref?: { kind: string; name: string } } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
