@@ -39,7 +39,9 @@ test('helm install, helm upgrade to two shards, helm uninstall: the bridge runs,
       return ready.length === count && pods.items.length === count ? ready : undefined;
     }, { timeoutMs: 180_000 });
 
-  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m');
+  // --take-ownership: the cluster-scoped RBAC of an earlier `kubectl apply -k manifests/` (the
+  // same objects) is adopted, as a user moving from the kustomize base to the chart does.
+  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--take-ownership');
   assert.match(installed.stdout, /STATUS: deployed/);
   await api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/reconcilers.kfn.dev');
   await readyPods(2, 'two bridge replicas ready');

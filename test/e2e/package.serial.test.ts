@@ -111,7 +111,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
     await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
     await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
   });
-  helmRun('install', 'kfn', join(installed, 'lib', 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--set', `image.repository=${bridgeRepo}`, '--set', `image.digest=${bridgeDigest}`);
+  helmRun('install', 'kfn', join(installed, 'lib', 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--take-ownership', '--set', `image.repository=${bridgeRepo}`, '--set', `image.digest=${bridgeDigest}`);
 
   // kfn deploy --registry local: pushed, pulled by the node by digest, the sample reconciled by
   // the function's pod through the bridge's.
