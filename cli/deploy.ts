@@ -270,6 +270,7 @@ async function ensurePullSecret(api: KubeApi, namespace: string, target: Registr
   const host = registryOf(target.prefix);
   const auth = Buffer.from(`${target.credentials.username}:${target.credentials.password}`).toString('base64');
   const config = JSON.stringify({ auths: { [host]: { auth } } });
+  await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 'kfn-deploy');
   await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: pullSecretName, namespace, labels: { [managedByLabel]: managedByKfn } }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(config).toString('base64') } } as Parameters<typeof applyObject>[1], 'kfn-deploy');
   return [pullSecretName];
 }
