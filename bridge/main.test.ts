@@ -6,6 +6,8 @@ import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../cluster/paths.ts';
 import { bridgeNodeOptions } from './main.ts';
+import { contractAnnotation } from '../core/names.ts';
+import { contractVersion } from '../core/event.ts';
 
 test("the bridge's Deployment runs node with the V8 flags the benchmarks measure, and this Node accepts them", () => {
   const docs = parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'bridge', 'deployment.yaml'), 'utf8')).map((d) => d.toJS());
@@ -17,4 +19,14 @@ test("the bridge's Deployment runs node with the V8 flags the benchmarks measure
   // A flag a Node release drops makes node refuse to start: the bridge's pod would crash-loop.
   const run = spawnSync(process.execPath, [...flags, '-e', 'process.exit(0)'], { encoding: 'utf8' });
   assert.equal(run.status, 0, run.stderr);
+});
+
+test("the bridge's Deployment, in manifests/ and in the Helm chart, says the event contract it speaks (what kfn deploy checks)", () => {
+  const docs = parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'bridge', 'deployment.yaml'), 'utf8')).map((d) => d.toJS());
+  assert.equal(docs.find((d) => d?.kind === 'Deployment').metadata.annotations[contractAnnotation], String(contractVersion));
+  const template = readFileSync(join(repoRoot, 'charts', 'kfn', 'templates', 'deployment.yaml'), 'utf8');
+  assert.ok(template.includes(`${contractAnnotation}: "${contractVersion}"`), 'the chart\'s Deployment too');
+  // And the chart's flags are the benchmarked ones.
+  const values = parseAllDocuments(readFileSync(join(repoRoot, 'charts', 'kfn', 'values.yaml'), 'utf8'))[0]!.toJS() as { nodeOptions: string[] };
+  assert.deepEqual(values.nodeOptions, bridgeNodeOptions.split(' '));
 });

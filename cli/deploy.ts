@@ -24,7 +24,8 @@ import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunct
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
-import { functionLabel, functionLabels, managedByKfn, managedByLabel, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
+import { contractAnnotation, functionLabel, functionLabels, managedByKfn, managedByLabel, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
+import { contractVersion } from '../core/event.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -292,11 +293,33 @@ async function ensureWebhookTls(api: KubeApi, reconciler: Reconciler, namespace:
 }
 
 /** Builds, imports and applies each function, then waits until it is available. */
+/**
+ * The bridges in the cluster (Deployments labelled app.kubernetes.io/name=kfn-bridge) must speak
+ * the event contract of this kfn's SDK, which the functions are built with: a mismatch is refused
+ * here, at deploy time, rather than found at the first delivery (a 400 from the function).
+ */
+export async function checkBridgeContract(api: KubeApi, log: (line: string) => void): Promise<void> {
+  const bridges = await api
+    .request<{ items: { metadata: { name: string; namespace: string; annotations?: Record<string, string> } }[] }>('GET', '/apis/apps/v1/deployments', { query: { labelSelector: 'app.kubernetes.io/name=kfn-bridge' } })
+    .then((l) => l.items, () => undefined);
+  if (!bridges) return; // not allowed to look: the first delivery will tell
+  if (!bridges.length) {
+    log(`No kfn bridge runs in the cluster yet: the functions get no events until one does (kfn image build bridge && kubectl apply -k manifests/, or the Helm chart charts/kfn)`);
+    return;
+  }
+  const other = bridges.filter((b) => (b.metadata.annotations?.[contractAnnotation] ?? String(contractVersion)) !== String(contractVersion));
+  if (other.length) {
+    const b = other[0]!;
+    throw new UsageError(`the bridge ${b.metadata.namespace}/${b.metadata.name} speaks event contract v${b.metadata.annotations![contractAnnotation]}, and these functions (kfn ${kfnVersion}) speak v${contractVersion}: upgrade the bridge to kfn ${kfnVersion} (helm upgrade with its image, or kubectl apply -k manifests/ of this kfn), or deploy with the kfn that matches it`, 1);
+  }
+}
+
 export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
   const log = options.log ?? say;
   const knative = options.target === 'knative';
   const socket = options.registry ? undefined : await localNode();
   const api = new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
+  await checkBridgeContract(api, log);
   const pullSecrets = options.registry ? await ensurePullSecret(api, options.namespace, options.registry) : [];
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
     throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);

@@ -23,6 +23,9 @@ export function isKfnFinalizer(finalizer: string): boolean {
   return finalizer.startsWith(`${kfnGroup}/`);
 }
 
+/** On the bridge's Deployment (manifests/, the Helm chart): the event contract version it speaks. */
+export const contractAnnotation = `${kfnGroup}/contract`;
+
 /** Kubernetes' recommended label for the tool that manages an object. */
 export const managedByLabel = 'app.kubernetes.io/managed-by';
 export const managedByKfn = 'kfn';
