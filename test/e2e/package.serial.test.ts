@@ -27,9 +27,9 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   // (and without NODE_TEST_CONTEXT, which would make the project's `node --test` report to this run)
   const { NODE_TEST_CONTEXT: _context, ...inherited } = process.env;
   const env = { ...inherited, PATH: `${dirname(process.execPath)}:${process.env.PATH}`, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
-  const run = (cmd: string, args: string[], cwd: string) => {
+  const run = (cmd: string, args: string[], cwd: string, withEnv: NodeJS.ProcessEnv = env) => {
     const started = Date.now();
-    const out = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout: 240_000 });
+    const out = spawnSync(cmd, args, { cwd, env: withEnv, encoding: 'utf8', timeout: 240_000 });
     assert.equal(out.status, 0, `${cmd} ${args.join(' ')} in ${cwd} failed:\n${out.stdout}\n${out.stderr}`);
     t.diagnostic(`${cmd} ${args.slice(0, 2).join(' ')}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return out.stdout;
@@ -96,7 +96,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
 
   // The bridge from the package: its image pushed to the local registry, the package's chart.
   const registry = await startRegistry({ paths: cluster.paths, log: (line) => t.diagnostic(line) });
-  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local'], project).trim();
+  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local'], project, clusterEnv).trim();
   const [bridgeRepo, bridgeDigest] = bridgeRef.split('@');
   assert.match(bridgeDigest ?? '', /^sha256:[0-9a-f]{64}$/, bridgeRef);
   const helm = await ensureHelm();
