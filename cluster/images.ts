@@ -397,28 +397,5 @@ function linkBusybox(rootfs: string): void {
 
 /** Imports image tarballs into the node's containerd (namespace k8s.io, where the kubelet looks). */
 export function importImages(socket: string, tarballs: string[]): void {
-  const ctr = (args: string[], what: string) => run('ctr', ['--address', socket, '--namespace', 'k8s.io', ...args], what);
-  for (const tarball of tarballs) {
-    // containerd's CRI does not see a name imported for content it already holds from a pull
-    // under another registry's name (containerd#13243): kubelet then finds no such image and
-    // tries to pull it from kfn.local. The node's copies of the same repository pulled from a
-    // registry, and the image's ID record, go first; the node pulls them again if a pod asks.
-    const { names, config } = savedImage(tarball);
-    const repositories = new Set(names.map(repositoryOf));
-    const stale = ctr(['images', 'ls', '-q'], 'listing the node\'s images')
-      .split('\n')
-      .filter((n) => n && ((!names.includes(n) && !n.startsWith(`${localRegistry}/`) && repositories.has(repositoryOf(n))) || n === config));
-    if (stale.length) ctr(['images', 'rm', ...stale], `removing ${stale.join(', ')} before importing ${tarball}`);
-    ctr(['images', 'import', tarball], `importing ${tarball}`);
-  }
-}
-
-/** The last path segment of an image name, without its tag or digest: `fn-myweb` of `10.244.0.1:15000/kfn/fn-myweb@sha256:…`. */
-const repositoryOf = (name: string) => name.replace(/[@].*$/, '').replace(/:[^/:]*$/, '').split('/').at(-1)!;
-
-/** The names and config digest (the image ID) of an image tarball (docker-save layout). */
-function savedImage(tarball: string): { names: string[]; config: string } {
-  const listing = run('tar', ['-xOf', tarball, 'manifest.json'], `reading ${tarball}`);
-  const [saved] = JSON.parse(listing) as { Config: string; RepoTags?: string[] }[];
-  return { names: saved?.RepoTags ?? [], config: saved?.Config ?? '' };
+  for (const tarball of tarballs) run('ctr', ['--address', socket, '--namespace', 'k8s.io', 'images', 'import', tarball], `importing ${tarball}`);
 }

@@ -89,6 +89,11 @@ export function kubeletConfig(paths: NodePaths, net: NodeNetwork, ports: NodePor
     evictionHard: { 'memory.available': '100Mi', 'nodefs.available': '5%', 'imagefs.available': '5%' },
     imageGCHighThresholdPercent: 100,
     imageGCLowThresholdPercent: 99,
+    // Images reach this node two ways: imported (kfn.local/…) and pulled from the local registry.
+    // Once the kubelet has pulled an image, Kubernetes 1.35's default (NeverVerifyPreloadedImages,
+    // KEP-2535) has it verify the pull credentials of every other name of that image by pulling
+    // it — and kfn.local is no registry: the same image imported under kfn.local stopped running.
+    imagePullCredentialsVerificationPolicy: 'NeverVerify',
     // Report status often: tests and the demo wait on it.
     nodeStatusReportFrequency: '10s',
     syncFrequency: '10s',
