@@ -76,6 +76,9 @@ function runNodeTest(files: string[], concurrency: number, env: NodeJS.ProcessEn
     '--test',
     `--test-concurrency=${concurrency}`,
     '--test-timeout=300000',
+    // A file's process ends once its tests (and their after hooks) have: a child process a test
+    // leaves holding a pipe or socket must not keep the whole run waiting.
+    '--test-force-exit',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     `--test-reporter=${join(testRoot, 'support', 'count-reporter.ts')}`,
