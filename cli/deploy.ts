@@ -258,9 +258,11 @@ export function registryTarget(value: string): RegistryTarget {
 const registryOf = (prefix: string) => prefix.replace(/\/.*$/, '');
 
 /** Pushes a built image to the registry target as <prefix>/<name>:<tag>; answers the reference by digest. */
+/** Where a built image goes in the registry target: `<prefix>/<name>:<tag>` for kfn.local/<name>:<tag>. */
+const targetRef = (target: RegistryTarget, image: BuiltImage) => `${target.prefix}/${image.ref.slice(image.ref.indexOf('/') + 1)}`;
+
 async function pushTo(target: RegistryTarget, image: BuiltImage, log: (line: string) => void): Promise<string> {
-  const name = image.ref.slice(image.ref.indexOf('/') + 1);
-  const pushed = await pushImage(image.tarball, `${target.prefix}/${name}`, { credentials: target.credentials, log });
+  const pushed = await pushImage(image.tarball, targetRef(target, image), { credentials: target.credentials, log });
   return pushed.ref;
 }
 
@@ -333,7 +335,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const pushed = options.registry ? await pushTo(options.registry, image, log) : (importImages(socket!, [image.tarball]), undefined);
     // Knative is given the tag: its controller resolves it to a digest from the registry, as in
     // production (the revision then runs that digest). A Deployment is given the digest.
-    const imageRef = pushed ? (knative ? `${options.registry!.prefix}/${image.ref.slice(image.ref.indexOf('/') + 1)}` : pushed) : image.ref;
+    const imageRef = pushed ? (knative ? targetRef(options.registry!, image) : pushed) : image.ref;
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);

@@ -145,7 +145,13 @@ export const manifestsCommand: Command = {
       const reconciler = await loadFunction(dir);
       if (target === 'knative' && hasWebhooks(reconciler)) console.error(`${reconciler.name} has webhooks, which only a Deployment serves (Knative gives no TLS listener of the function's own): --target deployment`);
       // kfn's certificate is kept from the cluster's Secret while good: an apply does not rotate it.
-      const existing = api && ca.kind === 'kfn' ? await api.request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${namespace}/secrets/${webhookTlsSecretName(reconciler)}`).then((s) => s.data, () => undefined) : undefined;
+      const existing =
+        api && ca.kind === 'kfn'
+          ? await api.request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${namespace}/secrets/${webhookTlsSecretName(reconciler)}`).then(
+              (s) => s.data,
+              (err) => (err instanceof ApiError && err.status === 404 ? undefined : Promise.reject(err)),
+            )
+          : undefined;
       const hooks = target === 'knative' ? undefined : webhookSet(reconciler, { namespace, ca: ca.kind === 'kfn' ? { kind: 'kfn', existing } : ca });
       const sinkUri = values['sink-uri'] ?? (target === 'deployment' ? functionServiceUrl(reconciler, namespace) : undefined);
       const objects = [
