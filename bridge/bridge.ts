@@ -48,11 +48,21 @@ interface SharedWatch {
   ref: KindRef;
   watcher: Watcher;
   full: boolean;
+  /** With full: the fields kept besides the metadata record; undefined, whole objects. */
+  fields?: string[];
   /** Reconcilers using it; events go to them alone. */
   users: Set<string>;
   unsubscribe: () => void;
   /** Why it cannot work right now (kind not served, forbidden), if so. */
   problem?: string;
+}
+
+/** Whether a watch keeps everything `need` asks of each object. */
+function covers(shared: SharedWatch, need: WatchNeed): boolean {
+  if (!need.full) return true;
+  if (!shared.full) return false;
+  if (!shared.fields) return true;
+  return need.fields !== undefined && need.fields.every((f) => shared.fields!.includes(f));
 }
 
 /** A watch's identity: kind, namespace ('' = all) and label selector. */
@@ -164,6 +174,7 @@ export class Bridge {
     for (const need of watchedKinds(config)) {
       const shared = await this.acquireWatch(need, config.name);
       if (sameKind(need.ref, config.for) && !runtime.primaryWatches.includes(shared.watcher)) runtime.primaryWatches.push(shared.watcher);
+      else if (!sameKind(need.ref, config.for)) runtime.addWatch(need.ref, shared.watcher);
       if (shared.problem) this.options.onProblem?.(config.name, `watch ${kindId(need.ref)}`, shared.problem);
       // Replay what the shared watch already knows, as a new informer handler would see it —
       // also while its first list is still being applied: the pages applied before this
@@ -199,34 +210,35 @@ export class Bridge {
     const namespace = resource.namespaced ? need.namespace : undefined;
     const id = watchId(need.ref, namespace, need.labelSelector);
     let shared = this.watches.get(id);
-    if (shared && need.full && !shared.full) {
-      // A new user needs whole objects: replace the metadata-only watch.
+    if (shared && !covers(shared, need)) {
+      // A new user needs more of each object: replace the watch with one that keeps what both need.
       shared.unsubscribe();
       await shared.watcher.stop();
       this.watches.delete(id);
       const { users, watcher: old } = shared;
-      const replaced = await this.startWatch(id, need.ref, resource, { full: true, namespace, labelSelector: need.labelSelector });
+      const fields = shared.full && shared.fields && need.fields ? [...new Set([...shared.fields, ...need.fields])] : shared.full && !shared.fields ? undefined : need.fields;
+      const replaced = await this.startWatch(id, need.ref, resource, { full: true, ...(fields ? { fields } : {}), namespace, labelSelector: need.labelSelector });
       for (const u of users) {
         replaced.users.add(u);
-        const runtime = this.runtimes.get(u);
-        if (runtime) runtime.primaryWatches = runtime.primaryWatches.map((w) => (w === old ? replaced.watcher : w));
+        this.runtimes.get(u)?.replaceWatch(old, replaced.watcher);
       }
       shared = replaced;
     }
-    shared ??= await this.startWatch(id, need.ref, resource, { full: need.full, namespace, labelSelector: need.labelSelector });
+    shared ??= await this.startWatch(id, need.ref, resource, { full: need.full, ...(need.fields ? { fields: need.fields } : {}), namespace, labelSelector: need.labelSelector });
     shared.users.add(user);
     return shared;
   }
 
-  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; namespace?: string; labelSelector?: string }): Promise<SharedWatch> {
+  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; fields?: string[]; namespace?: string; labelSelector?: string }): Promise<SharedWatch> {
     const log = this.options.log;
     const metrics = this.options.metrics;
     // Registered before it starts, so that its first problem already reaches its users.
-    const shared = { ref, full: o.full, users: new Set<string>() } as SharedWatch;
+    const shared = { ref, full: o.full, ...(o.fields ? { fields: o.fields } : {}), users: new Set<string>() } as SharedWatch;
     this.watches.set(id, shared);
     const watcher = new Watcher(this.options.api, resource, {
       clock: this.clock,
       projection: o.full ? 'full' : 'metadata',
+      ...(o.fields ? { fields: o.fields } : {}),
       namespace: o.namespace,
       labelSelector: o.labelSelector,
       log: (level, msg, fields) => log[level](fields ?? {}, msg),

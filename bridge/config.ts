@@ -100,6 +100,15 @@ const sinkSchema = withRules(
 
 export const reconcilerSpecSchema = Type.Object({
   for: Type.Object(kindFields, { description: 'The primary kind; one reconcile per object of it.' }),
+  contract: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: 2,
+      default: 1,
+      description:
+        "The event contract the function speaks: 1, references only (the function reads what it needs); 2, each event also carries the primary and the children it controls as the bridge's watches hold them, and the bridge does not deliver an object again before its watches have seen the function's writes.",
+    }),
+  ),
   owns: Type.Optional(
     Type.Array(
       Type.Object({
@@ -108,6 +117,13 @@ export const reconcilerSpecSchema = Type.Object({
           default: managedByKfnSelector,
           description: 'Watch only children matching this selector (default app.kubernetes.io/managed-by=kfn, the label the SDK sets on every child; "" watches all).',
         }),
+        fields: Type.Optional(
+          Type.Array(Type.String({ pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$', expected: 'a dotted field path such as status or spec.selector' }), {
+            maxItems: 32,
+            description:
+              'Contract 2: the fields of these children its events carry besides their metadata (name, namespace, uid, resourceVersion, generation, labels, controller owner), e.g. [status, spec.selector]; [] for metadata alone. Absent: the whole object. The bridge keeps no more of them than this.',
+          }),
+        ),
       }),
       { description: 'Child kinds; their events map to the controller owner.' },
     ),
@@ -155,6 +171,8 @@ export type ReconcilerSpec = Static<typeof reconcilerSpecSchema>;
  */
 export interface OwnedKind extends KindRef {
   labelSelector: string;
+  /** Contract 2: the fields carried besides metadata; undefined, the whole object. */
+  fields?: string[];
 }
 
 /**
@@ -177,6 +195,8 @@ export interface ReconcilerConfig {
   name: string;
   generation: number;
   for: KindRef;
+  /** The event contract the function speaks (1 or 2). */
+  contract: 1 | 2;
   owns: OwnedKind[];
   watches: WatchSpec[];
   sink: SinkSpec;
@@ -242,7 +262,8 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     name,
     generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
     for: { apiVersion: spec.for.apiVersion, kind: spec.for.kind },
-    owns: (spec.owns ?? []).map((k) => ({ apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector })),
+    contract: spec.contract === 2 ? 2 : 1,
+    owns: (spec.owns ?? []).map((k) => ({ apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector, ...(k.fields ? { fields: k.fields } : {}) })),
     watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping as Mapping })),
     sink: spec.sink,
     auth: spec.auth,
@@ -316,8 +337,10 @@ export function loadReconcilerFile(path: string): ReconcilerConfig[] {
 /** One watch a Reconciler needs: a kind, in one namespace or all, with a label selector or not. */
 export interface WatchNeed {
   ref: KindRef;
-  /** Whole objects, or metadata only. */
+  /** Whole objects (or the fields below), or metadata only. */
   full: boolean;
+  /** With full: only these fields besides the compact metadata record; undefined, whole objects. */
+  fields?: string[];
   /** undefined: every namespace (or a cluster-scoped kind). */
   namespace?: string;
   labelSelector?: string;
@@ -326,14 +349,18 @@ export interface WatchNeed {
 /**
  * Every watch a Reconciler needs. Mapping by a selector or a reference stored in the primary
  * needs the primary's spec, so the primary is watched in full; everything else needs only metadata
- * (labels, owners, generation). A Reconciler that names namespaces watches each of them, not
- * the whole cluster (for a cluster-scoped kind the bridge drops the namespace).
+ * (labels, owners, generation). Contract 2 carries the primary whole and each owned kind's
+ * declared fields in its events, so those watches keep them. A Reconciler that names namespaces
+ * watches each of them, not the whole cluster (for a cluster-scoped kind the bridge drops the
+ * namespace).
  */
 export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
   const fieldMapping = config.watches.some((w) => 'selectorField' in w.mapping || 'referenceField' in w.mapping);
+  const snapshots = config.contract === 2;
+  const owned = (o: OwnedKind) => (!snapshots ? { full: false } : o.fields && o.fields.length === 0 ? { full: false } : { full: true, ...(o.fields ? { fields: o.fields } : {}) });
   const kinds: Omit<WatchNeed, 'namespace'>[] = [
-    { ref: config.for, full: fieldMapping },
-    ...config.owns.map((o) => ({ ref: { apiVersion: o.apiVersion, kind: o.kind }, full: false, ...(o.labelSelector ? { labelSelector: o.labelSelector } : {}) })),
+    { ref: config.for, full: fieldMapping || snapshots },
+    ...config.owns.map((o) => ({ ref: { apiVersion: o.apiVersion, kind: o.kind }, ...owned(o), ...(o.labelSelector ? { labelSelector: o.labelSelector } : {}) })),
     ...config.watches.map((w) => ({ ref: { apiVersion: w.apiVersion, kind: w.kind }, full: false })),
   ];
   if (config.namespaces.length === 0) return kinds;

@@ -16,13 +16,14 @@ import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outc
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import { Sink } from './sink.ts';
+import { maxSnapshotWaitMs, Snapshots } from './snapshot.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 import type { HttpMessage } from '../core/authentication.ts';
 import type { Clock } from '../core/clock.ts';
-import { encodeReconcileEvent, type Observation, type ReconcileReason } from '../core/event.ts';
+import { encodeReconcileEvent, type Observation, type ObservedState, type ReconcileReason } from '../core/event.ts';
 import type { Journal } from '../core/journal.ts';
-import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import { groupKind, objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import type { KubeApi, KubeObject } from '../kube/api.ts';
 
 /** What a controller uses of the bridge it runs in. */
@@ -41,6 +42,9 @@ export interface ControllerContext {
   /** A Warning Event on the object, for failures a person should see there. */
   recordWarning(obj: KubeObject, reason: string, message: string): Promise<void>;
 }
+
+/** How often a delivery waiting for the watches to see its object's last writes looks again. */
+const snapshotPollMs = 10;
 
 /** Why the bridge wants a key delivered, and what caused it. */
 interface PendingObservation {
@@ -83,12 +87,33 @@ export class Controller {
     }
     this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
+    this.snapshots = config.contract === 2 ? new Snapshots(config) : undefined;
     this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key), bridge.clock);
     this.resync.start();
   }
 
   /** The Reconciler's primary watches (one per namespace it names, or one for all). */
   primaryWatches: Watcher[] = [];
+  /** Its other watches (owned and watched kinds), by group/Kind. */
+  private readonly otherWatches = new Map<string, Watcher[]>();
+  /** Contract 2: what deliveries carry of the watches, and the writes they wait for. */
+  private readonly snapshots: Snapshots | undefined;
+
+  /** A watch of an owned or watched kind this Reconciler uses. */
+  addWatch(kind: KindRef, watcher: Watcher): void {
+    const list = this.otherWatches.get(groupKind(kind)) ?? [];
+    if (!list.includes(watcher)) list.push(watcher);
+    this.otherWatches.set(groupKind(kind), list);
+  }
+
+  /** A shared watch replaced by one that keeps more of each object. */
+  replaceWatch(old: Watcher, replaced: Watcher): void {
+    this.primaryWatches = this.primaryWatches.map((w) => (w === old ? replaced : w));
+    for (const [gk, list] of this.otherWatches) this.otherWatches.set(gk, list.map((w) => (w === old ? replaced : w)));
+  }
+
+  /** The watches of a kind, for the snapshots. */
+  private readonly watchesOf = (kind: KindRef): Watcher[] => (sameKind(kind, this.config.for) ? this.primaryWatches : (this.otherWatches.get(groupKind(kind)) ?? []));
 
   /** The primary's last known state, from whichever of its watches holds it. */
   private primaryOf(key: string): KubeObject | undefined {
@@ -131,6 +156,7 @@ export class Controller {
 
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
+    this.snapshots?.onEvent(kind, event);
     if (sameKind(kind, this.config.for)) {
       // The watch's own key string when it gives one: the resync schedule then shares it.
       const key = event.key ?? objectKey(event.object.metadata);
@@ -170,8 +196,11 @@ export class Controller {
       // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
       this.finish(key, pending);
       this.queue.forget(key);
+      this.snapshots?.forget(key);
       return;
     }
+    const observed = live && this.snapshots ? this.snapshotFor(key, live) : undefined;
+    if (observed === 'wait') return;
     let reason: ReconcileReason = live ? pending.reason : 'deleted';
     if (live && reason === 'deleted') reason = 'created';
     const observation: Observation = {
@@ -186,20 +215,41 @@ export class Controller {
     // the bridge holds the key by is on its monotonic clock.
     const timeoutMs = this.config.timeoutSeconds * 1000;
     const deadline = this.bridge.clock.now() + timeoutMs;
-    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, this.bridge.clock.wall() + timeoutMs);
+    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, this.bridge.clock.wall() + timeoutMs, observed);
     // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
     const { result, sink } = await this.send(message, reason);
     const now = this.bridge.clock.now();
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
-    const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
     const { outcome } = result;
+    if (this.snapshots && (outcome.kind === 'done' || outcome.kind === 'requeue')) this.snapshots.noteAnswer(key, outcome.response, now);
+    const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
     if (outcome.kind === 'retry') {
       this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
     } else if (outcome.kind === 'terminal') {
       this.bridge.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
       if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
     }
+  }
+
+  /**
+   * Contract 2: the observed state for a delivery of `key`, or 'wait' when its watches have not
+   * yet seen the writes of its last reconcile (the key is queued again shortly). After
+   * maxSnapshotWaitMs the delivery goes without the lagging kinds, which the function reads.
+   */
+  private snapshotFor(key: string, live: KubeObject): ObservedState | undefined | 'wait' {
+    const snapshots = this.snapshots!;
+    const readiness = snapshots.readiness(key, this.watchesOf, this.bridge.clock.now());
+    if (readiness.kind === 'wait') {
+      if (readiness.first) this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
+      this.queue.addAfter(key, snapshotPollMs);
+      return 'wait';
+    }
+    if (readiness.kind === 'lagging') {
+      this.bridge.metrics?.snapshotLagFallbacks.inc({ controller: this.config.name });
+      this.bridge.log.warn({ reconciler: this.config.name, key, kinds: [...readiness.kinds], waitedMs: maxSnapshotWaitMs }, "the bridge's watches have not seen the last reconcile's writes; delivering without their snapshot (the function reads those kinds itself)");
+    }
+    return snapshots.observed(live, this.watchesOf, readiness.kind === 'lagging' ? readiness.kinds : undefined);
   }
 
   /**

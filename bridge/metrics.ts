@@ -93,6 +93,19 @@ export class BridgeMetrics {
     registers: [this.registry],
   });
 
+  readonly staleSnapshotSkips = new Counter({
+    name: 'kfn_bridge_stale_snapshot_skips_total',
+    help: "Deliveries postponed because the bridge's watches had not yet seen the writes of the object's last reconcile (contract 2: no reconcile decides on a snapshot older than its own writes).",
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly snapshotLagFallbacks = new Counter({
+    name: 'kfn_bridge_snapshot_lag_fallbacks_total',
+    help: 'Deliveries sent without the snapshot of a kind whose watch lagged behind the last reconcile\'s writes for too long (the function reads that kind from the apiserver).',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }

@@ -23,7 +23,7 @@
 import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { objectKey } from '../core/objects.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
-import { Interned, keptKey, recordOf, rememberKey } from './records.ts';
+import { Interned, keptKey, kfnManagedFields, pickFields, recordOf, rememberKey } from './records.ts';
 
 /**
  * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
@@ -38,6 +38,11 @@ export type WatchEvent =
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
   projection: 'metadata' | 'full';
+  /**
+   * With 'full': keep only the compact record and these fields (dotted paths such as `status`
+   * or `spec.selector`), the parts a function declares it reads; absent, the whole object.
+   */
+  fields?: string[];
   /** Page size of lists (default 500, as client-go); halved while pages are larger than maxPageBytes. */
   pageSize?: number;
   /** The most bytes one list page may take (default 8 MiB): the bridge never holds a larger answer. */
@@ -90,7 +95,13 @@ export class Watcher {
   readonly store = new Map<string, KubeObject>();
   private readonly interned = new Interned();
   private readonly api: KubeApi;
-  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem'>;
+  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
+  /**
+   * The resourceVersion the watch has reached (its list's, then each event's and bookmark's):
+   * every change to the objects it watches up to this version is in the store. '' before the
+   * first list.
+   */
+  resourceVersion = '';
   private problem: string | undefined;
   private readonly listeners = new Set<(event: WatchEvent) => void>();
   private state: State = { phase: 'list', relist: false };
@@ -120,6 +131,11 @@ export class Watcher {
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
     this.pageSize = this.options.pageSize;
+  }
+
+  /** The namespace watched, or undefined for all (or a cluster-scoped kind). */
+  get namespace(): string | undefined {
+    return this.options.namespace;
   }
 
   /** True once the first list has been applied. */
@@ -249,6 +265,7 @@ export class Watcher {
         this.emit({ type: 'delete', object: old, inferred: true, key });
       }
     }
+    this.resourceVersion = resourceVersion;
     this.emit({ type: 'synced', relist });
     if (!this.synced) {
       this.synced = true;
@@ -259,19 +276,27 @@ export class Watcher {
   }
 
   /**
-   * Lists return items without apiVersion/kind: fill them in. Drop managedFields, which no
-   * consumer reads and which are often the largest part of an object's metadata.
+   * Lists return items without apiVersion/kind: fill them in. Drop managedFields, which are
+   * often the largest part of an object's metadata, except kfn's own entries in a whole
+   * object (the SDK reads them to know whether a status write would change anything).
    */
   private normalise(obj: KubeObject): KubeObject {
     obj.apiVersion = this.resource.apiVersion;
     obj.kind = this.resource.kind;
-    delete obj.metadata.managedFields;
+    const whole = this.options.projection === 'full' && !this.options.fields;
+    const mine = whole ? kfnManagedFields(obj) : undefined;
+    if (mine) obj.metadata.managedFields = mine;
+    else delete obj.metadata.managedFields;
     return obj;
   }
 
   /** What the store keeps of `obj`, under `key` (the record remembers its key string). */
   private kept(obj: KubeObject, key: string): KubeObject {
-    if (this.options.projection === 'metadata') return recordOf(obj, this.resource, key, (s) => this.interned.of(s));
+    const fields = this.options.fields;
+    if (this.options.projection === 'metadata' || fields) {
+      const record = recordOf(obj, this.resource, key, (s) => this.interned.of(s));
+      return fields ? pickFields(record as unknown as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as KubeObject : record;
+    }
     return rememberKey(obj, key);
   }
 
@@ -367,7 +392,8 @@ export class Watcher {
     const obj = line.object;
     switch (line.type) {
       case 'BOOKMARK':
-        return obj.metadata?.resourceVersion ?? resourceVersion;
+        this.resourceVersion = obj.metadata?.resourceVersion ?? resourceVersion;
+        return this.resourceVersion;
       case 'ERROR':
         if (obj.code === 410) throw new Transition(this.gone(resourceVersion), 'gone');
         throw new ApiError(obj.code ?? 500, `watch error: ${obj.message ?? JSON.stringify(obj)}`, obj.reason);
@@ -379,8 +405,9 @@ export class Watcher {
         const old = this.store.get(fresh);
         const key = old ? keptKey(old) : fresh;
         this.store.set(key, this.kept(object, key));
+        this.resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
         this.emit({ type: 'apply', object, old, key });
-        return object.metadata.resourceVersion ?? resourceVersion;
+        return this.resourceVersion;
       }
       case 'DELETED': {
         this.stats.events++;
@@ -389,8 +416,9 @@ export class Watcher {
         const old = this.store.get(fresh);
         const key = old ? keptKey(old) : fresh;
         this.store.delete(key);
+        this.resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
         this.emit({ type: 'delete', object: this.kept(object, key), inferred: false, key });
-        return object.metadata.resourceVersion ?? resourceVersion;
+        return this.resourceVersion;
       }
     }
   }

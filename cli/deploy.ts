@@ -25,7 +25,7 @@ import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { contractAnnotation, functionLabel, functionLabels, managedByKfn, managedByLabel, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { contractVersion } from '../core/event.ts';
+import { contractVersion, contractVersions } from '../core/event.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -309,11 +309,15 @@ export async function checkBridgeContract(api: KubeApi, log: (line: string) => v
     log(`No kfn bridge runs in the cluster yet: the functions get no events until one does (kfn image build bridge && kubectl apply -k manifests/, or the Helm chart charts/kfn)`);
     return;
   }
-  const other = bridges.filter((b) => (b.metadata.annotations?.[contractAnnotation] ?? String(contractVersion)) !== String(contractVersion));
+  const spoken = (contractVersions as readonly number[]).map(String);
+  const other = bridges.filter((b) => !spoken.includes(b.metadata.annotations?.[contractAnnotation] ?? String(contractVersion)));
   if (other.length) {
     const b = other[0]!;
-    throw new UsageError(`the bridge ${b.metadata.namespace}/${b.metadata.name} speaks event contract v${b.metadata.annotations![contractAnnotation]}, and these functions (kfn ${kfnVersion}) speak v${contractVersion}: upgrade the bridge to kfn ${kfnVersion} (helm upgrade with its image, or kubectl apply -k manifests/ of this kfn), or deploy with the kfn that matches it`, 1);
+    throw new UsageError(`the bridge ${b.metadata.namespace}/${b.metadata.name} speaks event contract v${b.metadata.annotations![contractAnnotation]}, and these functions (kfn ${kfnVersion}) speak v${contractVersions.join(' and v')}: upgrade the bridge to kfn ${kfnVersion} (helm upgrade with its image, or kubectl apply -k manifests/ of this kfn), or deploy with the kfn that matches it`, 1);
   }
+  // An older bridge sends contract 1 to these functions too: they work, reading what they need themselves.
+  const older = bridges.find((b) => Number(b.metadata.annotations?.[contractAnnotation] ?? contractVersion) < contractVersion);
+  if (older) log(`The bridge ${older.metadata.namespace}/${older.metadata.name} speaks event contract v${older.metadata.annotations![contractAnnotation]}: its events carry no observed state, so these functions read the apiserver for it (slower). Upgrade the bridge to kfn ${kfnVersion} for contract v${contractVersion}.`);
 }
 
 export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {

@@ -1,30 +1,79 @@
-// The bridge → function event contract, version 1: the request. What the bridge sends (built by
+// The bridge → function event contract, versions 1 and 2: the request. What the bridge sends (built by
 // encodeReconcileEvent) and what a function accepts (parseReconcileRequest), in one file both
 // sides take it from; authentication.ts signs and checks it, response.ts is the answer.
 // docs/contract.md describes it for people (and for functions written in other languages).
 //
 // HTTP POST, CloudEvents 1.0 binary mode (structured mode accepted), type
 // `dev.kfn.reconcile.v1`, `kfn*` extension attributes naming the primary object, JSON data
-// holding references (never the object itself).
+// holding references (version 1), and in version 2 also what the bridge's watches hold of the
+// primary and its children (`observed`), so that a function need not read them again.
 import { createHash } from 'node:crypto';
 import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
 import { objectKey, type ObjectRef } from './objects.ts';
 import { authenticationProblem, type Credentials, type HttpMessage } from './authentication.ts';
 
-export const contractVersion = 1;
+/** The newest contract this kfn speaks: the bridge sends it to Reconcilers that ask for it (spec.contract), and 1 to the others. */
+export const contractVersion = 2;
+/** Every contract version a function of this kfn accepts, and the bridge can send. */
+export const contractVersions = [1, 2] as const;
+export type ContractVersion = (typeof contractVersions)[number];
 export const reconcileEventType = 'dev.kfn.reconcile.v1';
+
+/**
+ * An object as the bridge's watch holds it (contract 2): whole, or projected to the fields its
+ * kind declares (`ObservedKind.fields`). Never with managedFields, except the primary's entries
+ * of kfn's own field managers.
+ */
+export interface ObservedObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number; labels?: Record<string, string>; [field: string]: unknown };
+  [field: string]: unknown;
+}
+
+/** One kind whose objects the event carries, and how far its watch had come. */
+export interface ObservedKind {
+  apiVersion: string;
+  kind: string;
+  /**
+   * The resourceVersion the bridge's watch of this kind had reached when the event was built:
+   * every change up to it is in `children` (for an owned kind, every object the primary controls).
+   */
+  resourceVersion: string;
+  /** The fields carried besides metadata (dotted paths, e.g. `status`, `spec.selector`); absent: the whole object. */
+  fields?: string[];
+}
+
+/**
+ * What the bridge holds (contract 2): the primary as its watch last saw it, the children it
+ * controls of each kind in `kinds`, and which children are provably as kfn last applied them.
+ */
+export interface ObservedState {
+  primary: ObservedObject;
+  /** The owned kinds whose children are all in `children`. An owned kind missing here is read from the apiserver. */
+  kinds: ObservedKind[];
+  children: ObservedObject[];
+  /**
+   * Children unchanged since kfn's last apply of them (same resourceVersion, or same generation),
+   * by objectId, with the hash the function reported for what it applied. A desired child of
+   * the same hash needs no write.
+   */
+  applied?: Record<string, string>;
+}
 
 export const reconcileReasons = ['created', 'updated', 'deleted', 'child', 'mapped', 'resync', 'requeue', 'replay'] as const;
 export type ReconcileReason = (typeof reconcileReasons)[number];
 
 /** The `data` of a reconcile event. */
 export interface ReconcileEventData {
-  contract: typeof contractVersion;
+  contract: ContractVersion;
   /** The Reconciler (its metadata.name) the event is for. */
   reconciler: string;
   primary: ObjectRef;
   /** The child or mapped object whose change caused this event, when not the primary itself. */
   trigger?: ObjectRef;
+  /** Contract 2: what the bridge's watches hold of the primary and its children. */
+  observed?: ObservedState;
 }
 
 /** One observation of a primary: what the bridge saw, when and why. */
@@ -66,9 +115,10 @@ function refText(ref: ObjectRef): string {
  * Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1).
  * `deadline` (ms since epoch) is when the bridge stops waiting for the answer.
  */
-export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
-  const data: ReconcileEventData = { contract: contractVersion, reconciler: obs.reconciler, primary: obs.primary };
+export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number, observed?: ObservedState): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
+  const data: ReconcileEventData = { contract: observed ? 2 : 1, reconciler: obs.reconciler, primary: obs.primary };
   if (obs.trigger) data.trigger = obs.trigger;
+  if (observed) data.observed = observed;
   // Extension values are strings: the SDK would put objects into headers verbatim.
   const extensions: Record<string, string> = {
     kfnreconciler: obs.reconciler,
@@ -160,13 +210,15 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
   if (event.type !== reconcileEventType) throw new ContractError(400, `unexpected event type "${event.type}"; this endpoint takes ${reconcileEventType}`);
   const data = event.data as ReconcileEventData | undefined;
   if (!data || typeof data !== 'object') throw new ContractError(400, 'the event has no JSON data');
-  if (data.contract !== contractVersion) throw new ContractError(400, `unsupported contract version ${String(data.contract)}; this function speaks version ${contractVersion}`);
+  if (!(contractVersions as readonly unknown[]).includes(data.contract)) throw new ContractError(400, `unsupported contract version ${String(data.contract)}; this function speaks versions ${contractVersions.join(' and ')}`);
   requireString(data.reconciler, 'data.reconciler');
   const primary = data.primary;
   if (!primary || typeof primary !== 'object') throw new ContractError(400, 'data.primary is missing');
   requireString(primary.apiVersion, 'data.primary.apiVersion');
   requireString(primary.kind, 'data.primary.kind');
   requireString(primary.name, 'data.primary.name');
+  if (data.contract === 2 && data.observed !== undefined) checkObserved(data.observed);
+  if (data.contract === 1 && data.observed !== undefined) throw new ContractError(400, 'data.observed is part of contract 2, and this event says contract 1');
   const reason = (event as unknown as Record<string, unknown>).kfnreason;
   if (typeof reason !== 'string' || !(reconcileReasons as readonly string[]).includes(reason)) {
     throw new ContractError(400, `kfnreason must be one of ${reconcileReasons.join(', ')}`);
@@ -185,4 +237,16 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
     }
   }
   return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}) };
+}
+
+/** The shape of `observed`, checked before a function trusts it (a 400 names what is wrong). */
+function checkObserved(observed: unknown): void {
+  const bad = (what: string) => new ContractError(400, `data.observed: ${what}`);
+  if (!observed || typeof observed !== 'object') throw bad('must be an object');
+  const o = observed as Partial<ObservedState>;
+  const isObject = (v: unknown): v is ObservedObject => !!v && typeof v === 'object' && typeof (v as ObservedObject).metadata === 'object' && typeof (v as ObservedObject).metadata?.name === 'string';
+  if (!isObject(o.primary)) throw bad('primary must be an object with metadata.name');
+  if (!Array.isArray(o.kinds) || !o.kinds.every((k) => k && typeof k.apiVersion === 'string' && typeof k.kind === 'string' && typeof k.resourceVersion === 'string')) throw bad('kinds must list {apiVersion, kind, resourceVersion}');
+  if (!Array.isArray(o.children) || !o.children.every((c) => isObject(c) && typeof c.apiVersion === 'string' && typeof c.kind === 'string')) throw bad('children must be objects with apiVersion, kind and metadata.name');
+  if (o.applied !== undefined && (typeof o.applied !== 'object' || o.applied === null || !Object.values(o.applied).every((h) => typeof h === 'string'))) throw bad('applied must map object ids to hashes');
 }

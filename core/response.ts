@@ -11,11 +11,34 @@ export interface Change {
   detail?: string;
 }
 
+/**
+ * Contract 2: a child as the reconcile left it — applied now, or found as wanted — with the hash
+ * of what the function wants of it. The bridge carries the hash back in the next event's
+ * `observed.applied` while the child stays unchanged (same resourceVersion, or generation).
+ */
+export interface ChildState {
+  ref: ObjectRef;
+  hash: string;
+}
+
 export interface ReconcileResponse {
   result: 'done' | 'requeue';
   requeueAfterSeconds?: number;
+  /**
+   * What the function wrote. In contract 2 each write's ref carries the resourceVersion the
+   * apiserver answered with: the bridge delivers the object again only once its watches have
+   * reached those versions (and seen pruned children go), so no reconcile decides on a
+   * snapshot older than its own writes.
+   */
   changes: Change[];
   message?: string;
+  /** Contract 2: the children the reconcile wants, as it left them. */
+  children?: ChildState[];
+  /**
+   * Contract 2: objects of the event's snapshot found to be stale (a write preconditioned on
+   * their resourceVersion failed with 409): the next delivery waits for a newer version.
+   */
+  stale?: ObjectRef[];
 }
 
 /** How the bridge treats a delivery's outcome. */

@@ -81,6 +81,13 @@ export default defineReconciler({
   name: 'myweb',
   for: MyWeb,
   owns: [ConfigMap, Deployment, Service],
+  // What its events carry of each child: the Deployment's status (is it available?) and
+  // selector (explainWorkload lists its pods by it); only the metadata of the others.
+  observe: [
+    { kind: ConfigMap, fields: [] },
+    { kind: Deployment, fields: ['status', 'spec.selector'] },
+    { kind: Service, fields: [] },
+  ],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   async reconcile(web, ctx) {

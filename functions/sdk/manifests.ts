@@ -7,6 +7,7 @@ import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
 import { declaredAccess } from './access.ts';
 import { hasWebhooks } from './webhooks.ts';
+import { contractVersion } from '../../core/event.ts';
 import { functionLabels, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
@@ -47,6 +48,12 @@ function rule(ref: KindRef, verbs: string[], plural = pluralOf(ref.kind)) {
 }
 
 
+/** The fields the events carry of an owned kind, as the Reconciler spec says them (absent: whole objects). */
+function observedFields(reconciler: Reconciler, kind: KindRef): { fields?: string[] } {
+  const declared = (reconciler.observe ?? []).find((o) => sameKind(o.kind, kind));
+  return declared ? { fields: declared.fields } : {};
+}
+
 export function functionManifests(reconciler: Reconciler, options: ManifestOptions = {}): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
   const name = reconciler.name;
@@ -64,7 +71,8 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
       metadata: { name, labels },
       spec: {
         for: { apiVersion: kind.apiVersion, kind: kind.kind },
-        ...(owns.length ? { owns: owns.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind })) } : {}),
+        contract: contractVersion,
+        ...(owns.length ? { owns: owns.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, ...observedFields(reconciler, o) })) } : {}),
         ...(watches.length ? { watches: watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) } : {}),
         sink,
         auth: { secretRef: { name: account, namespace: ns } },

@@ -122,6 +122,14 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   for: K;
   /** The kinds of its children; each child returned must be of one of them, and is typed by it. */
   owns?: readonly O[];
+  /**
+   * What each event carries of an owned kind's children besides their metadata (name,
+   * namespace, uid, resourceVersion, generation, labels, controller owner): dotted paths such
+   * as `status` or `spec.selector`; `[]` for metadata alone. A kind not named here is carried
+   * whole. The bridge keeps no more of these objects than declared, so a narrow list saves its
+   * memory; reading a field not carried (`ctx.owned(...)`) throws an error naming this list.
+   */
+  observe?: { kind: O; fields: string[] }[];
   watches?: WatchSpec[];
   /**
    * Other kinds the function reads or writes imperatively (through ctx.get or ctx.api), for its

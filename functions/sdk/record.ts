@@ -223,6 +223,28 @@ export class Recorder {
       clock: [],
       redacted: [],
     };
+    this.record.event.data = this.safeData(received.data);
+  }
+
+  /**
+   * The event's data with what the observed state (contract 2) holds of Secret data and
+   * sensitive fields hashed, as reads are; the values seen are scrubbed from messages too.
+   */
+  private safeData(data: ReconcileEventData): ReconcileEventData {
+    const observed = data.observed;
+    if (!observed) return data;
+    const found: string[] = [];
+    for (const item of [observed.primary, ...observed.children]) for (const s of sensitiveValues(item, this.fields)) this.secrets.add(s);
+    const safe = {
+      ...data,
+      observed: {
+        ...observed,
+        primary: redactValue(observed.primary, false, found, this.fields) as typeof observed.primary,
+        children: observed.children.map((c) => redactValue(c, false, found, this.fields) as typeof c),
+      },
+    };
+    if (found.length) this.record.redacted.push(`the event's observed state: ${[...new Set(found)].join(', ')}`);
+    return safe;
   }
 
   /** The clock `now`, each reading of it recorded. */

@@ -1,4 +1,6 @@
 // One invocation: from a verified reconcile event to the writes it takes, and the answer.
+// With contract 2 the event carries the primary and its children as the bridge's watches hold
+// them (snapshot.ts): the GET and the LISTs below are made only for what it does not hold.
 //
 //   GET the primary ── gone? done ─────────────────────────────────────────────┐
 //     deleting? ── finalize, then remove the finalizer ── done                 │
@@ -14,12 +16,13 @@ import type { Logger } from 'pino';
 import { checkDeclared } from './access.ts';
 import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock } from '../../core/clock.ts';
-import { describeObject, objectId, refOf, sameKind, type KindRef } from '../../core/objects.ts';
+import { describeObject, objectId, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
-import { type Change, type ReconcileResponse } from '../../core/response.ts';
+import { type Change, type ChildState, type ReconcileResponse } from '../../core/response.ts';
 import { type ReceivedReconcile } from '../../core/event.ts';
 import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
+import { desiredHash, Snapshot } from './snapshot.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Kind } from './kind.ts';
 import { settleCondition, type Condition } from '../../core/conditions.ts';
@@ -28,6 +31,14 @@ import { Terminal, type Child, type ReconcileContext, type ReconcileResult, type
 
 /** How long a failing finalize is retried after the object's deletionTimestamp, by default. */
 export const defaultFinalizeTimeoutSeconds = 600;
+
+/** The resource (plural) a request path names: `/apis/apps/v1/namespaces/ns/deployments/x` → `deployments`. */
+function resourceOf(path: string): string {
+  const parts = path.split('?')[0]!.split('/').filter(Boolean);
+  let rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
+  if (rest[0] === 'namespaces' && rest.length > 2) rest = rest.slice(2);
+  return rest[0] ?? '';
+}
 
 /** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
 export class ReconcileError extends Error {
@@ -51,6 +62,8 @@ export interface InvocationOptions {
   now?: () => Date;
   /** Told what was decided about each child and the status (an invocation record). */
   observer?: InvocationObserver;
+  /** Counts of the invocation's requests to the apiserver (reads are GETs, lists included; readsOf by resource). */
+  requests?: { reads: number; writes: number; readsOf: Record<string, number> };
 }
 
 /** The delivery's deadline passed: the bridge no longer waits for this answer. */
@@ -66,7 +79,25 @@ export class DeadlineExceeded extends Error {
  * bound to it and no step starts after it: the bridge retries once it has passed, and two
  * reconciles of one object must never write at once.
  */
-export async function reconcileEvent(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions): Promise<ReconcileResponse> {
+export async function reconcileEvent(reconciler: Reconciler, received: ReceivedReconcile, given: InvocationOptions): Promise<ReconcileResponse> {
+  // Every request counted for the log line that ends the invocation (what a reconcile costs the apiserver).
+  const requests = { reads: 0, writes: 0, readsOf: {} as Record<string, number> };
+  const outer = given.api.tap;
+  const options = {
+    ...given,
+    requests,
+    api: given.api.withTap({
+      request: (e) => {
+        if (e.method === 'GET') {
+          requests.reads++;
+          const plural = resourceOf(e.path);
+          requests.readsOf[plural] = (requests.readsOf[plural] ?? 0) + 1;
+        } else requests.writes++;
+        outer?.request(e);
+      },
+      ...(outer?.resource ? { resource: (info) => outer.resource!(info) } : {}),
+    }),
+  };
   const deadline = received.deadline;
   if (!deadline) return invoke(reconciler, received, options, new AbortController().signal);
   const controller = new AbortController();
@@ -95,7 +126,8 @@ async function invoke(reconciler: Reconciler, received: ReceivedReconcile, optio
   const verdict = outcome.terminal ? { ready: false, reason: outcome.terminal.reason, message: outcome.terminal.message } : (rejected ?? readiness(outcome.result.ready));
   const ready = { ...verdict, message: run.scrub(verdict.message) };
   const condition = await run.writeStatus(obj, ready, outcome.result);
-  run.log.info({ changes: run.changes.length, ready: condition.status }, 'reconciled');
+  if (!condition) return run.answer({ result: 'requeue', message: 'the status was not written: the object changed since the event was built; delivered again once the bridge has seen it' });
+  run.log.info({ changes: run.changes.length, ready: condition.status, ...options.requests, snapshot: received.data.observed !== undefined }, 'reconciled');
   // A rejected child is retried with the bridge's backoff: the cause may go away (a port freed).
   if (rejected) return run.answer({ result: 'requeue', message: ready.message });
   if (outcome.terminal) return run.answer({ message: `terminal: ${ready.message}` });
@@ -136,6 +168,12 @@ class Invocation {
   private readonly signal: AbortSignal;
   /** Values of the primary's sensitive fields (Kind.sensitive), replaced in every message. */
   secrets: string[] = [];
+  /** Contract 2: what the event holds of the primary and its children. */
+  private readonly snapshot: Snapshot | undefined;
+  /** Contract 2: the wanted children as this reconcile leaves them, for the answer. */
+  private readonly childStates: ChildState[] = [];
+  /** Contract 2: objects of the snapshot found stale (a preconditioned write failed with 409). */
+  private readonly stale: ObjectRef[] = [];
 
   constructor(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal) {
     this.reconciler = reconciler;
@@ -149,6 +187,8 @@ class Invocation {
     this.primaryPath = objectPath({ apiVersion: this.kind.apiVersion, kind: this.kind.kind, plural: this.kind.plural, namespaced: this.kind.namespaced, verbs: [] }, ref.name, ref.namespace);
     this.name = describeObject({ kind: this.kind.kind, metadata: { name: ref.name, namespace: ref.namespace } });
     this.log = options.log.child({ reconciler: reconciler.name, object: this.name, reason: received.reason, event: received.event.id });
+    const observed = received.data.contract === 2 ? received.data.observed : undefined;
+    this.snapshot = observed ? new Snapshot(observed) : undefined;
   }
 
   /** Runs one step, unless the deadline has passed; a failure names the step and the object. */
@@ -171,11 +211,21 @@ class Invocation {
   }
 
   answer(rest: Partial<ReconcileResponse> = {}): ReconcileResponse {
-    return { result: 'done', changes: this.changes, ...rest };
+    const v2 = this.received.data.contract === 2 ? { children: this.childStates, ...(this.stale.length ? { stale: this.stale } : {}) } : {};
+    return { result: 'done', changes: this.changes, ...v2, ...rest };
   }
 
-  /** 1. Current state, fresh from the apiserver; undefined when it is gone (its children are collected). */
+  /**
+   * 1. Current state: from the event (contract 2), else fresh from the apiserver; undefined
+   * when it is gone (its children are collected).
+   */
   async read(): Promise<KubeObject | undefined> {
+    if (this.snapshot) {
+      const obj = this.snapshot.state.primary as KubeObject;
+      obj.apiVersion ??= this.kind.apiVersion;
+      obj.kind ??= this.kind.kind;
+      return obj;
+    }
     let obj: KubeObject;
     try {
       obj = await this.api.request<KubeObject>('GET', this.primaryPath);
@@ -201,6 +251,9 @@ class Invocation {
       owned: <R extends KindRef>(r: R, n: string) => children.get(childKey(r, n)) as Live<R> | undefined,
       get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
         checkDeclared(reconciler, r, 'get', n);
+        // A child this object controls, held by the event: no request.
+        const held = this.snapshot?.kind(r) ? children.get(childKey(r, n)) : undefined;
+        if (held && (held.metadata.namespace ?? obj.metadata.namespace) === namespace) return held as Live<R>;
         const resource = await api.resource(r.apiVersion, r.kind);
         try {
           return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
@@ -268,14 +321,24 @@ class Invocation {
   async addFinalizer(obj: KubeObject): Promise<void> {
     const finalizer = this.reconciler.finalizer;
     if (!finalizer || obj.metadata.finalizers?.includes(finalizer)) return;
-    await this.step('adding the finalizer', () => addFinalizer(this.api, this.reconciler, this.primaryPath, obj));
+    const written = await this.step('adding the finalizer', () => addFinalizer(this.api, this.reconciler, this.primaryPath, obj));
+    // Later writes are preconditioned on the version this one made.
+    if (written?.metadata?.resourceVersion) obj.metadata.resourceVersion = written.metadata.resourceVersion;
     this.changes.push({ action: 'finalizer', ref: refOf(obj), detail: `added ${finalizer}` });
   }
 
-  /** 3. What exists now: the children this object controls, one list per owned kind, all at once. */
+  /**
+   * 3. What exists now: the children this object controls — from the event for the kinds it
+   * holds, else one list per owned kind, all at once.
+   */
   async observe(obj: KubeObject, ctx: ReconcileContext): Promise<Map<string, KubeObject>> {
     const uid = obj.metadata.uid!;
-    const owned = this.reconciler.owns ?? [];
+    const snapshot = this.snapshot;
+    const owned = (this.reconciler.owns ?? []).filter((r) => !snapshot?.kind(r));
+    for (const r of (this.reconciler.owns ?? []).filter((k) => snapshot?.kind(k))) {
+      for (const child of snapshot!.children(r, uid)) this.children.set(childKey(r, child.metadata.name), snapshot!.guard({ ...child, apiVersion: r.apiVersion, kind: r.kind }) as KubeObject);
+    }
+    if (!owned.length) return this.children;
     await this.step('listing owned objects', async () => {
       const lists = await Promise.all(owned.map((r) => ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` }) as Promise<KubeObject[]>));
       for (const [i, r] of owned.entries()) {
@@ -311,6 +374,7 @@ class Invocation {
   async apply(obj: KubeObject, live: Map<string, KubeObject>, result: Wanted): Promise<{ desired: Set<string>; rejected?: Verdict }> {
     const desiredKeys = new Set<string>();
     const toApply: KubeObject[] = [];
+    const hashes = new Map<KubeObject, string>();
     const refusals: Refusal[] = [];
     const children = ((result.children ?? []) as Child[]).map((child) => childWithOwner(child, obj, this.reconciler.name));
     const scoped = await Promise.all(children.map((d) => this.api.resource(d.apiVersion, d.kind).then((r) => !r.namespaced, () => false)));
@@ -327,9 +391,11 @@ class Invocation {
         refusals.push({ child: describeObject(desired), reason: 'ChildNotOwnable', message: `${describeObject(desired)}: ${unownable}` });
         continue;
       }
-      const needed = applyNeeded(live.get(key), desired, this.reconciler.fieldManager);
+      const hash = desiredHash(desired);
+      const needed = await this.needsApply(desired, live.get(key), hash);
       this.options.observer?.child(desired, live.get(key), needed);
       if (needed) toApply.push(desired);
+      hashes.set(desired, hash);
     }
     const clusterScoped = new Set(children.filter((_, i) => scoped[i]));
     for (const wave of [toApply.filter((d) => clusterScoped.has(d as Child)), toApply.filter((d) => !clusterScoped.has(d as Child))]) {
@@ -337,8 +403,14 @@ class Invocation {
       // Changes and refusals in the children's order, whatever order the answers came in.
       for (const [i, s] of settled.entries()) {
         if (s.status !== 'fulfilled') continue;
-        if (s.value) refusals.push(s.value);
-        else this.changes.push({ action: 'applied', ref: { apiVersion: wave[i]!.apiVersion!, kind: wave[i]!.kind!, namespace: wave[i]!.metadata.namespace, name: wave[i]!.metadata.name } });
+        const d = wave[i]!;
+        if ('refused' in s.value) {
+          refusals.push(s.value.refused);
+          continue;
+        }
+        const ref = { ...refOf(s.value.written ?? d), apiVersion: d.apiVersion!, kind: d.kind! };
+        this.changes.push({ action: 'applied', ref });
+        this.childStates.push({ ref, hash: hashes.get(d)! });
       }
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (failed) throw failed.reason;
@@ -350,24 +422,47 @@ class Invocation {
     return { desired: desiredKeys, rejected: { ready: false, reason: first!.reason, message } };
   }
 
-  /** One server-side apply; a 422 comes back as a refusal instead of an error. */
-  private async applyChild(desired: KubeObject): Promise<Refusal | undefined> {
+  /**
+   * Whether a desired child needs a write. Held by the event: not when the bridge vouches it is
+   * as kfn last applied it (same hash, unchanged since); a child it does not have is created;
+   * one it cannot vouch for (changed since, or never reported) is read whole and compared.
+   * Otherwise: compared with the child as listed (fields.ts).
+   */
+  private async needsApply(desired: KubeObject, live: KubeObject | undefined, hash: string): Promise<boolean> {
+    const snapshot = this.snapshot;
+    if (!snapshot?.kind(desired as KindRef)) return applyNeeded(live, desired, this.reconciler.fieldManager);
+    if (!live) return true;
+    if (snapshot.unchanged(desired, hash, live as never)) {
+      this.childStates.push({ ref: { ...refOf(live), apiVersion: desired.apiVersion!, kind: desired.kind! }, hash });
+      return false;
+    }
+    const whole = await this.step(`reading ${describeObject(desired)}`, async () => {
+      const resource = await this.api.resource(desired.apiVersion!, desired.kind!);
+      return this.api.request<KubeObject>('GET', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined)).catch((err: unknown) => (err instanceof ApiError && err.status === 404 ? undefined : Promise.reject(err)));
+    });
+    const needed = applyNeeded(whole, desired, this.reconciler.fieldManager);
+    if (!needed && whole) this.childStates.push({ ref: { ...refOf(whole), apiVersion: desired.apiVersion!, kind: desired.kind! }, hash });
+    return needed;
+  }
+
+  /** One server-side apply: the object as written, or a refusal (422) instead of an error. */
+  private async applyChild(desired: KubeObject): Promise<{ written?: KubeObject } | { refused: Refusal }> {
     try {
-      await this.step(`applying ${describeObject(desired)}`, async () => {
+      const written = await this.step(`applying ${describeObject(desired)}`, async () => {
         const resource = await this.api.resource(desired.apiVersion!, desired.kind!);
-        await this.api.request('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
+        return this.api.request<KubeObject | undefined>('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
           contentType: 'application/apply-patch+yaml',
           query: { fieldManager: this.reconciler.fieldManager, force: true },
         });
       });
-      return undefined;
+      return { written: written?.metadata ? written : undefined };
     } catch (err) {
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
       if (apiErr && apiErr.status === 422) {
         this.log.warn({ child: describeObject(desired), error: apiErr.message }, 'the apiserver rejected a child');
-        return { child: describeObject(desired), reason: apiErr.reason ?? 'Invalid', message: `${describeObject(desired)}: ${apiErr.message}` };
+        return { refused: { child: describeObject(desired), reason: apiErr.reason ?? 'Invalid', message: `${describeObject(desired)}: ${apiErr.message}` } };
       }
       throw err;
     }
@@ -395,8 +490,12 @@ class Invocation {
     }
   }
 
-  /** 7. The status, with observedGeneration and the Ready condition, written only when it changed. */
-  async writeStatus(obj: KubeObject, ready: Verdict, result: Wanted): Promise<Condition> {
+  /**
+   * 7. The status, with observedGeneration and the Ready condition, written only when it
+   * changed. From a snapshot (contract 2) the write is preconditioned on the version the event
+   * held: undefined when the object changed since (409), so that no stale status is written.
+   */
+  async writeStatus(obj: KubeObject, ready: Verdict, result: Wanted): Promise<Condition | undefined> {
     const previous = ((obj.status ?? {}) as { conditions?: Condition[] }).conditions;
     const settle = (type: string, ok: boolean, reason: string, message: string) => settleCondition(previous, { type, status: ok ? 'True' : 'False', reason, message }, obj.metadata.generation, this.now());
     const condition = settle('Ready', ready.ready, ready.reason, ready.message);
@@ -406,14 +505,24 @@ class Invocation {
     const needed = applyNeeded(obj, statusBody, this.reconciler.fieldManager, 'status');
     this.options.observer?.status(statusBody, needed);
     if (!needed) return condition;
-    await this.step('writing the status', () =>
-      this.api.request('PATCH', `${this.primaryPath}/status`, {
-        body: statusBody,
-        contentType: 'application/apply-patch+yaml',
-        query: { fieldManager: this.reconciler.fieldManager, force: true },
-      }),
-    );
-    this.changes.push({ action: 'status', ref: refOf(obj), detail: `Ready=${condition.status} (${condition.reason})` });
+    const precondition = this.snapshot && obj.metadata.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {};
+    let written: KubeObject | undefined;
+    try {
+      written = await this.step('writing the status', () =>
+        this.api.request<KubeObject | undefined>('PATCH', `${this.primaryPath}/status`, {
+          body: { ...statusBody, metadata: { ...statusBody.metadata, ...precondition } },
+          contentType: 'application/apply-patch+yaml',
+          query: { fieldManager: this.reconciler.fieldManager, force: true },
+        }),
+      );
+    } catch (err) {
+      const cause = (err as Error).cause;
+      if (!(precondition.resourceVersion && cause instanceof ApiError && cause.status === 409)) throw err;
+      this.log.info({ resourceVersion: precondition.resourceVersion }, 'the object changed since the event was built; its status is written at the next delivery');
+      this.stale.push(refOf(obj));
+      return undefined;
+    }
+    this.changes.push({ action: 'status', ref: refOf(written?.metadata ? { ...written, apiVersion: obj.apiVersion, kind: obj.kind } : obj), detail: `Ready=${condition.status} (${condition.reason})` });
     return condition;
   }
 }
@@ -455,9 +564,9 @@ function childWithOwner(child: Child, owner: KubeObject, reconcilerName: string)
 }
 
 
-async function addFinalizer(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject): Promise<void> {
+async function addFinalizer(api: KubeApi, reconciler: Reconciler, path: string, obj: KubeObject): Promise<KubeObject | undefined> {
   // Applying only our finalizer under our field manager: other finalizers are someone else's.
-  await api.request('PATCH', path, {
+  return api.request<KubeObject | undefined>('PATCH', path, {
     // The uid makes the apply a precondition: it never creates a deleted object again, nor
     // touches a new object that took the name (409 / 422 instead).
     body: { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, finalizers: [reconciler.finalizer] } },

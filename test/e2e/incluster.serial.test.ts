@@ -54,7 +54,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const contract = (value: string) => api.request('PATCH', '/apis/apps/v1/namespaces/kfn-system/deployments/kfn-bridge', { body: { metadata: { annotations: { 'kfn.dev/contract': value } } }, contentType: 'application/merge-patch+json' });
   await contract('99');
   const refused = await kfn('deploy', 'functions/myweb').then(() => undefined, (err: { stderr: string }) => err.stderr);
-  assert.match(refused ?? 'deployed', /the bridge kfn-system\/kfn-bridge speaks event contract v99, and these functions \(kfn \S+\) speak v1: upgrade the bridge/);
+  assert.match(refused ?? 'deployed', /the bridge kfn-system\/kfn-bridge speaks event contract v99, and these functions \(kfn \S+\) speak v1 and v2: upgrade the bridge/);
   await contract('1');
 
   // The local registry, asking for a user and password as a real one does: the bridge image is

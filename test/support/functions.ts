@@ -53,6 +53,8 @@ export type FunctionRuntime = 'process' | 'lambda';
 
 export interface StackOptions {
   resyncPeriodSeconds?: number;
+  /** The Reconciler's event contract, instead of the function's own (2): 1 sends references only. */
+  contract?: 1 | 2;
   /** The Reconciler's maxConcurrentReconciles, instead of the function's own. */
   maxConcurrentReconciles?: number;
   /** The Reconciler's timeoutSeconds, instead of the function's own. */
@@ -72,7 +74,7 @@ export interface StackOptions {
 }
 
 export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
-  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, ...extra } = options;
+  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, contract, ...extra } = options;
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
@@ -82,7 +84,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // The function's identity and Secret live in the test namespace; the Reconciler goes into
   // the bridge's file under a name of the test's own (the CRD is shared by the kind's tests).
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [ns], ...extra });
-  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } }; maxConcurrentReconciles?: number; timeoutSeconds?: number } };
+  const reconcilerObj = objects.find((o) => o.kind === 'Reconciler')! as { spec: { sink: { uri: string; awsIam?: { region: string } }; maxConcurrentReconciles?: number; timeoutSeconds?: number; contract?: number } };
+  if (contract !== undefined) reconcilerObj.spec.contract = contract;
   if (maxConcurrentReconciles !== undefined) reconcilerObj.spec.maxConcurrentReconciles = maxConcurrentReconciles;
   if (timeoutSeconds !== undefined) reconcilerObj.spec.timeoutSeconds = timeoutSeconds;
   let lambda: LocalLambda | undefined;

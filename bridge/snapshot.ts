@@ -1,0 +1,223 @@
+// Contract 2: what a delivery carries of the bridge's watches (the primary, the children it
+// controls, which children are as kfn last applied them), and read-your-writes — a key is not
+// delivered again until the watches have seen the writes its last reconcile reported.
+//
+//   answer ─▶ noteAnswer: writes to wait for (by resourceVersion; pruned children gone;
+//             stale snapshots newer), and each wanted child's hash with its version
+//   deliver ─▶ readiness(key): ready | wait (poll again soon) | give up waiting on lagging kinds
+//          ─▶ observed(primary): the primary, each owned kind's children, `applied`
+//
+// Pure bookkeeping over the watches' stores: the Controller passes the watches in.
+import type { ReconcilerConfig } from './config.ts';
+import type { Watcher, WatchEvent } from './watcher.ts';
+import { pickFields } from './records.ts';
+import type { ObservedKind, ObservedObject, ObservedState } from '../core/event.ts';
+import type { ReconcileResponse } from '../core/response.ts';
+import { groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import type { KubeObject } from '../kube/api.ts';
+
+/**
+ * Compares two resourceVersions: negative, zero or positive as `a` is older, the same or newer
+ * than `b`; undefined when they are not comparable. Kubernetes 1.35 made them comparable
+ * (KEP-5504): decimal integers without leading zeros, so the longer is the newer.
+ */
+export function compareResourceVersions(a: string, b: string): number | undefined {
+  if (!/^[1-9][0-9]*$/.test(a) || !/^[1-9][0-9]*$/.test(b)) return a === b ? 0 : undefined;
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Something the next delivery of a key must not be built without. */
+type Wait =
+  /** A write: the object's watch has reached this resourceVersion. */
+  | { kind: KindRef; namespace?: string; name: string; resourceVersion: string; type: 'write' }
+  /** A pruned child: its watch no longer holds it (or holds another object of its name, or it is being deleted). */
+  | { kind: KindRef; namespace?: string; name: string; uid: string; type: 'gone' }
+  /** A stale snapshot: the watch holds a newer version than this one. */
+  | { kind: KindRef; namespace?: string; name: string; resourceVersion: string; type: 'newer' };
+
+/** A child as kfn last applied (or found) it: the hash the function reported, at which version. */
+interface Baseline {
+  hash: string;
+  resourceVersion?: string;
+  generation?: number;
+}
+
+/** The watches of one kind (one per namespace, or one for all), as the Controller has them. */
+export type WatchesOf = (kind: KindRef) => Watcher[];
+
+export type Readiness =
+  | { kind: 'ready' }
+  /** Deliver later: a watch has not yet seen the writes. */
+  | { kind: 'wait'; first: boolean }
+  /** Waited long enough: deliver, reading these kinds (group/Kind) from the apiserver. */
+  | { kind: 'lagging'; kinds: Set<string> };
+
+/** How long a key waits for lagging watches before its delivery goes without their snapshot. */
+export const maxSnapshotWaitMs = 10_000;
+
+export class Snapshots {
+  private readonly config: ReconcilerConfig;
+  /** Children by their controller owner's uid: group/Kind → store keys. */
+  private readonly children = new Map<string, Map<string, Set<string>>>();
+  /** What each wanted child was when kfn last applied or found it, by objectId. */
+  private readonly baselines = new Map<string, Baseline>();
+  /** Per key: what its next delivery waits for, since when, and whether the wait was counted. */
+  private readonly waits = new Map<string, { since: number; waits: Wait[]; counted: boolean }>();
+
+  constructor(config: ReconcilerConfig) {
+    this.config = config;
+  }
+
+  /** The owned kind `kind` is, if it is one. */
+  private owned(kind: KindRef) {
+    return this.config.owns.find((o) => sameKind(o, kind));
+  }
+
+  /** Keeps the owner index and the baselines in step with a watch of any kind. */
+  onEvent(kind: KindRef, event: WatchEvent): void {
+    if (event.type === 'synced' || !this.owned(kind)) return;
+    const gk = groupKind(kind);
+    const key = event.key ?? objectKey(event.object.metadata);
+    const before = event.type === 'apply' ? event.old : event.object;
+    const beforeOwner = before?.metadata.ownerReferences?.find((r) => r.controller)?.uid;
+    const afterOwner = event.type === 'apply' ? event.object.metadata.ownerReferences?.find((r) => r.controller)?.uid : undefined;
+    if (beforeOwner && beforeOwner !== afterOwner) {
+      const kinds = this.children.get(beforeOwner);
+      kinds?.get(gk)?.delete(key);
+      if (kinds?.get(gk)?.size === 0) kinds.delete(gk);
+      if (kinds?.size === 0) this.children.delete(beforeOwner);
+    }
+    if (afterOwner) {
+      let kinds = this.children.get(afterOwner);
+      if (!kinds) this.children.set(afterOwner, (kinds = new Map()));
+      let keys = kinds.get(gk);
+      if (!keys) kinds.set(gk, (keys = new Set()));
+      keys.add(key);
+    }
+    if (event.type === 'delete') this.baselines.delete(objectId({ ...kind, namespace: event.object.metadata.namespace, name: event.object.metadata.name }));
+  }
+
+  /** Forgets a key (its primary is gone, or another shard delivers it). */
+  forget(key: string): void {
+    this.waits.delete(key);
+  }
+
+  /** What a contract-2 answer says the next delivery of `key` must see, and what the children are. */
+  noteAnswer(key: string, response: ReconcileResponse | undefined, now: number): void {
+    if (!response) return;
+    const waits: Wait[] = [];
+    const watched = (ref: ObjectRef) => sameKind(ref, this.config.for) || this.owned(ref) !== undefined;
+    for (const change of response.changes ?? []) {
+      const ref = change.ref;
+      if (!ref || !watched(ref)) continue;
+      const where = { kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name };
+      if (change.action === 'pruned' && ref.uid) waits.push({ ...where, uid: ref.uid, type: 'gone' });
+      else if (change.action !== 'pruned' && change.action !== 'event' && ref.resourceVersion) waits.push({ ...where, resourceVersion: ref.resourceVersion, type: 'write' });
+    }
+    for (const ref of response.stale ?? []) {
+      if (watched(ref) && ref.resourceVersion) waits.push({ kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name, resourceVersion: ref.resourceVersion, type: 'newer' });
+    }
+    if (waits.length) this.waits.set(key, { since: now, waits, counted: false });
+    else this.waits.delete(key);
+    for (const child of response.children ?? []) {
+      if (!this.owned(child.ref) || typeof child.hash !== 'string') continue;
+      this.baselines.set(objectId(child.ref), { hash: child.hash, ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}), ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}) });
+    }
+  }
+
+  /** Whether `key` can be delivered now, given what its last answer wrote. */
+  readiness(key: string, watchesOf: WatchesOf, now: number): Readiness {
+    const entry = this.waits.get(key);
+    if (!entry) return { kind: 'ready' };
+    const open = entry.waits.filter((w) => !seen(w, watchesOf(w.kind)));
+    if (!open.length) {
+      this.waits.delete(key);
+      return { kind: 'ready' };
+    }
+    if (now - entry.since < maxSnapshotWaitMs) {
+      const first = !entry.counted;
+      entry.counted = true;
+      return { kind: 'wait', first };
+    }
+    this.waits.delete(key);
+    return { kind: 'lagging', kinds: new Set(open.map((w) => groupKind(w.kind))) };
+  }
+
+  /**
+   * The observed state for a delivery of `primary`: the primary as its watch holds it, and for
+   * each owned kind whose watch has synced (and is not in `lagging`) every child the primary
+   * controls, projected to the kind's fields. Undefined when the primary's own kind lags: the
+   * function then reads everything, as in contract 1.
+   */
+  observed(primary: KubeObject, watchesOf: WatchesOf, lagging: Set<string> = new Set()): ObservedState | undefined {
+    if (lagging.has(groupKind(this.config.for))) return undefined;
+    const uid = primary.metadata.uid;
+    const namespace = primary.metadata.namespace;
+    const kinds: ObservedKind[] = [];
+    const children: ObservedObject[] = [];
+    const applied: Record<string, string> = {};
+    const byKind = uid ? this.children.get(uid) : undefined;
+    for (const owned of this.config.owns) {
+      const gk = groupKind(owned);
+      if (lagging.has(gk)) continue;
+      const watches = watchesOf(owned).filter((w) => !w.namespace || w.namespace === namespace);
+      if (!watches.length || !watches.every((w) => w.hasSynced)) continue;
+      const oldest = watches.map((w) => w.resourceVersion).reduce((a, b) => ((compareResourceVersions(a, b) ?? 0) <= 0 ? a : b));
+      kinds.push({ apiVersion: owned.apiVersion, kind: owned.kind, resourceVersion: oldest, ...(owned.fields ? { fields: owned.fields } : {}) });
+      for (const storeKey of byKind?.get(gk) ?? []) {
+        const child = watches.map((w) => w.store.get(storeKey)).find((c) => c !== undefined);
+        if (!child || child.metadata.ownerReferences?.find((r) => r.controller)?.uid !== uid) continue;
+        const carried = projected(child, owned.fields);
+        children.push(carried);
+        const id = objectId({ apiVersion: owned.apiVersion, kind: owned.kind, namespace: child.metadata.namespace, name: child.metadata.name });
+        const base = this.baselines.get(id);
+        if (base && unchangedSince(child, base)) applied[id] = base.hash;
+      }
+    }
+    return { primary: primary as ObservedObject, kinds, children, ...(Object.keys(applied).length ? { applied } : {}) };
+  }
+}
+
+/** A child as the event carries it: the watch's record, or the whole object cut to `fields`. */
+function projected(child: KubeObject, fields: string[] | undefined): ObservedObject {
+  const m = child.metadata;
+  const metadata = { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation, deletionTimestamp: m.deletionTimestamp, labels: m.labels, ownerReferences: m.ownerReferences };
+  const base = { apiVersion: child.apiVersion!, kind: child.kind!, metadata };
+  if (!fields) return child as ObservedObject;
+  return pickFields(base as Record<string, unknown>, child as unknown as Record<string, unknown>, fields) as unknown as ObservedObject;
+}
+
+/**
+ * True when a child is provably as kfn last applied it: the same resourceVersion, or — for a
+ * kind with a generation (its spec) — the same generation: metadata and status written by
+ * others since do not matter (the SDK checks the labels it sets itself).
+ */
+function unchangedSince(child: KubeObject, base: Baseline): boolean {
+  if (base.resourceVersion !== undefined && child.metadata.resourceVersion === base.resourceVersion) return true;
+  return base.generation !== undefined && child.metadata.generation === base.generation;
+}
+
+/** Whether the watches of a kind have seen what `wait` waits for. */
+function seen(wait: Wait, watches: Watcher[]): boolean {
+  const relevant = watches.filter((w) => !w.namespace || w.namespace === wait.namespace);
+  if (!relevant.length) return true; // not watched (any more): nothing to wait for
+  const key = objectKey({ namespace: wait.namespace, name: wait.name });
+  return relevant.some((w) => {
+    const held = w.store.get(key);
+    switch (wait.type) {
+      case 'write': {
+        const reached = compareResourceVersions(w.resourceVersion, wait.resourceVersion);
+        if (reached !== undefined && reached >= 0) return true;
+        const own = held?.metadata.resourceVersion;
+        if (own === undefined) return false;
+        const c = compareResourceVersions(own, wait.resourceVersion);
+        return c !== undefined && c >= 0;
+      }
+      case 'gone':
+        return !held || held.metadata.uid !== wait.uid || held.metadata.deletionTimestamp !== undefined;
+      case 'newer':
+        return !held || held.metadata.resourceVersion !== wait.resourceVersion;
+    }
+  });
+}

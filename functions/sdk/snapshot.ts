@@ -1,0 +1,98 @@
+// Contract 2 on the function's side: what an event's observed state can answer, so that a
+// reconcile reads the apiserver only for what the event does not hold.
+//
+//   - which owned kinds it holds every child of (`kinds`), and each child, projected to the
+//     fields the function declared (`observe`): a read of a field not carried throws, naming the
+//     declaration to change, rather than answering undefined;
+//   - whether a desired child needs a write: not when the bridge vouches that the child is as
+//     kfn last applied it (`applied`, by hash) and the labels kfn sets are still there.
+import { createHash } from 'node:crypto';
+import type { ObservedObject, ObservedState } from '../../core/event.ts';
+import { describeObject, objectId, sameKind, type KindRef } from '../../core/objects.ts';
+import type { KubeObject } from '../../kube/api.ts';
+
+/** The hash of a desired child, as the function reports it and the bridge carries it back. */
+export function desiredHash(desired: unknown): string {
+  return createHash('sha256').update(JSON.stringify(desired)).digest('hex').slice(0, 32);
+}
+
+/** Property names any object answers (inspection, promises, JSON): never refused. */
+const alwaysReadable = new Set(['toJSON', 'then', 'constructor', 'valueOf', 'toString', 'inspect', 'asymmetricMatch', 'nodeType', '$$typeof']);
+
+type Tree = { [field: string]: Tree | true };
+
+/** The carried paths as a tree: `['status', 'spec.selector']` → {status: true, spec: {selector: true}}. */
+function treeOf(fields: string[]): Tree {
+  const tree: Tree = { apiVersion: true, kind: true, metadata: true };
+  for (const path of fields) {
+    const parts = path.split('.');
+    let node = tree;
+    for (const [i, part] of parts.entries()) {
+      if (node[part] === true) break;
+      if (i === parts.length - 1) node[part] = true;
+      else node = (node[part] = (node[part] as Tree | undefined) ?? {}) as Tree;
+    }
+  }
+  return tree;
+}
+
+/**
+ * `obj`, where reading a field its projection does not carry throws an error that says so (a
+ * field carried but absent reads undefined, as usual). `fields` undefined: the whole object.
+ */
+export function guarded<T extends object>(obj: T, fields: string[] | undefined, what: string): T {
+  if (!fields) return obj;
+  const wrap = (target: Record<string, unknown>, tree: Tree, path: string): Record<string, unknown> =>
+    new Proxy(target, {
+      get(t, prop, receiver) {
+        if (typeof prop !== 'string' || alwaysReadable.has(prop)) return Reflect.get(t, prop, receiver);
+        const node = tree[prop];
+        if (node === undefined) {
+          throw new Error(`${what}: ${path}${prop} is not in the event: the function declares only ${['metadata', ...fields].join(', ')} of this kind (observe in defineReconciler). Add ${path}${prop} there to read it.`);
+        }
+        const value = Reflect.get(t, prop, receiver);
+        return node === true || value === null || typeof value !== 'object' ? value : wrap(value as Record<string, unknown>, node, `${path}${prop}.`);
+      },
+    });
+  return wrap(obj as Record<string, unknown>, treeOf(fields), '') as T;
+}
+
+/** The observed state of one event, as the runtime asks it. */
+export class Snapshot {
+  readonly state: ObservedState;
+  constructor(state: ObservedState) {
+    this.state = state;
+  }
+
+  /** The kind as the event holds it (every child of it), or undefined when the function must list it. */
+  kind(ref: KindRef) {
+    return this.state.kinds.find((k) => sameKind(k, ref));
+  }
+
+  /** The children of `ref`'s kind the primary controls (uid), as carried. */
+  children(ref: KindRef, uid: string): ObservedObject[] {
+    return this.state.children.filter((c) => sameKind(c, ref) && c.metadata.ownerReferences && (c.metadata.ownerReferences as { controller?: boolean; uid?: string }[]).some((o) => o.controller && o.uid === uid));
+  }
+
+  /** A child, guarded to the fields its kind carries. */
+  guard<T extends object>(child: T & { kind?: string; metadata: { name: string; namespace?: string } }): T {
+    const k = this.kind({ apiVersion: (child as { apiVersion?: string }).apiVersion ?? '', kind: child.kind ?? '' });
+    return guarded(child, k?.fields, describeObject(child as never));
+  }
+
+  /**
+   * Whether `desired` needs no write: the bridge vouches the child is as kfn last applied it,
+   * with the same hash, and every label and annotation the function sets is on it as carried
+   * (annotations only count when the kind carries them).
+   */
+  unchanged(desired: KubeObject, hash: string, live: ObservedObject | undefined): boolean {
+    if (!live) return false;
+    const id = objectId({ apiVersion: desired.apiVersion!, kind: desired.kind!, namespace: desired.metadata.namespace, name: desired.metadata.name });
+    if (this.state.applied?.[id] !== hash) return false;
+    const has = (want: Record<string, string> | undefined, got: unknown) => !want || Object.entries(want).every(([k, v]) => (got as Record<string, string> | undefined)?.[k] === v);
+    if (!has(desired.metadata.labels, live.metadata.labels)) return false;
+    const annotations = desired.metadata.annotations;
+    if (annotations && Object.keys(annotations).length && !('annotations' in live.metadata && has(annotations, live.metadata.annotations))) return false;
+    return true;
+  }
+}
