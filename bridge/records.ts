@@ -78,27 +78,6 @@ export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersi
   return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestSlot]: changeDigest(obj), [keySlot]: key };
 }
 
-/**
- * Copies the value at each dotted path of `source` (`status`, `spec.selector`,
- * `metadata.annotations`) into `target`, making the objects on the way: a projection of an
- * object to the fields a function declares it reads. A path absent in `source` is left out.
- */
-export function pickFields<T extends Record<string, unknown>>(target: T, source: Record<string, unknown>, paths: readonly string[]): T {
-  for (const path of paths) {
-    const parts = path.split('.');
-    let from: unknown = source;
-    for (const part of parts) from = from !== null && typeof from === 'object' ? (from as Record<string, unknown>)[part] : undefined;
-    if (from === undefined) continue;
-    let into = target as Record<string, unknown>;
-    for (const part of parts.slice(0, -1)) {
-      const next = into[part];
-      into = (into[part] = next !== null && typeof next === 'object' ? { ...(next as Record<string, unknown>) } : {}) as Record<string, unknown>;
-    }
-    into[parts.at(-1)!] = from;
-  }
-  return target;
-}
-
 /** managedFields entries of kfn's own field managers (`kfn-…`): what the SDK reads to know whether a status write would change anything. */
 export function kfnManagedFields(obj: KubeObject): unknown[] | undefined {
   const entries = obj.metadata.managedFields as { manager?: string }[] | undefined;

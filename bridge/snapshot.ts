@@ -10,8 +10,7 @@
 // Pure bookkeeping over the watches' stores: the Controller passes the watches in.
 import type { ReconcilerConfig } from './config.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
-import { pickFields } from './records.ts';
-import type { ObservedKind, ObservedObject, ObservedState } from '../core/event.ts';
+import { projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../core/event.ts';
 import type { ReconcileResponse } from '../core/response.ts';
 import { groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import type { KubeObject } from '../kube/api.ts';
@@ -168,7 +167,7 @@ export class Snapshots {
       for (const storeKey of byKind?.get(gk) ?? []) {
         const child = watches.map((w) => w.store.get(storeKey)).find((c) => c !== undefined);
         if (!child || child.metadata.ownerReferences?.find((r) => r.controller)?.uid !== uid) continue;
-        const carried = projected(child, owned.fields);
+        const carried = projectObject(child as ObservedObject, owned.fields);
         children.push(carried);
         const id = objectId({ apiVersion: owned.apiVersion, kind: owned.kind, namespace: child.metadata.namespace, name: child.metadata.name });
         const base = this.baselines.get(id);
@@ -177,15 +176,6 @@ export class Snapshots {
     }
     return { primary: primary as ObservedObject, kinds, children, ...(Object.keys(applied).length ? { applied } : {}) };
   }
-}
-
-/** A child as the event carries it: the watch's record, or the whole object cut to `fields`. */
-function projected(child: KubeObject, fields: string[] | undefined): ObservedObject {
-  const m = child.metadata;
-  const metadata = { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation, deletionTimestamp: m.deletionTimestamp, labels: m.labels, ownerReferences: m.ownerReferences };
-  const base = { apiVersion: child.apiVersion!, kind: child.kind!, metadata };
-  if (!fields) return child as ObservedObject;
-  return pickFields(base as Record<string, unknown>, child as unknown as Record<string, unknown>, fields) as unknown as ObservedObject;
 }
 
 /**

@@ -9,7 +9,7 @@
 // primary and its children (`observed`), so that a function need not read them again.
 import { createHash } from 'node:crypto';
 import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
-import { objectKey, type ObjectRef } from './objects.ts';
+import { objectKey, pickFields, type ObjectRef } from './objects.ts';
 import { authenticationProblem, type Credentials, type HttpMessage } from './authentication.ts';
 
 /** The newest contract this kfn speaks: the bridge sends it to Reconcilers that ask for it (spec.contract), and 1 to the others. */
@@ -29,6 +29,19 @@ export interface ObservedObject {
   kind: string;
   metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number; labels?: Record<string, string>; [field: string]: unknown };
   [field: string]: unknown;
+}
+
+/**
+ * An object as contract 2 carries it with `fields` declared: its identity and the metadata
+ * routing reads (name, namespace, uid, resourceVersion, generation, deletionTimestamp, labels,
+ * the controller ownerReference), and the declared paths; `fields` undefined: whole.
+ */
+export function projectObject(obj: ObservedObject, fields: readonly string[] | undefined): ObservedObject {
+  if (!fields) return obj;
+  const m = obj.metadata as ObservedObject['metadata'] & { deletionTimestamp?: string; ownerReferences?: { controller?: boolean }[] };
+  const owner = m.ownerReferences?.filter((r) => r.controller);
+  const metadata = { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, generation: m.generation, deletionTimestamp: m.deletionTimestamp, labels: m.labels, ownerReferences: owner?.length ? owner : undefined };
+  return pickFields({ apiVersion: obj.apiVersion, kind: obj.kind, metadata } as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as ObservedObject;
 }
 
 /** One kind whose objects the event carries, and how far its watch had come. */

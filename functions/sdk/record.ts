@@ -290,7 +290,9 @@ export class Recorder {
         desired: d,
         ...(live !== undefined ? { live: l } : {}),
         written,
-        changes: desiredChanges(l, d),
+        // Not written: the runtime found nothing to change (a child the event only carries in
+        // part would otherwise show its other fields as missing).
+        changes: written ? desiredChanges(l, d) : [],
       });
     },
     status: (desired, written) => {

@@ -248,12 +248,12 @@ class Invocation {
       reason: received.reason,
       attempt: received.attempt,
       trigger: received.data.trigger,
-      owned: <R extends KindRef>(r: R, n: string) => children.get(childKey(r, n)) as Live<R> | undefined,
+      owned: <R extends KindRef>(r: R, n: string) => this.carried(children.get(childKey(r, n))) as Live<R> | undefined,
       get: async <R extends KindRef>(r: R, n: string, namespace = obj.metadata.namespace) => {
         checkDeclared(reconciler, r, 'get', n);
         // A child this object controls, held by the event: no request.
         const held = this.snapshot?.kind(r) ? children.get(childKey(r, n)) : undefined;
-        if (held && (held.metadata.namespace ?? obj.metadata.namespace) === namespace) return held as Live<R>;
+        if (held && (held.metadata.namespace ?? obj.metadata.namespace) === namespace) return this.carried(held) as Live<R>;
         const resource = await api.resource(r.apiVersion, r.kind);
         try {
           return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
@@ -273,6 +273,11 @@ class Invocation {
       log,
       signal,
     };
+  }
+
+  /** A child as the function sees it: guarded to the fields the event carries of its kind. */
+  private carried(child: KubeObject | undefined): KubeObject | undefined {
+    return child && this.snapshot?.kind(child as KindRef) ? this.snapshot.guard(child as KubeObject & { kind: string }) : child;
   }
 
   /** 2. Deletion: run the user's finalize (bounded by finalizeTimeoutSeconds), then let the object go. */
@@ -336,7 +341,7 @@ class Invocation {
     const snapshot = this.snapshot;
     const owned = (this.reconciler.owns ?? []).filter((r) => !snapshot?.kind(r));
     for (const r of (this.reconciler.owns ?? []).filter((k) => snapshot?.kind(k))) {
-      for (const child of snapshot!.children(r, uid)) this.children.set(childKey(r, child.metadata.name), snapshot!.guard({ ...child, apiVersion: r.apiVersion, kind: r.kind }) as KubeObject);
+      for (const child of snapshot!.children(r, uid)) this.children.set(childKey(r, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind } as KubeObject);
     }
     if (!owned.length) return this.children;
     await this.step('listing owned objects', async () => {

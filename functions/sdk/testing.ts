@@ -11,8 +11,8 @@
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { encodeReconcileEvent as eventFor, type ReconcileReason } from '../../core/event.ts';
-import { groupOf, isClusterScopedKind, objectId, type KindRef, type ObjectRef } from '../../core/objects.ts';
+import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, type ObservedState, type ReconcileReason } from '../../core/event.ts';
+import { groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
@@ -208,6 +208,12 @@ export interface TestReconcileOptions {
   now?: Date | (() => Date);
   /** Makes the fake apiserver refuse a write (e.g. a 422 for a child). */
   refuse?: (write: { method: Method; path: string; body: unknown }) => Refusal;
+  /**
+   * The event contract (default 2, as the bridge speaks to functions of this kfn): the event
+   * carries the primary and its children as the bridge would, each owned kind cut to what
+   * `observe` declares; 1 sends references only, and the runtime reads everything.
+   */
+  contract?: 1 | 2;
 }
 
 export interface TestOutcome {
@@ -228,6 +234,8 @@ export interface TestOutcome {
   condition(type: string): Condition | undefined;
   /** Kubernetes Events the invocation recorded on the object. */
   events: { type: string; reason: string; message: string }[];
+  /** The event as the invocation's record holds it (contract 2: with what it observed; sensitive fields hashed). */
+  event: InvocationRecord['event'];
   /** Every request, as the invocation's record holds them. */
   reads: Exchange[];
   writes: Exchange[];
@@ -244,7 +252,8 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
   const { primary, namespace } = world;
   const kind = reconciler.for;
   const ref: ObjectRef = { apiVersion: kind.apiVersion, kind: kind.kind, ...(namespace ? { namespace } : {}), name: primary.metadata.name, uid: primary.metadata.uid, resourceVersion: primary.metadata.resourceVersion };
-  const { event } = eventFor({ reconciler: reconciler.name, primary: ref, reason: options.reason ?? 'updated', ...(options.trigger ? { trigger: options.trigger } : {}), observedAt: now().getTime() }, options.attempt ?? 1, 'kfn://test');
+  const observed = (options.contract ?? 2) === 2 ? observedOf(reconciler, world) : undefined;
+  const { event } = eventFor({ reconciler: reconciler.name, primary: ref, reason: options.reason ?? 'updated', ...(options.trigger ? { trigger: options.trigger } : {}), observedAt: now().getTime() }, options.attempt ?? 1, 'kfn://test', undefined, observed);
   const received = receivedFrom({ id: event.id, source: event.source, reason: options.reason ?? 'updated', attempt: options.attempt ?? 1, data: event.data! });
   const recorder = new Recorder(reconciler, received, now());
   const log = pino({ level: 'debug' }, { write: (line: string) => recorder.log(JSON.parse(line) as Record<string, unknown>) });
@@ -259,6 +268,24 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
     error = err as Error;
   }
   return outcomeOf(recorder.finish(result ? { result } : { error }), { result, error, children, world });
+}
+
+/** What the bridge's event would carry (contract 2): the primary, and each owned kind's children of it, cut to `observe`. */
+function observedOf(reconciler: Reconciler, world: World): ObservedState {
+  const uid = world.primary.metadata.uid;
+  const owned = reconciler.owns ?? [];
+  const fieldsOf = (k: KindRef) => (reconciler.observe ?? []).find((o) => sameKind(o.kind, k))?.fields;
+  const children = [...world.state.objects.values()]
+    .filter((o) => o.metadata.ownerReferences?.some((r) => (r as { controller?: boolean }).controller && r.uid === uid))
+    .flatMap((o) => {
+      const kind = owned.find((k) => sameKind(k, { apiVersion: o.apiVersion!, kind: o.kind! }));
+      return kind ? [projectObject(structuredClone(o) as ObservedObject, fieldsOf(kind))] : [];
+    });
+  return {
+    primary: structuredClone(world.primary) as ObservedObject,
+    kinds: owned.map((k) => ({ apiVersion: k.apiVersion, kind: k.kind, resourceVersion: String(world.state.version), ...(fieldsOf(k) ? { fields: fieldsOf(k) } : {}) })),
+    children,
+  };
 }
 
 /**
@@ -346,6 +373,7 @@ function outcomeOf(record: InvocationRecord, run: { result?: ReconcileResponse; 
     ...(conditionOf('Ready') ? { ready: conditionOf('Ready') } : {}),
     condition: conditionOf,
     events,
+    event: record.event,
     reads: record.reads,
     writes: record.writes,
     get: <T>(k: KindRef, name: string, ns?: string) => {

@@ -38,7 +38,9 @@ import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 import { compactEtcd } from '../../cluster/etcd.ts';
 import { functionStack } from '../support/functions.ts';
-import { MyWeb } from '../../functions/myweb/index.ts';
+import myWebFunction, { MyWeb } from '../../functions/myweb/index.ts';
+import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { childLabels } from '../../core/names.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
@@ -55,6 +57,7 @@ const { values } = parseArgs({
     rates: { type: 'string', default: '50,200,max' },
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000,20000,40000' },
+    'snapshot-objects': { type: 'string', default: '10000' },
     only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6' },
     'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
@@ -603,6 +606,76 @@ async function memory(): Promise<{ objects: number; kfn: number; kfnHeapAfterGc:
   return rows;
 }
 
+/** What P4 measures with snapshots: N MyWebs with their 3N children, watched by each contender. */
+interface SnapshotMemory {
+  webs: number;
+  children: number;
+  /** The bridge watching an empty namespace: what no object costs. */
+  emptyRss: number;
+  emptyHeap: number;
+  /** Contract 1: metadata records of the MyWebs and their children. */
+  v1Rss: number;
+  v1Heap: number;
+  /** Contract 2 with what MyWeb declares it reads: whole MyWebs, the Deployments' status and selector, the others' metadata. */
+  v2Rss: number;
+  v2Heap: number;
+  cr: number;
+}
+
+/**
+ * P4 with snapshots: N MyWebs and, made here as the function would make them, their ConfigMap,
+ * Deployment (0 replicas: no pods) and headless Service, each owned by its MyWeb; the bridge
+ * started on them fresh for each projection (delivering to a sink that answers at once), then
+ * the controller-runtime operator (`--watch-only`: its cache of MyWebs and the three owned kinds).
+ */
+async function snapshotMemory(n: number): Promise<SnapshotMemory> {
+  const ns = await createNamespace('kfn-compare-snapshots');
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => sink.close());
+  const port = (sink.address() as AddressInfo).port;
+  log(`P4 with snapshots: creating ${n} MyWebs and ${3 * n} children`);
+  await inParallel(n, 16, async (i) => {
+    const name = `s${i}`;
+    const created = await api.request<{ metadata: { uid: string } }>('POST', webs(ns), { body: web(name, 30000 + (i % 2700)) });
+    const metadata = (child: string) => ({ name: child, labels: { ...childLabels(created.metadata.uid, 'myweb'), app: name }, ownerReferences: [{ apiVersion: MyWeb.apiVersion, kind: 'MyWeb', name, uid: created.metadata.uid, controller: true, blockOwnerDeletion: true }] });
+    await Promise.all([
+      api.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: metadata(`${name}-page`), data: { 'index.html': `<h1>${name}</h1>` } } }),
+      api.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
+        body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: metadata(name), spec: { replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'nginx', image: 'kfn.local/nginx:1.22', ports: [{ containerPort: 80 }] }] } } } },
+      }),
+      api.request('POST', `/api/v1/namespaces/${ns}/services`, { body: { apiVersion: 'v1', kind: 'Service', metadata: metadata(name), spec: { clusterIP: 'None', selector: { app: name }, ports: [{ port: 80 }] } } }),
+    ]);
+  });
+  const reconciler = functionManifests(myWebFunction, { namespace: ns, sinkUri: `http://127.0.0.1:${port}/kfn`, namespaces: [ns] }).find((o) => o.kind === 'Reconciler') as { spec: Record<string, unknown> };
+  delete reconciler.spec.auth;
+  const bridgeOn = async (label: string, spec: Record<string, unknown>, namespace: string) => {
+    const config = join(dir, `snapshot-bridge-${label}.yaml`);
+    writeFileSync(config, stringify({ ...reconciler, metadata: { name: 'snapshots' }, spec: { ...spec, namespaces: [namespace] } }));
+    const bridge = startProcess(`snapshot-bridge-${label}`, process.execPath, [...values['bridge-node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', bundle, 'bridge', `--kubeconfig=${kubeconfig}`, `--config=${config}`, '--log-level=error', '--metrics-addr=0']);
+    const rss = await settledRss(bridge.pid!);
+    const heap = await heapAfterGc(bridge.logFile);
+    await stop(bridge);
+    log(`P4 with snapshots, kfn bridge (${label}): ${rss.toFixed(0)} MiB, heap after a forced GC ${heap.toFixed(1)} MiB`);
+    return { rss, heap };
+  };
+  const empty = await createNamespace('kfn-compare-empty');
+  const none = await bridgeOn('empty', reconciler.spec, empty);
+  await deleteNamespace(empty);
+  const v1 = await bridgeOn('contract 1', { ...reconciler.spec, contract: 1 }, ns);
+  const v2 = await bridgeOn('contract 2', reconciler.spec, ns);
+  const cr = startProcess('snapshot-cr', peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--watch-only', '--zap-log-level', 'error']);
+  const crRss = await settledRss(cr.pid!);
+  await stop(cr);
+  log(`P4 with snapshots, controller-runtime: ${crRss.toFixed(0)} MiB`);
+  sink.close();
+  await deleteNamespace(ns);
+  return { webs: n, children: 3 * n, emptyRss: none.rss, emptyHeap: none.heap, v1Rss: v1.rss, v1Heap: v1.heap, v2Rss: v2.rss, v2Heap: v2.heap, cr: crRss };
+}
+
 // ------------------------------------------------------------------------------------------
 
 const lines: string[] = [];
@@ -634,6 +707,7 @@ try {
   if (only.has('p2')) results.latency = await latency();
   if (only.has('p6')) results.relists = await relists(Number(values['relist-objects']));
   if (only.has('p4')) results.memory = await memory();
+  if (only.has('p4') && Number(values['snapshot-objects']) > 0) results.snapshotMemory = await snapshotMemory(Number(values['snapshot-objects']));
 } finally {
   for (const fn of cleanups.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });
@@ -694,6 +768,18 @@ if (mem) {
     const steps = mem.slice(1).map((r, i) => `${mem[i]!.objects / 1000}k→${r.objects / 1000}k ${(((r.kfnHeapAfterGc - mem[i]!.kfnHeapAfterGc) * 1024) / (r.objects - mem[i]!.objects)).toFixed(2)}`);
     say(`  kfn's heap after a forced GC, KiB per additional object, step by step: ${steps.join(', ')}`);
   }
+}
+const snap = results.snapshotMemory as SnapshotMemory | undefined;
+if (snap) {
+  const objects = snap.webs + snap.children;
+  const perObject = (heap: number) => (((heap - snap.emptyHeap) * 1024) / objects).toFixed(2);
+  say();
+  say(`P4 with snapshots: ${snap.webs} MyWebs and their ${snap.children} children (MiB; heap after a forced GC in brackets)`);
+  say(`  kfn bridge, no objects (its floor)               ${snap.emptyRss.toFixed(0).padStart(5)} (${snap.emptyHeap.toFixed(1)})`);
+  say(`  kfn bridge, contract 1 (metadata records)        ${snap.v1Rss.toFixed(0).padStart(5)} (${snap.v1Heap.toFixed(1)})   ${perObject(snap.v1Heap)} KiB of heap per object`);
+  say(`  kfn bridge, contract 2 (what MyWeb reads)        ${snap.v2Rss.toFixed(0).padStart(5)} (${snap.v2Heap.toFixed(1)})   ${perObject(snap.v2Heap)} KiB of heap per object`);
+  say(`  controller-runtime (its cache of all four kinds) ${snap.cr.toFixed(0).padStart(5)}`);
+  say(`  kfn contract 2 / controller-runtime ${x(snap.v2Rss, snap.cr)} (goal ≤ 1.0×)`);
 }
 const rel = results.relists as RelistResult | undefined;
 if (rel) {
