@@ -34,8 +34,10 @@ export interface ReplayOutcome {
 }
 
 /** The reconcile the record received, as the runtime takes it (without the deadline: a replay runs to the end). */
-export function receivedFrom(event: RecordedEvent, overrides: { reason?: ReceivedReconcile['reason']; attempt?: number; deadline?: boolean } = {}): ReceivedReconcile {
-  const data: ReconcileEventData = event.data;
+export function receivedFrom(event: RecordedEvent, overrides: { reason?: ReceivedReconcile['reason']; attempt?: number; deadline?: boolean; now?: boolean } = {}): ReceivedReconcile {
+  // `now`: the object as it is now, not as the event saw it then: without the observed state (contract 2), the runtime reads the cluster.
+  const { observed: _then, ...references } = event.data;
+  const data: ReconcileEventData = overrides.now ? { ...references, contract: 1 } : event.data;
   const ce = new CloudEvent<ReconcileEventData>({ specversion: '1.0', type: reconcileEventType, source: event.source, id: event.id, ...(event.time ? { time: event.time } : {}), datacontenttype: 'application/json', data });
   // The recorded deadline only means something on the recorded clock (an offline replay); now it has passed.
   const deadline = overrides.deadline && event.deadline ? { deadline: new Date(event.deadline) } : {};
@@ -248,7 +250,7 @@ function comparable(obj: unknown): unknown {
  */
 export async function replayDryRun(reconciler: Reconciler, event: RecordedEvent, api: KubeApi, options: { then?: InvocationRecord; log?: Logger } = {}): Promise<ReplayOutcome> {
   if (options.then) checkKind(reconciler, options.then);
-  const record = await run(reconciler, receivedFrom(event), new DryRunApi(api), { log: options.log, replay: { of: options.then?.id ?? event.id, mode: 'dry-run' } });
+  const record = await run(reconciler, receivedFrom(event, { now: true }), new DryRunApi(api), { log: options.log, replay: { of: options.then?.id ?? event.id, mode: 'dry-run' } });
   const primaryRead = record.reads.find((r) => r.status === 200 && typeof r.response === 'object' && (r.response as { kind?: string }).kind === reconciler.for.kind);
   const effects: ReplayOutcome['effects'] = [];
   for (const w of record.writes) {

@@ -72,7 +72,9 @@ describe('kfn dev', { concurrency: true }, () => {
     await s.api.request('POST', s.mywebs, { body: web('site', nextPort++, '<h1>one</h1>') });
     const created = await waitFor('the created delivery, recorded with its writes', recordFor(s.dev, object, (r) => r.event.reason === 'created' && r.writes.length >= 3));
     assert.deepEqual(created.children.map((c) => [c.ref.kind, c.written]), [['ConfigMap', true], ['Deployment', true], ['Service', true]]);
-    assert.ok(created.reads.some((r) => r.method === 'GET' && r.path === `${s.mywebs}/site`));
+    // Contract 2: the object came in the event; the function did not read it.
+    assert.equal(created.event.data.observed?.primary.metadata.name, 'site');
+    assert.ok(!created.reads.some((r) => r.method === 'GET' && r.path === `${s.mywebs}/site`));
     const deployment = `/apis/apps/v1/namespaces/${s.ns}/deployments/site`;
     assert.equal((await s.api.request<{ spec: { replicas: number } }>('GET', deployment)).spec.replicas, 1);
 
@@ -153,7 +155,11 @@ describe('kfn dev', { concurrency: true }, () => {
     const detail = await page.locator('#detail').innerText();
     assert.match(detail, /Ready/);
     assert.doesNotMatch(detail, /\[object |^null$/m, 'every part of the detail renders as text, none as a placeholder');
-    assert.match(await page.locator('#reads').innerText(), new RegExp(`GET /apis/operator\\.k8s-summit\\.org/v1/namespaces/${s.ns}/mywebs/ui-site → 200`));
+    // Contract 2: the event carried the MyWeb and its (not yet made) children; the function read nothing of them.
+    const observed = await page.locator('#observed').innerText();
+    assert.match(observed, /MyWeb ui-site at resourceVersion \d+/);
+    assert.match(observed, /Deployment up to resourceVersion \d+ \(metadata, status, spec\.selector\)/);
+    assert.doesNotMatch(await page.locator('#reads').innerText(), /mywebs\/ui-site/);
     assert.match(await page.locator('#writes').innerText(), /PATCH \/apis\/apps\/v1\/.*deployments\/ui-site/);
     // The outcome column fits beside the object, not under the detail pane.
     const outcome = await createdRow.locator('td').last().boundingBox();
