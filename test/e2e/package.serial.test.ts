@@ -16,6 +16,7 @@ import { test } from 'node:test';
 import { kfnVersion, repoRoot } from '../../cluster/paths.ts';
 import { ensureHelm } from '../../cluster/helm.ts';
 import { startRegistry } from '../../cluster/registry.ts';
+import { contractVersion } from '../../core/event.ts';
 import { waitFor } from '../../core/clock.ts';
 import { freePort } from '../support/bridge.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
@@ -57,7 +58,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.match(tested, /pass 1/);
   run('npm', ['run', 'typecheck'], project);
   const version = run(join(project, 'node_modules', '.bin', 'kfn'), ['--version'], project);
-  assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v1; bridge image kfn.local/bridge:${kfnVersion})`);
+  assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v${contractVersion}; bridge image kfn.local/bridge:${kfnVersion})`);
   const manifests = run(join(project, 'node_modules', '.bin', 'kfn'), ['manifests', 'functions/greetings'], project);
   assert.match(manifests, /name: greetings\.my-operator\.example\.com/);
   // A second function, as the README says: the installed CLI writes it beside the first.
