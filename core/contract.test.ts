@@ -78,7 +78,7 @@ describe('parseReconcileRequest', () => {
 
   test('accepts the same event in structured mode', () => {
     const { event } = encodeReconcileEvent(observation, 1, 'kfn://local/bridge');
-    const structured = HTTP.structured(event);
+    const structured = HTTP.structured(new CloudEvent(event));
     const body = String(structured.body);
     const headers: Record<string, string> = { ...(structured.headers as Record<string, string>) };
     const parsed = JSON.parse(body) as { id: string; time: string; kfnreason: string; kfnattempt: string };
@@ -131,6 +131,10 @@ describe('parseReconcileRequest', () => {
       [{ 'content-type': 'text/plain' }, 'garbage', /not a valid CloudEvent/],
       [{ ...headers, 'ce-specversion': '0.1' }, body, /not a valid CloudEvent/],
       [{ ...headers, 'ce-type': 'com.example.other' }, body, /unexpected event type/],
+      [{ ...headers, 'ce-time': 'yesterday' }, body, /not a valid CloudEvent: time must be an RFC 3339 timestamp/],
+      [Object.fromEntries(Object.entries(headers).filter(([k]) => k !== 'ce-source')), body, /not a valid CloudEvent: source is required/],
+      [{ ...headers, 'ce-Bad_Name': 'x' }, body, /not a valid CloudEvent: attribute name "bad_name"/],
+      [{ 'content-type': 'application/cloudevents+json' }, '{"specversion":"1.0","id":"1","source":"s","type":"dev.kfn.reconcile.v1","data_base64":"e30="}', /data_base64 is not accepted/],
       [headers, '{"contract":1}', /data\.reconciler is missing/],
       [headers, '{"contract":3,"reconciler":"x","primary":{}}', /unsupported contract version 3; this function speaks versions 1 and 2/],
       [headers, '{"contract":1,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{}}', /data\.observed is part of contract 2/],

@@ -7,8 +7,13 @@
 // `dev.kfn.reconcile.v1`, `kfn*` extension attributes naming the primary object, JSON data
 // holding references (version 1), and in version 2 also what the bridge's watches hold of the
 // primary and its children (`observed`), so that a function need not read them again.
+//
+// Both sides build and read the CloudEvents 1.0 HTTP binding themselves (the attributes kfn
+// uses, checked as the specification asks): the CloudEvents SDK's object building and schema
+// validation were the largest cost of a delivery after the HTTP exchange itself, on the bridge
+// for every event and on the function at every cold start. core/contract.test.ts checks the
+// result against that SDK.
 import { createHash } from 'node:crypto';
-import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
 import { objectKey, pickFields, type ObjectRef } from './objects.ts';
 import { authenticationProblem, type Credentials, type HttpMessage } from './authentication.ts';
 
@@ -124,16 +129,35 @@ function refText(ref: ObjectRef): string {
   return `${ref.kind}/${objectKey(ref)}`;
 }
 
+/** A reconcile event: its CloudEvents attributes (`kfn*` extensions included) and its data. */
+export interface ReconcileCloudEvent {
+  specversion: '1.0';
+  type: string;
+  source: string;
+  id: string;
+  subject?: string;
+  time?: string;
+  datacontenttype?: string;
+  data: ReconcileEventData;
+  [extension: string]: unknown;
+}
+
 /**
  * Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1).
  * `deadline` (ms since epoch) is when the bridge stops waiting for the answer.
  */
-export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number, observed?: ObservedState): { event: CloudEvent<ReconcileEventData>; message: HttpMessage } {
+export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number, observed?: ObservedState): { event: ReconcileCloudEvent; message: HttpMessage } {
   const data: ReconcileEventData = { contract: observed ? 2 : 1, reconciler: obs.reconciler, primary: obs.primary };
   if (obs.trigger) data.trigger = obs.trigger;
   if (observed) data.observed = observed;
-  // Extension values are strings: the SDK would put objects into headers verbatim.
-  const extensions: Record<string, string> = {
+  // Extension values are strings, as headers carry them.
+  const attributes: Record<string, string> = {
+    specversion: '1.0',
+    type: reconcileEventType,
+    source,
+    id: eventId(obs),
+    subject: objectKey(obs.primary),
+    time: new Date(obs.observedAt).toISOString(),
     kfnreconciler: obs.reconciler,
     kfnapiversion: obs.primary.apiVersion,
     kfnkind: obs.primary.kind,
@@ -141,27 +165,34 @@ export function encodeReconcileEvent(obs: Observation, attempt: number, source: 
     kfnreason: obs.reason,
     kfnattempt: String(attempt),
   };
-  if (obs.primary.namespace) extensions.kfnnamespace = obs.primary.namespace;
-  if (obs.primary.uid) extensions.kfnuid = obs.primary.uid;
-  if (obs.primary.resourceVersion) extensions.kfnresourceversion = obs.primary.resourceVersion;
-  if (obs.primary.generation !== undefined) extensions.kfngeneration = String(obs.primary.generation);
-  if (obs.trigger) extensions.kfntrigger = refText(obs.trigger);
-  if (deadline !== undefined) extensions.kfndeadline = new Date(deadline).toISOString();
-  const event = new CloudEvent<ReconcileEventData>({
-    specversion: '1.0',
-    type: reconcileEventType,
-    source,
-    id: eventId(obs),
-    subject: objectKey(obs.primary),
-    time: new Date(obs.observedAt).toISOString(),
-    datacontenttype: 'application/json',
-    data,
-    ...extensions,
-  });
-  const binary = HTTP.binary(event);
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(binary.headers)) headers[k.toLowerCase()] = String(v);
-  return { event, message: { headers, body: typeof binary.body === 'string' ? binary.body : JSON.stringify(binary.body) } };
+  if (obs.primary.namespace) attributes.kfnnamespace = obs.primary.namespace;
+  if (obs.primary.uid) attributes.kfnuid = obs.primary.uid;
+  if (obs.primary.resourceVersion) attributes.kfnresourceversion = obs.primary.resourceVersion;
+  if (obs.primary.generation !== undefined) attributes.kfngeneration = String(obs.primary.generation);
+  if (obs.trigger) attributes.kfntrigger = refText(obs.trigger);
+  if (deadline !== undefined) attributes.kfndeadline = new Date(deadline).toISOString();
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  for (const [name, value] of Object.entries(attributes)) headers[`ce-${name}`] = headerValue(value);
+  const event = { ...attributes, datacontenttype: 'application/json', data } as ReconcileCloudEvent;
+  return { event, message: { headers, body: JSON.stringify(data) } };
+}
+
+/**
+ * A header value as the CloudEvents HTTP binding writes it: printable ASCII other than `"`
+ * and `%` as is, everything else percent-encoded as UTF-8.
+ */
+function headerValue(value: string): string {
+  return /^[\x20-\x7e]*$/.test(value) && !/["%]/.test(value) ? value : value.replace(/[^\x20-\x7e]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
+}
+
+/** A header value read back: percent-encoded sequences decoded (a malformed one is kept as is). */
+function fromHeader(value: string): string {
+  if (!value.includes('%')) return value;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
 }
 
 /** A request the function must refuse: the HTTP status to answer and why. */
@@ -174,7 +205,7 @@ export class ContractError extends Error {
 }
 
 export interface ReceivedReconcile {
-  event: CloudEvent<ReconcileEventData>;
+  event: ReconcileCloudEvent;
   data: ReconcileEventData;
   reason: ReconcileReason;
   attempt: number;
@@ -207,22 +238,10 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
   const headers = lowerCaseHeaders(rawHeaders);
   const refused = authenticationProblem(headers, body, credentials);
   if (refused) throw new ContractError(401, refused);
-  let event: CloudEvent<ReconcileEventData>;
-  try {
-    const parsed = HTTP.toEvent<ReconcileEventData>({ headers, body });
-    if (Array.isArray(parsed)) throw new ContractError(400, 'batched CloudEvents are not accepted; send one event per request');
-    event = parsed as CloudEvent<ReconcileEventData>;
-    // toEvent does not validate: do it here (spec version, required attributes, names).
-    event.validate();
-  } catch (err) {
-    if (err instanceof ContractError) throw err;
-    const detail = err instanceof ValidationError ? `${err.message}${err.errors ? `: ${JSON.stringify(err.errors)}` : ''}` : (err as Error).message;
-    throw new ContractError(400, `not a valid CloudEvent: ${detail}`);
-  }
-  if (event.specversion !== '1.0') throw new ContractError(400, `not a valid CloudEvent: specversion ${String(event.specversion)}; CloudEvents 1.0 is required`);
+  const event = cloudEventOf(headers, body);
   if (event.type !== reconcileEventType) throw new ContractError(400, `unexpected event type "${event.type}"; this endpoint takes ${reconcileEventType}`);
   const data = event.data as ReconcileEventData | undefined;
-  if (!data || typeof data !== 'object') throw new ContractError(400, 'the event has no JSON data');
+  if (!data || typeof data !== 'object' || Array.isArray(data)) throw new ContractError(400, 'the event has no JSON data');
   if (!(contractVersions as readonly unknown[]).includes(data.contract)) throw new ContractError(400, `unsupported contract version ${String(data.contract)}; this function speaks versions ${contractVersions.join(' and ')}`);
   requireString(data.reconciler, 'data.reconciler');
   const primary = data.primary;
@@ -232,12 +251,12 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
   requireString(primary.name, 'data.primary.name');
   if (data.contract === 2 && data.observed !== undefined) checkObserved(data.observed);
   if (data.contract === 1 && data.observed !== undefined) throw new ContractError(400, 'data.observed is part of contract 2, and this event says contract 1');
-  const reason = (event as unknown as Record<string, unknown>).kfnreason;
+  const reason = event.kfnreason;
   if (typeof reason !== 'string' || !(reconcileReasons as readonly string[]).includes(reason)) {
     throw new ContractError(400, `kfnreason must be one of ${reconcileReasons.join(', ')}`);
   }
-  const attempt = Number((event as unknown as Record<string, unknown>).kfnattempt ?? 1);
-  const deadlineText = (event as unknown as Record<string, unknown>).kfndeadline;
+  const attempt = Number(event.kfnattempt ?? 1);
+  const deadlineText = event.kfndeadline;
   let deadline: Date | undefined;
   if (deadlineText !== undefined) {
     deadline = new Date(String(deadlineText));
@@ -262,4 +281,48 @@ function checkObserved(observed: unknown): void {
   if (!Array.isArray(o.kinds) || !o.kinds.every((k) => k && typeof k.apiVersion === 'string' && typeof k.kind === 'string' && typeof k.resourceVersion === 'string')) throw bad('kinds must list {apiVersion, kind, resourceVersion}');
   if (!Array.isArray(o.children) || !o.children.every((c) => isObject(c) && typeof c.apiVersion === 'string' && typeof c.kind === 'string')) throw bad('children must be objects with apiVersion, kind and metadata.name');
   if (o.applied !== undefined && (typeof o.applied !== 'object' || o.applied === null || !Object.values(o.applied).every((h) => typeof h === 'string'))) throw bad('applied must map object ids to hashes');
+}
+
+/** Attributes every CloudEvent has (CloudEvents 1.0): a non-empty string each. */
+const requiredAttributes = ['id', 'source', 'specversion', 'type'] as const;
+
+/** RFC 3339, as CloudEvents' `time` is. */
+const rfc3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/**
+ * The CloudEvent of an HTTP request, binary mode (attributes in `ce-` headers, data the JSON
+ * body) or structured mode (`application/cloudevents+json`: the whole event in the body),
+ * checked as CloudEvents 1.0 asks: required attributes present, lower-case alphanumeric names,
+ * an RFC 3339 time. A 400 says what is wrong.
+ */
+function cloudEventOf(headers: Record<string, string>, body: string): ReconcileCloudEvent {
+  const invalid = (why: string) => new ContractError(400, `not a valid CloudEvent: ${why}`);
+  const contentType = (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (contentType === 'application/cloudevents-batch+json') throw new ContractError(400, 'batched CloudEvents are not accepted; send one event per request');
+  let event: Record<string, unknown>;
+  if (contentType === 'application/cloudevents+json') {
+    try {
+      event = JSON.parse(body) as Record<string, unknown>;
+    } catch (err) {
+      throw invalid(`the body is not JSON: ${(err as Error).message}`);
+    }
+    if (!event || typeof event !== 'object' || Array.isArray(event)) throw invalid('a structured-mode body must be a JSON object');
+    if (event.data === undefined && typeof event.data_base64 === 'string') throw invalid('data_base64 is not accepted: the data is JSON');
+  } else {
+    event = {};
+    for (const [name, value] of Object.entries(headers)) if (name.startsWith('ce-')) event[name.slice(3)] = fromHeader(value);
+    if (event.specversion === undefined) throw invalid('no ce-specversion header (binary mode) and not application/cloudevents+json (structured mode)');
+    if (contentType !== 'application/json' && !contentType.endsWith('+json')) throw invalid(`the data must be JSON (content-type ${contentType || 'absent'})`);
+    try {
+      event.data = body === '' ? undefined : JSON.parse(body);
+    } catch (err) {
+      throw invalid(`the body is not JSON: ${(err as Error).message}`);
+    }
+    event.datacontenttype = contentType;
+  }
+  if (event.specversion !== '1.0') throw invalid(`specversion ${JSON.stringify(event.specversion)}; CloudEvents 1.0 is required`);
+  for (const a of requiredAttributes) if (typeof event[a] !== 'string' || event[a] === '') throw invalid(`${a} is required`);
+  for (const name of Object.keys(event)) if (name !== 'data_base64' && !/^[a-z0-9]{1,20}$/.test(name)) throw invalid(`attribute name ${JSON.stringify(name)} must be lower-case letters and digits (at most 20)`);
+  if (event.time !== undefined && (typeof event.time !== 'string' || !rfc3339.test(event.time) || Number.isNaN(Date.parse(event.time)))) throw invalid(`time must be an RFC 3339 timestamp, not ${JSON.stringify(event.time)}`);
+  return event as ReconcileCloudEvent;
 }

@@ -5,9 +5,8 @@
 //
 // and the writes made now set beside the writes recorded then. (Live replay — the event sent
 // to a running function again, reason `replay` — is in cli/replay.ts: it needs no SDK.)
-import { CloudEvent } from 'cloudevents';
 import pino, { type Logger } from 'pino';
-import { reconcileEventType, type ReceivedReconcile, type ReconcileEventData } from '../../core/event.ts';
+import { reconcileEventType, type ReceivedReconcile, type ReconcileCloudEvent, type ReconcileEventData } from '../../core/event.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import { compareWrites, diffValues, writesEqual, type FieldChange, type WriteComparison } from './diff.ts';
@@ -38,7 +37,7 @@ export function receivedFrom(event: RecordedEvent, overrides: { reason?: Receive
   // `now`: the object as it is now, not as the event saw it then: without the observed state (contract 2), the runtime reads the cluster.
   const { observed: _then, ...references } = event.data;
   const data: ReconcileEventData = overrides.now ? { ...references, contract: 1 } : event.data;
-  const ce = new CloudEvent<ReconcileEventData>({ specversion: '1.0', type: reconcileEventType, source: event.source, id: event.id, ...(event.time ? { time: event.time } : {}), datacontenttype: 'application/json', data });
+  const ce: ReconcileCloudEvent = { specversion: '1.0', type: reconcileEventType, source: event.source, id: event.id, ...(event.time ? { time: event.time } : {}), datacontenttype: 'application/json', data };
   // The recorded deadline only means something on the recorded clock (an offline replay); now it has passed.
   const deadline = overrides.deadline && event.deadline ? { deadline: new Date(event.deadline) } : {};
   return { event: ce, data, reason: overrides.reason ?? event.reason, attempt: overrides.attempt ?? event.attempt, ...deadline };
