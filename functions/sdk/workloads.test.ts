@@ -33,6 +33,16 @@ test('a container that keeps crashing: its last exit code and restarts; OOMKille
   assert.match(whyNotAvailable(deployment, [crash])!, /last exit code 137 \(OOMKilled\)/);
 });
 
+test('a crash loop says the same whichever phase of it a resync sees: backing off, or just ended again — even with exit code 0', () => {
+  const container = (state: object, lastState?: object) => ({ metadata: { name: 'web-1' }, status: { phase: 'Running', containerStatuses: [{ name: 'app', restartCount: 4, state, ...(lastState ? { lastState } : {}) }] } }) as PodView;
+  const done = { terminated: { reason: 'Completed', exitCode: 0 } };
+  const backingOff = container({ waiting: { reason: 'CrashLoopBackOff', message: 'back-off 1m20s restarting failed container=app' } }, done);
+  const endedAgain = container(done, done);
+  const said = 'Deployment web: pod web-1: container app keeps crashing (CrashLoopBackOff; last exit code 0 (Completed))';
+  assert.equal(whyNotAvailable(deployment, [backingOff]), said);
+  assert.equal(whyNotAvailable(deployment, [endedAgain]), said, 'the same message: no status write between the two');
+});
+
 test('a pod no node takes: the scheduler\'s message; pods starting or running explain nothing', () => {
   const pending: PodView = { metadata: { name: 'web-1' }, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes are available: 1 Insufficient cpu.' }] } };
   assert.equal(whyNotAvailable(deployment, [pending]), 'Deployment web: pod web-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu.');

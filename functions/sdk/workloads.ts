@@ -68,9 +68,14 @@ function containerCause(c: ContainerStatus, imageOf: (name: string) => string | 
     const reason = waiting.reason === 'ImagePullBackOff' ? 'ErrImagePull' : waiting.reason;
     return `container ${c.name} cannot pull image ${image} (${reason}${detail ? `: ${detail}` : ''})`;
   }
-  if (waiting?.reason === 'CrashLoopBackOff') {
-    // Not the restart count or the back-off: they change on every restart, the cause does not.
-    const last = c.lastState?.terminated;
+  // A crash loop, whichever phase of it the pod is seen in: waiting out the back-off, or just
+  // ended again (the kubelet alternates the two; a container that exits 0 is ended with no
+  // error at all). Not the restart count or the back-off: they change on every restart, the
+  // cause does not.
+  const ended = c.state?.terminated;
+  const restarted = (c.restartCount ?? 0) > 0;
+  if (waiting?.reason === 'CrashLoopBackOff' || (ended && restarted)) {
+    const last = waiting ? c.lastState?.terminated : ended;
     const exit = last ? `; last exit code ${last.exitCode ?? '?'}${last.reason && last.reason !== 'Error' ? ` (${last.reason})` : ''}` : '';
     return `container ${c.name} keeps crashing (CrashLoopBackOff${exit})`;
   }
@@ -78,7 +83,6 @@ function containerCause(c: ContainerStatus, imageOf: (name: string) => string | 
     const detail = firstLine(waiting.message);
     return `container ${c.name} cannot start (${waiting.reason}${detail ? `: ${detail}` : ''})`;
   }
-  const ended = c.state?.terminated;
   if (ended && ended.exitCode !== 0) return `container ${c.name} ended with exit code ${ended.exitCode ?? '?'}${ended.reason && ended.reason !== 'Error' ? ` (${ended.reason})` : ''}`;
   return undefined;
 }
