@@ -203,6 +203,8 @@ export class Controller {
     if (observed === 'wait') return;
     let reason: ReconcileReason = live ? pending.reason : 'deleted';
     if (live && reason === 'deleted') reason = 'created';
+    // Gone: nothing more to wait for before delivering it (a new object of the name starts afresh).
+    if (reason === 'deleted') this.snapshots?.forget(key);
     const observation: Observation = {
       reconciler: this.config.name,
       primary: refOf(primary),
