@@ -21,7 +21,7 @@ import type { Watcher, WatchEvent } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 import type { HttpMessage } from '../core/authentication.ts';
 import type { Clock } from '../core/clock.ts';
-import { encodeReconcileEvent, type Observation, type ObservedState, type ReconcileReason } from '../core/event.ts';
+import { encodeReconcileEvent, eventBudgetBytes, fitObserved, type Observation, type ObservedState, type ReconcileReason } from '../core/event.ts';
 import type { Journal } from '../core/journal.ts';
 import { groupKind, objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import type { KubeApi, KubeObject } from '../kube/api.ts';
@@ -217,7 +217,16 @@ export class Controller {
     // the bridge holds the key by is on its monotonic clock.
     const timeoutMs = this.config.timeoutSeconds * 1000;
     const deadline = this.bridge.clock.now() + timeoutMs;
-    const { event, message } = encodeReconcileEvent(observation, attempt, this.bridge.source, this.bridge.clock.wall() + timeoutMs, observed);
+    const wallDeadline = this.bridge.clock.wall() + timeoutMs;
+    const encode = (o: ObservedState | undefined) => encodeReconcileEvent(observation, attempt, this.bridge.source, wallDeadline, o);
+    // A snapshot too large for a function to take goes without the children (or whole).
+    let encoded = encode(observed);
+    if (observed && Buffer.byteLength(encoded.message.body) > eventBudgetBytes) {
+      const fitted = fitObserved(observed, (o) => Buffer.byteLength(encode(o).message.body));
+      this.bridge.log.warn({ reconciler: this.config.name, key, bytes: Buffer.byteLength(encoded.message.body), carried: fitted ? 'the primary only' : 'nothing' }, 'the observed state is too large for one event; the function reads the rest itself');
+      encoded = encode(fitted);
+    }
+    const { event, message } = encoded;
     // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
     const { result, sink } = await this.send(message, reason);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { authenticate, sign, signatureHeader, type Credentials } from './authentication.ts';
-import { ContractError, encodeReconcileEvent, eventId, parseReconcileRequest, reconcileEventType, type Observation } from './event.ts';
+import { ContractError, encodeReconcileEvent, eventBudgetBytes, eventId, fitObserved, parseReconcileRequest, reconcileEventType, type Observation, type ObservedState } from './event.ts';
 import { classifyResponse, retryAfterMs } from './response.ts';
 
 const observation: Observation = {
@@ -206,5 +206,27 @@ describe('classifyResponse', () => {
     assert.equal(retryAfterMs(undefined), undefined);
     assert.equal(retryAfterMs('soon'), undefined);
     assert.equal(retryAfterMs('0'), 0);
+  });
+});
+
+describe('contract 2 events stay within what a function takes', () => {
+  const big = (n: number) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `c${n}`, namespace: 'demo' }, data: { blob: 'x'.repeat(200_000) } });
+  const observed = (children: number, primaryBytes = 10): ObservedState => ({
+    primary: { apiVersion: 'v1', kind: 'X', metadata: { name: 'site', namespace: 'demo' }, spec: { pad: 'p'.repeat(primaryBytes) } },
+    kinds: [{ apiVersion: 'v1', kind: 'ConfigMap', resourceVersion: '7' }],
+    children: Array.from({ length: children }, (_, i) => big(i)),
+  });
+  const bytes = (o: ObservedState | undefined) => Buffer.byteLength(encodeReconcileEvent(observation, 1, 'kfn://a', undefined, o).message.body);
+
+  test('small enough: carried whole', () => {
+    const o = observed(2);
+    assert.equal(fitObserved(o, bytes), o);
+  });
+
+  test('children too large: the primary alone (the function lists the owned kinds); a primary too large: nothing', () => {
+    const fitted = fitObserved(observed(8), bytes)!;
+    assert.deepEqual([fitted.kinds, fitted.children], [[], []]);
+    assert.ok(bytes(fitted) <= eventBudgetBytes);
+    assert.equal(fitObserved(observed(0, 1_100_000), bytes), undefined);
   });
 });

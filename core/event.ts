@@ -224,6 +224,26 @@ function requireString(value: unknown, what: string): string {
   return value;
 }
 
+/**
+ * The largest reconcile event a function takes (its body; the SDK refuses a larger one with
+ * 413 before reading it whole). The bridge keeps contract-2 events under it (`fitObserved`).
+ */
+export const maxEventBytes = 1 << 20;
+
+/** The most a contract-2 event's body may weigh: maxEventBytes less room for what is not the data (headers, a proxy's additions). */
+export const eventBudgetBytes = maxEventBytes - (64 << 10);
+
+/**
+ * The observed state an event can carry within maxEventBytes: whole; without the children
+ * (the function lists the owned kinds itself); or none (it reads the primary too). `bytes`
+ * measures the encoded body with a given observed state.
+ */
+export function fitObserved(observed: ObservedState | undefined, bytes: (o: ObservedState | undefined) => number): ObservedState | undefined {
+  if (!observed || bytes(observed) <= eventBudgetBytes) return observed;
+  const primaryOnly: ObservedState = { primary: observed.primary, kinds: [], children: [] };
+  return bytes(primaryOnly) <= eventBudgetBytes ? primaryOnly : undefined;
+}
+
 /** How far the bridge's and the function's clocks may disagree. */
 export const clockSkewMs = 60_000;
 

@@ -5,7 +5,7 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import pino, { type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
-import { ContractError, parseReconcileRequest } from '../../core/event.ts';
+import { ContractError, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
 import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { admit, MalformedReview, parseAdmissionReview } from './admission.ts';
@@ -32,13 +32,13 @@ export interface FunctionOptions {
 }
 
 export interface BodyLimits {
-  /** A reconcile event: a reference to the object, never the object (default 1 MiB). */
+  /** A reconcile event: references, and in contract 2 what the bridge's watches hold, which the bridge keeps under 1 MiB (the default). */
   event: number;
   /** An admission or conversion review: whole objects, a conversion several (default 32 MiB). */
   review: number;
 }
 
-export const defaultBodyLimits: BodyLimits = { event: 1 << 20, review: 32 << 20 };
+export const defaultBodyLimits: BodyLimits = { event: maxEventBytes, review: 32 << 20 };
 
 /** Refuses a body over `maxSize` bytes with 413, counting as it reads (a chunked body has no length to trust). */
 function limited(maxSize: number, what: string, log: Logger) {
