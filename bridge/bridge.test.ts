@@ -54,6 +54,25 @@ describe('Bridge on a fake clock', () => {
     assert.equal(receiver.of('w').filter((d) => d.reason === 'deleted').length, 2);
   });
 
+  test('contract 2: what a deleted object\'s next delivery would have waited for goes with it, even when the function refuses its deleted event; a new object of its name is not held back', async (t) => {
+    const { server, receiver, bridge } = await setup(t, { contract: 2 });
+    // The function says it wrote the Widget at a version the watch will not reach for a long
+    // time, and refuses the deleted event (a 4xx: no answer replaces what it said before).
+    receiver.answer = (d, res) => {
+      if (d.reason === 'deleted') return void res.writeHead(400).end('no');
+      const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'ns', name: 'w', resourceVersion: '999999' };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'done', changes: [{ action: 'status', ref }] }));
+    };
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    server.remove('w');
+    await until('the deleted delivery', () => receiver.of('w').find((d) => d.reason === 'deleted'));
+    await atRest(bridge);
+    server.put('w');
+    const created = await until('the new object\'s delivery, at once', () => receiver.of('w').filter((d) => d.reason === 'created')[1]);
+    assert.ok(created.received.data.observed, 'with its observed state');
+  });
+
   test('a resync never overrides a real reason waiting to be delivered', async (t) => {
     const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 10, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
     server.put('w');

@@ -12,7 +12,7 @@ import type { ReconcilerConfig } from './config.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
 import { projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../core/event.ts';
 import type { ReconcileResponse } from '../core/response.ts';
-import { groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import { controllerUid, groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import type { KubeObject } from '../kube/api.ts';
 
 /**
@@ -79,8 +79,8 @@ export class Snapshots {
     const gk = groupKind(kind);
     const key = event.key ?? objectKey(event.object.metadata);
     const before = event.type === 'apply' ? event.old : event.object;
-    const beforeOwner = before?.metadata.ownerReferences?.find((r) => r.controller)?.uid;
-    const afterOwner = event.type === 'apply' ? event.object.metadata.ownerReferences?.find((r) => r.controller)?.uid : undefined;
+    const beforeOwner = before ? controllerUid(before) : undefined;
+    const afterOwner = event.type === 'apply' ? controllerUid(event.object) : undefined;
     if (beforeOwner && beforeOwner !== afterOwner) {
       const kinds = this.children.get(beforeOwner);
       kinds?.get(gk)?.delete(key);
@@ -107,16 +107,13 @@ export class Snapshots {
     if (!response) return;
     const waits: Wait[] = [];
     const watched = (ref: ObjectRef) => sameKind(ref, this.config.for) || this.owned(ref) !== undefined;
-    for (const change of response.changes ?? []) {
-      const ref = change.ref;
+    const where = (ref: ObjectRef) => ({ kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name });
+    for (const { action, ref } of response.changes ?? []) {
       if (!ref || !watched(ref)) continue;
-      const where = { kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name };
-      if (change.action === 'pruned' && ref.uid) waits.push({ ...where, uid: ref.uid, type: 'gone' });
-      else if (change.action !== 'pruned' && change.action !== 'event' && ref.resourceVersion) waits.push({ ...where, resourceVersion: ref.resourceVersion, type: 'write' });
+      if (action === 'pruned' && ref.uid) waits.push({ ...where(ref), uid: ref.uid, type: 'gone' });
+      else if (action !== 'pruned' && action !== 'event' && ref.resourceVersion) waits.push({ ...where(ref), resourceVersion: ref.resourceVersion, type: 'write' });
     }
-    for (const ref of response.stale ?? []) {
-      if (watched(ref) && ref.resourceVersion) waits.push({ kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name, resourceVersion: ref.resourceVersion, type: 'newer' });
-    }
+    for (const ref of response.stale ?? []) if (watched(ref) && ref.resourceVersion) waits.push({ ...where(ref), resourceVersion: ref.resourceVersion, type: 'newer' });
     if (waits.length) this.waits.set(key, { since: now, waits, counted: false });
     else this.waits.delete(key);
     for (const child of response.children ?? []) {
@@ -166,7 +163,7 @@ export class Snapshots {
       kinds.push({ apiVersion: owned.apiVersion, kind: owned.kind, resourceVersion: oldest, ...(owned.fields ? { fields: owned.fields } : {}) });
       for (const storeKey of byKind?.get(gk) ?? []) {
         const child = watches.map((w) => w.store.get(storeKey)).find((c) => c !== undefined);
-        if (!child || child.metadata.ownerReferences?.find((r) => r.controller)?.uid !== uid) continue;
+        if (!child || controllerUid(child) !== uid) continue;
         const carried = projectObject(child as ObservedObject, owned.fields);
         children.push(carried);
         const id = objectId({ apiVersion: owned.apiVersion, kind: owned.kind, namespace: child.metadata.namespace, name: child.metadata.name });

@@ -182,7 +182,7 @@ export function encodeReconcileEvent(obs: Observation, attempt: number, source: 
  * and `%` as is, everything else percent-encoded as UTF-8.
  */
 function headerValue(value: string): string {
-  return /^[\x20-\x7e]*$/.test(value) && !/["%]/.test(value) ? value : value.replace(/[^\x20-\x7e]|["%]/gu, (c) => encodeURIComponent(c).replace(/"/g, '%22'));
+  return value.replace(/[^\x20-\x7e]|["%]/gu, (c) => encodeURIComponent(c));
 }
 
 /** A header value read back: percent-encoded sequences decoded (a malformed one is kept as is). */

@@ -56,6 +56,11 @@ export interface Identified {
   metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number };
 }
 
+/** The uid of the object's controller owner (the ownerReference with `controller: true`), if it has one. */
+export function controllerUid(obj: { metadata: { ownerReferences?: readonly { uid?: string; controller?: boolean }[] } }): string | undefined {
+  return obj.metadata.ownerReferences?.find((r) => r.controller)?.uid;
+}
+
 /** The reference to `obj` that the contract carries (primary, trigger): kind, name, uid, version. */
 export function refOf(obj: Identified): ObjectRef {
   const ref: ObjectRef = { apiVersion: obj.apiVersion ?? '', kind: obj.kind ?? '', name: obj.metadata.name };

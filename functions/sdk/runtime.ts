@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { checkDeclared } from './access.ts';
 import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock } from '../../core/clock.ts';
-import { describeObject, objectId, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
+import { controllerUid, describeObject, objectId, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
 import { type Change, type ChildState, type ReconcileResponse } from '../../core/response.ts';
 import { type ReceivedReconcile } from '../../core/event.ts';
@@ -348,7 +348,7 @@ class Invocation {
       const lists = await Promise.all(owned.map((r) => ctx.list(r, { namespace: obj.metadata.namespace, labelSelector: `${ownerUidLabel}=${uid}` }) as Promise<KubeObject[]>));
       for (const [i, r] of owned.entries()) {
         for (const child of lists[i]!) {
-          if (child.metadata.ownerReferences?.some((o) => o.controller && o.uid === uid)) this.children.set(childKey(r, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
+          if (controllerUid(child) === uid) this.children.set(childKey(r, child.metadata.name), { ...child, apiVersion: r.apiVersion, kind: r.kind });
         }
       }
     });
@@ -381,6 +381,7 @@ class Invocation {
     const toApply: KubeObject[] = [];
     const hashes = new Map<KubeObject, string>();
     const refusals: Refusal[] = [];
+    const wanted: { desired: Child; live?: KubeObject }[] = [];
     const children = ((result.children ?? []) as Child[]).map((child) => childWithOwner(child, obj, this.reconciler.name));
     const scoped = await Promise.all(children.map((d) => this.api.resource(d.apiVersion, d.kind).then((r) => !r.namespaced, () => false)));
     for (const [i, desired] of children.entries()) {
@@ -396,11 +397,14 @@ class Invocation {
         refusals.push({ child: describeObject(desired), reason: 'ChildNotOwnable', message: `${describeObject(desired)}: ${unownable}` });
         continue;
       }
-      const hash = desiredHash(desired);
-      const needed = await this.needsApply(desired, live.get(key), hash);
-      this.options.observer?.child(desired, live.get(key), needed);
-      if (needed) toApply.push(desired);
-      hashes.set(desired, hash);
+      hashes.set(desired, desiredHash(desired));
+      wanted.push({ desired, live: live.get(key) });
+    }
+    // Whether each needs a write, all at once: a child the event cannot vouch for is read.
+    const needed = await Promise.all(wanted.map((w) => this.needsApply(w.desired, w.live, hashes.get(w.desired)!)));
+    for (const [i, { desired, live: current }] of wanted.entries()) {
+      this.options.observer?.child(desired, current, needed[i]!);
+      if (needed[i]) toApply.push(desired);
     }
     const clusterScoped = new Set(children.filter((_, i) => scoped[i]));
     for (const wave of [toApply.filter((d) => clusterScoped.has(d as Child)), toApply.filter((d) => !clusterScoped.has(d as Child))]) {

@@ -8,7 +8,7 @@
 //     kfn last applied it (`applied`, by hash) and the labels kfn sets are still there.
 import { createHash } from 'node:crypto';
 import type { ObservedObject, ObservedState } from '../../core/event.ts';
-import { describeObject, objectId, sameKind, type KindRef } from '../../core/objects.ts';
+import { controllerUid, describeObject, objectId, sameKind, type KindRef } from '../../core/objects.ts';
 import type { KubeObject } from '../../kube/api.ts';
 
 /** The hash of a desired child, as the function reports it and the bridge carries it back. */
@@ -71,7 +71,7 @@ export class Snapshot {
 
   /** The children of `ref`'s kind the primary controls (uid), as carried. */
   children(ref: KindRef, uid: string): ObservedObject[] {
-    return this.state.children.filter((c) => sameKind(c, ref) && c.metadata.ownerReferences && (c.metadata.ownerReferences as { controller?: boolean; uid?: string }[]).some((o) => o.controller && o.uid === uid));
+    return this.state.children.filter((c) => sameKind(c, ref) && controllerUid(c as never) === uid);
   }
 
   /** A child, guarded to the fields its kind carries. */

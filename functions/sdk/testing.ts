@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, type ObservedState, type ReconcileReason } from '../../core/event.ts';
-import { groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
+import { controllerUid, groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
@@ -276,7 +276,7 @@ function observedOf(reconciler: Reconciler, world: World): ObservedState {
   const owned = reconciler.owns ?? [];
   const fieldsOf = (k: KindRef) => (reconciler.observe ?? []).find((o) => sameKind(o.kind, k))?.fields;
   const children = [...world.state.objects.values()]
-    .filter((o) => o.metadata.ownerReferences?.some((r) => (r as { controller?: boolean }).controller && r.uid === uid))
+    .filter((o) => controllerUid(o) === uid)
     .flatMap((o) => {
       const kind = owned.find((k) => sameKind(k, { apiVersion: o.apiVersion!, kind: o.kind! }));
       return kind ? [projectObject(structuredClone(o) as ObservedObject, fieldsOf(kind))] : [];
