@@ -8,6 +8,7 @@ import { Bridge } from './bridge.ts';
 import type { Logger } from './log.ts';
 import { loadReconcilerFile, type ReconcilerConfig } from './config.ts';
 import { loadConnection } from '../kube/connection.ts';
+import { undiciTransport } from '../kube/undici.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
 import { heldAnnotation } from './holds.ts';
@@ -92,7 +93,7 @@ function pinoLogger(level: string): Logger {
  */
 export async function startBridge(options: BridgeProcessOptions): Promise<RunningBridge> {
   const logger = options.logger ?? pinoLogger(options.logLevel ?? 'info');
-  const api = options.api ?? new KubeApi(loadConnection(options.kubeconfig));
+  const api = options.api ?? new KubeApi(loadConnection(options.kubeconfig, undiciTransport));
   const metrics = new BridgeMetrics();
   const journal = options.journal ? new Journal(options.journal) : undefined;
   const shards = options.shards ?? 1;

@@ -1,13 +1,12 @@
 // `kfn replay`: run a recorded reconcile again — offline against the reads it recorded, as a
 // server-side dry run against the cluster, or live by sending its event to the function again.
 import { existsSync, readFileSync } from 'node:fs';
-import { fetch as undiciFetch } from 'undici';
 import { loadConnection } from '../kube/connection.ts';
 import { authenticate, type Credentials } from '../core/authentication.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
 import { type ReconcileResponse } from '../core/response.ts';
 import type { JournalEntry } from '../core/journal.ts';
-import { ApiError, KubeApi } from '../kube/api.ts';
+import { ApiError, KubeApi, readText } from '../kube/api.ts';
 import { formatChanges } from '../functions/sdk/diff.ts';
 import { readRecords, type InvocationRecord, type RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
@@ -257,14 +256,16 @@ async function replayLive(s: Selected, o: { to?: string; api: () => KubeApi; nam
   const target = await replayTarget(s, o);
   const { message, event } = encodeReconcileEvent({ reconciler: s.event.data.reconciler, primary: s.event.data.primary, reason: 'replay', ...(s.event.data.trigger ? { trigger: s.event.data.trigger } : {}), observedAt: Date.now() }, 1, 'kfn-replay', Date.now() + 30_000);
   const signed = authenticate(message, target.credentials);
-  let res: { status: number; text(): Promise<string> };
+  let res: { status: number; text: string };
   if (target.viaProxy) {
     const api = o.api();
-    res = await undiciFetch(new URL(api.connection.server + target.viaProxy.path), { method: 'POST', headers: { ...(await api.connection.headers()), ...signed.headers }, body: signed.body, dispatcher: api.connection.dispatcher });
+    const reply = await api.connection.send({ method: 'POST', url: new URL(api.connection.server + target.viaProxy.path), headers: { ...(await api.connection.headers()), ...signed.headers }, body: signed.body });
+    res = { status: reply.statusCode, text: await readText(reply.body) };
   } else {
-    res = await fetch(target.url!, { method: 'POST', headers: signed.headers, body: signed.body });
+    const reply = await fetch(target.url!, { method: 'POST', headers: signed.headers, body: signed.body });
+    res = { status: reply.status, text: await reply.text() };
   }
-  const text = await res.text();
+  const text = res.text;
   let answer: ReconcileResponse | { error?: string } | undefined;
   try {
     answer = JSON.parse(text) as ReconcileResponse;

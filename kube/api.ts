@@ -3,7 +3,7 @@
 // discovery of a kind's resource path. Connection details come from connection.ts.
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { request as undiciRequest } from 'undici';
+import type { Readable } from 'node:stream';
 import type { Connection } from './connection.ts';
 
 export interface KubeObject {
@@ -133,14 +133,11 @@ export class KubeApi {
   private async send(method: Method, path: string, options: RequestOptions) {
     const headers: Record<string, string> = { ...(await this.connection.headers()), Accept: options.accept ?? 'application/json' };
     if (options.body !== undefined) headers['Content-Type'] = options.contentType ?? 'application/json';
-    // undici's own request API rather than its fetch: no WHATWG Request, Headers and web-stream
-    // objects per request, and the body is a Node stream. For a bridge relaying thousands of
-    // watch events and deliveries that is a third or more of the JavaScript work per exchange.
-    return undiciRequest(this.url(path, options.query), {
+    return this.connection.send({
       method,
+      url: this.url(path, options.query),
       headers,
       body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
-      dispatcher: this.connection.dispatcher,
       signal: options.signal ?? this.signal,
     });
   }
@@ -158,7 +155,7 @@ export class KubeApi {
     try {
       const res = await this.send(method, path, options);
       status = res.statusCode;
-      text = options.maxBytes === undefined ? await res.body.text() : await boundedText(res.body, options.maxBytes, `${method} ${path}`);
+      text = await readText(res.body, options.maxBytes, `${method} ${path}`);
     } catch (err) {
       this.tap?.request(exchangeOf(method, path, options, status, undefined, (err as Error).message));
       throw err;
@@ -175,7 +172,7 @@ export class KubeApi {
    */
   async stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void): Promise<void> {
     const res = await this.send('GET', path, options);
-    if (res.statusCode !== 200) throw apiError(res.statusCode, await res.body.text(), `GET ${path}`);
+    if (res.statusCode !== 200) throw apiError(res.statusCode, await readText(res.body, 1 << 20, `GET ${path}`), `GET ${path}`);
     const body = res.body;
     if (onData) body.on('data', onData);
     const lines = createInterface({ input: body, crlfDelay: Infinity });
@@ -313,11 +310,11 @@ export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOpt
   }
 }
 
-/** Reads a body up to `maxBytes`; past it, stops reading, drops the connection and throws. */
-async function boundedText(body: AsyncIterable<Buffer> & { destroy(): void }, maxBytes: number, what: string): Promise<string> {
+/** A body read whole as UTF-8; past `maxBytes` (when given) it is dropped unread and ResponseTooLarge thrown. */
+export async function readText(body: Readable, maxBytes = Infinity, what = 'the answer'): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of body) {
+  for await (const chunk of body as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > maxBytes) {
       body.destroy();

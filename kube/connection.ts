@@ -8,16 +8,55 @@
 // authenticates with an exec or auth-provider plugin (how EKS, GKE and AKS kubeconfigs work) is
 // handed to @kubernetes/client-node, loaded only then: it runs the plugin and caches the
 // credential until it expires; the connection takes the Authorization header it yields.
+//
+// Requests go through a Transport. The default is Node's built-in HTTP client (HTTP/1.1 with
+// keep-alive): it costs a process nothing to load, where undici takes about 80 ms, most of a
+// function's cold start. The bridge, which holds a watch per kind and namespace open, passes
+// the undici transport of undici.ts instead: HTTP/2 where the apiserver offers it, one
+// connection for all of them.
 import { readFileSync } from 'node:fs';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
-import { Agent } from 'undici';
+import type { Readable } from 'node:stream';
 import { parse } from 'yaml';
+
+/** One HTTP request to the apiserver, as a transport sends it. */
+export interface HttpRequest {
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+/** The answer's status and its body as a stream (read whole, bounded, or line by line). */
+export interface Reply {
+  statusCode: number;
+  body: Readable;
+}
+
+/** TLS settings of a connection, for the transport's connection pool. */
+export interface TlsSettings {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  rejectUnauthorized: boolean;
+}
+
+/** Sends requests over a connection pool; `reset` drops the pool's connections. */
+export interface Transport {
+  send(request: HttpRequest): Promise<Reply>;
+  reset(): void;
+}
+
+export type TransportFactory = (tls: TlsSettings) => Transport;
 
 export interface Connection {
   server: string;
-  /** The connection pool (HTTP/2 where the apiserver offers it: one connection, many streams). */
-  readonly dispatcher: Agent;
+  /** Sends one request with the connection's TLS settings (the caller adds `headers()`). */
+  send(request: HttpRequest): Promise<Reply>;
   /**
    * Drops every connection and starts afresh. For a connection that went silent: with HTTP/2
    * all requests share it, so aborting one request would leave the next on the same dead socket.
@@ -42,29 +81,52 @@ export interface ConnectionOptions {
   source?: string;
   /** Credentials from a plugin: the Authorization header, asked before each request. */
   authenticate?: () => Promise<Record<string, string>>;
+  /** How requests are sent (default: Node's built-in HTTP client). */
+  transport?: TransportFactory;
 }
+
+/**
+ * Node's built-in HTTP client with a keep-alive pool: HTTP/1.1, a socket per request in flight.
+ * A body is sent with its length (no chunked encoding); the signal aborts the request and,
+ * once answered, its body.
+ */
+export const nodeTransport: TransportFactory = (tls) => {
+  // An idle socket is closed after 30 s (as the bridge's undici pool does), before a server's own
+  // idle timeout can close it under a request that was just given it.
+  const pool = { keepAlive: true, timeout: 30_000 };
+  const newAgents = () => ({ http: new HttpAgent(pool), https: new HttpsAgent({ ...pool, ...tls }) });
+  let agents = newAgents();
+  return {
+    send(r) {
+      const secure = r.url.protocol === 'https:';
+      const headers: Record<string, string> = { ...r.headers };
+      if (r.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(r.body));
+      return new Promise<Reply>((resolve, reject) => {
+        const req = (secure ? httpsRequest : httpRequest)(r.url, { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal });
+        req.once('response', (res: IncomingMessage) => resolve({ statusCode: res.statusCode ?? 0, body: res }));
+        req.once('error', reject);
+        req.end(r.body);
+      });
+    },
+    reset() {
+      const old = agents;
+      agents = newAgents();
+      old.http.destroy();
+      old.https.destroy();
+    },
+  };
+};
 
 const inClusterDir = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export function connectionFromOptions(o: ConnectionOptions): Connection {
-  const newAgent = () =>
-    new Agent({
-      connect: { ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: !o.insecureSkipTlsVerify },
-      keepAliveTimeout: 30_000,
-    });
-  let dispatcher = newAgent();
+  const transport = (o.transport ?? nodeTransport)({ ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: !o.insecureSkipTlsVerify });
   let token = o.token;
   let readAt = 0;
   return {
     server: o.server.replace(/\/$/, ''),
-    get dispatcher() {
-      return dispatcher;
-    },
-    reset() {
-      const old = dispatcher;
-      dispatcher = newAgent();
-      void old.destroy().catch(() => undefined);
-    },
+    send: (request) => transport.send(request),
+    reset: () => transport.reset(),
     source: o.source ?? o.server,
     headers(): Record<string, string> | Promise<Record<string, string>> {
       if (o.authenticate) return o.authenticate();
@@ -87,14 +149,14 @@ interface KubeconfigFile {
 }
 
 /** Reads a kubeconfig file's current context into a Connection. */
-export function connectionFromKubeconfig(path: string): Connection {
+export function connectionFromKubeconfig(path: string, transport?: TransportFactory): Connection {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
   }
-  return connectionFromKubeconfigText(text, path, dirname(path));
+  return connectionFromKubeconfigText(text, path, dirname(path), transport);
 }
 
 /** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
@@ -125,13 +187,13 @@ export function kubeconfigCluster(text: string, path: string, base = process.cwd
 }
 
 /** A kubeconfig's current context from its text (e.g. an environment variable); relative file paths resolve against `base`. */
-export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd()): Connection {
+export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd(), transport?: TransportFactory): Connection {
   const { doc, context } = currentContext(text, path);
   const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(text, path, base);
   const file = fileIn(base);
   const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
   if (user.exec || user['auth-provider']) {
-    return connectionFromOptions({ server, ca, insecureSkipTlsVerify, source: path, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
+    return connectionFromOptions({ server, ca, insecureSkipTlsVerify, source: path, transport, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
   }
   const str = (k: string) => (typeof user[k] === 'string' ? (user[k] as string) : undefined);
   return connectionFromOptions({
@@ -145,6 +207,7 @@ export function connectionFromKubeconfigText(text: string, path: string, base = 
     username: str('username'),
     password: str('password'),
     source: path,
+    transport,
   });
 }
 
@@ -175,7 +238,7 @@ function pluginCredentials(text: string, path: string, base: string, userName: s
 }
 
 /** The in-cluster configuration of a pod: its ServiceAccount token (rotated) and the cluster CA. */
-export function inClusterConnection(): Connection {
+export function inClusterConnection(transport?: TransportFactory): Connection {
   const host = process.env.KUBERNETES_SERVICE_HOST;
   const port = process.env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) throw new Error('not running in a cluster (KUBERNETES_SERVICE_HOST is not set)');
@@ -184,23 +247,24 @@ export function inClusterConnection(): Connection {
     ca: readFileSync(join(inClusterDir, 'ca.crt'), 'utf8'),
     tokenFile: join(inClusterDir, 'token'),
     source: 'in-cluster ServiceAccount',
+    transport,
   });
 }
 
-/** --kubeconfig, else $KUBECONFIG (its first file), else ~/.kube/config, else in-cluster. */
-export function loadConnection(path?: string): Connection {
-  if (path) return connectionFromKubeconfig(path);
+/** --kubeconfig, else $KUBECONFIG (its first file), else ~/.kube/config, else in-cluster; requests sent by `transport` (default: Node's HTTP client). */
+export function loadConnection(path?: string, transport?: TransportFactory): Connection {
+  if (path) return connectionFromKubeconfig(path, transport);
   const fromEnv = process.env.KUBECONFIG?.split(':').find((p) => p);
-  if (fromEnv) return connectionFromKubeconfig(fromEnv);
+  if (fromEnv) return connectionFromKubeconfig(fromEnv, transport);
   const home = join(homedir(), '.kube', 'config');
   try {
     readFileSync(home);
-    return connectionFromKubeconfig(home);
+    return connectionFromKubeconfig(home, transport);
   } catch {
     /* no default kubeconfig */
   }
   try {
-    return inClusterConnection();
+    return inClusterConnection(transport);
   } catch {
     throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster');
   }

@@ -38,7 +38,7 @@ const withReplicas = (n: number): Reconciler =>
 
 /** No cluster: every request is answered with one MyWeb (without status), as a tiny fake apiserver would. */
 function oneObjectApi(): KubeApi {
-  const connection = { server: 'http://fake.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'test' };
+  const connection = { server: 'http://fake.invalid', send: () => Promise.reject(new Error('no apiserver here')), reset() {}, headers: () => ({}), source: 'test' };
   class OneObjectApi extends KubeApi {
     override withTap(tap: Tap): KubeApi {
       return new OneObjectApi(connection, { tap });

@@ -53,7 +53,7 @@ export class UnrecordedRead extends Error {
 
 const offlineConnection: Connection = {
   server: 'http://recorded.invalid',
-  dispatcher: undefined as never,
+  send: () => Promise.reject(new Error('no apiserver here')),
   reset() {},
   headers: () => ({}),
   source: 'a recorded invocation',

@@ -29,7 +29,7 @@ import { childLabels, isKfnFinalizer } from '../../core/names.ts';
 
 /** Kinds the apiserver serves cluster-wide (everything else here is namespaced). */
 
-const memoryConnection: Connection = { server: 'http://memory.invalid', dispatcher: undefined as never, reset() {}, headers: () => ({}), source: 'kfn testing (in memory)' };
+const memoryConnection: Connection = { server: 'http://memory.invalid', send: () => Promise.reject(new Error('no apiserver here')), reset() {}, headers: () => ({}), source: 'kfn testing (in memory)' };
 
 type Obj = KubeObject & { metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[]; ownerReferences?: { uid: string }[] }; status?: unknown };
 
