@@ -36,3 +36,82 @@ export async function untilServed(api: KubeApi, apiVersion: string, kind: string
     }
   }
 }
+
+/** controller-runtime's buckets for `controller_runtime_reconcile_time_seconds` (kfn's bridge uses the same). */
+export const reconcileBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60];
+
+/** A histogram as Prometheus keeps it: cumulative counts per upper bound, with the sum and count of what was observed. */
+export interface Histogram {
+  buckets: { le: number; count: number }[];
+  sum: number;
+  count: number;
+}
+
+/** The histogram of `values` (seconds) over `bounds`, as a Prometheus client would have recorded them. */
+export function histogramOf(values: number[], bounds = reconcileBuckets): Histogram {
+  return { buckets: [...bounds, Infinity].map((le) => ({ le, count: values.filter((v) => v <= le).length })), sum: values.reduce((a, b) => a + b, 0), count: values.length };
+}
+
+/** The `name` histogram (summed over its label sets) in a Prometheus text exposition. */
+export function parseHistogram(text: string, name: string): Histogram {
+  const h: Histogram = { buckets: [], sum: 0, count: 0 };
+  const byLe = new Map<number, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    const rest = line.slice(name.length);
+    if (rest.startsWith('_bucket')) {
+      const le = /le="([^"]+)"/.exec(rest)?.[1];
+      if (le !== undefined) byLe.set(le === '+Inf' ? Infinity : Number(le), (byLe.get(le === '+Inf' ? Infinity : Number(le)) ?? 0) + value);
+    } else if (rest.startsWith('_sum')) h.sum += value;
+    else if (rest.startsWith('_count')) h.count += value;
+  }
+  h.buckets = [...byLe].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
+  return h;
+}
+
+/** The q-quantile (0–1) of a histogram, interpolated linearly inside its bucket as Prometheus's histogram_quantile does. */
+export function histogramQuantile(h: Histogram, q: number): number {
+  if (!h.count) return NaN;
+  const rank = q * h.count;
+  let lower = 0;
+  let below = 0;
+  for (const { le, count } of h.buckets) {
+    if (count >= rank) {
+      if (le === Infinity) return lower;
+      return lower + ((le - lower) * (rank - below)) / Math.max(count - below, 1);
+    }
+    lower = le;
+    below = count;
+  }
+  return lower;
+}
+
+/** A V8 CPU profile (`node --cpu-prof`), the parts read here. */
+export interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/**
+ * Where a process spent its CPU: busy milliseconds (samples not idle) and the self time of each
+ * place, largest first. A place is an npm package, a file of this repository (relative to
+ * `root`), one of Node's own modules, or V8's work (`(garbage collector)`, `(program)`).
+ */
+export function profilePlaces(profile: CpuProfile, root: string): { busyMs: number; places: { where: string; ms: number }[] } {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const byPlace = new Map<string, number>();
+  let busy = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const frame = nodes.get(profile.samples[i]!)?.callFrame;
+    if (!frame || frame.functionName === '(idle)') continue;
+    const ms = (profile.timeDeltas[i] ?? 0) / 1000;
+    busy += ms;
+    const url = frame.url.replace(/^file:\/\//, '');
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+    const where = pkg ?? (url.startsWith(`${root}/`) ? url.slice(root.length + 1) : url ? url.replace(/^node:internal\/(deps\/)?/, 'node:') : frame.functionName || '(native)');
+    byPlace.set(where, (byPlace.get(where) ?? 0) + ms);
+  }
+  return { busyMs: busy, places: [...byPlace].map(([where, ms]) => ({ where, ms })).sort((a, b) => b.ms - a.ms) };
+}

@@ -14,16 +14,19 @@
 //                   made while kfn's bridge and the adapter were frozen, then 410 Gone.
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
 //                   adapter, each started fresh on a namespace of K MyWebs, for each K.
+//   reconcile cost  during P1: kfn's delivery → answer against controller-runtime's Reconcile.
+//   cpu             one more kfn ×1 convergence with the bridge and the function profiled:
+//                   CPU per delivery on each side and where it goes.
 //
 // Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
 // others' CPU alike. Figures move between runs on a shared machine: read the ratios.
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
-//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5] [--out DIR]
+//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -37,7 +40,7 @@ import { bridgeNodeOptions } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 import { compactEtcd } from '../../cluster/etcd.ts';
-import { functionStack } from '../support/functions.ts';
+import { functionStack, journalLines, type FunctionStack } from '../support/functions.ts';
 import myWebFunction, { MyWeb } from '../../functions/myweb/index.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { childLabels } from '../../core/names.ts';
@@ -45,7 +48,7 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
-import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
+import { histogramOf, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
 import { bundleFunction } from '../../cli/deploy.ts';
 import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
@@ -58,7 +61,7 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000,20000,40000' },
     'snapshot-objects': { type: 'string', default: '10000' },
-    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6' },
+    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu' },
     'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
@@ -85,6 +88,7 @@ const kubeconfig = cluster.paths.kubeconfig;
 await applyObject(api, crdOf(MyWeb) as never, 'kfn-bench');
 await untilServed(api, 'operator.k8s-summit.org/v1', 'MyWeb');
 const results: Record<string, unknown> = { date: new Date().toISOString(), objects, peers: peers.versions, machine: machine() };
+const stamp = (results.date as string).replace(/[:.]/g, '-');
 const cleanups: (() => unknown)[] = [];
 
 function machine() {
@@ -192,8 +196,16 @@ interface Convergence {
   seconds: number;
   writesPerObject: number;
   readsPerObject: number;
+  /**
+   * Reconcile time over convergence (ms): kfn's delivery → answer from its journal,
+   * controller-runtime's Reconcile from its own histogram; the p50 of each is taken through the
+   * same buckets and interpolation, the mean is exact.
+   */
+  reconcile?: { count: number; p50Ms: number; meanMs: number };
   idle?: { seconds: number; writes: number; reads: number };
 }
+
+const reconcileFigures = (h: Histogram) => ({ count: h.count, p50Ms: histogramQuantile(h, 0.5) * 1000, meanMs: (h.sum / h.count) * 1000 });
 
 const idleSeconds = 30;
 
@@ -205,13 +217,16 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
   log(`P1 ${label}: ${objects} MyWebs in ${ns}`);
   // Ends the readiness watch and the time limit, however the round ends.
   const abort = new AbortController();
+  let stack: FunctionStack | undefined;
+  let metricsPort: number | undefined;
   try {
     if (contender === 'controller-runtime') {
-      child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--max-concurrent-reconciles', String(concurrency), '--zap-log-level', 'error']);
+      metricsPort = await freePort();
+      child = startProcess(`cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--max-concurrent-reconciles', String(concurrency), '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--zap-log-level', 'error']);
     } else if (contender === 'kfn') {
       // kfn's function process and bridge as the tests run them, resync once per idle window.
       const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
-      await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds, maxConcurrentReconciles: concurrency });
+      stack = await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds, maxConcurrentReconciles: concurrency });
     } else {
       child = startProcess(`floor-${ns}`, peers.floor, ['converge', '--kubeconfig', kubeconfig, '--namespace', ns, '--count', String(objects)]);
     }
@@ -223,6 +238,11 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
     const limit = sleep(900_000, undefined, { signal: abort.signal }).then(() => Promise.reject(new Error(`${contender}: not all ${objects} MyWebs Ready within 15 minutes`)));
     const finished = await Promise.race([done, limit]);
     const after1 = await apiserverCounts();
+    const reconcileTimes = stack
+      ? histogramOf(journalLines(stack.journal).map((l) => l.durationMs / 1000))
+      : metricsPort
+        ? parseHistogram(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), 'controller_runtime_reconcile_time_seconds')
+        : undefined;
     abort.abort();
     // The bench's own requests are not the contender's: N creates, one watch (which the
     // apiserver counts when it ends, so it may not be in the count yet: never below 0).
@@ -232,6 +252,7 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
       seconds: (finished - started) / 1000,
       writesPerObject: (after1.writes - before.writes - objects) / objects,
       readsPerObject: Math.max(0, after1.reads - before.reads - 1) / objects,
+      ...(reconcileTimes?.count ? { reconcile: reconcileFigures(reconcileTimes) } : {}),
     };
     log(`P1 ${label}: all Ready in ${result.seconds.toFixed(1)} s; ${result.writesPerObject.toFixed(2)} writes, ${result.readsPerObject.toFixed(2)} reads per MyWeb`);
     if (only.has('p3') && contender !== 'floor') {
@@ -677,6 +698,64 @@ async function snapshotMemory(n: number): Promise<SnapshotMemory> {
 }
 
 // ------------------------------------------------------------------------------------------
+// CPU: where a reconcile's time goes on each side. One more kfn ×1 convergence of N MyWebs with
+// the bridge and the function under `--cpu-prof` (not one of P1's measured rounds: profiling
+// slows them); both are stopped with SIGTERM, which makes Node write the profiles. The profiles
+// are kept beside the results (open them in Chrome's DevTools).
+
+interface CpuSide {
+  busyMs: number;
+  perDeliveryMs: number;
+  places: { where: string; ms: number }[];
+  file: string;
+}
+
+async function reconcileCpu(): Promise<{ deliveries: number; bridge: CpuSide; function: CpuSide }> {
+  const ns = await createNamespace('kfn-compare-cpu');
+  const profiles = join(values.out, `cpu-${stamp}`);
+  mkdirSync(profiles, { recursive: true });
+  const after: (() => unknown)[] = [];
+  const abort = new AbortController();
+  const saved = process.env.NODE_OPTIONS;
+  try {
+    log(`CPU: ${objects} MyWebs in ${ns}, the bridge and the function profiled`);
+    process.env.NODE_OPTIONS = `${saved ?? ''} --cpu-prof --cpu-prof-dir=${profiles}`.trim();
+    const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
+    let stack: FunctionStack;
+    try {
+      stack = await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: 3600, maxConcurrentReconciles: 1 });
+    } finally {
+      if (saved === undefined) delete process.env.NODE_OPTIONS;
+      else process.env.NODE_OPTIONS = saved;
+    }
+    await sleep(2000);
+    const done = allReady(ns, objects, abort.signal);
+    await inParallel(objects, 16, (i) => api.request('POST', webs(ns), { body: web(`w${i}`, 30000 + i) }));
+    await Promise.race([done, sleep(900_000, undefined, { signal: abort.signal }).then(() => Promise.reject(new Error(`CPU: not all ${objects} MyWebs Ready within 15 minutes`)))]);
+    const deliveries = journalLines(stack.journal).length;
+    const fn = stack.process!;
+    const fnExited = new Promise((resolve) => fn.once('exit', resolve));
+    stack.bridge.kill('SIGTERM');
+    fn.kill('SIGTERM');
+    await Promise.race([Promise.all([stack.bridge.exited, fnExited]), sleep(30_000)]);
+    const side = (pid: number, name: string): CpuSide => {
+      const file = readdirSync(profiles).find((f) => f.includes(`.${pid}.`));
+      if (!file) throw new Error(`CPU: the ${name} (pid ${pid}) wrote no profile to ${profiles}`);
+      renameSync(join(profiles, file), join(profiles, `${name}.cpuprofile`));
+      const { busyMs, places } = profilePlaces(JSON.parse(readFileSync(join(profiles, `${name}.cpuprofile`), 'utf8')) as CpuProfile, repoRoot);
+      return { busyMs, perDeliveryMs: busyMs / deliveries, places: places.slice(0, 12), file: join(profiles, `${name}.cpuprofile`) };
+    };
+    const result = { deliveries, bridge: side(stack.bridge.pid, 'bridge'), function: side(fn.pid!, 'function') };
+    log(`CPU: ${deliveries} deliveries; bridge ${result.bridge.perDeliveryMs.toFixed(2)} ms, function ${result.function.perDeliveryMs.toFixed(2)} ms of CPU per delivery`);
+    return result;
+  } finally {
+    abort.abort();
+    for (const fn of after) await fn();
+    await deleteNamespace(ns);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
 
 const lines: string[] = [];
 const say = (line = '') => lines.push(line);
@@ -691,6 +770,14 @@ try {
         rows.push(await convergence('kfn', c));
       }
       results.convergence = rows;
+    } finally {
+      await restore();
+    }
+  }
+  if (only.has('cpu')) {
+    const restore = await podsToFakeNodes();
+    try {
+      results.cpu = await reconcileCpu();
     } finally {
       await restore();
     }
@@ -728,6 +815,18 @@ if (conv) {
     const kfn = conv.find((r) => r.contender === 'kfn' && r.concurrency === c)!;
     const cr = conv.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)!;
     say(`  ×${c}: kfn / controller-runtime ${x(kfn.seconds, cr.seconds)} (goal ≤ 1.0×); kfn / floor ${x(kfn.seconds, floor.seconds)} (goal ≤ 1.3×)`);
+  }
+  const timed = conv.filter((r) => r.reconcile);
+  if (timed.length) {
+    say();
+    say('Reconcile cost over P1 (ms): kfn delivery → answer (its journal), controller-runtime Reconcile (its histogram); p50 through the same buckets');
+    say('  contender                 reconciles      p50     mean');
+    for (const r of timed) say(`  ${name(r).padEnd(24)} ${String(r.reconcile!.count).padStart(10)}   ${r.reconcile!.p50Ms.toFixed(1).padStart(6)}   ${r.reconcile!.meanMs.toFixed(1).padStart(6)}`);
+    for (const c of new Set(timed.filter((r) => r.contender === 'kfn').map((r) => r.concurrency))) {
+      const kfn = timed.find((r) => r.contender === 'kfn' && r.concurrency === c)?.reconcile;
+      const cr = timed.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)?.reconcile;
+      if (kfn && cr) say(`  ×${c}: kfn / controller-runtime p50 ${x(kfn.p50Ms, cr.p50Ms)} (goal ≤ 1.5×), mean ${x(kfn.meanMs, cr.meanMs)}`);
+    }
   }
   const idle = conv.filter((r) => r.idle);
   if (idle.length) {
@@ -790,10 +889,19 @@ if (rel) {
   say(`  ${rel.changed} changes while cut off, then 410 Gone         ${String(rel.after410.kfn).padStart(10)}   ${String(rel.after410.adapter).padStart(15)}`);
   say(`  of those ${rel.changed} changes, never delivered              ${String(rel.missed.kfn).padStart(10)}   ${String(rel.missed.adapter).padStart(15)}`);
 }
+const cpu = results.cpu as Awaited<ReturnType<typeof reconcileCpu>> | undefined;
+if (cpu) {
+  say();
+  say(`CPU per delivery, kfn ×1 converging ${objects} MyWebs (${cpu.deliveries} deliveries; busy CPU from --cpu-prof, both processes profiled)`);
+  say(`  bridge ${cpu.bridge.perDeliveryMs.toFixed(2)} ms   function ${cpu.function.perDeliveryMs.toFixed(2)} ms   (profiles: ${cpu.bridge.file}, ${cpu.function.file})`);
+  for (const [name, side] of [['bridge', cpu.bridge], ['function', cpu.function]] as const) {
+    say(`  ${name}, self time by place (share of its busy CPU):`);
+    for (const p of side.places.slice(0, 8)) say(`    ${((p.ms / side.busyMs) * 100).toFixed(1).padStart(5)}%  ${p.where}`);
+  }
+}
 const table = lines.join('\n');
 console.log(table);
 mkdirSync(values.out, { recursive: true });
-const stamp = (results.date as string).replace(/[:.]/g, '-');
 writeFileSync(join(values.out, `compare-${stamp}.json`), `${JSON.stringify({ ...results, table }, null, 2)}\n`);
 writeFileSync(join(values.out, `compare-${stamp}.svg`), compareChart(results));
 console.error(`\nwrote ${join(values.out, `compare-${stamp}.json`)} and the chart beside it (.svg); redraw one with: node test/bench/chart.ts <json>`);

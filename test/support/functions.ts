@@ -16,7 +16,7 @@ import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
 import { generateWebhookPki } from '../../cluster/pki.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { lambdaEnvironment, startLambda, unzipPackage, type LambdaOptions, type LocalLambda } from './lambda.ts';
-import { freePort, spawnBridge } from './bridge.ts';
+import { freePort, spawnBridge, type BridgeProcess } from './bridge.ts';
 import { kubeApi, testNamespace, uniqueName, type TestCluster } from './cluster.ts';
 import type { JournalEntry } from '../../core/journal.ts';
 
@@ -31,6 +31,8 @@ export interface FunctionStack {
   output(): string;
   /** The function's process (runtime `process`). */
   process?: ChildProcess;
+  /** The bridge's process. */
+  bridge: BridgeProcess;
 }
 
 /** What a stack did, for a failed wait's message: the journal's last deliveries and the function's last lines. */
@@ -138,10 +140,10 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const config = join(dir, 'bridge.yaml');
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: reconcilerName } }));
   const journal = join(dir, 'journal.jsonl');
-  await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv);
+  const bridge = await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv);
   // After hooks run in the order they were added: the function and the bridge are killed
   // before their directory goes (a bridge still journaling made the removal fail).
   t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const kind = reconciler.for;
-  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda, process: process_, output: () => { try { return output(); } catch { return ''; } } };
+  return { ns, dir, journal, api, objects: `/apis/${kind.apiVersion}/namespaces/${ns}/${kind.plural}`, lambda, process: process_, bridge, output: () => { try { return output(); } catch { return ''; } } };
 }
