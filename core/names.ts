@@ -56,6 +56,13 @@ export const imageIdAnnotation = 'kfn.dev/image-id';
 export const skipFinalizerAnnotation = 'kfn.dev/skip-finalizer';
 
 /**
+ * On an object being deleted: when its finalize first failed. finalizeTimeoutSeconds run from
+ * here, not from the deletion: a delivery held up (an apiserver restart, a leader hand-over, a
+ * sink not ready) must not make the first failure the last.
+ */
+export const finalizeFailingSinceAnnotation = 'kfn.dev/finalize-failing-since';
+
+/**
  * On an auth Secret: the Reconcilers (comma-separated) allowed to send its key. The bridge
  * reads the key for a Reconciler only when its name is there: whoever may write a Reconciler
  * cannot have another function's key (or any Secret) sent to a sink of their choosing.

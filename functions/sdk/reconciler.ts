@@ -143,8 +143,9 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
    * Runs before a deleted object may go; the finalizer is removed once it succeeds. A failing
    * finalize is retried with backoff (each failure a `FinalizeFailed` Warning Event, counted
    * on one Event while the error is the same), but never blocks deletion forever: once
-   * `finalizeTimeoutSeconds` have passed since the object's deletionTimestamp, the SDK records
-   * a `FinalizerGaveUp` Warning Event and lets the object go. The annotation
+   * `finalizeTimeoutSeconds` have passed since its first failure (noted on the object as the
+   * annotation `kfn.dev/finalize-failing-since`), the SDK records a `FinalizerGaveUp` Warning
+   * Event and lets the object go. The annotation
    * `kfn.dev/skip-finalizer: "true"` lets it go at once, without cleanup.
    */
   finalize?(obj: ObjectOf<K>, ctx: ReconcileContext): void | Promise<void>;
@@ -163,7 +164,7 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   validate?(obj: ObjectOf<K>, old: ObjectOf<K> | undefined): Problem[] | void | Promise<Problem[] | void>;
   /** How the apiserver calls the webhooks: failurePolicy (default Fail: no write while the function cannot answer) and timeoutSeconds (default 10). */
   admission?: { failurePolicy?: 'Fail' | 'Ignore'; timeoutSeconds?: number };
-  /** How long a failing finalize is retried after deletion was asked for (default 600 s). */
+  /** How long a failing finalize is retried after its first failure (default 600 s). */
   finalizeTimeoutSeconds?: number;
   /**
    * Reconciles the bridge runs at once for this function (default 1; never two for one object).

@@ -17,7 +17,7 @@ import { checkDeclared } from './access.ts';
 import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock } from '../../core/clock.ts';
 import { controllerUid, describeObject, objectId, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
-import { childLabels, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
+import { childLabels, finalizeFailingSinceAnnotation, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
 import { type Change, type ChildState, type ReconcileResponse } from '../../core/response.ts';
 import { type ReceivedReconcile } from '../../core/event.ts';
 import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
@@ -302,24 +302,33 @@ class Invocation {
   }
 
   /**
-   * A failed finalize is retried (rethrown) until finalizeTimeoutSeconds have passed since
-   * deletion was asked for — not by attempts, which count the bridge's retries of this object
-   * whatever their cause and may be high already — and then given up, so deletion can finish.
+   * A failed finalize is retried (rethrown) until finalizeTimeoutSeconds have passed since its
+   * first failure, noted on the object (finalizeFailingSinceAnnotation), and then given up, so
+   * that deletion can finish. Not from the deletion: a delivery held up past the timeout would
+   * make a first, passing failure the last. Not by attempts either: they count the bridge's
+   * retries of this object whatever their cause and may be high already.
    */
   private async finalizeFailed(obj: KubeObject, ctx: ReconcileContext, err: unknown): Promise<void> {
     const finalizer = this.reconciler.finalizer!;
     const timeoutSeconds = this.reconciler.finalizeTimeoutSeconds ?? defaultFinalizeTimeoutSeconds;
-    const parsed = Date.parse(obj.metadata.deletionTimestamp!);
-    const since = Number.isNaN(parsed) ? this.now().getTime() : parsed;
-    const elapsedSeconds = Math.max(0, Math.round((this.now().getTime() - since) / 1000));
     const cause = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+    const now = this.now().getTime();
+    // The event's copy may predate the note: the live object says (a read on failure only).
+    const noted = obj.metadata.annotations?.[finalizeFailingSinceAnnotation] ?? (await this.api.request<KubeObject>('GET', this.primaryPath).then((live) => live.metadata.annotations?.[finalizeFailingSinceAnnotation], () => undefined));
+    const since = noted === undefined ? NaN : Date.parse(noted);
+    if (Number.isNaN(since)) {
+      const body = { metadata: { uid: obj.metadata.uid, annotations: { [finalizeFailingSinceAnnotation]: new Date(now).toISOString() } } };
+      await this.api.request('PATCH', this.primaryPath, { body, contentType: 'application/merge-patch+json' }).catch((patchErr: unknown) => this.log.warn({ error: (patchErr as Error).message }, 'could not note when finalize first failed; the next failure tries again'));
+    }
+    const first = Number.isNaN(since) ? now : since;
+    const elapsedSeconds = Math.max(0, Math.round((now - first) / 1000));
     if (elapsedSeconds < timeoutSeconds) {
-      const giveUpAt = new Date(since + timeoutSeconds * 1000).toISOString();
+      const giveUpAt = new Date(first + timeoutSeconds * 1000).toISOString();
       await ctx.event('Warning', 'FinalizeFailed', `cleanup failed: ${cause}; retried until ${giveUpAt}, then ${finalizer} is removed without it (annotate ${skipFinalizerAnnotation}=true to let the object go now)`).catch(() => undefined);
       throw err;
     }
     this.log.error({ elapsedSeconds, timeoutSeconds, error: cause }, 'finalize kept failing past its timeout; letting the object go');
-    await ctx.event('Warning', 'FinalizerGaveUp', `cleanup kept failing for ${elapsedSeconds}s since deletion (finalizeTimeoutSeconds ${timeoutSeconds}), last: ${cause}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
+    await ctx.event('Warning', 'FinalizerGaveUp', `cleanup kept failing for ${elapsedSeconds}s since its first failure (finalizeTimeoutSeconds ${timeoutSeconds}), last: ${cause}; ${finalizer} removed so that deletion can finish`).catch(() => undefined);
   }
 
   /** Before the first reconcile of a function with `finalize`: its finalizer on the object. */

@@ -177,6 +177,31 @@ describe('testReconcile', () => {
     assert.deepEqual(finalized, ['g']);
     assert.equal(out.get(Gizmo, 'g'), undefined, 'no finalizer left: the apiserver lets it go');
   });
+
+  test('a finalize first tried long after deletion (deliveries were held up) that fails is retried, not given up: finalizeTimeoutSeconds runs from its first failure', async () => {
+    const flaky = defineReconciler({
+      for: Gizmo,
+      reconcile: () => ({ status: {} }),
+      finalize() {
+        throw new Error('the backend is down');
+      },
+      finalizeTimeoutSeconds: 120,
+    }) as unknown as Reconciler;
+    const at = (time: string) => ({ reason: 'deleted' as const, now: new Date(`2026-01-01T${time}Z`) });
+    // Deleted at midnight; the first delivery comes ten minutes later, past the timeout.
+    const first = await testReconcile(flaky, { object: gizmo(1, { finalizers: [flaky.finalizer], deletionTimestamp: '2026-01-01T00:00:00Z' }), ...at('00:10:00') });
+    assert.match(String(first.error?.message), /the backend is down/, 'a first failure is retried');
+    const marked = first.get(Gizmo, 'g')!;
+    assert.deepEqual(marked.metadata.finalizers, [flaky.finalizer], 'still held by its finalizer');
+    assert.equal(marked.metadata.annotations?.['kfn.dev/finalize-failing-since'], '2026-01-01T00:10:00.000Z', 'the first failure is noted on the object');
+    const second = await testReconcile(flaky, { object: marked, ...at('00:11:00') });
+    assert.match(String(second.error?.message), /the backend is down/, 'a minute into its failures: retried');
+    assert.equal(second.get(Gizmo, 'g')!.metadata.annotations?.['kfn.dev/finalize-failing-since'], '2026-01-01T00:10:00.000Z', 'the first failure keeps its time');
+    const third = await testReconcile(flaky, { object: second.get(Gizmo, 'g')!, ...at('00:12:01') });
+    assert.equal(third.error, undefined);
+    assert.match(third.events.find((e) => e.reason === 'FinalizerGaveUp')?.message ?? '', /cleanup kept failing for 121s since its first failure \(finalizeTimeoutSeconds 120\), last: the backend is down/);
+    assert.equal(third.get(Gizmo, 'g'), undefined, 'given up after 121 s of failures: the object goes');
+  });
 });
 
 test('label selectors as strings', () => {

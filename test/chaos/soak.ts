@@ -432,7 +432,9 @@ async function problems(): Promise<string[]> {
   for (const d of deleted) {
     if (d.kind === 'ReverseWordsApp' && caches.has(`reversewords-cache-${d.name}`)) {
       const seen = deliveryLog.get(`${ns}/${d.name}`) ?? [];
-      out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}`);
+      // What the SDK said on the object (FinalizeFailed, FinalizerGaveUp) tells a cleanup given up from one never run.
+      const said = (await list(`/api/v1/namespaces/${ns}/events`, { fieldSelector: `involvedObject.name=${d.name},type=Warning` }).catch(() => [])) as unknown as { reason: string; message: string }[];
+      out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}; its Warning Events: ${said.length ? said.map((e) => `${e.reason}: ${e.message}`).join(' | ') : 'none'}`);
     }
   }
   return out;

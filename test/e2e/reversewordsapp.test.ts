@@ -52,6 +52,6 @@ test('ReverseWordsApp: children, appPods, conditions, finalizer cleanup, bounded
   const events = await s.api.request<{ items: { reason: string; message: string }[] }>('GET', `/api/v1/namespaces/${s.ns}/events`, { query: { fieldSelector: 'involvedObject.name=stuck' } });
   const gaveUp = events.items.find((e) => e.reason === 'FinalizerGaveUp');
   assert.ok(gaveUp, 'a Warning Event says the finalizer gave up');
-  assert.match(gaveUp.message, /cleanup kept failing for \d+s since deletion \(finalizeTimeoutSeconds 15\), last: .*is locked/);
+  assert.match(gaveUp.message, /cleanup kept failing for \d+s since its first failure \(finalizeTimeoutSeconds 15\), last: .*is locked/);
   assert.ok(events.items.some((e) => e.reason === 'FinalizeFailed'), 'each failure before that said why the object stayed');
 });

@@ -270,7 +270,7 @@ describe('SDK runtime', () => {
     assert.equal(shape.status.note, undefined, 'a dropped status field is gone');
     assert.deepEqual(await deliver(), [], 'idle again after the trim');
   });
-  test('a failing finalize is retried until finalizeTimeoutSeconds after deletion, whatever the attempt; writes are preconditioned on the uid', async (t2) => {
+  test('a failing finalize is retried until finalizeTimeoutSeconds after its first failure, whatever the attempt; writes are preconditioned on the uid', async (t2) => {
     const cluster = await testCluster();
     const api = kubeApi(cluster.kc);
     const ns = await testNamespace(t2, cluster, 'sdk-final');
@@ -322,12 +322,14 @@ describe('SDK runtime', () => {
     assert.match(failedEvent.message, /cleanup failed: the backend is down; retried until .*kfn\.dev\/skip-finalizer/);
     assert.equal(failedEvent.count, 2, 'the same failure twice is one Event counted twice');
 
-    clock = Date.parse(deleting.metadata.deletionTimestamp) + 121_000;
+    const noted = await api.request<{ metadata: { annotations?: Record<string, string> } }>('GET', `${path}/d`);
+    assert.equal(noted.metadata.annotations?.['kfn.dev/finalize-failing-since'], new Date(Date.parse(deleting.metadata.deletionTimestamp) + 5_000).toISOString(), 'the first failure is noted on the object');
+    clock = Date.parse(deleting.metadata.deletionTimestamp) + 5_000 + 121_000;
     const gaveUp = await deliver('d', 1);
     assert.equal(gaveUp.status, 200);
     assert.deepEqual(gaveUp.body.changes!.map((c) => c.action), ['finalizer']);
     const event = (await warnings('d')).find((e) => e.reason === 'FinalizerGaveUp');
-    assert.match(event?.message ?? '', /cleanup kept failing for 121s since deletion \(finalizeTimeoutSeconds 120\), last: the backend is down/);
+    assert.match(event?.message ?? '', /cleanup kept failing for 121s since its first failure \(finalizeTimeoutSeconds 120\), last: the backend is down/);
     await waitFor('the Doomed to be gone', async () => api.request('GET', `${path}/d`).then(() => undefined, () => true));
 
     // The finalizer's removal names the uid: an object that went meanwhile is not created again.
