@@ -26,7 +26,7 @@
 //                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -556,11 +556,8 @@ async function settledRss(pid: number): Promise<number> {
   return last;
 }
 
-/**
- * Forces a full garbage collection in a Node process started with --inspect=127.0.0.1:0 (through
- * the inspector protocol) and returns its heap in use afterwards, in MiB.
- */
-async function heapAfterGc(logFile: string): Promise<number> {
+/** The inspector of a Node process started with --inspect=127.0.0.1:0, from the address it logged: calls by method. */
+async function inspector(logFile: string): Promise<{ call<T = unknown>(method: string, params?: Record<string, unknown>): Promise<T>; close(): void }> {
   const url = readFileSync(logFile, 'utf8').match(/Debugger listening on (ws:\/\/\S+)/)?.[1];
   if (!url) throw new Error(`no inspector address in ${logFile}`);
   const ws = new WebSocket(url);
@@ -569,22 +566,32 @@ async function heapAfterGc(logFile: string): Promise<number> {
     ws.addEventListener('error', reject, { once: true });
   });
   let id = 0;
-  const call = (method: string) => new Promise<{ result?: { result?: { value?: number } } }>((resolve) => {
-    const mine = ++id;
-    const onMessage = (e: MessageEvent) => {
-      const msg = JSON.parse(String(e.data)) as { id?: number };
-      if (msg.id === mine) {
+  const call = <T,>(method: string, params: Record<string, unknown> = {}) =>
+    new Promise<T>((resolve, reject) => {
+      const mine = ++id;
+      const onMessage = (e: MessageEvent) => {
+        const msg = JSON.parse(String(e.data)) as { id?: number; result?: T; error?: { message: string } };
+        if (msg.id !== mine) return;
         ws.removeEventListener('message', onMessage);
-        resolve(msg as never);
-      }
-    };
-    ws.addEventListener('message', onMessage);
-    ws.send(JSON.stringify({ id: mine, method, params: method === 'Runtime.evaluate' ? { expression: 'process.memoryUsage().heapUsed', returnByValue: true } : {} }));
-  });
-  await call('HeapProfiler.collectGarbage');
-  const used = (await call('Runtime.evaluate')).result?.result?.value ?? NaN;
-  ws.close();
-  return used / 1048576;
+        if (msg.error) reject(new Error(`${method}: ${msg.error.message}`));
+        else resolve(msg.result as T);
+      };
+      ws.addEventListener('message', onMessage);
+      ws.send(JSON.stringify({ id: mine, method, params }));
+    });
+  return { call, close: () => ws.close() };
+}
+
+/** Forces a full garbage collection in a Node process started with --inspect=127.0.0.1:0 and returns its heap in use afterwards, in MiB. */
+async function heapAfterGc(logFile: string): Promise<number> {
+  const node = await inspector(logFile);
+  try {
+    await node.call('HeapProfiler.collectGarbage');
+    const used = (await node.call<{ result?: { value?: number } }>('Runtime.evaluate', { expression: 'process.memoryUsage().heapUsed', returnByValue: true })).result?.value ?? NaN;
+    return used / 1048576;
+  } finally {
+    node.close();
+  }
 }
 
 async function memory(): Promise<{ objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[]> {
@@ -698,10 +705,11 @@ async function snapshotMemory(n: number): Promise<SnapshotMemory> {
 }
 
 // ------------------------------------------------------------------------------------------
-// CPU: where a reconcile's time goes on each side. One more kfn ×1 convergence of N MyWebs with
-// the bridge and the function under `--cpu-prof` (not one of P1's measured rounds: profiling
-// slows them); both are stopped with SIGTERM, which makes Node write the profiles. The profiles
-// are kept beside the results (open them in Chrome's DevTools).
+// CPU: where a reconcile's time goes on each side. One more kfn ×1 convergence of N MyWebs
+// (not one of P1's measured rounds: profiling slows them) with the bridge and the function
+// started under --inspect; each is profiled through its inspector from the first create to the
+// last Ready, so start-up is not in the figures. The profiles are kept beside the results (open
+// them in Chrome's DevTools).
 
 interface CpuSide {
   busyMs: number;
@@ -719,7 +727,7 @@ async function reconcileCpu(): Promise<{ deliveries: number; bridge: CpuSide; fu
   const saved = process.env.NODE_OPTIONS;
   try {
     log(`CPU: ${objects} MyWebs in ${ns}, the bridge and the function profiled`);
-    process.env.NODE_OPTIONS = `${saved ?? ''} --cpu-prof --cpu-prof-dir=${profiles}`.trim();
+    process.env.NODE_OPTIONS = `${saved ?? ''} --inspect=127.0.0.1:0`.trim();
     const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
     let stack: FunctionStack;
     try {
@@ -729,25 +737,30 @@ async function reconcileCpu(): Promise<{ deliveries: number; bridge: CpuSide; fu
       else process.env.NODE_OPTIONS = saved;
     }
     await sleep(2000);
+    const fnLog = join(profiles, 'function.log');
+    writeFileSync(fnLog, stack.output());
+    const sides = { bridge: await inspector(stack.bridge.log), function: await inspector(fnLog) };
+    for (const side of Object.values(sides)) {
+      await side.call('Profiler.enable');
+      await side.call('Profiler.setSamplingInterval', { interval: 500 });
+      await side.call('Profiler.start');
+    }
+    const before = journalLines(stack.journal).length;
     const done = allReady(ns, objects, abort.signal);
     await inParallel(objects, 16, (i) => api.request('POST', webs(ns), { body: web(`w${i}`, 30000 + i) }));
     await Promise.race([done, sleep(900_000, undefined, { signal: abort.signal }).then(() => Promise.reject(new Error(`CPU: not all ${objects} MyWebs Ready within 15 minutes`)))]);
-    const deliveries = journalLines(stack.journal).length;
-    const fn = stack.process!;
-    const fnExited = new Promise((resolve) => fn.once('exit', resolve));
-    stack.bridge.kill('SIGTERM');
-    fn.kill('SIGTERM');
-    await Promise.race([Promise.all([stack.bridge.exited, fnExited]), sleep(30_000)]);
-    const side = (pid: number, name: string): CpuSide => {
-      const file = readdirSync(profiles).find((f) => f.includes(`.${pid}.`));
-      if (!file) throw new Error(`CPU: the ${name} (pid ${pid}) wrote no profile to ${profiles}`);
-      renameSync(join(profiles, file), join(profiles, `${name}.cpuprofile`));
-      const { busyMs, places } = profilePlaces(JSON.parse(readFileSync(join(profiles, `${name}.cpuprofile`), 'utf8')) as CpuProfile, repoRoot);
-      return { busyMs, perDeliveryMs: busyMs / deliveries, places: places.slice(0, 12), file: join(profiles, `${name}.cpuprofile`) };
-    };
-    const result = { deliveries, bridge: side(stack.bridge.pid, 'bridge'), function: side(fn.pid!, 'function') };
-    log(`CPU: ${deliveries} deliveries; bridge ${result.bridge.perDeliveryMs.toFixed(2)} ms, function ${result.function.perDeliveryMs.toFixed(2)} ms of CPU per delivery`);
-    return result;
+    const result: Record<string, CpuSide> = {};
+    const deliveries = journalLines(stack.journal).length - before;
+    for (const [name, side] of Object.entries(sides)) {
+      const { profile } = await side.call<{ profile: CpuProfile }>('Profiler.stop');
+      side.close();
+      const file = join(profiles, `${name}.cpuprofile`);
+      writeFileSync(file, JSON.stringify(profile));
+      const { busyMs, places } = profilePlaces(profile, repoRoot);
+      result[name] = { busyMs, perDeliveryMs: busyMs / deliveries, places: places.slice(0, 12), file };
+    }
+    log(`CPU: ${deliveries} deliveries; bridge ${result.bridge!.perDeliveryMs.toFixed(2)} ms, function ${result.function!.perDeliveryMs.toFixed(2)} ms of CPU per delivery`);
+    return { deliveries, bridge: result.bridge!, function: result.function! };
   } finally {
     abort.abort();
     for (const fn of after) await fn();
@@ -820,12 +833,12 @@ if (conv) {
   if (timed.length) {
     say();
     say('Reconcile cost over P1 (ms): kfn delivery → answer (its journal), controller-runtime Reconcile (its histogram); p50 through the same buckets');
-    say('  contender                 reconciles      p50     mean');
-    for (const r of timed) say(`  ${name(r).padEnd(24)} ${String(r.reconcile!.count).padStart(10)}   ${r.reconcile!.p50Ms.toFixed(1).padStart(6)}   ${r.reconcile!.meanMs.toFixed(1).padStart(6)}`);
+    say('  contender                 reconciles      p50     mean   total (s)');
+    for (const r of timed) say(`  ${name(r).padEnd(24)} ${String(r.reconcile!.count).padStart(10)}   ${r.reconcile!.p50Ms.toFixed(1).padStart(6)}   ${r.reconcile!.meanMs.toFixed(1).padStart(6)}   ${((r.reconcile!.count * r.reconcile!.meanMs) / 1000).toFixed(1).padStart(9)}`);
     for (const c of new Set(timed.filter((r) => r.contender === 'kfn').map((r) => r.concurrency))) {
       const kfn = timed.find((r) => r.contender === 'kfn' && r.concurrency === c)?.reconcile;
       const cr = timed.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)?.reconcile;
-      if (kfn && cr) say(`  ×${c}: kfn / controller-runtime p50 ${x(kfn.p50Ms, cr.p50Ms)} (goal ≤ 1.5×), mean ${x(kfn.meanMs, cr.meanMs)}`);
+      if (kfn && cr) say(`  ×${c}: kfn / controller-runtime p50 ${x(kfn.p50Ms, cr.p50Ms)} (goal ≤ 1.5×), mean ${x(kfn.meanMs, cr.meanMs)}, total ${x(kfn.count * kfn.meanMs, cr.count * cr.meanMs)}`);
     }
   }
   const idle = conv.filter((r) => r.idle);
@@ -892,7 +905,7 @@ if (rel) {
 const cpu = results.cpu as Awaited<ReturnType<typeof reconcileCpu>> | undefined;
 if (cpu) {
   say();
-  say(`CPU per delivery, kfn ×1 converging ${objects} MyWebs (${cpu.deliveries} deliveries; busy CPU from --cpu-prof, both processes profiled)`);
+  say(`CPU per delivery, kfn ×1 converging ${objects} MyWebs (${cpu.deliveries} deliveries; busy CPU profiled from the first create to the last Ready)`);
   say(`  bridge ${cpu.bridge.perDeliveryMs.toFixed(2)} ms   function ${cpu.function.perDeliveryMs.toFixed(2)} ms   (profiles: ${cpu.bridge.file}, ${cpu.function.file})`);
   for (const [name, side] of [['bridge', cpu.bridge], ['function', cpu.function]] as const) {
     say(`  ${name}, self time by place (share of its busy CPU):`);
