@@ -53,8 +53,7 @@ test('a two-version kind: written at either version, read at both (get and list)
   // The function down: a read at the other version fails, and the apiserver says which webhook.
   closed = true;
   await new Promise((r) => server.close(r));
-  // A connection the apiserver held open to the webhook may still be answered for a moment (Node
-  // serves a kept-alive connection that was busy at close() until its keep-alive timeout).
+  // A call the apiserver had in flight at close() is still answered, and its connection then ends.
   const refused = await waitFor('a read at v1alpha1 to fail without the webhook', () => api.request('GET', at('v1alpha1', 'new')).then(() => undefined, (err: Error) => err), { timeoutMs: 15_000 });
   assert.match(refused.message, /conversion webhook for .*Shirt failed: .*connect: connection refused/);
   t.diagnostic(`with the function down: ${refused.message}`);

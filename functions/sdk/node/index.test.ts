@@ -1,23 +1,30 @@
 // The function as its container runs it: SIGTERM during a reconcile lets that reconcile finish
-// and answer, refuses new connections, then exits.
+// and answer (a kept-alive connection it came on is then closed), refuses new connections, then exits.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { encodeReconcileEvent } from '../../../core/event.ts';
 import { repoRoot } from '../../../cluster/paths.ts';
 import { freePort } from '../../../test/support/bridge.ts';
 import { waitFor } from '../../../core/clock.ts';
 
-test('SIGTERM during a reconcile: it finishes and answers, new connections are refused, then the process exits', async (t) => {
+/** The slow function (a 2 s reconcile) started as its container runs it, once it listens. */
+async function startSlowFunction(t: TestContext) {
   const port = await freePort();
   const child = spawn(process.execPath, [join(repoRoot, 'functions', 'sdk', 'testdata', 'slow-function.ts')], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   t.after(() => child.kill('SIGKILL'));
-  let output = '';
-  child.stdout.on('data', (c) => (output += c));
-  child.stderr.on('data', (c) => (output += c));
+  const seen = { output: '' };
+  child.stdout.on('data', (c) => (seen.output += c));
+  child.stderr.on('data', (c) => (seen.output += c));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  await waitFor('the function to listen', async () => output.includes('listening on') || undefined, { timeoutMs: 20_000 });
+  await waitFor('the function to listen', async () => seen.output.includes('listening on') || undefined, { timeoutMs: 20_000 });
+  return { port, child, seen, exited };
+}
+
+test('SIGTERM during a reconcile: it finishes and answers, new connections are refused, then the process exits', async (t) => {
+  const { port, child, seen, exited } = await startSlowFunction(t);
 
   const { message } = encodeReconcileEvent(
     { reconciler: 'slow', primary: { apiVersion: 'slow.kfn.test/v1', kind: 'Slow', namespace: 'demo', name: 'a', uid: 'uid-of-a' }, reason: 'updated', observedAt: Date.now() },
@@ -27,17 +34,49 @@ test('SIGTERM during a reconcile: it finishes and answers, new connections are r
   );
   const url = `http://127.0.0.1:${port}/`;
   const answer = fetch(url, { method: 'POST', headers: message.headers, body: message.body }).then(async (r) => ({ status: r.status, body: await r.text(), at: Date.now() }));
-  await waitFor('the reconcile to start', async () => output.includes('reconcile started') || undefined, { timeoutMs: 10_000 });
+  await waitFor('the reconcile to start', async () => seen.output.includes('reconcile started') || undefined, { timeoutMs: 10_000 });
   child.kill('SIGTERM');
   const signalledAt = Date.now();
-  await waitFor('the function to take the signal', async () => output.includes('taking no new requests') || undefined, { timeoutMs: 5000 });
+  await waitFor('the function to take the signal', async () => seen.output.includes('taking no new requests') || undefined, { timeoutMs: 5000 });
   await assert.rejects(fetch(url, { method: 'POST', headers: message.headers, body: message.body }), 'a new connection after SIGTERM is refused');
 
   const { status, body, at } = await answer;
   assert.equal(status, 200, body);
   assert.equal((JSON.parse(body) as { result: string }).result, 'done');
-  assert.ok(output.includes('reconcile finished'), 'the reconcile ran to its end');
+  assert.ok(seen.output.includes('reconcile finished'), 'the reconcile ran to its end');
   assert.equal(await exited, 0);
   assert.ok(at - signalledAt > 1000, `answered ${at - signalledAt} ms after the signal: it waited for the reconcile`);
-  assert.match(output, /slow: stopped/);
+  assert.match(seen.output, /slow: stopped/);
+});
+
+test('SIGTERM with a kept-alive connection busy: its answer closes the connection, nothing more is served on it, and the process exits', async (t) => {
+  const { port, child, seen, exited } = await startSlowFunction(t);
+
+  // One kept-alive connection, as the bridge's pool holds: the reconcile in flight at SIGTERM is on it.
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const post = () =>
+    new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+      const { message } = encodeReconcileEvent({ reconciler: 'slow', primary: { apiVersion: 'slow.kfn.test/v1', kind: 'Slow', namespace: 'demo', name: 'a', uid: 'uid-of-a' }, reason: 'updated', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent, headers: message.headers }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+      });
+      req.on('error', reject);
+      req.end(message.body);
+    });
+  const first = await post();
+  assert.equal(first.connection, 'keep-alive', 'before the signal the connection is kept alive');
+  const inFlight = post();
+  await waitFor('the second reconcile to start', async () => seen.output.split('reconcile started').length > 2 || undefined, { timeoutMs: 10_000 });
+  child.kill('SIGTERM');
+  await waitFor('the function to take the signal', async () => seen.output.includes('taking no new requests') || undefined, { timeoutMs: 5000 });
+  const answered = await inFlight;
+  assert.equal(answered.status, 200, answered.body);
+  assert.equal(answered.connection, 'close', 'the answer in flight at SIGTERM closes its connection');
+  const started = seen.output.split('reconcile started').length - 1;
+  await assert.rejects(post(), 'the next request needs a new connection, which is refused');
+  assert.equal(await exited, 0);
+  assert.equal(seen.output.split('reconcile started').length - 1, started, 'no reconcile started after the signal');
 });

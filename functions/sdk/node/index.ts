@@ -1,6 +1,8 @@
 // The function as a Node HTTP server (Hono's Node adapter): what Knative, a Deployment and
 // `kfn serve` run, with the webhooks' HTTPS listener beside it when the function has webhooks.
 import { serve as serveNode, type ServerType } from '@hono/node-server';
+import type { Server as HttpServer, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { hasWebhooks, serveWebhooks } from '../webhooks.ts';
@@ -19,7 +21,7 @@ export interface ServeOptions extends FunctionOptions {
 /**
  * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
  * for a reconciler with webhooks, an HTTPS listener for the apiserver. Closing the
- * HTTP server closes both.
+ * HTTP server closes both, and each connection ends once its answer in flight is out.
  */
 export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
   const app = createApp(reconciler, options);
@@ -30,8 +32,41 @@ export async function serve(reconciler: Reconciler, options: ServeOptions = {}):
   return new Promise((resolve, reject) => {
     const server = serveNode({ fetch: app.fetch, port, hostname }, () => resolve(server));
     server.once('error', reject);
-    server.once('close', () => tls?.close());
+    endConnectionsOnClose(server as HttpServer, () => tls?.close());
+    if (tls) endConnectionsOnClose(tls);
   });
+}
+
+/**
+ * Node's close() stops accepting connections and closes idle ones, but goes on serving a
+ * kept-alive connection that was busy at that moment, request after request, for as long as its
+ * client keeps it busy (the bridge's pool, the apiserver calling a webhook): a draining function
+ * would keep starting reconciles and never finish closing. Here close() also makes every
+ * connection end with its answer in flight: an answer not yet begun says `Connection: close`, one
+ * already begun ends its socket when it finishes; requests that still arrive on such a
+ * connection are answered the same way. `alsoClose` runs at the same moment.
+ */
+function endConnectionsOnClose(server: HttpServer | HttpsServer, alsoClose?: () => void): void {
+  const open = new Map<ServerResponse, () => void>();
+  let closing = false;
+  const endAfter = (res: ServerResponse, end: () => void) => {
+    if (!res.headersSent) res.setHeader('Connection', 'close');
+    else if (res.writableFinished) end();
+    else res.once('finish', end);
+  };
+  server.prependListener('request', (req, res: ServerResponse) => {
+    const end = () => req.socket.end();
+    if (closing) return endAfter(res, end);
+    open.set(res, end);
+    res.once('close', () => open.delete(res));
+  });
+  const close = server.close.bind(server);
+  server.close = (done?: (err?: Error) => void) => {
+    closing = true;
+    for (const [res, end] of open) endAfter(res, end);
+    alsoClose?.();
+    return close(done);
+  };
 }
 
 /**
