@@ -42,32 +42,34 @@ test('MyApp: create (A), image change (B), nothing to do (C), delete (D)', async
   // (the Deployment controller's own status writes are not the function's).
   // (B's image exits at once, so the rollout never completes: settled means the controller has
   // seen the change and its status stays put between two looks.)
-  let last = '';
-  await waitFor('the Deployment controller to settle after B', async () => {
+  await settled('the Deployment controller to settle after B', async () => {
     const d = await deployment();
-    const stable = d.status?.observedGeneration === d.metadata.generation && d.metadata.resourceVersion === last;
-    last = d.metadata.resourceVersion;
-    return stable || undefined;
-  }, { timeoutMs: 60_000, intervalMs: 1500 });
+    return d.status?.observedGeneration === d.metadata.generation ? d.metadata.resourceVersion : undefined;
+  }, 1500);
   // And the function has answered the settled Deployment: MyApp's status stays put between two
   // looks (its last write may come with the next delivery, which could otherwise be C's first resync).
-  let lastApp = '';
-  await waitFor('MyApp to settle after B', async () => {
-    const rv = (await s.api.request<{ metadata: { resourceVersion: string } }>('GET', `${s.objects}/my-app-instance`)).metadata.resourceVersion;
-    const stable = rv === lastApp;
-    lastApp = rv;
-    return stable || undefined;
-  }, { timeoutMs: 60_000, intervalMs: 3000 });
+  await settled('MyApp to settle after B', async () => (await s.api.request<{ metadata: { resourceVersion: string } }>('GET', `${s.objects}/my-app-instance`)).metadata.resourceVersion, 3000);
   // The crash-looping pods keep the Deployment controller writing its status: the function's own
   // writes would change the Deployment's spec, and with it its generation.
-  const settled = (await deployment()).metadata.generation;
+  const generation = (await deployment()).metadata.generation;
   const cursor = journalLines(s.journal).length;
   await waitFor('two resyncs', async () => journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').length >= 2 || undefined, { timeoutMs: 15_000 });
   const resyncs = journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync');
   assert.deepEqual(resyncs.map((l) => l.response?.changes?.length ?? 0), resyncs.map(() => 0), `scenario C: nothing to do, no writes; the resyncs wrote ${JSON.stringify(resyncs.map((l) => l.response?.changes ?? []))}`);
-  assert.equal((await deployment()).metadata.generation, settled, 'the Deployment was not touched');
+  assert.equal((await deployment()).metadata.generation, generation, 'the Deployment was not touched');
 
   // D: the MyApp is deleted → its Deployment goes too.
   await s.api.request('DELETE', `${s.objects}/my-app-instance`);
   await waitFor('scenario D: the Deployment is deleted', async () => deployment().then(() => undefined, (err) => (err instanceof ApiError && err.status === 404) || undefined), { timeoutMs: 60_000 });
 });
+
+/** Waits until `look` gives the same defined value at two looks in a row, `intervalMs` apart. */
+async function settled(what: string, look: () => Promise<string | undefined>, intervalMs: number): Promise<void> {
+  let last: string | undefined;
+  await waitFor(what, async () => {
+    const now = await look();
+    const stable = now !== undefined && now === last;
+    last = now;
+    return stable || undefined;
+  }, { timeoutMs: 60_000, intervalMs });
+}

@@ -2,13 +2,21 @@
 // and answer (a kept-alive connection it came on is then closed), refuses new connections, then exits.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { encodeReconcileEvent } from '../../../core/event.ts';
 import { repoRoot } from '../../../cluster/paths.ts';
 import { freePort } from '../../../test/support/bridge.ts';
 import { waitFor } from '../../../core/clock.ts';
+import pino from 'pino';
+import { generateWebhookPki } from '../../../cluster/pki.ts';
+import { defineKind, defineReconciler, t as t2 } from '../index.ts';
+import { memoryApi } from '../testing.ts';
+import { serve } from './index.ts';
 
 /** The slow function (a 2 s reconcile) started as its container runs it, once it listens. */
 async function startSlowFunction(t: TestContext) {
@@ -79,4 +87,44 @@ test('SIGTERM with a kept-alive connection busy: its answer closes the connectio
   await assert.rejects(post(), 'the next request needs a new connection, which is refused');
   assert.equal(await exited, 0);
   assert.equal(seen.output.split('reconcile started').length - 1, started, 'no reconcile started after the signal');
+});
+
+test('close() with an admission call in flight on a kept-alive HTTPS connection: the webhook listener answers it with Connection: close, then stops', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-webhook-close-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const pki = generateWebhookPki('close', ['localhost'], ['127.0.0.1']);
+  writeFileSync(join(dir, 'tls.crt'), pki.cert);
+  writeFileSync(join(dir, 'tls.key'), pki.key);
+  let release = () => {};
+  let entered = () => {};
+  const inValidate = new Promise<void>((r) => (entered = r));
+  const Box = defineKind({ group: 'close.kfn.test', version: 'v1', kind: 'Box', spec: t2.Object({}), status: t2.Object({}) });
+  const reconciler = defineReconciler({
+    for: Box,
+    reconcile: () => ({}),
+    validate: () => {
+      entered();
+      return new Promise<void>((r) => (release = r));
+    },
+  });
+  const webhookPort = await freePort();
+  const server = await serve(reconciler, { port: await freePort(), hostname: '127.0.0.1', webhooks: { port: webhookPort, certDir: dir }, api: memoryApi(reconciler, { object: { metadata: { name: 'b', namespace: 'ns' }, spec: {} } }), credentials: { kind: 'none' }, log: pino({ level: 'silent' }), record: false });
+  const agent = new HttpsAgent({ keepAlive: true, maxSockets: 1, ca: pki.caCert });
+  t.after(() => agent.destroy());
+  const review = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u-1', kind: { group: 'close.kfn.test', version: 'v1', kind: 'Box' }, operation: 'CREATE', name: 'b', namespace: 'ns', object: { apiVersion: 'close.kfn.test/v1', kind: 'Box', metadata: { name: 'b', namespace: 'ns' }, spec: {} } } });
+  const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port: webhookPort, method: 'POST', path: '/admission/validate', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+    });
+    req.on('error', reject);
+    req.end(review);
+  });
+  await inValidate;
+  const closed = new Promise<void>((r) => server.close(() => r()));
+  release();
+  const { status, connection } = await answer;
+  assert.equal(status, 200);
+  assert.equal(connection, 'close', 'the call in flight at close() ends its connection');
+  await closed;
 });

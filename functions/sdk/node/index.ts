@@ -3,6 +3,7 @@
 import { serve as serveNode, type ServerType } from '@hono/node-server';
 import type { Server as HttpServer, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
 import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { hasWebhooks, serveWebhooks } from '../webhooks.ts';
@@ -47,23 +48,22 @@ export async function serve(reconciler: Reconciler, options: ServeOptions = {}):
  * connection are answered the same way. `alsoClose` runs at the same moment.
  */
 function endConnectionsOnClose(server: HttpServer | HttpsServer, alsoClose?: () => void): void {
-  const open = new Map<ServerResponse, () => void>();
+  const open = new Map<ServerResponse, Socket>();
   let closing = false;
-  const endAfter = (res: ServerResponse, end: () => void) => {
+  const endAfter = (res: ServerResponse, socket: Socket) => {
     if (!res.headersSent) res.setHeader('Connection', 'close');
-    else if (res.writableFinished) end();
-    else res.once('finish', end);
+    else if (res.writableFinished) socket.end();
+    else res.once('finish', () => socket.end());
   };
   server.prependListener('request', (req, res: ServerResponse) => {
-    const end = () => req.socket.end();
-    if (closing) return endAfter(res, end);
-    open.set(res, end);
+    if (closing) return endAfter(res, req.socket);
+    open.set(res, req.socket);
     res.once('close', () => open.delete(res));
   });
   const close = server.close.bind(server);
   server.close = (done?: (err?: Error) => void) => {
     closing = true;
-    for (const [res, end] of open) endAfter(res, end);
+    for (const [res, socket] of open) endAfter(res, socket);
     alsoClose?.();
     return close(done);
   };
