@@ -4,18 +4,20 @@
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { answerDone, startReceiver } from '../test/support/receiver.ts';
-import { Bridge } from './bridge.ts';
+import { Bridge, type BridgeOptions } from './bridge.ts';
 import { FakeClock } from '../core/clock.ts';
 import { parseReconciler } from './config.ts';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
+import { BridgeMetrics } from './metrics.ts';
+import type { Journal, JournalEntry } from '../core/journal.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
-async function setup(t: TestContext, spec: Record<string, unknown> = {}) {
+async function setup(t: TestContext, spec: Record<string, unknown> = {}, options: Partial<BridgeOptions> = {}) {
   const server = new FakeApiServer();
   const clock = new FakeClock(Date.now());
   const receiver = await startReceiver(t, { kind: 'none' });
-  const bridge = new Bridge({ api: server.api(), log: quiet, clock, watcher: { backoffMs: [1, 2] } });
+  const bridge = new Bridge({ api: server.api(), log: quiet, clock, watcher: { backoffMs: [1, 2] }, ...options });
   t.after(() => bridge.stop(1000));
   const config = parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, ...spec } });
   assert.deepEqual([...(await bridge.setReconcilers([config])).keys()], []);
@@ -109,4 +111,39 @@ describe('Bridge on a fake clock', () => {
       assert.equal(names.size, 7);
     }
   });
+});
+
+describe('answers checked against the contract before they count', () => {
+  const bodies: [string, string][] = [
+    ['a body that is not JSON', 'all good'],
+    ['a body cut at 1 MiB', `{"result":"done","changes":[],"message":"${'x'.repeat(1 << 20)}"}`],
+    ['changes: [null]', '{"result":"done","changes":[null]}'],
+    ['stale: 7', '{"result":"done","changes":[],"stale":7}'],
+    ['children: [{}]', '{"result":"done","changes":[],"children":[{}]}'],
+    ['an unknown result', '{"result":"fine","changes":[]}'],
+  ];
+  for (const [what, body] of bodies) {
+    test(`${what} is a failed delivery: retried with backoff, counted, journalled; the key is not stuck`, async (t) => {
+      const metrics = new BridgeMetrics();
+      const journal = { entries: [] as JournalEntry[], append(e: JournalEntry) { this.entries.push(e); } };
+      const { server, clock, receiver, bridge } = await setup(t, { contract: 2 }, { metrics, journal: journal as unknown as Journal });
+      let bad = true;
+      receiver.answer = (d, res) => (bad ? void res.writeHead(200, { 'content-type': 'application/json' }).end(body) : answerDone(d, res));
+      server.put('w');
+      await until('the first delivery', () => receiver.of('w')[0]);
+      const rest = await atRest(bridge);
+      assert.equal(rest.delayed, 1, 'the failed delivery waits out its backoff');
+      const entry = await until('the journal line', () => journal.entries[0]);
+      assert.equal(entry.outcome, 'retry');
+      assert.match(entry.why ?? '', /invalid answer/);
+      const counted = (await metrics.registry.getSingleMetricAsString('kfn_bridge_invalid_answers_total')).match(/controller="widgets"\} (\d+)/);
+      assert.equal(counted?.[1], '1');
+      bad = false;
+      clock.advance(10); // the 5 ms backoff
+      const retry = await until('the retried delivery', () => receiver.of('w')[1]);
+      assert.equal(retry.attempt, 2);
+      assert.equal(retry.id, receiver.of('w')[0]!.id, 'the same observation, the same event id');
+      assert.equal((await atRest(bridge)).delayed, 0);
+    });
+  }
 });

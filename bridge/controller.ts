@@ -229,17 +229,38 @@ export class Controller {
     const { event, message } = encoded;
     // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
-    const { result, sink } = await this.send(message, reason);
+    const sent = await this.send(message, reason);
+    const { sink } = sent;
     const now = this.bridge.clock.now();
+    const result = this.noteAnswer(key, sent.result, now);
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
     const { outcome } = result;
-    if (this.snapshots && (outcome.kind === 'done' || outcome.kind === 'requeue')) this.snapshots.noteAnswer(key, outcome.response, now);
     const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
-    if (outcome.kind === 'retry') {
+    if (outcome.kind === 'retry' && outcome.invalidAnswer) {
+      this.bridge.metrics?.invalidAnswers.inc({ controller: this.config.name });
+      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, sink, problem: outcome.invalidAnswer, retryInMs: delay }, "the function's answer is not the contract's response; will retry");
+    } else if (outcome.kind === 'retry') {
       this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
     } else if (outcome.kind === 'terminal') {
       this.bridge.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
       if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
+    }
+  }
+
+  /**
+   * Contract 2: takes what a done or requeue answer says the next delivery must wait for. The
+   * answer was checked against the contract (core/response.ts); should the bookkeeping still
+   * refuse it, the delivery counts as failed rather than throwing past the key's hold.
+   */
+  private noteAnswer(key: string, result: DeliveryResult, now: number): DeliveryResult {
+    const { outcome } = result;
+    if (!this.snapshots || (outcome.kind !== 'done' && outcome.kind !== 'requeue')) return result;
+    try {
+      this.snapshots.noteAnswer(key, outcome.response, now);
+      return result;
+    } catch (err) {
+      const problem = (err as Error).message;
+      return { ...result, outcome: { kind: 'retry', why: `invalid answer: ${problem}`, invalidAnswer: problem } };
     }
   }
 

@@ -113,8 +113,9 @@ test("a function's answer is read up to 1 MiB: a sink streaming without end cost
     more();
   });
   const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 5000 });
-  assert.equal(result.outcome.kind, 'done', 'a 200 whose body is not the contract\'s JSON is done, its response unknown');
-  assert.equal(result.outcome.kind === 'done' && result.outcome.response, undefined);
+  assert.equal(result.outcome.kind, 'retry', 'an answer cut at 1 MiB is no answer: the delivery failed');
+  assert.match(result.outcome.kind === 'retry' ? (result.outcome.invalidAnswer ?? '') : '', /larger than the 1 MiB/);
+  assert.equal(result.mayBeRunning, undefined, 'the function answered: it is not still at work');
   await gone;
   assert.ok(written < 64 << 20, `the bridge closed the connection after ${written >> 20} MiB rather than read 256 MiB`);
 });

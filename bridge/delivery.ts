@@ -4,7 +4,7 @@
 // delivery) — the same client the bridge talks to the apiserver with, rather than a second copy.
 import { request } from 'undici';
 import { authenticate, type Credentials, type HttpMessage } from '../core/authentication.ts';
-import { classifyResponse, type DeliveryOutcome } from '../core/response.ts';
+import { classifyResponse, maxAnswerBytes, type DeliveryOutcome } from '../core/response.ts';
 import type { RequestSigner } from './sigv4.ts';
 
 export interface DeliveryResult {
@@ -29,22 +29,22 @@ export interface SendOptions {
   signer?: RequestSigner;
 }
 
-/** The most of a function's answer the bridge reads (its `changes` are a few KB); the rest is dropped unread. */
-export const maxAnswerBytes = 1 << 20;
-
-/** A body as text, read up to `max` bytes: a sink that streams without end costs the bridge no more. */
-async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<string> {
+/**
+ * A body as text, read up to `max` bytes: a sink that streams without end costs the bridge no
+ * more. `truncated` when there was more (an answer cut short is no answer).
+ */
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<{ text: string; truncated: boolean }> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
     chunks.push(chunk.subarray(0, max - size));
     size += chunk.length;
-    if (size >= max) {
+    if (size > max) {
       body.destroy();
       break;
     }
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return { text: Buffer.concat(chunks).toString('utf8'), truncated: size > max };
 }
 
 /** Failures before the request could reach the function: nothing can be running. */
@@ -67,7 +67,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
     // The transport's own timeouts never cut a delivery shorter than the bridge's deadline.
     const transportTimeoutMs = options.timeoutMs + 1000;
     const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal, headersTimeout: transportTimeoutMs, bodyTimeout: transportTimeoutMs });
-    const text = await readCapped(res.body, maxAnswerBytes);
+    const { text, truncated } = await readCapped(res.body, maxAnswerBytes);
     const status = res.statusCode;
     if (options.signer && (status === 401 || status === 403)) {
       // The front door refused the signature, not the function the event: not this object's
@@ -81,7 +81,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       const value = res.headers[name];
       return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
     };
-    return { outcome: classifyResponse(status, { get: header }, text, Date.now()), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
+    return { outcome: classifyResponse(status, { get: header }, text, Date.now(), truncated), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
   } catch (err) {
     const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';

@@ -93,6 +93,12 @@ export class BridgeMetrics {
     registers: [this.registry],
   });
 
+  readonly invalidAnswers = new Counter({
+    name: 'kfn_bridge_invalid_answers_total',
+    help: "Deliveries whose 2xx answer was not the contract's response (not JSON, cut at 1 MiB, a malformed field): retried with backoff.",
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
   readonly staleSnapshotSkips = new Counter({
     name: 'kfn_bridge_stale_snapshot_skips_total',
     help: "Deliveries postponed because the bridge's watches had not yet seen the writes of the object's last reconcile (contract 2: no reconcile decides on a snapshot older than its own writes).",

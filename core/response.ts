@@ -46,9 +46,15 @@ export type DeliveryOutcome =
   | { kind: 'done'; response?: ReconcileResponse }
   /** `afterMs` undefined: requeue with the key's backoff, as controller-runtime's Requeue. */
   | { kind: 'requeue'; afterMs?: number; response?: ReconcileResponse }
-  /** `sinkProblem`: the answer came from in front of the function (the sink is not ready), not from it. */
-  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string }
+  /**
+   * `sinkProblem`: the answer came from in front of the function (the sink is not ready), not from it.
+   * `invalidAnswer`: the function answered 2xx with a body that is not the contract's response.
+   */
+  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string; invalidAnswer?: string }
   | { kind: 'terminal'; why: string };
+
+/** The most of a function's answer the bridge reads (its `changes` are a few KB); the rest is dropped unread. */
+export const maxAnswerBytes = 1 << 20;
 
 /** The longest wait a Retry-After header can ask for (an hour); a longer one is cut to it. */
 export const maxRetryAfterMs = 3_600_000;
@@ -72,16 +78,78 @@ function notTheFunction(status: number): boolean {
   return (status >= 300 && status < 400) || status === 404 || status === 405;
 }
 
-/** Classifies a function's HTTP answer per the contract. */
-export function classifyResponse(status: number, headers: { get(name: string): string | null }, body: string, now = Date.now()): DeliveryOutcome {
+const actions: ReadonlySet<string> = new Set<Change['action']>(['applied', 'pruned', 'status', 'event', 'finalizer']);
+
+/** The first thing wrong with a ref in an answer, at `path`; undefined when it is one. */
+function refProblem(value: unknown, path: string): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `${path} is not an object reference`;
+  const ref = value as Record<string, unknown>;
+  for (const field of ['apiVersion', 'kind', 'name'] as const) if (typeof ref[field] !== 'string' || ref[field] === '') return `${path}.${field} is not a non-empty string`;
+  for (const field of ['namespace', 'uid', 'resourceVersion'] as const) if (ref[field] !== undefined && typeof ref[field] !== 'string') return `${path}.${field} is not a string`;
+  if (ref.generation !== undefined && !Number.isSafeInteger(ref.generation)) return `${path}.generation is not an integer`;
+  return undefined;
+}
+
+/** The first thing wrong with each element of an optional array field, or with the field itself. */
+function listProblem(value: unknown, path: string, element: (item: unknown, at: string) => string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value)) return `${path} is not an array`;
+  for (let i = 0; i < value.length; i++) {
+    const problem = element(value[i], `${path}[${i}]`);
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+/**
+ * Reads a 2xx answer's body as the contract's ReconcileResponse, or says the first thing wrong
+ * with it. Every field the bridge acts on is checked here, so that nothing an answer holds can
+ * throw later, past the key's hold. An empty body is a valid answer only with 204 (No Content):
+ * done, nothing reported.
+ */
+export function parseReconcileResponse(status: number, body: string, truncated = false): { response?: ReconcileResponse } | { problem: string } {
+  if (truncated) return { problem: `the answer is larger than the ${maxAnswerBytes / (1 << 20)} MiB the bridge reads` };
+  if (body === '' && status === 204) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return { problem: `the body is not JSON: ${JSON.stringify(body.length > 80 ? `${body.slice(0, 80)}…` : body)}` };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { problem: 'the body is not a JSON object' };
+  const r = value as Record<string, unknown>;
+  if (r.result !== 'done' && r.result !== 'requeue') return { problem: `result is ${JSON.stringify(r.result)}, not "done" or "requeue"` };
+  if (r.requeueAfterSeconds !== undefined && (typeof r.requeueAfterSeconds !== 'number' || Number.isNaN(r.requeueAfterSeconds) || r.requeueAfterSeconds < 0)) {
+    return { problem: 'requeueAfterSeconds is not a number of seconds (0 or more)' };
+  }
+  if (r.message !== undefined && typeof r.message !== 'string') return { problem: 'message is not a string' };
+  const problem =
+    listProblem(r.changes, 'changes', (c, at) => {
+      if (typeof c !== 'object' || c === null) return `${at} is not an object`;
+      const change = c as Record<string, unknown>;
+      if (typeof change.action !== 'string' || !actions.has(change.action)) return `${at}.action is ${JSON.stringify(change.action)}, not one of ${[...actions].join(', ')}`;
+      if (change.detail !== undefined && typeof change.detail !== 'string') return `${at}.detail is not a string`;
+      return refProblem(change.ref, `${at}.ref`);
+    }) ??
+    listProblem(r.children, 'children', (c, at) => {
+      if (typeof c !== 'object' || c === null) return `${at} is not an object`;
+      const child = c as Record<string, unknown>;
+      return refProblem(child.ref, `${at}.ref`) ?? (typeof child.hash === 'string' && child.hash !== '' ? undefined : `${at}.hash is not a non-empty string`);
+    }) ??
+    listProblem(r.stale, 'stale', refProblem);
+  if (problem) return { problem };
+  return { response: { ...(r as unknown as ReconcileResponse), changes: (r.changes as Change[] | undefined) ?? [] } };
+}
+
+/** Classifies a function's HTTP answer per the contract; `truncated` when the body was cut at maxAnswerBytes. */
+export function classifyResponse(status: number, headers: { get(name: string): string | null }, body: string, now = Date.now(), truncated = false): DeliveryOutcome {
   if (status >= 200 && status < 300) {
-    let response: ReconcileResponse | undefined;
-    try {
-      response = body ? (JSON.parse(body) as ReconcileResponse) : undefined;
-    } catch {
-      response = undefined;
-    }
-    const seconds = Number(response?.requeueAfterSeconds ?? 0);
+    const parsed = parseReconcileResponse(status, body, truncated);
+    // The function answered, but not in the contract's words: nothing it says can be trusted
+    // (its writes, its children), so the delivery failed and is retried with the same event.
+    if ('problem' in parsed) return { kind: 'retry', why: `invalid answer (HTTP ${status}): ${parsed.problem}`, invalidAnswer: parsed.problem };
+    const { response } = parsed;
+    const seconds = response?.requeueAfterSeconds ?? 0;
     if (seconds > 0) return { kind: 'requeue', afterMs: Math.min(seconds, maxRequeueAfterSeconds) * 1000, response };
     if (response?.result === 'requeue') return { kind: 'requeue', response };
     return { kind: 'done', response };
