@@ -177,4 +177,51 @@ describe('LeaderElector', () => {
     await run(again);
     assert.deepEqual(takeovers.at(-1), { from: 'expired', holder: 'c' });
   });
+
+  test("a standby judges the Lease's age from when its answer arrived, as client-go does: a slow first read cannot let it take over while the leader may still lead", async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    /** A client of the store whose requests first wait for `before` (a slow answer, a partition). */
+    const client = (before: (method: string, signal?: AbortSignal) => Promise<void> | void) => {
+      const make = (signal?: AbortSignal): KubeApi =>
+        ({
+          request: async (method: string, path: string, options?: object) => {
+            await before(method, signal);
+            return (signal ? store.api.withSignal(signal) : store.api).request(method, path, options);
+          },
+          withSignal: (s: AbortSignal) => make(s),
+        }) as unknown as KubeApi;
+      return make();
+    };
+    let partitioned = false;
+    const hang = (signal?: AbortSignal) => new Promise<void>((_resolve, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+    const a = new LeaderElector({ api: client((_m, signal) => (partitioned ? hang(signal) : undefined)), namespace: 'ns', name: 'bridge', identity: 'a', clock });
+    let aLostAt: number | undefined;
+    void a.run(() => {}, () => (aLostAt = clock.now()));
+    await flush();
+    assert.equal(a.isLeader, true);
+    await advance(clock, 500);
+    // The standby's first read is answered 9.4 s after it was sent, with the Lease as the leader
+    // renewed it meanwhile (at 8 s); right after, the leader is cut off from the apiserver.
+    let slow = true;
+    const b = new LeaderElector({
+      api: client(async (method) => {
+        if (method !== 'GET' || !slow) return;
+        slow = false;
+        await new Promise((resolve) => clock.setTimer(resolve, 9400));
+        partitioned = true;
+      }),
+      namespace: 'ns',
+      name: 'bridge',
+      identity: 'b',
+      clock,
+      random: () => 0,
+    });
+    let bLedAt: number | undefined;
+    void b.run(() => void (bLedAt = clock.now()), () => {});
+    await advance(clock, 40_000);
+    assert.ok(aLostAt !== undefined, 'the cut-off leader stepped down');
+    assert.ok(bLedAt !== undefined, 'the standby took the Lease in the end');
+    assert.ok(bLedAt >= aLostAt, `the standby led from ${bLedAt} ms while the old leader led until ${aLostAt} ms`);
+  });
 });

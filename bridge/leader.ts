@@ -1,7 +1,7 @@
 // Leader election with a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
 // a candidate takes the lease when its holder has not renewed it for leaseDuration (judged by
-// the candidate's own clock since it last saw the lease change, so clock skew between
-// machines does not matter); the leader renews every retryPeriod and gives up — and the
+// the candidate's own clock since an answer last showed the lease changed — dated when that
+// answer arrived — so clock skew between machines does not matter); the leader renews every retryPeriod and gives up — and the
 // process must stop at once — when it could not renew for renewDeadline.
 //
 // No split brain: renewDeadline (10 s) is shorter than leaseDuration (15 s), it is counted
@@ -133,7 +133,7 @@ export class LeaderElector {
         const created = await api.request<Lease>('POST', `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`, {
           body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(wall)) },
         });
-        this.observe(created, now);
+        this.observe(created, this.clock.now());
         this.takeover = { from: 'nobody' };
         return true;
       } catch (createErr) {
@@ -142,7 +142,11 @@ export class LeaderElector {
       }
     }
     const s = lease.spec ?? {};
-    if (s.holderIdentity !== this.observed.holder || s.renewTime !== this.observed.renewTime) this.observe(lease, now);
+    // Observed when the answer arrived, not when the request was sent: the apiserver may have
+    // read the Lease long after the request left, and the renewal it shows was sent no earlier
+    // than that read. Dating it by the request would start the expiry early (client-go dates
+    // its observedTime the same way).
+    if (s.holderIdentity !== this.observed.holder || s.renewTime !== this.observed.renewTime) this.observe(lease, this.clock.now());
     const heldByOther = !!s.holderIdentity && s.holderIdentity !== identity;
     const expired = now - this.observed.at > (s.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
     if (heldByOther && !expired) return false;
@@ -157,7 +161,7 @@ export class LeaderElector {
     try {
       // The resourceVersion makes this an optimistic write: if another candidate wrote first, 409.
       const updated = await api.request<Lease>('PUT', this.path, { body: { ...lease, metadata, spec: spec(transitions, acquireTime) } });
-      this.observe(updated, now);
+      this.observe(updated, this.clock.now());
       if (taking) this.takeover = s.holderIdentity ? { from: 'expired', holder: s.holderIdentity } : { from: 'released', ...(note !== undefined ? { note } : {}) };
       return true;
     } catch (err) {
