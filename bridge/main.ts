@@ -95,7 +95,9 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const logger = options.logger ?? pinoLogger(options.logLevel ?? 'info');
   const api = options.api ?? new KubeApi(loadConnection(options.kubeconfig, undiciTransport));
   const metrics = new BridgeMetrics();
-  const journal = options.journal ? new Journal(options.journal) : undefined;
+  // A journal that cannot be written is logged and counted; deliveries never wait for it.
+  const journal = options.journal ? new Journal(options.journal, { onProblem: (problem) => logger.warn({ journal: options.journal }, problem) }) : undefined;
+  if (journal) metrics.trackJournal(journal);
   const shards = options.shards ?? 1;
   if (!Number.isInteger(shards) || shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
   if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');

@@ -116,6 +116,23 @@ export class BridgeMetrics {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
+  /** Exports what the journal could not write: its failed writes and rotations, and the lines it dropped. */
+  trackJournal(journal: { readonly failures: number; readonly dropped: number }): void {
+    const counted = { failures: 0, dropped: 0 };
+    const counter = (name: string, help: string, field: 'failures' | 'dropped') =>
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.inc(journal[field] - counted[field]);
+          counted[field] = journal[field];
+        },
+      });
+    counter('kfn_bridge_journal_failures_total', 'Journal writes and rotations that failed (a read-only, full or broken volume); deliveries go on.', 'failures');
+    counter('kfn_bridge_journal_dropped_lines_total', 'Journal lines dropped unwritten because the volume did not keep up (the queue is bounded).', 'dropped');
+  }
+
   /** The observer a Reconciler's work queue reports to. */
   queueObserver(name: string): QueueObserver {
     return {

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Journal, redact, type JournalEntry } from './journal.ts';
 
 function entry(i: number, response?: unknown): JournalEntry {
@@ -72,4 +73,105 @@ test('appending does not write on the caller\'s turn; lines come out in order, i
   assert.match(readFileSync(path, 'utf8'), /id-100/);
   await j.flush();
   assert.equal(readFileSync(path, 'utf8').match(/id-100"/g)?.length, 1, 'written once');
+});
+
+/**
+ * A directory that cannot be written: a read-only tmpfs as root (who may write anywhere else),
+ * or mode 0555 for anyone else. Made read-only by `lock()`, writable again by `unlock()`.
+ */
+function lockableDir(t: TestContext): { dir: string; lock(): void; unlock(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-ro-'));
+  const root = process.getuid?.() === 0;
+  if (root) execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir]);
+  t.after(() => {
+    if (root) execFileSync('umount', [dir]);
+    else chmodSync(dir, 0o755);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    dir,
+    lock: () => (root ? execFileSync('mount', ['-o', 'remount,ro', dir]) : chmodSync(dir, 0o555)),
+    unlock: () => (root ? execFileSync('mount', ['-o', 'remount,rw', dir]) : chmodSync(dir, 0o755)),
+  };
+}
+
+/** Collects unhandled rejections while the test runs: a journal failure must never be one. */
+function rejections(t: TestContext): unknown[] {
+  const seen: unknown[] = [];
+  const on = (reason: unknown) => seen.push(reason);
+  process.on('unhandledRejection', on);
+  t.after(() => process.off('unhandledRejection', on));
+  return seen;
+}
+
+test('a read-only directory: rotation and writes fail without an unhandled rejection; failures are reported and counted; writing resumes once it is writable', async (t) => {
+  const unhandled = rejections(t);
+  const { dir, lock, unlock } = lockableDir(t);
+  const problems: string[] = [];
+  const j = new Journal(join(dir, 'j.jsonl'), { maxBytes: 600, onProblem: (p) => problems.push(p) });
+  for (let i = 0; i < 3; i++) j.append(entry(i));
+  await j.flush();
+  lock();
+  for (let i = 3; i < 12; i++) {
+    j.append(entry(i));
+    await j.flush();
+  }
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(unhandled, []);
+  assert.ok(j.failures > 0, 'failures counted');
+  assert.ok(problems.length >= 1 && /j\.jsonl/.test(problems[0]!), `the problem names the file: ${problems[0]}`);
+  unlock();
+  j.append(entry(99));
+  await j.flush();
+  const files = readdirSync(dir).map((f) => readFileSync(join(dir, f), 'utf8')).join('');
+  assert.match(files, /"id":"id-99"/, 'written again once the directory is writable');
+});
+
+test('a full volume: writes fail with ENOSPC, counted, and the journal keeps taking lines', async (t) => {
+  const unhandled = rejections(t);
+  const problems: string[] = [];
+  const j = new Journal('/dev/full', { onProblem: (p) => problems.push(p) });
+  for (let i = 0; i < 5; i++) {
+    j.append(entry(i));
+    await j.flush();
+  }
+  assert.deepEqual(unhandled, []);
+  assert.equal(j.failures, 5);
+  assert.match(problems[0] ?? '', /ENOSPC|no space/i);
+});
+
+test('a disk that does not keep up: the queue is bounded, the oldest lines dropped and counted', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-slow-'));
+  const fifo = join(dir, 'j.jsonl');
+  execFileSync('mkfifo', [fifo]);
+  // Nobody reads the pipe yet: the first write waits, as on a disk that has stopped answering.
+  const j = new Journal(fifo, { maxQueuedLines: 5 });
+  let reader: number | undefined;
+  t.after(() => {
+    // A reader that opens and closes at once ends a write still waiting on the pipe.
+    closeSync(reader ?? openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
+    rmSync(dir, { recursive: true, force: true });
+  });
+  for (let i = 0; i < 50; i++) j.append(entry(i));
+  await new Promise((r) => setTimeout(r, 20));
+  for (let i = 50; i < 100; i++) j.append(entry(i));
+  assert.ok(j.queuedLines <= 5, `${j.queuedLines} lines queued`);
+  assert.ok(j.dropped >= 90, `${j.dropped} dropped`);
+  reader = openSync(fifo, 'r');
+  const drained = (async () => {
+    let text = '';
+    const buf = Buffer.alloc(1 << 16);
+    for (;;) {
+      const n = await new Promise<number>((resolve, reject) => read(reader!, buf, 0, buf.length, null, (err, bytes) => (err ? reject(err) : resolve(bytes))));
+      // Each write opens and closes the pipe: an end of file only means the next has not begun.
+      if (n === 0) await new Promise((r) => setTimeout(r, 5));
+      text += buf.subarray(0, n).toString('utf8');
+      if (text.includes('"id-99"')) return text;
+    }
+  })();
+  await j.flush();
+  const text = await drained;
+  assert.match(text, /"id":"id-99"/, 'the newest lines are kept');
+  assert.match(text, /"id":"id-45"/, 'the write under way when the disk stalled goes out');
+  assert.doesNotMatch(text, /"id":"id-60"/, 'older ones were dropped');
 });

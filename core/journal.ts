@@ -7,6 +7,9 @@
 // are written together by one asynchronous append, in order. What is still queued when the
 // process exits is written synchronously then, so an exit loses nothing (a SIGKILL may lose
 // the last lines, as it would any buffered log).
+//
+// A journal never stops what it records: a volume that is read-only, full or broken costs
+// lines (counted in `failures` and `dropped`, reported through onProblem), never an exception.
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { appendFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -40,6 +43,16 @@ export interface JournalOptions {
   keep?: number;
   /** Drop `data`/`stringData`/`binaryData` wherever they appear (default true: the bridge's journal). */
   redactSecretFields?: boolean;
+  /**
+   * The most lines held while the disk does not keep up (default 10,000); past it the oldest are
+   * dropped (and counted in `dropped`), so a slow or stuck volume costs bounded memory.
+   */
+  maxQueuedLines?: number;
+  /**
+   * Told when writing starts failing (a write, a rotation) or lines start being dropped — once
+   * per episode, not per line; a success ends the episode. Default: a process warning.
+   */
+  onProblem?: (problem: string) => void;
 }
 
 const secretFields = new Set(['data', 'stringData', 'binaryData']);
@@ -64,18 +77,29 @@ export class Journal<T extends object = JournalEntry> {
   readonly path: string;
   private readonly maxBytes: number;
   private readonly keep: number;
+  private readonly maxQueued: number;
+  private readonly onProblem: (problem: string) => void;
   private size: number;
   private queued: string[] = [];
   private draining: Promise<void> | undefined;
   private writing: string | undefined;
-  private failed = false;
+  /** In a failing episode: its problem has been reported; a successful write ends it. */
+  private failing = false;
+  /** In a dropping episode: reported; a queue that has room again ends it. */
+  private dropping = false;
   private readonly rotates: boolean;
   private readonly redacts: boolean;
+  /** Writes and rotations that failed. */
+  failures = 0;
+  /** Lines dropped unwritten: the queue was full. */
+  dropped = 0;
 
   constructor(path: string, options: JournalOptions = {}) {
     this.path = path;
     this.maxBytes = options.maxBytes ?? 10 * 1024 * 1024;
     this.keep = Math.max(1, options.keep ?? 5);
+    this.maxQueued = Math.max(1, options.maxQueuedLines ?? 10_000);
+    this.onProblem = options.onProblem ?? ((problem) => process.emitWarning(problem));
     this.redacts = options.redactSecretFields ?? true;
     mkdirSync(dirname(path), { recursive: true });
     const existing = existsSync(path) ? statSync(path) : undefined;
@@ -85,43 +109,69 @@ export class Journal<T extends object = JournalEntry> {
     openJournals.add(new WeakRef(this as Journal<object>));
   }
 
+  /** Lines waiting to be written. */
+  get queuedLines(): number {
+    return this.queued.length;
+  }
+
   append(entry: T): void {
+    if (this.queued.length >= this.maxQueued) {
+      this.queued.shift();
+      this.dropped++;
+      if (!this.dropping) this.onProblem(`kfn journal: ${this.path} does not keep up; dropping the oldest of ${this.maxQueued} queued lines`);
+      this.dropping = true;
+    } else if (this.queued.length < this.maxQueued / 2) {
+      this.dropping = false;
+    }
     this.queued.push(`${JSON.stringify(this.redacts ? redact(entry) : entry)}\n`);
     if (!this.draining) this.draining = this.drain();
   }
 
-  /** Resolves once every line appended so far is written. */
+  /** Resolves once every line appended so far is written (or has failed to be). */
   async flush(): Promise<void> {
     while (this.draining) await this.draining;
   }
 
+  private failed(what: string, err: unknown): void {
+    this.failures++;
+    if (!this.failing) this.onProblem(`kfn journal: cannot ${what} ${this.path}: ${(err as Error).message}; deliveries go on, these lines are lost`);
+    this.failing = true;
+  }
+
+  /** Never rejects: every failure is counted and reported instead. */
   private async drain(): Promise<void> {
     try {
       await Promise.resolve(); // let the caller's turn finish: its lines go out in one write
+      // After a failed rotation the file grows past maxBytes until a rotation succeeds.
+      let rotationFailed = false;
       while (this.queued.length) {
         // The lines that fit in the current file, in one write; rotation between writes.
         let chunk = '';
         let bytes = 0;
         while (this.queued.length) {
           const size = Buffer.byteLength(this.queued[0]!);
-          if (this.rotates && (this.size > 0 || bytes > 0) && this.size + bytes + size > this.maxBytes) break;
+          if (this.rotates && !rotationFailed && (this.size > 0 || bytes > 0) && this.size + bytes + size > this.maxBytes) break;
           chunk += this.queued.shift();
           bytes += size;
         }
         if (!chunk) {
-          this.rotate();
+          try {
+            this.rotate();
+          } catch (err) {
+            this.failed('rotate', err);
+            rotationFailed = true;
+          }
           continue;
         }
         this.writing = chunk;
         try {
           await appendFile(this.path, chunk);
-        } catch {
-          // A journal that cannot be written must not stop deliveries; the log says so once.
-          if (!this.failed) process.emitWarning(`kfn journal: cannot append to ${this.path}`);
-          this.failed = true;
+          this.size += bytes;
+          this.failing = false;
+        } catch (err) {
+          this.failed('append to', err);
         }
         this.writing = undefined;
-        this.size += bytes;
       }
     } finally {
       this.draining = undefined;

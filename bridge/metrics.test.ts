@@ -1,0 +1,17 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Journal } from '../core/journal.ts';
+import { BridgeMetrics } from './metrics.ts';
+
+test("the journal's failed writes and dropped lines are exported as counters", async () => {
+  const metrics = new BridgeMetrics({ defaultMetrics: false });
+  const journal = new Journal('/dev/full', { maxQueuedLines: 2, onProblem: () => {} });
+  metrics.trackJournal(journal);
+  const value = async (name: string) => Number((await metrics.registry.getSingleMetricAsString(name)).match(new RegExp(`^${name} (\\d+)$`, 'm'))?.[1]);
+  for (let i = 0; i < 3; i++) journal.append({ time: '', id: `${i}`, reconciler: 'r', key: 'k', reason: 'resync', attempt: 1, primary: { apiVersion: 'v1', kind: 'ConfigMap', name: 'c' }, observedAt: '', sink: '', outcome: 'done', durationMs: 0 });
+  await journal.flush();
+  assert.equal(await value('kfn_bridge_journal_dropped_lines_total'), 1, 'three lines into a queue of two');
+  assert.equal(await value('kfn_bridge_journal_failures_total'), 1, 'one write of two lines, to a full device');
+  await metrics.registry.metrics();
+  assert.equal(await value('kfn_bridge_journal_failures_total'), 1, 'a scrape counts each failure once');
+});
