@@ -187,7 +187,7 @@ describe('LeaderElector', () => {
         ({
           request: async (method: string, path: string, options?: object) => {
             await before(method, signal);
-            return (signal ? store.api.withSignal(signal) : store.api).request(method, path, options);
+            return (signal ? store.api.withSignal(signal) : store.api).request(method as Parameters<KubeApi["request"]>[0], path, options);
           },
           withSignal: (s: AbortSignal) => make(s),
         }) as unknown as KubeApi;
@@ -208,7 +208,7 @@ describe('LeaderElector', () => {
       api: client(async (method) => {
         if (method !== 'GET' || !slow) return;
         slow = false;
-        await new Promise((resolve) => clock.setTimer(resolve, 9400));
+        await new Promise<void>((resolve) => clock.setTimer(() => resolve(), 9400));
         partitioned = true;
       }),
       namespace: 'ns',
