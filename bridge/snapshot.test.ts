@@ -56,6 +56,17 @@ describe('the observed state a delivery carries', () => {
     assert.equal(observed.applied, undefined, 'nothing vouched for before an answer said what was applied');
   });
 
+  test("a child is a child only in its owner's namespace: one forged in another namespace, with a controller reference to the primary, is neither carried nor vouched for", () => {
+    const { snapshots, watches, watchesOf } = setUp();
+    const forged: KubeObject = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'site-page', namespace: 'attacker', uid: 'evil', resourceVersion: '103', ownerReferences: owner('w1') }, data: { page: 'forged' } };
+    watches.cm.store.set('attacker/site-page', forged);
+    snapshots.onEvent(ConfigMap, { type: 'apply', object: forged, key: 'attacker/site-page' });
+    snapshots.noteAnswer('ns/site', { result: 'done', changes: [], children: [{ ref: { ...ConfigMap, namespace: 'attacker', name: 'site-page', resourceVersion: '103' }, hash: 'h' }] }, 0);
+    const observed = snapshots.observed(web, watchesOf)!;
+    assert.deepEqual(observed.children.filter((c) => c.kind === 'ConfigMap').map((c) => `${c.metadata.namespace}/${c.metadata.uid}`), ['ns/c1']);
+    assert.equal(observed.applied, undefined, 'nothing vouched for in another namespace');
+  });
+
   test('a child another object controls is not carried; nor a kind whose watch has not listed yet', () => {
     const { snapshots, watches, watchesOf } = setUp(deployment('101', 1, 'someone-else'));
     (watches.cm as unknown as { hasSynced: boolean }).hasSynced = false;

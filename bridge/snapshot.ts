@@ -159,11 +159,17 @@ export class Snapshots {
       if (lagging.has(gk)) continue;
       const watches = watchesOf(owned).filter((w) => !w.namespace || w.namespace === namespace);
       if (!watches.length || !watches.every((w) => w.hasSynced)) continue;
+      // A cluster-scoped primary's namespaced children could be claimed from any namespace
+      // (anyone may write an owner reference): the bridge vouches for none of them, and the
+      // function lists that kind itself.
+      if (!namespace && watches[0]!.resource?.namespaced) continue;
       const oldest = watches.map((w) => w.resourceVersion).reduce((a, b) => ((compareResourceVersions(a, b) ?? 0) <= 0 ? a : b));
       kinds.push({ apiVersion: owned.apiVersion, kind: owned.kind, resourceVersion: oldest, ...(owned.fields ? { fields: owned.fields } : {}) });
       for (const storeKey of byKind?.get(gk) ?? []) {
         const child = watches.map((w) => w.store.get(storeKey)).find((c) => c !== undefined);
-        if (!child || controllerUid(child) !== uid) continue;
+        // A child only in its owner's namespace: an object elsewhere naming the primary as its
+        // controller is someone's forgery (an owner reference cannot cross namespaces).
+        if (!child || controllerUid(child) !== uid || child.metadata.namespace !== namespace) continue;
         const carried = projectObject(child as ObservedObject, owned.fields);
         children.push(carried);
         const id = objectId({ apiVersion: owned.apiVersion, kind: owned.kind, namespace: child.metadata.namespace, name: child.metadata.name });

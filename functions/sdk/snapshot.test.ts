@@ -77,3 +77,17 @@ describe('an invocation record of a contract-2 event', () => {
     assert.deepEqual(received.data.observed!.children[0]!.data, secret.data, 'the function itself gets the data');
   });
 });
+
+describe("a child only in its owner's namespace", () => {
+  test('a child the event carries from another namespace, naming the primary as its controller, is not taken as its child', () => {
+    const owner = [{ apiVersion: 'example.com/v1', kind: 'Web', name: 'site', uid: 'w1', controller: true }];
+    const real = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: 'team-a', uid: 's1', ownerReferences: owner } };
+    const forged = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: 'attacker', uid: 's2', ownerReferences: owner } };
+    const state: ObservedState = {
+      primary: { apiVersion: 'example.com/v1', kind: 'Web', metadata: { name: 'site', namespace: 'team-a', uid: 'w1' } },
+      kinds: [{ apiVersion: 'v1', kind: 'Secret', resourceVersion: '5' }],
+      children: [forged, real],
+    };
+    assert.deepEqual(new Snapshot(state).children({ apiVersion: 'v1', kind: 'Secret' }, 'w1').map((c) => c.metadata.uid), ['s1']);
+  });
+});

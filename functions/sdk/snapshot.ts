@@ -69,9 +69,13 @@ export class Snapshot {
     return this.state.kinds.find((k) => sameKind(k, ref));
   }
 
-  /** The children of `ref`'s kind the primary controls (uid), as carried. */
+  /**
+   * The children of `ref`'s kind the primary controls (uid), as carried — in the primary's
+   * namespace only: an owner reference cannot cross namespaces, so one from elsewhere is forged.
+   */
   children(ref: KindRef, uid: string): ObservedObject[] {
-    return this.state.children.filter((c) => sameKind(c, ref) && controllerUid(c as never) === uid);
+    const namespace = this.state.primary.metadata.namespace;
+    return this.state.children.filter((c) => sameKind(c, ref) && controllerUid(c as never) === uid && c.metadata.namespace === namespace);
   }
 
   /** A child, guarded to the fields its kind carries. */
