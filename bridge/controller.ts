@@ -218,7 +218,9 @@ export class Controller {
     const timeoutMs = this.config.timeoutSeconds * 1000;
     const deadline = this.bridge.clock.now() + timeoutMs;
     const wallDeadline = this.bridge.clock.wall() + timeoutMs;
-    const encode = (o: ObservedState | undefined) => encodeReconcileEvent(observation, attempt, this.bridge.source, wallDeadline, o);
+    // The time left travels too (signed): the function counts it down on its own monotonic
+    // clock from receipt, so the two machines' clocks need not agree.
+    const encode = (o: ObservedState | undefined) => encodeReconcileEvent(observation, attempt, this.bridge.source, wallDeadline, o, timeoutMs);
     // A snapshot too large for a function to take goes without the children (or whole).
     let encoded = encode(observed);
     if (observed && Buffer.byteLength(encoded.message.body) > eventBudgetBytes) {

@@ -138,6 +138,13 @@ describe('a delivery that may still be running holds its key (never two reconcil
     }
   });
 
+  test('409 from the function (it has this delivery already: a duplicate the network made): retried, and held, since the first copy may still run', async (t) => {
+    const r = await receiver(t, (res) => res.writeHead(409, { 'content-type': 'application/json' }).end('{"error":"event x (attempt 1) was already received"}'));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.outcome.kind, 'retry', 'not terminal: nothing was refused');
+    assert.ok(held(result));
+  });
+
   test('a refused connection or an answer of the function: nothing runs, nothing is held', async (t) => {
     const r = await receiver(t, (res) => res.writeHead(500).end('boom'));
     assert.equal(held(await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 })), false, 'a 500 is the function\'s answer');

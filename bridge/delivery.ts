@@ -75,13 +75,13 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
       const why = `HTTP ${status} from ${new URL(options.url).host}: the AWS SigV4-signed request was refused (${text.slice(0, 200)}); check that the bridge's AWS credentials belong to a principal allowed lambda:InvokeFunctionUrl on this function, and spec.sink.awsIam.region`;
       return { outcome: { kind: 'retry', why, sinkProblem: why }, status, durationMs: now() - started };
     }
-    // A 502 or 504 from a proxy in front (Knative's queue-proxy, an ingress): the function
-    // behind it may have the event and still be working on it.
+    // A 502 or 504 from a proxy in front (Knative's queue-proxy, an ingress), or the function's
+    // 409 (a copy of this delivery reached it before): the function may still be working on it.
     const header = (name: string) => {
       const value = res.headers[name];
       return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
     };
-    return { outcome: classifyResponse(status, { get: header }, text, Date.now(), truncated), status, durationMs: now() - started, ...(status === 502 || status === 504 ? { mayBeRunning: true } : {}) };
+    return { outcome: classifyResponse(status, { get: header }, text, Date.now(), truncated), status, durationMs: now() - started, ...(status === 502 || status === 504 || status === 409 ? { mayBeRunning: true } : {}) };
   } catch (err) {
     const e = err as Error & { code?: string; cause?: { code?: string; message?: string } };
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';

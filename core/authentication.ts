@@ -1,9 +1,9 @@
 // Authentication of a reconcile request: an HMAC signature over every attribute the function
-// acts on — the event id, its time, reason, attempt and deadline — and the exact body (header
-// `kfn-signature: v2=<hex>`), or a bearer token; the secret is the Reconciler's spec.auth
-// Secret, shared by the bridge and the function. (Signature v1 covered id, time and body only:
-// in binary mode the reason, attempt and deadline headers of a captured request could be
-// changed and the request sent again.)
+// acts on — the event id, its time, reason, attempt, deadline and the time it has left — and the
+// exact body (header `kfn-signature: v3=<hex>`), or a bearer token; the secret is the
+// Reconciler's spec.auth Secret, shared by the bridge and the function. (Signature v1 covered id,
+// time and body only; v2 left the time left out: in binary mode a captured request could be
+// sent again with another one.)
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const signatureHeader = 'kfn-signature';
@@ -15,18 +15,18 @@ export interface HttpMessage {
 }
 
 /** The attributes a signature covers besides the body, in the order they are signed. */
-export const signedAttributes = ['id', 'time', 'kfnreason', 'kfnattempt', 'kfndeadline'] as const;
+export const signedAttributes = ['id', 'time', 'kfnreason', 'kfnattempt', 'kfndeadline', 'kfntimeleft'] as const;
 
 export type SignedAttributes = Partial<Record<(typeof signedAttributes)[number], string>>;
 
 /** What the HMAC signs: the scheme, each signed attribute (empty when absent) and the exact body, newline-separated. */
 function signedPayload(attributes: SignedAttributes, body: string): string {
-  return ['v2', ...signedAttributes.map((a) => attributes[a] ?? ''), body].join('\n');
+  return ['v3', ...signedAttributes.map((a) => attributes[a] ?? ''), body].join('\n');
 }
 
-/** The `kfn-signature` header value: `v2=<hex HMAC-SHA256>`. */
+/** The `kfn-signature` header value: `v3=<hex HMAC-SHA256>`. */
 export function sign(secret: string, attributes: SignedAttributes, body: string): string {
-  return `v2=${createHmac('sha256', secret).update(signedPayload(attributes, body)).digest('hex')}`;
+  return `v3=${createHmac('sha256', secret).update(signedPayload(attributes, body)).digest('hex')}`;
 }
 
 /**
@@ -79,7 +79,8 @@ export function authenticationProblem(headers: Record<string, string>, body: str
   const given = headers[signatureHeader];
   if (!given) return `unsigned request: no ${signatureHeader} header (is the Reconciler's spec.auth set?)`;
   const attributes = attributesOf(headers, body);
-  if (given.startsWith('v1=')) return 'a v1 signature, which leaves the reason, attempt and deadline unsigned: this function takes v2 (run a bridge of the same kfn version)';
+  if (given.startsWith('v1=')) return 'a v1 signature, which leaves the reason, attempt and deadline unsigned: this function takes v3 (run a bridge of the same kfn version)';
+  if (given.startsWith('v2=')) return 'a v2 signature, which leaves the time the function has (kfntimeleft) unsigned: this function takes v3 (run a bridge of the same kfn version)';
   if (![credentials.secret, ...(credentials.previous ?? [])].some((secret) => constantTimeEqual(given, sign(secret, attributes, body)))) return 'bad signature: the request was not signed with this function\'s secret, or was altered';
   return undefined;
 }

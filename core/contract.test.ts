@@ -95,16 +95,20 @@ describe('parseReconcileRequest', () => {
     expectContractError(() => parseReconcileRequest({ ...headers, 'ce-id': 'forged' }, body, hmac), 401, /bad signature/);
   });
 
-  test('every attribute the function acts on is signed: a captured request with another reason, attempt or deadline is refused', () => {
+  test('every attribute the function acts on is signed: a captured request with another reason, attempt, deadline or time left is refused', () => {
     const deadline = Date.now() + 30_000;
     const { headers, body } = authenticate(encodeReconcileEvent(observation, 2, 'kfn://local/bridge', deadline).message, hmac);
     assert.equal(parseReconcileRequest(headers, body, hmac).attempt, 2);
-    for (const [header, value] of [['ce-kfnreason', 'deleted'], ['ce-kfnattempt', '1'], ['ce-kfndeadline', new Date(deadline + 600_000).toISOString()], ['ce-time', new Date().toISOString()]]) {
+    for (const [header, value] of [['ce-kfnreason', 'deleted'], ['ce-kfnattempt', '1'], ['ce-kfndeadline', new Date(deadline + 600_000).toISOString()], ['ce-kfntimeleft', '600000'], ['ce-time', new Date().toISOString()]]) {
       expectContractError(() => parseReconcileRequest({ ...headers, [header!]: value! }, body, hmac), 401, /bad signature/);
     }
     const { 'ce-kfndeadline': _, ...withoutDeadline } = headers;
     expectContractError(() => parseReconcileRequest(withoutDeadline, body, hmac), 401, /bad signature/);
     expectContractError(() => parseReconcileRequest({ ...headers, [signatureHeader]: `v1=${'0'.repeat(64)}` }, body, hmac), 401, /a v1 signature/);
+    expectContractError(() => parseReconcileRequest({ ...headers, [signatureHeader]: `v2=${'0'.repeat(64)}` }, body, hmac), 401, /a v2 signature, which leaves the time the function has/);
+    const timed = authenticate(encodeReconcileEvent(observation, 2, 'kfn://local/bridge', deadline, undefined, 25_000).message, hmac);
+    assert.equal(parseReconcileRequest(timed.headers, timed.body, hmac).timeLeftMs, 25_000, 'the time left travels, in milliseconds');
+    expectContractError(() => parseReconcileRequest({ ...timed.headers, 'ce-kfntimeleft': 'soon' }, timed.body, { kind: 'none' }), 400, /kfntimeleft must be a whole number of milliseconds/);
   });
 
   test('the signed deadline is the time window: a request sent again after it, or with a deadline too far ahead, is refused', () => {

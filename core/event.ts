@@ -144,9 +144,12 @@ export interface ReconcileCloudEvent {
 
 /**
  * Builds the binary-mode HTTP message for one delivery attempt (attempts count from 1).
- * `deadline` (ms since epoch) is when the bridge stops waiting for the answer.
+ * `deadline` (ms since epoch, wall time) is when the bridge stops waiting for the answer: the
+ * request's time window against replays. `timeLeftMs` is what the function counts down on its
+ * own monotonic clock from receipt, so that no two clocks need agree (default: the deadline less
+ * this machine's time now).
  */
-export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number, observed?: ObservedState): { event: ReconcileCloudEvent; message: HttpMessage } {
+export function encodeReconcileEvent(obs: Observation, attempt: number, source: string, deadline?: number, observed?: ObservedState, timeLeftMs?: number): { event: ReconcileCloudEvent; message: HttpMessage } {
   const data: ReconcileEventData = { contract: observed ? 2 : 1, reconciler: obs.reconciler, primary: obs.primary };
   if (obs.trigger) data.trigger = obs.trigger;
   if (observed) data.observed = observed;
@@ -170,7 +173,10 @@ export function encodeReconcileEvent(obs: Observation, attempt: number, source: 
   if (obs.primary.resourceVersion) attributes.kfnresourceversion = obs.primary.resourceVersion;
   if (obs.primary.generation !== undefined) attributes.kfngeneration = String(obs.primary.generation);
   if (obs.trigger) attributes.kfntrigger = refText(obs.trigger);
-  if (deadline !== undefined) attributes.kfndeadline = new Date(deadline).toISOString();
+  if (deadline !== undefined) {
+    attributes.kfndeadline = new Date(deadline).toISOString();
+    attributes.kfntimeleft = String(Math.max(0, Math.round(timeLeftMs ?? deadline - Date.now())));
+  }
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   for (const [name, value] of Object.entries(attributes)) headers[`ce-${name}`] = headerValue(value);
   const event = { ...attributes, datacontenttype: 'application/json', data } as ReconcileCloudEvent;
@@ -209,8 +215,13 @@ export interface ReceivedReconcile {
   data: ReconcileEventData;
   reason: ReconcileReason;
   attempt: number;
-  /** When the bridge stops waiting for the answer (kfndeadline); work past it is wasted or worse. */
+  /** When the bridge stops waiting for the answer (kfndeadline, the bridge's wall time): the request's time window. */
   deadline?: Date;
+  /**
+   * The milliseconds the function has from receipt (kfntimeleft), counted on its own monotonic
+   * clock: work past them is wasted or worse (the bridge may deliver the object again).
+   */
+  timeLeftMs?: number;
 }
 
 function lowerCaseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
@@ -288,7 +299,12 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
       if (deadline.getTime() > now + maxDeliveryMs + clockSkewMs) throw new ContractError(400, `the event's deadline (kfndeadline ${deadline.toISOString()}) is further ahead than a delivery can last (${maxDeliveryMs / 1000} s)`);
     }
   }
-  return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}) };
+  let timeLeftMs: number | undefined;
+  if (event.kfntimeleft !== undefined) {
+    timeLeftMs = Number(event.kfntimeleft);
+    if (!/^\d+$/.test(String(event.kfntimeleft)) || timeLeftMs > maxDeliveryMs) throw new ContractError(400, `kfntimeleft must be a whole number of milliseconds up to ${maxDeliveryMs}, not ${JSON.stringify(event.kfntimeleft)}`);
+  }
+  return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}), ...(timeLeftMs !== undefined ? { timeLeftMs } : {}) };
 }
 
 /** The shape of `observed`, checked before a function trusts it (a 400 names what is wrong). */

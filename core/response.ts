@@ -1,7 +1,8 @@
 // The function's answer to a reconcile request, and how the bridge reads it: 200 with a
 // ReconcileResponse is success (done, or requeue); 429 and 503 are retried after Retry-After;
 // other 5xx retried with backoff; a redirect, 404 or 405 is the sink not being ready (a route
-// being programmed, a wrong path), retried with backoff; other 4xx terminal for that observation.
+// being programmed, a wrong path), retried with backoff; 409 (the function already has this
+// delivery) retried once its first copy can have ended; other 4xx terminal for that observation.
 import type { ObjectRef } from './objects.ts';
 
 export interface Change {
@@ -157,6 +158,9 @@ export function classifyResponse(status: number, headers: { get(name: string): s
   const snippet = body.length > 300 ? `${body.slice(0, 300)}…` : body;
   if (status === 429 || status === 503) return { kind: 'retry', afterMs: retryAfterMs(headers.get('retry-after'), now), why: `HTTP ${status}: ${snippet}` };
   if (status >= 500) return { kind: 'retry', why: `HTTP ${status}: ${snippet}` };
+  // The function has this delivery already (the same event id and attempt arrived twice: a
+  // proxy's retry, or a replay): not a refusal; the first copy's reconcile may still be running.
+  if (status === 409) return { kind: 'retry', why: `HTTP 409, the function already has this delivery: ${snippet}` };
   if (notTheFunction(status)) {
     const sinkProblem = `the sink answers HTTP ${status}${status < 400 ? ' (a redirect, which the bridge does not follow)' : ''}, not the function: is its route ready and the URL's path right? (${snippet})`;
     return { kind: 'retry', why: sinkProblem, sinkProblem };

@@ -9,6 +9,9 @@ import MyWebFunction from '../myweb/index.ts';
 import { contains } from './fields.ts';
 import { createApp, credentialsFromEnv } from './app.ts';
 import { lambdaHandler } from './lambda/index.ts';
+import { FakeClock } from '../../core/clock.ts';
+import { defineReconciler } from './reconciler.ts';
+import { memoryApi } from './testing.ts';
 
 const silent = pino({ level: 'silent' });
 const credentials = { kind: 'hmac', secret: 'k' } as const;
@@ -52,7 +55,7 @@ describe('function HTTP surface', () => {
     const { 'kfn-signature': _, ...unsigned } = headers;
     const cases: [Record<string, string>, string, number, RegExp][] = [
       [unsigned, body, 401, /unsigned request/],
-      [{ ...headers, 'kfn-signature': 'v2=00' }, body, 401, /bad signature/],
+      [{ ...headers, 'kfn-signature': 'v3=00' }, body, 401, /bad signature/],
       [headers, body.replace('site', 'other'), 401, /bad signature/],
       [{ 'content-type': 'application/json' }, 'not json at all', 401, /unsigned/],
     ];
@@ -81,7 +84,7 @@ describe('function HTTP surface', () => {
       routeKey: '$default',
       rawPath: '/',
       rawQueryString: '',
-      headers: { ...headers, 'kfn-signature': 'v2=bad' },
+      headers: { ...headers, 'kfn-signature': 'v3=bad' },
       requestContext: { http: { method: 'POST', path: '/', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'test' }, requestId: 'r', routeKey: '$default', stage: '$default', timeEpoch: 0 },
       body,
       isBase64Encoded: false,
@@ -92,7 +95,7 @@ describe('function HTTP surface', () => {
     const v1 = {
       httpMethod: 'POST',
       path: '/',
-      headers: { ...headers, 'kfn-signature': 'v2=bad' },
+      headers: { ...headers, 'kfn-signature': 'v3=bad' },
       multiValueHeaders: {},
       requestContext: { httpMethod: 'POST', path: '/', requestId: 'r', stage: 'prod' },
       body: Buffer.from(body).toString('base64'),
@@ -125,5 +128,66 @@ describe('SDK pieces', () => {
     assert.equal(contains({ limits: { memory: '1Gi', cpu: '500m' } }, { limits: { memory: '1024Mi', cpu: '0.5' } }), true, 'quantities compare by value');
     assert.equal(contains({ limits: { memory: '1Gi' } }, { limits: { memory: '1G' } }), false);
     assert.equal(contains({ image: 'nginx:1.20' }, { image: 'nginx:1.25' }), false);
+  });
+});
+
+describe("a delivery's time, counted on the function's own clock", () => {
+  const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+  /** A signed event sent now (bridge time), with `timeoutMs` for the function to work in. */
+  const sent = (timeoutMs: number) => authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + timeoutMs, undefined, timeoutMs).message, credentials);
+
+  for (const skew of [50_000, -50_000]) {
+    test(`a function whose clock is ${Math.abs(skew / 1000)} s ${skew > 0 ? 'ahead' : 'behind'} reconciles and writes`, async () => {
+      // A reconcile that takes a turn of the event loop, as any that awaits I/O does.
+      const takesATurn = defineReconciler({ ...MyWebFunction, reconcile: async (w, ctx) => (await new Promise((r) => setTimeout(r, 5)), MyWebFunction.reconcile(w as never, ctx as never)) });
+      const app = createApp(takesATurn, { credentials, log: silent, record: false, now: () => new Date(Date.now() + skew), api: memoryApi(takesATurn, { object: web }) });
+      const { headers, body } = sent(30_000);
+      const res = await app.request('/', { method: 'POST', headers, body });
+      const answer = (await res.json()) as { changes?: { action: string }[]; error?: string };
+      assert.equal(res.status, 200, answer.error);
+      assert.ok(answer.changes!.some((c) => c.action === 'applied'), 'it wrote its children');
+    });
+  }
+
+  test('a function whose clock is 50 s behind stops when the time it was given has run out, counted from receipt, not at the wall-clock deadline', async () => {
+    const clock = new FakeClock();
+    let started!: () => void;
+    const began = new Promise<void>((resolve) => (started = resolve));
+    const slow = defineReconciler({
+      ...MyWebFunction,
+      async reconcile(_web, ctx) {
+        started();
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+        return {};
+      },
+    });
+    const app = createApp(slow, { credentials, log: silent, record: false, clock, now: () => new Date(Date.now() - 50_000), api: memoryApi(slow, { object: web }) });
+    const { headers, body } = sent(1_000);
+    const answer = Promise.resolve(app.request('/', { method: 'POST', headers, body }));
+    await began;
+    clock.advance(999);
+    let done = false;
+    void answer.then(() => (done = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, false, 'still at work within its time');
+    clock.advance(1);
+    const res = await Promise.race([answer, new Promise<undefined>((r) => setTimeout(r, 2000, undefined))]);
+    assert.ok(res, 'the reconcile stopped when its time ran out on the function\'s clock');
+    assert.equal(res.status, 500);
+    assert.match(((await res.json()) as { error: string }).error, /time .* ran out/);
+  });
+});
+
+describe('a captured event cannot be replayed', () => {
+  test('the same signed request twice: the second is refused (409), naming the event; a retry (the next attempt) is taken', async () => {
+    const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, api: memoryApi(MyWebFunction, { object: web }) });
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + 30_000).message, credentials);
+    assert.equal((await app.request('/', { method: 'POST', headers, body })).status, 200);
+    const again = await app.request('/', { method: 'POST', headers, body });
+    assert.equal(again.status, 409);
+    assert.match(((await again.json()) as { error: string }).error, /already received.*replayed/);
+    const retry = authenticate(encodeReconcileEvent(observation, 2, 'kfn://test', Date.now() + 30_000).message, credentials);
+    assert.equal((await app.request('/', { method: 'POST', headers: retry.headers, body: retry.body })).status, 200);
   });
 });

@@ -5,7 +5,9 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import pino, { type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
-import { ContractError, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
+import { ContractError, maxDeliveryMs, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
+import { systemClock, type Clock } from '../../core/clock.ts';
+import { ReplayGuard } from './replays.ts';
 import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { admit, MalformedReview, parseAdmissionReview } from './admission.ts';
@@ -29,6 +31,8 @@ export interface FunctionOptions {
   record?: RecordSink | false;
   /** The largest request bodies taken; a larger one is refused with 413 before it is read whole. */
   maxBodyBytes?: Partial<BodyLimits>;
+  /** The monotonic clock a delivery's time is counted on (tests pass a fake one). */
+  clock?: Clock;
 }
 
 export interface BodyLimits {
@@ -135,12 +139,22 @@ function webhookRoutes(app: Hono, current: () => Reconciler, log: Logger): void 
 function reconcileHandler(current: () => Reconciler, credentials: () => Credentials, log: Logger, options: FunctionOptions) {
   const record = options.record === false ? undefined : (options.record ?? recordSinkFromEnv());
   const now = options.now ?? (() => new Date());
+  const clock = options.clock ?? systemClock;
+  const replays = new ReplayGuard(clock);
   let api = options.api;
   return async (c: Context) => {
+    // The event's time (kfntimeleft) runs from here, on this machine's monotonic clock.
+    const arrivedAt = clock.now();
     const body = await c.req.text();
     let received;
+    const using = credentials();
     try {
-      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, credentials());
+      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, using, now().getTime());
+      // A signed event is taken once: a captured request sent again is refused. 409 tells the
+      // bridge the function has this delivery already (it may still be at work on it).
+      if (using.kind !== 'none' && !replays.admit(received.event.id, received.attempt, received.timeLeftMs ?? maxDeliveryMs)) {
+        throw new ContractError(409, `event ${received.event.id} (attempt ${received.attempt}) was already received: a replayed or duplicated request is not run again`);
+      }
     } catch (err) {
       if (err instanceof ContractError) {
         log.warn({ status: err.status, error: err.message }, 'refused a request');
@@ -157,7 +171,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     const invocationLog = recorder ? capturingLogger(log, (entry) => recorder.log(entry)) : log;
     try {
       api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
-      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer });
+      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
       if (recorder) record!(recorder.finish({ result }));
       return c.json(result);
     } catch (err) {

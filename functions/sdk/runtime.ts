@@ -15,7 +15,7 @@
 import type { Logger } from 'pino';
 import { checkDeclared } from './access.ts';
 import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
-import { systemClock } from '../../core/clock.ts';
+import { systemClock, type Clock } from '../../core/clock.ts';
 import { controllerUid, describeObject, objectId, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { childLabels, finalizeFailingSinceAnnotation, ownerUidLabel, skipFinalizerAnnotation } from '../../core/names.ts';
 import { type Change, type ChildState, type ReconcileResponse } from '../../core/response.ts';
@@ -64,12 +64,17 @@ export interface InvocationOptions {
   observer?: InvocationObserver;
   /** Counts of the invocation's requests to the apiserver (reads are GETs, lists included; readsOf by resource). */
   requests?: { reads: number; writes: number; readsOf: Record<string, number> };
+  /** The monotonic clock the delivery's time is counted on (default: the system's). */
+  clock?: Clock;
+  /** When the request arrived, on `clock`: the time the event gives (kfntimeleft) runs from then. */
+  arrivedAt?: number;
 }
 
-/** The delivery's deadline passed: the bridge no longer waits for this answer. */
+/** The delivery's time ran out: the bridge no longer waits for this answer. */
 export class DeadlineExceeded extends Error {
-  constructor(deadline: Date) {
-    super(`the delivery's deadline (${deadline.toISOString()}) passed: the bridge has stopped waiting and will deliver the event again, so this reconcile stops before writing more`);
+  constructor(limit: { timeLeftMs: number } | { deadline: Date }) {
+    const which = 'timeLeftMs' in limit ? `the time the delivery gave this reconcile (${limit.timeLeftMs} ms from receipt) ran out` : `the delivery's deadline (${limit.deadline.toISOString()}) passed`;
+    super(`${which}: the bridge has stopped waiting and will deliver the event again, so this reconcile stops before writing more`);
     this.name = 'DeadlineExceeded';
   }
 }
@@ -98,11 +103,17 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
       ...(outer?.resource ? { resource: (info) => outer.resource!(info) } : {}),
     }),
   };
-  const deadline = received.deadline;
-  if (!deadline) return invoke(reconciler, received, options, new AbortController().signal);
+  const { deadline, timeLeftMs } = received;
+  if (!deadline && timeLeftMs === undefined) return invoke(reconciler, received, options, new AbortController().signal);
   const controller = new AbortController();
-  const now = options.now ?? (() => new Date());
-  const cancel = systemClock.setTimer(() => controller.abort(new DeadlineExceeded(deadline)), deadline.getTime() - now().getTime());
+  const clock = options.clock ?? systemClock;
+  // The time left is counted from receipt on this machine's monotonic clock: the bridge holds
+  // the object for that long (plus a grace) on its own, so neither clock's error matters. Only an
+  // event without it (a bridge of another kfn version) is timed by its wall-clock deadline.
+  const cancel =
+    timeLeftMs !== undefined
+      ? clock.setTimer(() => controller.abort(new DeadlineExceeded({ timeLeftMs })), timeLeftMs - (clock.now() - (options.arrivedAt ?? clock.now())))
+      : clock.setTimer(() => controller.abort(new DeadlineExceeded({ deadline: deadline! })), deadline!.getTime() - (options.now ?? (() => new Date()))().getTime());
   try {
     return await invoke(reconciler, received, { ...options, api: options.api.withSignal(controller.signal) }, controller.signal);
   } finally {
