@@ -41,6 +41,14 @@ export interface BridgeOptions {
    * every key.
    */
   owns?: (key: string) => boolean;
+  /**
+   * Whether a Reconciler must name an identity (spec.serviceAccount) to be delivered for: yes for
+   * Reconcilers from the cluster, which anyone allowed to create one may write (bridge/identity.ts).
+   * A Reconciler that names one is held to it either way.
+   */
+  requireIdentity?: boolean;
+  /** How often each Reconciler's rights are reviewed again (default identityRecheckMs). */
+  identityRecheckMs?: number;
 }
 
 /** One shared watch of a kind, with the Reconcilers that listen to it. */

@@ -143,6 +143,15 @@ export const reconcilerSpecSchema = Type.Object({
       ),
     }),
   ),
+  serviceAccount: Type.Optional(
+    Type.Object(
+      { name: Type.String({ minLength: 1 }), namespace: Type.String({ minLength: 1 }) },
+      {
+        description:
+          "The identity the bridge watches and delivers for (the function's own ServiceAccount): it delivers only kinds this ServiceAccount may list (watched kinds: get) where the Reconciler looks. The ServiceAccount must name this Reconciler in its kfn.dev/identity-for annotation (comma-separated names).",
+      },
+    ),
+  ),
   namespaces: Type.Optional(Type.Array(Type.String(), { description: 'Namespaces to reconcile in; empty means all.' })),
   resyncPeriodSeconds: bounded(reconcilerLimits.resyncPeriodSeconds, 'Seconds between deliveries of every object even without a change (0: never).'),
   maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles),
@@ -201,6 +210,8 @@ export interface ReconcilerConfig {
   watches: WatchSpec[];
   sink: SinkSpec;
   auth?: AuthSpec;
+  /** The identity it watches and delivers for (bridge/identity.ts); none: see the bridge's requireIdentity. */
+  serviceAccount?: { name: string; namespace: string };
   namespaces: string[];
   resyncPeriodSeconds: number;
   maxConcurrentReconciles: number;
@@ -267,6 +278,7 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping as Mapping })),
     sink: spec.sink,
     auth: spec.auth,
+    ...(spec.serviceAccount ? { serviceAccount: { name: spec.serviceAccount.name, namespace: spec.serviceAccount.namespace } } : {}),
     namespaces: spec.namespaces ?? [],
     resyncPeriodSeconds: spec.resyncPeriodSeconds!,
     maxConcurrentReconciles: spec.maxConcurrentReconciles!,

@@ -12,6 +12,7 @@ import type { DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
+import { identityProblem, identityRecheckMs } from './identity.ts';
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
@@ -41,6 +42,9 @@ export interface ControllerContext {
   holds: Holds;
   /** A Warning Event on the object, for failures a person should see there. */
   recordWarning(obj: KubeObject, reason: string, message: string): Promise<void>;
+  /** A Reconciler without an identity is not delivered for (bridge/identity.ts). */
+  requireIdentity?: boolean;
+  identityRecheckMs?: number;
 }
 
 /** How often a delivery waiting for the watches to see its object's last writes looks again. */
@@ -90,6 +94,39 @@ export class Controller {
     this.snapshots = config.contract === 2 ? new Snapshots(config) : undefined;
     this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key), bridge.clock);
     this.resync.start();
+    if (config.serviceAccount || bridge.requireIdentity) void this.reviewAccess();
+    else this.access = 'allowed';
+  }
+
+  /**
+   * Whether the Reconciler's identity may see everything its deliveries carry (bridge/identity.ts):
+   * unknown until first reviewed; nothing is delivered unless allowed.
+   */
+  private access: 'unknown' | 'allowed' | 'refused' = 'unknown';
+  private cancelReview: (() => void) | undefined;
+  private stopped = false;
+
+  /** Reviews the identity's rights now and again every recheck period; delivers everything again once allowed. */
+  private async reviewAccess(): Promise<void> {
+    let problem: string | undefined;
+    try {
+      problem = await identityProblem(this.bridge.api, this.config, this.bridge.requireIdentity ?? false);
+    } catch (err) {
+      // No verdict (a kind not served yet, the apiserver away): the last one stands, and until
+      // there is a first, nothing is delivered.
+      if (this.stopped) return;
+      this.bridge.log.info({ reconciler: this.config.name, why: (err as Error).message }, 'the rights of its identity could not be reviewed now; trying again');
+      this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), this.bridge.identityRecheckMs ?? identityRecheckMs);
+      return;
+    }
+    if (this.stopped) return;
+    const before = this.access;
+    this.access = problem ? 'refused' : 'allowed';
+    this.bridge.onProblem?.(this.config.name, 'identity', problem);
+    if (problem && before !== 'refused') this.bridge.log.warn({ reconciler: this.config.name, problem }, 'not delivering: its identity may not see what it would be sent');
+    if (!problem && before === 'refused') this.bridge.log.info({ reconciler: this.config.name }, 'its identity may see what it is sent now; delivering');
+    if (!problem && before !== 'allowed') this.redeliver(() => true);
+    this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), this.bridge.identityRecheckMs ?? identityRecheckMs);
   }
 
   /** The Reconciler's primary watches (one per namespace it names, or one for all). */
@@ -188,6 +225,12 @@ export class Controller {
    * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
    */
   private async deliver(key: string): Promise<void> {
+    if (this.access !== 'allowed') {
+      // Not for an identity that may not see it: dropped, delivered again once it may.
+      this.pending.delete(key);
+      this.queue.forget(key);
+      return;
+    }
     if (this.heldBack(key)) return;
     const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
     const live = this.primaryOf(key);
@@ -338,6 +381,8 @@ export class Controller {
   }
 
   async stop(timeoutMs: number): Promise<boolean> {
+    this.stopped = true;
+    this.cancelReview?.();
     this.resync.stop();
     const finished = await this.workers.stop(timeoutMs);
     this.queue.shutDown();

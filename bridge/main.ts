@@ -66,6 +66,15 @@ export interface BridgeProcessOptions {
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
   /** For tests: watch tuning. */
   watcher?: Partial<WatcherOptions>;
+  /**
+   * Whether a Reconciler must name an identity to be delivered for (default: yes for Reconcilers
+   * from the cluster, which anyone allowed to create one may write; no for a --config file or
+   * given Reconcilers, which whoever runs the bridge wrote). `--require-identity=false` is for a
+   * cluster of one tenant.
+   */
+  requireIdentity?: boolean;
+  /** How often each Reconciler's rights are reviewed again (default 30 s). */
+  identityRecheckMs?: number;
 }
 
 export interface RunningBridge {
@@ -103,7 +112,10 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');
   let leadership: Leadership | undefined;
   let reconcilers: ReconcilerSource | undefined;
+  const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
   const bridge = new Bridge({
+    requireIdentity: options.requireIdentity ?? !fixed,
+    ...(options.identityRecheckMs !== undefined ? { identityRecheckMs: options.identityRecheckMs } : {}),
     api,
     log: logger,
     source: options.source,
@@ -112,12 +124,11 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     metrics,
     watcher: options.watcher,
     onProblem: (name, source, problem) => {
-      if (problem) logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
+      if (problem && source !== 'identity') logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
       reconcilers?.onProblem(name, source, problem);
       options.onProblem?.(name, source, problem);
     },
   });
-  const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
   reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher);
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an

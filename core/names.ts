@@ -71,5 +71,19 @@ export const authForAnnotation = 'kfn.dev/auth-for';
 
 /** Whether a Secret with these annotations may be read as the auth Secret of Reconciler `name`. */
 export function secretServes(annotations: Record<string, string> | undefined, name: string): boolean {
-  return (annotations?.[authForAnnotation] ?? '').split(',').some((n) => n.trim() === name);
+  return names(annotations?.[authForAnnotation]).includes(name);
 }
+
+/**
+ * The annotation by which a ServiceAccount agrees to be the identity of Reconcilers (their names,
+ * comma-separated): a Reconciler, which anyone allowed to create one may write, cannot borrow an
+ * identity its owner has not lent it.
+ */
+export const identityForAnnotation = 'kfn.dev/identity-for';
+
+/** Whether a ServiceAccount with these annotations agrees to be the identity of Reconciler `name`. */
+export function serviceAccountServes(annotations: Record<string, string> | undefined, name: string): boolean {
+  return names(annotations?.[identityForAnnotation]).includes(name);
+}
+
+const names = (list: string | undefined) => (list ?? '').split(',').map((n) => n.trim());

@@ -20,7 +20,9 @@ export interface Access {
 export function declaredAccess(reconciler: Reconciler): Access[] {
   const primary: KindRef = { apiVersion: reconciler.for.apiVersion, kind: reconciler.for.kind };
   return [
-    { ref: primary, verbs: ['get', 'patch'] },
+    // list: the bridge delivers every object of its kind for this identity (bridge/identity.ts),
+    // so the identity must be one that could list them itself.
+    { ref: primary, verbs: ['get', 'list', 'patch'] },
     { ref: primary, verbs: ['get', 'patch', 'update'], subresource: 'status' },
     ...(reconciler.owns ?? []).map((o): Access => ({ ref: o, verbs: ['get', 'list', 'create', 'patch', 'update', 'delete'] })),
     ...(reconciler.watches ?? []).map((w): Access => ({ ref: w, verbs: w.list ? ['get', 'list'] : ['get'] })),

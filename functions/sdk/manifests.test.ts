@@ -25,7 +25,7 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
   assert.equal(reconciler.sink.ref.name, 'kfn-fn-myweb');
   const fnRole = objs[3]!;
   const verbsFor = (resource: string) => fnRole.rules!.filter((r) => r.resources.includes(resource)).flatMap((r) => r.verbs);
-  assert.deepEqual(verbsFor('mywebs'), ['get', 'patch']);
+  assert.deepEqual(verbsFor('mywebs'), ['get', 'list', 'patch']);
   assert.deepEqual(verbsFor('mywebs/status'), ['get', 'patch', 'update']);
   assert.ok(verbsFor('deployments').includes('delete'));
   assert.ok(!verbsFor('mywebs').includes('delete'), 'the function never deletes its own objects');

@@ -8,7 +8,7 @@ import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core
 import { declaredAccess } from './access.ts';
 import { hasWebhooks } from './webhooks.ts';
 import { contractVersion } from '../../core/event.ts';
-import { functionLabels, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
+import { functionLabels, identityForAnnotation, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
 
 /** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
 export const reconcileDefaults = { maxConcurrentReconciles: 1, timeoutSeconds: 30 };
@@ -76,13 +76,15 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
         ...(watches.length ? { watches: watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) } : {}),
         sink,
         auth: { secretRef: { name: account, namespace: ns } },
+        // The bridge delivers only what this identity may read; the ServiceAccount agrees to it below.
+        serviceAccount: { name: account, namespace: ns },
         ...(options.namespaces?.length ? { namespaces: options.namespaces } : {}),
         ...(options.resyncPeriodSeconds !== undefined ? { resyncPeriodSeconds: options.resyncPeriodSeconds } : {}),
         ...(reconciler.maxConcurrentReconciles !== undefined ? { maxConcurrentReconciles: reconciler.maxConcurrentReconciles } : {}),
         ...(reconciler.timeoutSeconds !== undefined ? { timeoutSeconds: reconciler.timeoutSeconds } : {}),
       },
     },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: name } } },
     ...functionRbac(reconciler, account, ns, labels, options),
     ...bridgeRbac(reconciler, labels, ns, sink.ref, options),
   ];

@@ -18,9 +18,12 @@ import { kubeApi, testCluster, testNamespace, type TestCluster } from '../suppor
 import { waitFor } from '../../core/clock.ts';
 import { runDemo } from '../support/demo.ts';
 import type { ReadCondition as Condition } from '../../core/conditions.ts';
+import { identityForAnnotation } from '../../core/names.ts';
 
 const exec = promisify(execFile);
 const system = 'kfn-system';
+/** The identity of the Reconcilers this test writes by hand. */
+const testIdentity = { name: 'kfn-test-knative', namespace: system };
 const log = (line: string) => console.error(`[knative] ${line}`);
 
 describe('functions on Knative Serving', () => {
@@ -127,6 +130,16 @@ describe('functions on Knative Serving', () => {
         ],
       },
     }).catch(() => undefined);
+    // The identity the bridge delivers for (bridge/identity.ts): it agrees to serve this test's
+    // Reconcilers and may list MyWebs.
+    for (const body of [
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: testIdentity.name, namespace: system, annotations: { [identityForAnnotation]: 'crashy,lost' } } },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'kfn-test-knative-identity' }, rules: [{ apiGroups: ['operator.k8s-summit.org'], resources: ['mywebs'], verbs: ['get', 'list'] }] },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: 'kfn-test-knative-identity' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'kfn-test-knative-identity' }, subjects: [{ kind: 'ServiceAccount', ...testIdentity }] },
+    ]) {
+      const path = body.kind === 'ServiceAccount' ? `/api/v1/namespaces/${system}/serviceaccounts` : `/apis/rbac.authorization.k8s.io/v1/${body.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings'}`;
+      await api.request('POST', path, { body }).catch(() => undefined);
+    }
     await api.request('POST', `/apis/serving.knative.dev/v1/namespaces/${system}/services`, {
       body: {
         apiVersion: 'serving.knative.dev/v1',
@@ -140,7 +153,7 @@ describe('functions on Knative Serving', () => {
         apiVersion: 'kfn.dev/v1alpha1',
         kind: 'Reconciler',
         metadata: { name: 'crashy' },
-        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-crashy', namespace: system } }, timeoutSeconds: 10, resyncPeriodSeconds: 0 },
+        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-crashy', namespace: system } }, timeoutSeconds: 10, resyncPeriodSeconds: 0, serviceAccount: testIdentity },
       },
     });
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
@@ -187,7 +200,7 @@ describe('functions on Knative Serving', () => {
         apiVersion: 'kfn.dev/v1alpha1',
         kind: 'Reconciler',
         metadata: { name: 'lost' },
-        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-nowhere', namespace: system } } },
+        spec: { for: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' }, namespaces: [ns], sink: { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'kfn-fn-nowhere', namespace: system } }, serviceAccount: testIdentity },
       },
     });
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {

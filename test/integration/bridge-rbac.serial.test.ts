@@ -20,7 +20,7 @@ import { KubeApi } from '../../kube/api.ts';
 import { connectionFromKubeconfigText } from '../../kube/connection.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
-import { authForAnnotation } from '../../core/names.ts';
+import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 import type { Condition } from '../../core/conditions.ts';
 
@@ -78,15 +78,26 @@ test('the bridge runs under its ServiceAccount with only the shipped RBAC', asyn
   // A Reconciler that cannot work: the CRD refuses an invalid spec (one schema with the bridge's
   // validation), so it names a kind the API does not serve.
   const invalid = uniqueName('unserved');
+  const thief = uniqueName('thief');
+  // Each Reconciler's identity: a ServiceAccount that agrees to serve them and may list Widgets
+  // in the namespace (what the bridge reviews with the rights the manifests give it).
+  const identity = 'widgets-fn';
+  await applyYaml(
+    cluster.kc,
+    [
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: identity, namespace: ns, annotations: { [identityForAnnotation]: `${reconciler},${thief},${invalid}` } } },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: identity, namespace: ns }, rules: [{ apiGroups: [group], resources: ['widgets'], verbs: ['get', 'list'] }] },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: identity, namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: identity }, subjects: [{ kind: 'ServiceAccount', name: identity, namespace: ns }] },
+    ].map((o) => stringify(o)).join('---\n'),
+  );
   const reconcilerBody = (name: string, kind: string) => ({
     apiVersion: 'kfn.dev/v1alpha1',
     kind: 'Reconciler',
     metadata: { name },
-    spec: { for: { apiVersion: `${group}/v1`, kind }, sink: { uri: receiver.url }, namespaces: [ns], auth: { secretRef: { name: secretName, namespace: 'kfn-system' } } },
+    spec: { for: { apiVersion: `${group}/v1`, kind }, sink: { uri: receiver.url }, namespaces: [ns], auth: { secretRef: { name: secretName, namespace: 'kfn-system' } }, serviceAccount: { name: identity, namespace: ns } },
   });
   // A confused deputy: whoever may write a Reconciler names another function's key and a sink of
   // their own. The Secret does not name that Reconciler: the bridge sends nothing, and says why.
-  const thief = uniqueName('thief');
   const theirs = await startReceiver(t, { kind: 'none' });
   // Removed whatever happens below: a Reconciler left behind would be another test's.
   t.after(async () => {

@@ -407,7 +407,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const f = await widgetSetup(t, cluster, { auth: 'none' });
     const second = await startReceiver(t, { kind: 'none' });
-    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'error', shutdownTimeoutMs: 5000 });
+    // Reconcilers without an identity (test/integration/identity.test.ts is about that): the single-tenant mode.
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'error', shutdownTimeoutMs: 5000, requireIdentity: false });
     t.after(() => running.stop());
     const name = uniqueName('lifecycle');
     const reconciler = (sink: string) =>
@@ -501,7 +502,7 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     const api = kubeApi(cluster.kc);
     await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const f = await widgetSetup(t, cluster, { auth: 'none' });
-    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, watcher: { backoffMs: [200, 1000] } });
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, watcher: { backoffMs: [200, 1000] }, requireIdentity: false });
     t.after(() => running.stop());
     const name = uniqueName('crd-gone');
     await applyYaml(cluster.kc, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink: { uri: f.receiver.url }, namespaces: [f.ns] } }));

@@ -1,0 +1,68 @@
+// Whose rights a Reconciler's deliveries carry: the questions asked, and the verdicts, against
+// a stand-in authorizer (the real apiserver's answers are in test/integration/identity.test.ts).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { parseReconciler } from './config.ts';
+import { accessQuestions, identityProblem } from './identity.ts';
+import { identityForAnnotation } from '../core/names.ts';
+import { ApiError, type KubeApi } from '../kube/api.ts';
+
+const config = (spec: Record<string, unknown> = {}) =>
+  parseReconciler({
+    metadata: { name: 'projects' },
+    spec: { for: { apiVersion: 'xyz.com/v1', kind: 'Project' }, owns: [{ apiVersion: 'v1', kind: 'Secret' }], watches: [{ apiVersion: 'v1', kind: 'ConfigMap', mapping: { label: 'p' } }], sink: { uri: 'https://elsewhere.example/' }, serviceAccount: { namespace: 'team-a', name: 'fn' }, ...spec },
+  });
+
+/** An apiserver that knows one ServiceAccount and allows what `allowed` says. */
+function authorizer(allowed: (attrs: { verb: string; resource: string; namespace?: string }) => boolean, annotations: Record<string, string> | undefined = { [identityForAnnotation]: 'other, projects' }) {
+  const reviews: Record<string, unknown>[] = [];
+  const api = {
+    async resource(apiVersion: string, kind: string) {
+      return { apiVersion, kind, plural: `${kind.toLowerCase()}s`, namespaced: true, verbs: [] };
+    },
+    async request(method: string, path: string, options: { body?: { spec: { user: string; resourceAttributes: { verb: string; resource: string; namespace?: string } } } } = {}) {
+      if (method === 'GET' && path === '/api/v1/namespaces/team-a/serviceaccounts/fn') return { metadata: { name: 'fn', namespace: 'team-a', annotations } };
+      if (method === 'GET') throw new ApiError(404, 'not found');
+      reviews.push(options.body!.spec as never);
+      return { status: { allowed: allowed(options.body!.spec.resourceAttributes) } };
+    },
+  } as unknown as KubeApi;
+  return { api, reviews };
+}
+
+describe("a Reconciler's identity", () => {
+  test('the questions: list of the primary and each owned kind, get of each watched kind, in each namespace it looks in (every namespace when none)', () => {
+    assert.deepEqual(
+      accessQuestions(config({ namespaces: ['a', 'b'] })).map((q) => `${q.verb} ${q.kind.kind} ${q.namespace}`),
+      ['list Project a', 'list Project b', 'list Secret a', 'list Secret b', 'get ConfigMap a', 'get ConfigMap b'],
+    );
+    assert.deepEqual(accessQuestions(config()).map((q) => q.namespace), ['', '', '']);
+  });
+
+  test('allowed everything: no problem; each review names the ServiceAccount as the authorizer knows it', async () => {
+    const { api, reviews } = authorizer(() => true);
+    assert.equal(await identityProblem(api, config(), true), undefined);
+    assert.equal(reviews.length, 3);
+    assert.deepEqual(reviews[0], { user: 'system:serviceaccount:team-a:fn', groups: ['system:serviceaccounts', 'system:serviceaccounts:team-a', 'system:authenticated'], resourceAttributes: { group: 'xyz.com', resource: 'projects', verb: 'list' } });
+  });
+
+  test('a right it lacks: refused, naming the kind, the verb and where', async () => {
+    const { api } = authorizer((a) => a.resource !== 'secrets');
+    assert.match((await identityProblem(api, config({ namespaces: ['team-a'] }), true))!, /ServiceAccount team-a\/fn may not list secrets in namespace team-a: nothing is delivered until it may/);
+  });
+
+  test('a ServiceAccount that does not name the Reconciler is not its identity, however powerful: refused before any review', async () => {
+    const { api, reviews } = authorizer(() => true, { [identityForAnnotation]: 'someone-else' });
+    assert.match((await identityProblem(api, config(), true))!, /ServiceAccount team-a\/fn does not agree to be the identity of Reconciler projects: if it should, annotate it \(kubectl annotate serviceaccount -n team-a fn kfn\.dev\/identity-for=projects\)/);
+    assert.equal(reviews.length, 0);
+    assert.match((await identityProblem(authorizer(() => true, {}).api, config(), true))!, /does not agree/);
+  });
+
+  test('no identity: refused where one is required, delivered as before where not; a missing ServiceAccount is named', async () => {
+    const { api } = authorizer(() => true);
+    const { serviceAccount: _, ...without } = config();
+    assert.match((await identityProblem(api, without, true))!, /spec\.serviceAccount is not set/);
+    assert.equal(await identityProblem(api, without, false), undefined);
+    assert.match((await identityProblem(api, config({ serviceAccount: { namespace: 'team-a', name: 'gone' } }), false))!, /ServiceAccount team-a\/gone does not exist/);
+  });
+});
