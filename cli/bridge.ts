@@ -1,6 +1,10 @@
 // `kfn bridge`: run the watch → CloudEvents bridge.
 import { startBridge } from '../bridge/main.ts';
-import { parseCommandArgs, wantsHelp, type Command } from './command.ts';
+import { KubeApi } from '../kube/api.ts';
+import { connectCluster } from '../kube/connection.ts';
+import { describeCluster } from '../kube/kubeconfig.ts';
+import { undiciTransport } from '../kube/undici.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
 const usage = `Usage: kfn bridge [options]
 
@@ -9,7 +13,7 @@ CloudEvents to their functions, with per-object serialisation, backoff, resync a
 changes across watch gaps. Changes to Reconcilers apply without a restart.
 
 Options:
-  --kubeconfig P        kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+${clusterFlagsUsage(20)}
   --config F            take Reconcilers from this YAML file instead of the cluster
   --journal F           append one JSON line per delivery and outcome to F (rotates at 10 MiB)
   --metrics-addr A      host:port for /healthz, /readyz and /metrics (default 127.0.0.1:8081; 0 = off)
@@ -22,33 +26,46 @@ Options:
   --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
   --lease-name N        name of the Lease (default kfn-bridge)
   --shutdown-timeout S  seconds to let in-flight deliveries finish on SIGTERM (default 30)
+  --require-identity B  true or false: deliver for a Reconciler only when it names an identity
+                        (spec.serviceAccount). Default true for Reconcilers from the cluster,
+                        false for a --config file; false is for a cluster of one tenant
   --log-level L         trace, debug, info (default), warn, error
   -h, --help            show this help
 
 Logs are JSON lines on stdout.`;
 
+const flags = {
+  ...clusterFlags,
+  config: { type: 'string' },
+  journal: { type: 'string' },
+  'metrics-addr': { type: 'string' },
+  'leader-elect': { type: 'boolean' },
+  shards: { type: 'string' },
+  shard: { type: 'string' },
+  'lease-namespace': { type: 'string' },
+  'lease-name': { type: 'string' },
+  'shutdown-timeout': { type: 'string' },
+  'require-identity': { type: 'string' },
+  'log-level': { type: 'string' },
+} as const;
+
 export const bridgeCommand: Command = {
   name: 'bridge',
   summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values } = parseCommandArgs('bridge', argv, {
-      kubeconfig: { type: 'string' },
-      config: { type: 'string' },
-      journal: { type: 'string' },
-      'metrics-addr': { type: 'string' },
-      'leader-elect': { type: 'boolean' },
-      shards: { type: 'string' },
-      shard: { type: 'string' },
-      'lease-namespace': { type: 'string' },
-      'lease-name': { type: 'string' },
-      'shutdown-timeout': { type: 'string' },
-      'log-level': { type: 'string' },
-    });
+    const { values } = parseCommandArgs('bridge', argv, flags);
     const shutdownSeconds = Number(values['shutdown-timeout'] ?? 30);
+    const requireIdentity = values['require-identity'];
+    if (requireIdentity !== undefined && requireIdentity !== 'true' && requireIdentity !== 'false') throw new UsageError(`kfn bridge: --require-identity takes true or false, not ${JSON.stringify(requireIdentity)}`);
+    // The bridge judges its connection's failures itself (it retries, never stops): left plain.
+    // Its one line goes to standard error; standard output is its JSON log.
+    const cluster = connectCluster(values, { transport: undiciTransport, explain: false });
+    console.error(`kfn bridge: ${describeCluster(cluster)}`);
     const running = await startBridge({
-      kubeconfig: values.kubeconfig,
+      api: new KubeApi(cluster.connection),
       configFile: values.config,
       journal: values.journal,
       metricsAddr: values['metrics-addr'],
@@ -59,6 +76,7 @@ export const bridgeCommand: Command = {
       leaseName: values['lease-name'],
       shutdownTimeoutMs: Number.isFinite(shutdownSeconds) ? shutdownSeconds * 1000 : 30_000,
       logLevel: values['log-level'],
+      ...(requireIdentity !== undefined ? { requireIdentity: requireIdentity === 'true' } : {}),
     });
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void running.stop());
     // A bridge runs until stopped, even with nothing to watch yet.

@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { join, resolve } from 'node:path';
 import { codePath, workRoot } from '../cluster/paths.ts';
 import { functionDirs, functionEntry, loadFunction } from './functions.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command, type Options } from './command.ts';
 import { bundleFunction } from './deploy.ts';
 import { zip } from './zip.ts';
 
@@ -38,7 +38,7 @@ export async function buildLambdaPackage(dir: string, out = join(workRoot, 'buil
   return { name: reconciler.name, zip: file, bytes: statSync(file).size };
 }
 
-const usage = `Usage: kfn build --target lambda <function dir …> | --all [options]
+const usage = `Usage: kfn build [--target lambda] <function dir …> | --all [options]
 
 Builds each function into a Lambda deployment package: <out>/<name>.zip holding index.mjs, one
 bundle of the function and the SDK, handler \`index.handler\` (runtime nodejs22.x or newer). It
@@ -47,19 +47,24 @@ with the kubeconfig in its KFN_KUBECONFIG variable and checks the bridge's signa
 KFN_AUTH_SECRET; see docs/deploy.md for giving it both with least privilege.
 
 Options:
-  --target lambda   the only target of this command (images: \`kfn image build\`)
+  --target lambda   what to build (default lambda, the only target of this command; container
+                    images: \`kfn image build\`)
   --all             every function under functions/
   --out DIR         where the zips go (default .kfn/build/lambda)
   -h, --help        show this help`;
+
+const options = { target: { type: 'string' }, all: { type: 'boolean' }, out: { type: 'string' } } satisfies Options;
 
 export const buildCommand: Command = {
   name: 'build',
   summary: 'build functions into Lambda deployment packages (zip)',
   usage,
+  options,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('build', argv, { target: { type: 'string' }, all: { type: 'boolean' }, out: { type: 'string' } }, true);
-    if (values.target !== 'lambda') throw new UsageError(`kfn build: --target lambda is required${values.target ? ` (not "${values.target}"; container images: kfn image build)` : ''}\n\n${usage}`);
+    const { values, positionals } = parseCommandArgs('build', argv, options, true);
+    // One target so far: naming it is optional; naming another is a mistake worth explaining.
+    if ((values.target ?? 'lambda') !== 'lambda') throw new UsageError(`kfn build: the only target is --target lambda, not "${values.target}" (container images: kfn image build)\n\n${usage}`);
     const dirs = values.all ? functionDirs() : positionals;
     if (!dirs.length) throw new UsageError(`kfn build: name the functions to build, or --all\n\n${usage}`);
     for (const dir of dirs) {

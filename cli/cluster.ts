@@ -9,7 +9,8 @@ import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
 import { defaultNetwork, defaultNodePorts, installCommand, installNodePackages, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
 import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
-import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command, type Options } from './command.ts';
+import { closest } from './suggest.ts';
 
 const usage = `Usage: kfn cluster <command> [options]
 
@@ -89,29 +90,38 @@ const simpleUsage: Record<string, string> = {
   ].join('\n'),
 };
 
+/** The flags of each subcommand that takes any (`up`'s are beside it). */
+const subcommandFlags = {
+  deps: { check: { type: 'boolean' } },
+  token: { duration: { type: 'string' }, 'kubeconfig-out': { type: 'string' }, kubeconfig: { type: 'string' } },
+  registry: { auth: { type: 'boolean' } },
+} as const;
+
 const say = (line: string) => console.error(line);
 
 function formatMiB(bytes: number | undefined): string {
   return bytes === undefined ? '-' : `${Math.round(bytes / 1024 ** 2)} MiB`;
 }
 
+const upFlags = {
+  'apiserver-port': { type: 'string' },
+  'etcd-port': { type: 'string' },
+  'etcd-peer-port': { type: 'string' },
+  'controller-manager-port': { type: 'string' },
+  'scheduler-port': { type: 'string' },
+  'fake-nodes': { type: 'string' },
+  'bridge-name': { type: 'string' },
+  'pod-subnet': { type: 'string' },
+  'kubelet-port': { type: 'string' },
+  'kubelet-healthz-port': { type: 'string' },
+  'kube-proxy-metrics-port': { type: 'string' },
+  'kube-proxy-healthz-port': { type: 'string' },
+  knative: { type: 'boolean' },
+} as const;
+
 async function up(argv: string[]): Promise<number> {
   if (wantsHelp(argv)) return (console.log(upUsage), 0);
-  const { values } = parseCommandArgs('cluster up', argv, {
-    'apiserver-port': { type: 'string' },
-    'etcd-port': { type: 'string' },
-    'etcd-peer-port': { type: 'string' },
-    'controller-manager-port': { type: 'string' },
-    'scheduler-port': { type: 'string' },
-    'fake-nodes': { type: 'string' },
-    'bridge-name': { type: 'string' },
-    'pod-subnet': { type: 'string' },
-    'kubelet-port': { type: 'string' },
-    'kubelet-healthz-port': { type: 'string' },
-    'kube-proxy-metrics-port': { type: 'string' },
-    'kube-proxy-healthz-port': { type: 'string' },
-    knative: { type: 'boolean' },
-  });
+  const { values } = parseCommandArgs('cluster up', argv, upFlags);
   const ports: Partial<ClusterPorts> = {};
   const set = (key: keyof ClusterPorts, flag: string, value: string | undefined) => {
     const port = parsePort(flag, value);
@@ -148,7 +158,7 @@ async function up(argv: string[]): Promise<number> {
 
 async function deps(argv: string[]): Promise<number> {
   if (wantsHelp(argv)) return (console.log(simpleUsage.deps), 0);
-  const { values } = parseCommandArgs('cluster deps', argv, { check: { type: 'boolean' } });
+  const { values } = parseCommandArgs('cluster deps', argv, subcommandFlags.deps);
   const missing = missingNodePackages();
   if (!missing.length) {
     say(`The node's Debian packages are installed (${nodePackages.map((p) => p.pkg).join(', ')}).`);
@@ -231,12 +241,7 @@ async function build(argv: string[]): Promise<number> {
 
 async function token(argv: string[]): Promise<number> {
   if (wantsHelp(argv)) return (console.log(tokenUsage), 0);
-  const { values, positionals } = parseCommandArgs(
-    'cluster token',
-    argv,
-    { duration: { type: 'string' }, 'kubeconfig-out': { type: 'string' }, kubeconfig: { type: 'string' } },
-    true,
-  );
+  const { values, positionals } = parseCommandArgs('cluster token', argv, subcommandFlags.token, true);
   if (positionals.length !== 1) throw new UsageError(`kfn cluster token: expected one <namespace>/<serviceaccount>\n\n${tokenUsage}`);
   const ref = parseServiceAccountRef(positionals[0]!);
   const duration = values.duration === undefined ? 3600 : Number(values.duration);
@@ -254,7 +259,7 @@ async function token(argv: string[]): Promise<number> {
 
 async function registry(argv: string[]): Promise<number> {
   if (wantsHelp(argv)) return (console.log(simpleUsage.registry), 0);
-  const { values } = parseCommandArgs('cluster registry', argv, { auth: { type: 'boolean' } });
+  const { values } = parseCommandArgs('cluster registry', argv, subcommandFlags.registry);
   const running = await startRegistry({ auth: values.auth, log: say });
   say(`The local registry ${running.started ? 'runs' : 'already runs'} at ${running.host}${running.auth ? `, user ${running.auth.username}, password ${running.auth.password}` : ''}.`);
   console.log(running.host);
@@ -262,16 +267,32 @@ async function registry(argv: string[]): Promise<number> {
 }
 
 const subcommands: Record<string, (argv: string[]) => Promise<number>> = { deps, up, down, status, env, build, token, registry };
+/** What `--help` shows for each subcommand, and the flags its parser takes. */
+const subcommandHelp: Record<string, { usage: string; options: Options }> = {
+  deps: { usage: simpleUsage.deps!, options: subcommandFlags.deps },
+  up: { usage: upUsage, options: upFlags },
+  down: { usage: simpleUsage.down!, options: {} },
+  status: { usage: simpleUsage.status!, options: {} },
+  env: { usage: simpleUsage.env!, options: {} },
+  build: { usage: simpleUsage.build!, options: {} },
+  token: { usage: tokenUsage, options: subcommandFlags.token },
+  registry: { usage: simpleUsage.registry!, options: subcommandFlags.registry },
+};
 
 export const clusterCommand: Command = {
   name: 'cluster',
   summary: 'build, start, stop and inspect the local Kubernetes control plane',
   usage,
+  options: {},
+  subcommands: subcommandHelp,
   async run(argv) {
     const [sub, ...rest] = argv;
     if (!sub || sub === '--help' || sub === '-h' || sub === 'help') return (console.log(usage), sub ? 0 : 2);
     const fn = subcommands[sub];
-    if (!fn) throw new UsageError(`kfn cluster: unknown command "${sub}"\n\n${usage}`);
+    if (!fn) {
+      const meant = closest(sub, Object.keys(subcommands));
+      throw new UsageError(meant ? `kfn cluster: unknown command "${sub}" — did you mean "${meant}"?\nRun 'kfn cluster --help' for its commands.` : `kfn cluster: unknown command "${sub}"\n\n${usage}`);
+    }
     return fn(rest);
   },
 };

@@ -1,5 +1,5 @@
-// `kfn demo` (npm start): the whole system on one machine. A cluster ($KUBECONFIG if it
-// answers, else the local one, built on first use), the CRDs and Reconcilers, the bridge and
+// `kfn demo` (npm start): the whole system on one machine. A cluster (kubectl's if it answers,
+// else, in kfn's checkout, the local one, built on first use), the CRDs and Reconcilers, the bridge and
 // the functions — on the local cluster as pods (the bridge from manifests/, each function a
 // Deployment under its own ServiceAccount), elsewhere or with --local as processes on this
 // machine — sample objects, and a live account of every delivery until Ctrl-C stops what it
@@ -9,16 +9,15 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSyn
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
 import { applyObject, collectionPath, KubeApi, objectPath } from '../kube/api.ts';
-import { clusterDown, clusterUp } from '../cluster/controlplane.ts';
-import { firstBuild } from '../cluster/build.ts';
+import { clusterDown } from '../cluster/controlplane.ts';
 import { clusterPaths, codePath, displayPath, repoRoot, workRoot } from '../cluster/paths.ts';
 import { readState } from '../cluster/state.ts';
 import { deployFunctions } from './deploy.ts';
 import { followBridgeJournal, installBridge } from './incluster.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster, writeClusterKubeconfig, type ChosenCluster, type ClusterFlags } from './cluster-choice.ts';
 import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
 import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { JournalEntry } from '../core/journal.ts';
@@ -26,8 +25,9 @@ import { waitFor } from '../core/clock.ts';
 
 const usage = `Usage: kfn demo [options]          (npm start)
 
-Starts everything and shows it working: a cluster ($KUBECONFIG if it is reachable, otherwise
-the local one, built on first run), the CRDs and Reconcilers, the bridge and the functions,
+Starts everything and shows it working: a cluster (kubectl's: --kubeconfig, $KUBECONFIG or
+~/.kube/config, if it answers; otherwise, in kfn's checkout, the local one, built on first run;
+--local-cluster asks for the local one), the CRDs and Reconcilers, the bridge and the functions,
 and each function's samples.yaml; then prints every delivery (event → function → what changed
 → status) until Ctrl-C, which stops everything the demo started.
 
@@ -42,6 +42,7 @@ Options:
   --knative           on the local cluster, run each function as a Knative Service that scales
                       to zero (installs Knative Serving and Traefik first if needed)
   --exit-when-ready   stop once every sample reports Ready=True (for scripts and tests)
+${clusterFlagsUsage(18, true)}
   -h, --help          show this help`;
 
 const namespace = 'kfn-demo';
@@ -49,15 +50,6 @@ const systemNamespace = 'kfn-system';
 const say = (line: string) => console.log(line);
 const dim = (s: string) => (process.stdout.isTTY ? `\x1b[2m${s}\x1b[0m` : s);
 const bold = (s: string) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
-
-async function reachable(api: KubeApi): Promise<boolean> {
-  try {
-    await api.request('GET', '/version', { signal: AbortSignal.timeout(3000) });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** One readable line per delivery: event → function → what changed → status. */
 export function describeDelivery(l: JournalEntry): string {
@@ -71,19 +63,22 @@ export function describeDelivery(l: JournalEntry): string {
   return `${head} → ${l.status} in ${l.durationMs} ms: ${what}${l.outcome === 'requeue' ? ` (requeue${l.response?.message ? `: ${l.response.message}` : ''})` : ''}`;
 }
 
+const flags = { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' }, knative: { type: 'boolean' }, ...clusterFlags, ...localClusterFlag } as const;
+
 export const demoCommand: Command = {
   name: 'demo',
   summary: 'start a cluster, the bridge, the functions and samples, and show deliveries live',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values } = parseCommandArgs('demo', argv, { function: { type: 'string' }, 'exit-when-ready': { type: 'boolean' }, local: { type: 'boolean' }, knative: { type: 'boolean' } });
+    const { values } = parseCommandArgs('demo', argv, flags);
     if (values.knative && values.local) throw new UsageError('kfn demo: --knative runs the functions in the cluster; it cannot go with --local');
     const dirs = functionDirs(join(repoRoot, 'functions')).filter((d) => !values.function || d.endsWith(`/${values.function}`));
     if (dirs.length === 0) throw new UsageError(`kfn demo: no function named ${values.function} under functions/`);
     const demo = new Demo(dirs, { local: !!values.local, knative: !!values.knative });
     try {
-      const api = await demo.connect();
+      const api = await demo.connect({ kubeconfig: values.kubeconfig, context: values.context, 'local-cluster': values['local-cluster'] });
       await demo.prepare(api);
       if (demo.inCluster) await demo.startInCluster(api);
       else await demo.startLocally(api);
@@ -95,6 +90,13 @@ export const demoCommand: Command = {
     }
   },
 };
+
+/** kubectl's flags for the chosen cluster, as the user would type them. */
+function kubectlFlags(c: ChosenCluster): string {
+  if (c.via === 'in-cluster') return '';
+  const file = c.via === '--kubeconfig' || (c.local && c.via === '~/.kube/config') ? `--kubeconfig ${displayPath(c.file!)} ` : '';
+  return `${file}--context ${c.context} `;
+}
 
 type Sample = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
 
@@ -112,6 +114,7 @@ class Demo {
   private readonly appliedAt = new Map<string, number>();
   private startedCluster = false;
   private kubeconfig: string | undefined;
+  private cluster: ChosenCluster | undefined;
   private api: KubeApi | undefined;
   private follow: AbortController | undefined;
 
@@ -122,31 +125,23 @@ class Demo {
     mkdirSync(this.work, { recursive: true });
   }
 
-  /** 1. A cluster: $KUBECONFIG's when it answers, else the local one (built on first use). */
-  async connect(): Promise<KubeApi> {
-    let kubeconfig = process.env.KUBECONFIG?.split(':')[0];
-    let api = kubeconfig && existsSync(kubeconfig) ? new KubeApi(connectionFromKubeconfig(kubeconfig)) : undefined;
-    if (api && (await reachable(api))) {
-      say(`Using the cluster of KUBECONFIG (${kubeconfig}).`);
-    } else {
-      say(kubeconfig ? `KUBECONFIG (${kubeconfig}) does not answer; starting the local cluster instead.` : `Starting the local cluster (the first run builds it from source: ${firstBuild}).`);
-      const up = await clusterUp({ log: (l) => say(dim(`  ${l}`)) });
-      this.startedCluster = !up.reused;
-      kubeconfig = clusterPaths().kubeconfig;
-      api = new KubeApi(loadConnection(kubeconfig));
-      say(`Cluster ready at ${up.state.server} (kubeconfig ${displayPath(kubeconfig)}).`);
-    }
-    this.kubeconfig = kubeconfig;
-    this.api = api;
-    return api;
+  /** 1. A cluster: kubectl's when it answers, else (in kfn's checkout) the local one, built on first use. */
+  async connect(flags: ClusterFlags): Promise<KubeApi> {
+    const cluster = await chooseCluster(flags, { log: say, startLocalInCheckout: 'when-none-or-silent' });
+    this.startedCluster = cluster.started;
+    this.cluster = cluster;
+    // The bridge and the functions, as processes, are handed the chosen context as a file.
+    this.kubeconfig = writeClusterKubeconfig(cluster, join(this.work, 'admin.kubeconfig'));
+    this.api = cluster.api;
+    return cluster.api;
   }
 
   /** 2. The Reconciler CRD, a fresh namespace for the samples, and where the rest will run. */
   async prepare(api: KubeApi): Promise<void> {
     for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
     await freshNamespace(api);
-    this.inCluster = !this.options.local && !!readState(clusterPaths()) && this.kubeconfig === clusterPaths().kubeconfig;
-    if (this.options.knative && !this.inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (unset KUBECONFIG, or point it at .kfn/cluster/kubeconfig); on your own Knative cluster use `kfn deploy --target knative`.');
+    this.inCluster = !this.options.local && !!this.cluster?.local;
+    if (this.options.knative && !this.inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (--local-cluster); on your own Knative cluster use `kfn deploy --target knative`.');
     for (const dir of this.dirs) {
       const samplesFile = join(dir, 'samples.yaml');
       if (existsSync(samplesFile)) for (const doc of parseAllDocuments(readFileSync(samplesFile, 'utf8'))) this.samples.push({ ...doc.toJS(), metadata: { ...doc.toJS().metadata, namespace } });
@@ -165,7 +160,7 @@ class Demo {
       const { knativeStatus } = await import('../cluster/knative.ts');
       if (!(await knativeStatus(api))?.every((s) => s.ready)) await (await import('./knative.ts')).installOnLocalCluster({ log: (l) => say(dim(`  ${l}`)) });
     }
-    await deployFunctions(this.dirs, { namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, target: knative ? 'knative' : 'deployment', log: (l) => say(dim(`  ${l}`)) });
+    await deployFunctions(this.dirs, { api, namespace: systemNamespace, namespaces: [namespace], resyncPeriodSeconds: 60, target: knative ? 'knative' : 'deployment', log: (l) => say(dim(`  ${l}`)) });
     for (const dir of this.dirs) {
       const reconciler = await loadFunction(dir);
       this.reconcilers.push(reconciler.name);
@@ -201,7 +196,7 @@ class Demo {
       await applyObject(api, sample, 'kfn-demo');
       this.appliedAt.set(`${sample.kind}/${sample.metadata.name}`, Date.now());
     }
-    say(`Applied ${this.samples.length} samples in namespace ${namespace}. Try: kubectl --kubeconfig ${displayPath(this.kubeconfig!)} -n ${namespace} get all,${[...new Set(this.plurals)].join(',')}`);
+    say(`Applied ${this.samples.length} samples in namespace ${namespace}. Try: kubectl ${kubectlFlags(this.cluster!)}-n ${namespace} get all,${[...new Set(this.plurals)].join(',')}`);
   }
 
   /** 5. The live account: every delivery as it is journaled, until Ctrl-C (or every sample is Ready). */

@@ -21,7 +21,8 @@ import { dockerCredentials, pushImage, type RegistryCredentials } from './push.t
 import { localRegistry } from '../cluster/registry.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster, kfnInvocation } from './cluster-choice.ts';
 import { systemClock, waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
 import { contractAnnotation, functionLabel, functionLabels, managedByKfn, managedByLabel, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
@@ -87,7 +88,7 @@ export async function functionImage(dir: string, binaries: BinarySet, log = say)
 async function localNode(): Promise<string> {
   const paths = clusterPaths();
   if (!(await clusterHealthy(paths))) {
-    throw new UsageError('kfn imports images into the local cluster\'s node, which is not running: start it with `npm run kfn -- cluster up`.', 1);
+    throw new UsageError(`kfn imports images into the local cluster's node, which is not running: start it with \`${kfnInvocation} cluster up\`, or push the images to a registry your cluster pulls from (--registry).`, 1);
   }
   return nodePaths(paths.dir).containerdSocket;
 }
@@ -115,8 +116,11 @@ registry, \`kfn cluster registry\`; or host[:port][/path], with the credentials 
 config, ~/.docker/config.json) as R/bridge:${version} and R/fn-<name>:${version}, and prints
 each one's reference by digest, what a manifest should run.`;
 
+const imagePushFlags = { all: { type: 'boolean' }, registry: { type: 'string' } } as const;
+const imageBuildFlags = { all: { type: 'boolean' }, out: { type: 'string' } } as const;
+
 async function pushCommand(argv: string[]): Promise<number> {
-  const parsed = parseCommandArgs('image push', argv, { all: { type: 'boolean' }, registry: { type: 'string' } }, true);
+  const parsed = parseCommandArgs('image push', argv, imagePushFlags, true);
   const values = parsed.values;
   const positionals: string[] = parsed.positionals;
   if (!values.registry) throw new UsageError(`kfn image push: --registry is required\n\n${imageUsage}`);
@@ -136,10 +140,12 @@ export const imageCommand: Command = {
   name: 'image',
   summary: 'build the bridge and function images; import them into the local node or push them to a registry',
   usage: imageUsage,
+  options: {},
+  subcommands: { build: { usage: imageUsage, options: imageBuildFlags }, push: { usage: imageUsage, options: imagePushFlags } },
   async run(argv) {
     if (argv[0] === 'push') return pushCommand(argv.slice(1));
     if (wantsHelp(argv) || argv[0] !== 'build') return (console.log(imageUsage), wantsHelp(argv) ? 0 : 2);
-    const parsed = parseCommandArgs('image build', argv.slice(1), { all: { type: 'boolean' }, out: { type: 'string' } }, true);
+    const parsed = parseCommandArgs('image build', argv.slice(1), imageBuildFlags, true);
     const values = parsed.values;
     const positionals: string[] = parsed.positionals;
     const wantBridge = values.all || positionals.includes('bridge');
@@ -177,7 +183,7 @@ Waits until each function is available. The bridge must run in the cluster to de
 Options:
   --target T       deployment or knative (default deployment)
   --all            every function under functions/
-  --namespace N    where the functions run (default kfn-system)
+  -n, --namespace N  where the functions run (default kfn-system)
   --watch-namespace N   only objects in N are reconciled (repeatable; default: every namespace)
   --timeout S      seconds to wait for each function to be available (default 120)
   --record         write an invocation record to the function's log on every reconcile, for
@@ -188,18 +194,22 @@ Options:
                    cluster's registry, \`kfn cluster registry\`) or host[:port][/path], with
                    the credentials of the Docker config (~/.docker/config.json); a registry
                    that asks for them gets a pull Secret kfn-registry in the namespace
+${clusterFlagsUsage(16)}
   -h, --help       show this help`;
+
+const deployFlags = { all: { type: 'boolean' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
   summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them',
   usage: deployUsage,
+  options: deployFlags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(deployUsage), 0);
     const { values, positionals } = parseCommandArgs(
       'deploy',
       argv,
-      { all: { type: 'boolean' }, namespace: { type: 'string' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' } },
+      deployFlags,
       true,
     );
     const dirs = values.all ? functionDirs() : positionals;
@@ -211,12 +221,18 @@ export const deployCommand: Command = {
     const target = values.target ?? 'deployment';
     if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
     const registry = values.registry === undefined ? undefined : registryTarget(values.registry);
-    await deployFunctions(dirs, { namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry });
+    const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
+    if (!registry && !cluster.local) {
+      throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
+    }
+    await deployFunctions(dirs, { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry });
     return 0;
   },
 };
 
 export interface DeployOptions {
+  /** The cluster to deploy to (default: kfn's local cluster). */
+  api?: KubeApi;
   namespace: string;
   /** A Deployment + Service (default), or a Knative Service. */
   target?: 'deployment' | 'knative';
@@ -324,7 +340,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   const log = options.log ?? say;
   const knative = options.target === 'knative';
   const socket = options.registry ? undefined : await localNode();
-  const api = new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
+  const api = options.api ?? new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
   await checkBridgeContract(api, log);
   const pullSecrets = options.registry ? await ensurePullSecret(api, options.namespace, options.registry) : [];
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {

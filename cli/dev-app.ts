@@ -12,6 +12,7 @@ import { objectKey } from '../core/objects.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';
+import { userFirstStack } from '../functions/sdk/stack.ts';
 
 /** What the UI lists for each delivery (the whole record is one request away). */
 export interface DeliverySummary {
@@ -114,8 +115,9 @@ export class DeliveryLog {
     this.say(`${time} ${s.function} ${s.kind} ${s.object} ${s.reason}${s.replay ? ` (${s.replay.mode} replay)` : ''} #${s.attempt} → ${what} (${s.durationMs} ms)`);
     if (s.outcome === 'requeue' && s.message) this.say(`    ${s.message.length > 300 ? `${s.message.slice(0, 297)}…` : s.message}`);
     if (r.error) {
-      const stack = (r.error.cause?.stack ?? r.error.stack ?? '').split('\n').slice(1, 4).map((l) => `    ${l.trim()}`);
-      for (const l of stack) this.say(l);
+      // The summary line has the message: the frames follow, the function's own first.
+      const frames = userFirstStack(r.error).split('\n').filter((l) => /^\s+(at |… )/.test(l)).slice(0, 8);
+      for (const l of frames) this.say(`    ${l.trim()}`);
     }
   }
 }
@@ -142,7 +144,9 @@ export function devApp(fns: Map<string, DevFunction>, log: DeliveryLog, base: st
   app.get('/api/deliveries', (c) => c.json(log.summaries()));
   app.get('/api/deliveries/:id', (c) => {
     const r = log.records.find((x) => x.id === c.req.param('id'));
-    return r ? c.json(r) : c.json({ error: `no delivery ${c.req.param('id')} (the dev server keeps the last ${keepRecords})` }, 404);
+    if (!r) return c.json({ error: `no delivery ${c.req.param('id')} (the dev server keeps the last ${keepRecords})` }, 404);
+    // The UI shows the stack as the terminal does: the function's own frames first.
+    return c.json(r.error ? { ...r, error: { ...r.error, userFirstStack: userFirstStack(r.error) } } : r);
   });
   app.post('/api/deliveries/:id/replay', async (c) => {
     const r = log.records.find((x) => x.id === c.req.param('id'));

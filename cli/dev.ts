@@ -5,7 +5,7 @@
 //   browser ──SSE── /api/stream ◀── records ◀── /fn/<name> ◀── bridge (in process) ◀── watches
 //                   /api/deliveries/:id/replay ──▶ /fn/<name> (live)  |  in process (dry-run)
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { mkdirSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { serve as serveNode, type ServerType } from '@hono/node-server';
@@ -15,23 +15,25 @@ import { startBridge } from '../bridge/main.ts';
 import { parseReconciler, type ReconcilerConfig } from '../bridge/config.ts';
 import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/connection.ts';
 import { Journal } from '../core/journal.ts';
-import { ApiError, KubeApi } from '../kube/api.ts';
-import { firstBuild } from '../cluster/build.ts';
-import { clusterPaths, workRoot } from '../cluster/paths.ts';
-import { clusterUp } from '../cluster/controlplane.ts';
+import { KubeApi } from '../kube/api.ts';
+import { workRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { createApp } from '../functions/sdk/app.ts';
-import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster, writeClusterKubeconfig } from './cluster-choice.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
 import { applyFunction, functionDirs, functionEntry } from './functions.ts';
+import { describeBuildError, describeLoadError } from './load-errors.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 
 export interface DevServerOptions {
   dirs: string[];
   kubeconfig: string;
+  /** The admin's client (default: one from `kubeconfig`). */
+  api?: KubeApi;
   port: number;
   host?: string;
   /** Deliver only objects in these namespaces (default: all). */
@@ -58,21 +60,25 @@ const bundleDir = join(workRoot, 'dev', 'bundles');
 async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
   const entry = functionEntry(dir);
   if (!entry) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
-  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent' });
+  // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
+  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
   mkdirSync(bundleDir, { recursive: true });
   const file = join(bundleDir, `${name}.${version}.mjs`);
   writeFileSync(file, out.outputFiles[0]!.text);
-  const mod = (await import(pathToFileURL(file).href)) as { default?: Reconciler };
-  rmSync(file, { force: true });
+  let mod: { default?: Reconciler };
+  try {
+    mod = (await import(pathToFileURL(file).href)) as { default?: Reconciler };
+  } catch (err) {
+    throw new Error(await describeLoadError(err, entry));
+  } finally {
+    rmSync(file, { force: true });
+  }
   if (!mod.default?.reconcile || !mod.default.for) throw new Error(`${entry} must export default defineReconciler({...})`);
   return { reconciler: mod.default, inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
 }
 
-function buildError(err: unknown): string {
-  const e = err as { errors?: { text: string; location?: { file: string; line: number; column: number } | null }[]; message?: string };
-  if (e.errors?.length) return e.errors.map((x) => (x.location ? `${x.location.file}:${x.location.line}:${x.location.column}: ${x.text}` : x.text)).join('\n');
-  return e.message ?? String(err);
-}
+/** Why a function does not build or load, said where (cli/load-errors.ts), as kfn serve says it. */
+const buildError = (err: unknown): string => describeBuildError(err);
 
 /** What the dev server needs to know to set a function up in the cluster. */
 interface DevCluster {
@@ -215,9 +221,11 @@ async function reloadFunction(fn: DevFunction, on: { cluster: DevCluster; log: D
 
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const say = options.log ?? ((line: string) => console.error(line));
+  // The bundles' source maps apply to stacks: a reconcile that throws names the function's own lines.
+  process.setSourceMapsEnabled(true);
   const host = options.host ?? '127.0.0.1';
   const base = `http://${host}:${options.port}`;
-  const cluster: DevCluster = { adminApi: new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: options.kubeconfig, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
+  const cluster: DevCluster = { adminApi: options.api ?? new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: options.kubeconfig, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
   rmSync(bundleDir, { recursive: true, force: true });
   const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(workRoot, 'dev', 'records.jsonl'), { redactSecretFields: false });
   const fns = new Map<string, DevFunction>();
@@ -285,41 +293,36 @@ delivery. Saving a function's code reloads it: the next delivery runs the new co
 restarts. Its CRD and RBAC follow the code. Each function works under its own
 ServiceAccount's token, so RBAC is what it will be in the cluster.
 
-The cluster is the one of --kubeconfig or $KUBECONFIG, else the local one (started if needed).
-Every invocation is recorded (to .kfn/dev/records.jsonl): \`kfn replay\` replays them.
+The cluster is kubectl's (docs/kubeconfig.md): --kubeconfig, else $KUBECONFIG, else
+~/.kube/config; --context picks a context. With --local-cluster, or when no kubeconfig is found
+and it runs, it is kfn's own local cluster. Every invocation is recorded (to .kfn/dev/records.jsonl): \`kfn replay\` replays them.
 
 Options:
   --port N          port of the dev server and its UI (default 8070)
-  --namespace N     deliver only objects in namespace N (repeatable; default: all namespaces)
-  --kubeconfig P    the cluster to use
+  -n, --namespace N  deliver only objects in namespace N (repeatable; default: all namespaces)
+${clusterFlagsUsage(16, true)}
   --records F       append the records to F instead (--records=off: none)
   -h, --help        show this help`;
+
+const flags = { port: { type: 'string' }, namespace: { type: 'string', short: 'n', multiple: true }, ...clusterFlags, ...localClusterFlag, records: { type: 'string' } } as const;
 
 export const devCommand: Command = {
   name: 'dev',
   summary: 'run functions on a local dev server with reload on save and a live web UI of deliveries',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('dev', argv, { port: { type: 'string' }, namespace: { type: 'string', multiple: true }, kubeconfig: { type: 'string' }, records: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs('dev', argv, flags, true);
     const dirs = positionals.length ? positionals : functionDirs();
     for (const d of dirs) if (!functionEntry(d)) throw new UsageError(`kfn dev: ${d} is not a function folder (no index.ts)`);
-    let kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG?.split(':')[0];
-    if (kubeconfig && !existsSync(kubeconfig)) throw new UsageError(`kfn dev: kubeconfig ${kubeconfig} does not exist`);
-    if (kubeconfig) {
-      const answers = await new KubeApi(connectionFromKubeconfig(kubeconfig)).request('GET', '/version').then(
-        () => true,
-        (err: unknown) => (err instanceof ApiError ? true : false),
-      );
-      if (!answers) throw new UsageError(`kfn dev: the cluster of ${kubeconfig} does not answer`);
-    } else {
-      console.error(`kfn dev: no KUBECONFIG: using the local cluster (starting it if needed; the first run builds it from source, ${firstBuild})`);
-      await clusterUp({ log: (l) => console.error(`  ${l}`) });
-      kubeconfig = clusterPaths().kubeconfig;
-    }
+    const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context, 'local-cluster': values['local-cluster'] }, { startLocalInCheckout: 'when-none' });
+    mkdirSync(join(workRoot, 'dev'), { recursive: true });
     const dev = await startDevServer({
       dirs,
-      kubeconfig,
+      // The functions' own kubeconfigs are made for the chosen context's cluster.
+      kubeconfig: writeClusterKubeconfig(cluster, join(workRoot, 'dev', 'admin.kubeconfig')),
+      api: cluster.api,
       port: parsePort('--port', values.port) ?? 8070,
       namespaces: values.namespace,
       recordFile: values.records === 'off' ? false : values.records,

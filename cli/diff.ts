@@ -1,14 +1,14 @@
 // kfn diff: what a function would change for one object now — its reconcile run in this process
 // against the cluster, every write a server-side dry run (dryRun=All), nothing stored.
 import { join } from 'node:path';
-import { loadConnection } from '../kube/connection.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
-import { ApiError, KubeApi, objectPath } from '../kube/api.ts';
+import { ApiError, objectPath } from '../kube/api.ts';
 import { repoRoot } from '../cluster/paths.ts';
 import type { RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster } from './cluster-choice.ts';
 import { functionEntry, loadFunction } from './functions.ts';
 import { effectLines, functionFor, wouldChange } from './replay.ts';
 
@@ -20,12 +20,14 @@ nothing. Prints the writes the function would make and what each would create, c
 delete. Nothing is delivered to a running function and nothing changes in the cluster.
 
   <function>   a function folder (functions/myweb) or a function's name (myweb)
-  <object>     namespace/name, or name (the default namespace, or a cluster-scoped object)
+  <object>     namespace/name, or name (in the namespace of -n, else the context's; or a
+               cluster-scoped object)
 
 Options:
-  --kubeconfig P   the cluster (default $KUBECONFIG, else the local cluster)
-  --json           print the outcome as JSON
-  -h, --help       show this help
+${clusterFlagsUsage(18)}
+  -n, --namespace N  the object's namespace when <object> names none
+  --json             print the outcome as JSON
+  -h, --help         show this help
 
 Exit status: 0 when nothing would change, 1 when something would, 2 for bad input.
 The function runs with your credentials, not its ServiceAccount's: a write its RBAC forbids
@@ -39,22 +41,25 @@ async function resolveFunction(arg: string): Promise<Reconciler> {
   });
 }
 
+const flags = { ...clusterFlags, namespace: { type: 'string', short: 'n' }, json: { type: 'boolean' } } as const;
+
 export const diffCommand: Command = {
   name: 'diff',
   summary: 'show what a function would change for one object now (server-side dry run)',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('diff', argv, { kubeconfig: { type: 'string' }, json: { type: 'boolean' } }, true);
+    const { values, positionals } = parseCommandArgs('diff', argv, flags, true);
     if (positionals.length !== 2) throw new UsageError(`kfn diff: expected a function and an object\n\n${usage}`);
     const reconciler = await resolveFunction(positionals[0]!);
     const kind = reconciler.for;
     const [first, second] = positionals[1]!.split('/');
     if (positionals[1]!.split('/').length > 2 || !first) throw new UsageError(`kfn diff: ${positionals[1]} is not namespace/name or name`);
     const name = second ?? first;
-    const namespace = kind.namespaced ? (second ? first : 'default') : undefined;
     if (!kind.namespaced && second) throw new UsageError(`kfn diff: ${kind.kind} is cluster-scoped: give its name alone, not ${positionals[1]}`);
-    const api = new KubeApi(loadConnection(values.kubeconfig));
+    const { api, namespace: defaultNamespace } = await chooseCluster(values);
+    const namespace = kind.namespaced ? (second ? first : defaultNamespace) : undefined;
     const path = objectPath({ apiVersion: kind.apiVersion, kind: kind.kind, plural: kind.plural, namespaced: kind.namespaced, verbs: [] }, name, namespace);
     const live = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', path).catch((err) => {
       if (err instanceof ApiError && err.status === 404) throw new UsageError(`kfn diff: there is no ${kind.kind} ${namespace ? `${namespace}/` : ''}${name} (${kind.apiVersion}) in the cluster`);

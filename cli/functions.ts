@@ -6,7 +6,8 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync 
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
-import { connectionFromKubeconfig, loadConnection } from '../kube/connection.ts';
+import { connectCluster, connectionFromKubeconfig } from '../kube/connection.ts';
+import { describeCluster } from '../kube/kubeconfig.ts';
 import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
 import { codePath, compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
@@ -14,12 +15,13 @@ import { functionKnativeService, functionManifests, functionServiceUrl, function
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
-import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster } from './cluster-choice.ts';
 import { authForAnnotation, functionLabel, functionLabels, reconcilerApiVersion, reconcilerKind, reconcilerPlural, secretServes } from '../core/names.ts';
 import { webhookSet, type WebhookCa } from './webhook-tls.ts';
+import { describeLoadError } from './load-errors.ts';
 import { groupKind, objectKey, type KindRef } from '../core/objects.ts';
 
-/** Loads the reconciler a function folder exports by default from its index.ts. */
 /**
  * A function folder's entry: its index.ts (a user's function, or an example in a checkout), or
  * index.js (an example compiled into kfn's package); undefined when it has neither.
@@ -28,10 +30,19 @@ export function functionEntry(dir: string): string | undefined {
   return ['index.ts', 'index.js'].map((f) => join(resolve(dir), f)).find((f) => existsSync(f));
 }
 
+/**
+ * Loads the reconciler a function folder exports by default. A module that does not load is
+ * said where (cli/load-errors.ts): file, line and column, the line, what to write instead.
+ */
 export async function loadFunction(dir: string): Promise<Reconciler> {
   const entry = functionEntry(dir);
   if (!entry) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
-  const mod = (await import(pathToFileURL(entry).href)) as { default?: Reconciler };
+  let mod: { default?: Reconciler };
+  try {
+    mod = (await import(pathToFileURL(entry).href)) as { default?: Reconciler };
+  } catch (err) {
+    throw new UsageError(`kfn: ${dir} does not load\n${await describeLoadError(err, entry)}`, 1);
+  }
   if (!mod.default?.reconcile || !mod.default.for) throw new UsageError(`${entry} must export default defineReconciler({...})`);
   return mod.default;
 }
@@ -50,32 +61,38 @@ export function functionDirs(root = compiled ? join(process.cwd(), 'functions') 
 
 const serveUsage = `Usage: kfn serve <function dir> [options]
 
-Runs one reconcile function as an HTTP server, as Knative would. It reads the cluster from
---kubeconfig / $KUBECONFIG (or in-cluster), and authenticates events with $KFN_AUTH_SECRET
-(HMAC) or $KFN_AUTH_TOKEN (bearer).
+Runs one reconcile function as an HTTP server, as Knative would. It reads the cluster as
+kubectl does (docs/kubeconfig.md), and authenticates events with $KFN_AUTH_SECRET (HMAC) or
+$KFN_AUTH_TOKEN (bearer).
 
 Options:
   --port N        port to listen on (default $PORT or 8080)
   --host H        address to listen on (default 127.0.0.1)
-  --kubeconfig P  kubeconfig to use
+${clusterFlagsUsage(14)}
   --insecure      accept unsigned events (local development only)
   --webhook-cert-dir D  serve the function's webhooks (default, validate, conversion) over HTTPS
                   with D/tls.crt and D/tls.key (re-read when they change)
   --webhook-port N      port of the HTTPS listener (default 9443)
   -h, --help      show this help`;
 
+const serveFlags = { port: { type: 'string' }, host: { type: 'string' }, ...clusterFlags, insecure: { type: 'boolean' }, 'webhook-port': { type: 'string' }, 'webhook-cert-dir': { type: 'string' } } as const;
+
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'run one reconcile function as an HTTP server',
   usage: serveUsage,
+  options: serveFlags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(serveUsage), 0);
-    const { values, positionals } = parseCommandArgs('serve', argv, { port: { type: 'string' }, host: { type: 'string' }, kubeconfig: { type: 'string' }, insecure: { type: 'boolean' }, 'webhook-port': { type: 'string' }, 'webhook-cert-dir': { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs('serve', argv, serveFlags, true);
     if (positionals.length !== 1) throw new UsageError(`kfn serve: expected one function folder, e.g. functions/myweb\n\n${serveUsage}`);
     if (values.insecure) process.env.KFN_INSECURE = '1';
     const reconciler = await loadFunction(positionals[0]!);
     const port = parsePort('--port', values.port) ?? Number(process.env.PORT ?? 8080);
-    const api = new KubeApi(loadConnection(values.kubeconfig));
+    // Its failures are the SDK's to judge and log, per reconcile: the connection is left plain.
+    const cluster = connectCluster(values, { explain: false });
+    console.error(`kfn serve: ${describeCluster(cluster)}`);
+    const api = new KubeApi(cluster.connection);
     const certDir = values['webhook-cert-dir'];
     const webhookPort = parsePort('--webhook-port', values['webhook-port']) ?? 9443;
     if (certDir && !hasWebhooks(reconciler)) throw new UsageError(`kfn serve: ${reconciler.name} has no webhooks (no default(), validate() or previous versions of its kind); drop --webhook-cert-dir`);
@@ -100,8 +117,9 @@ and the certificate they trust.
 Options:
   --out DIR          write one YAML file per function into DIR (default: print to stdout)
   --apply            apply them to the cluster, and create each function's auth Secret if missing
-  --kubeconfig P     the cluster for --apply (default: $KUBECONFIG, ~/.kube/config, in-cluster)
-  --namespace N      namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
+${clusterFlagsUsage(18)}
+                     (the cluster for --apply)
+  -n, --namespace N  namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
   --sink-uri URL     deliver to this URL instead of the function's Service (or Knative Service)
   --target T         add the function's workload, the Reconciler's sink:
                        deployment  a Deployment and Service kfn-fn-<function> (serves webhooks)
@@ -121,16 +139,19 @@ Options:
 Webhooks with failurePolicy Fail (the default) refuse every write of their kind until the
 function answers: apply the configurations once its workload is ready (\`kfn deploy\` waits).`;
 
+const manifestsFlags = { out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } } as const;
+
 export const manifestsCommand: Command = {
   name: 'manifests',
   summary: 'write (and apply) CRDs, Reconcilers, RBAC, webhooks and workloads for the functions',
   usage: manifestsUsage,
+  options: manifestsFlags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(manifestsUsage), 0);
     const { values, positionals } = parseCommandArgs(
       'manifests',
       argv,
-      { out: { type: 'string' }, apply: { type: 'boolean' }, kubeconfig: { type: 'string' }, namespace: { type: 'string' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } },
+      manifestsFlags,
       true,
     );
     const target = values.target;
@@ -139,7 +160,7 @@ export const manifestsCommand: Command = {
     const ca = webhookCaOption(values['webhook-ca'], values.issuer);
     const dirs = positionals.length ? positionals : functionDirs();
     const namespace = values.namespace ?? 'kfn-system';
-    const api = values.apply ? new KubeApi(loadConnection(values.kubeconfig)) : undefined;
+    const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
     const image = (reconciler: Reconciler) => `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${kfnVersion}`;
     for (const dir of dirs) {
       const reconciler = await loadFunction(dir);

@@ -2,17 +2,44 @@
 // depends on the kfn package — package.json, tsconfig.json, one function (as `kfn new` writes
 // it: the kind, a reconcile owning a ConfigMap, samples, a unit test without a cluster) and a
 // README with the project's own two commands.
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
-import { kfnVersion } from '../cluster/paths.ts';
+import { compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { checkNames, writeNewFunction } from './new.ts';
+
+/**
+ * The Node a project runs on: the one kfn itself is built and tested on, whose TypeScript
+ * support (type stripping, and `node --test` finding `*.test.ts`) the functions and their
+ * tests need. The project pins it as kfn does, with the `node` package as a devDependency, so
+ * `npm test` and `npx kfn` run on it whatever Node the machine has (many still have 20).
+ */
+const projectNodeMajor = 24;
+/** kfn's own pin of it, from kfn's package.json (in a package, the one beside lib/). */
+const projectNodePin = (JSON.parse(readFileSync(join(repoRoot, compiled ? '..' : '.', 'package.json'), 'utf8')) as { devDependencies?: Record<string, string> }).devDependencies?.node ?? `^${projectNodeMajor}.0.0`;
+
+/**
+ * scripts/check-node.mjs, the project's `pretest`: plain JavaScript, so any Node runs it. An
+ * older Node would otherwise fail every test file with ERR_UNKNOWN_FILE_EXTENSION ".ts" (or,
+ * on 20, find no test file and pass).
+ */
+const checkNodeScript = `// Runs before \`npm test\` (the pretest script): this project's functions and tests are
+// TypeScript, which Node.js runs as it is from version ${projectNodeMajor}. npm install gives the project its own
+// Node.js ${projectNodeMajor} (the devDependency "node"), which npm's scripts run; an older Node here means it is
+// missing, or the tests were started another way.
+const major = Number(process.versions.node.split('.')[0]);
+if (major < ${projectNodeMajor}) {
+  console.error(\`This project needs Node.js ${projectNodeMajor} or later (its functions are TypeScript, which Node.js runs as it is from ${projectNodeMajor}), and this is Node.js \${process.versions.node}. Run npm install (with install scripts allowed: it fetches the project's own Node.js ${projectNodeMajor}), or put Node.js ${projectNodeMajor} first on your PATH.\`);
+  process.exit(1);
+}
+`;
 
 const usage = `Usage: kfn init <dir> [options]      (npm create kfn@latest <dir>)
 
 Writes a new operator project in <dir> (which must be new or empty): package.json depending on
-kfn, tsconfig.json, a first function under functions/ with its samples and a unit test that
-runs without a cluster, and a README. Then: cd <dir> && npm install && npm test.
+kfn and pinning Node.js ${projectNodeMajor} (the devDependency node, as kfn itself does), tsconfig.json, a
+first function under functions/ with its samples and a unit test that runs without a cluster,
+and a README. Then: cd <dir> && npm install && npm test.
 
 Options:
   --function N   the first function's name (default: the kind's plural, e.g. greetings)
@@ -53,17 +80,20 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
     version: '0.1.0',
     private: true,
     type: 'module',
-    engines: { node: '>=24' },
+    engines: { node: `>=${projectNodeMajor}` },
     scripts: {
-      test: `node --test ${fn}/index.test.ts`,
+      pretest: 'node scripts/check-node.mjs',
+      // Node's default pattern: every *.test.ts, those of functions `kfn new` adds later too.
+      test: 'node --test',
       typecheck: 'tsc -p tsconfig.json',
       dev: `kfn dev ${fn}`,
       deploy: `kfn deploy ${fn}`,
     },
     dependencies: { kfn: o.kfn ?? `^${kfnVersion}` },
-    devDependencies: { '@types/node': '^24.0.0', typescript: '^5.9.0' },
-    // esbuild (kfn bundles functions with it) checks its platform binary after install.
-    allowScripts: { esbuild: true },
+    devDependencies: { '@types/node': `^${projectNodeMajor}.0.0`, node: projectNodePin, typescript: '^5.9.0' },
+    // node fetches its binary in an install script; esbuild (kfn bundles functions with it)
+    // checks its platform binary after install.
+    allowScripts: { node: true, esbuild: true },
   };
   const tsconfig = {
     compilerOptions: {
@@ -83,6 +113,8 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
   writeFileSync(join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
   writeFileSync(join(dir, '.gitignore'), 'node_modules/\n.kfn/\n');
+  mkdirSync(join(dir, 'scripts'));
+  writeFileSync(join(dir, 'scripts', 'check-node.mjs'), checkNodeScript);
   writeFileSync(
     join(dir, 'README.md'),
     `# ${name}
@@ -94,6 +126,11 @@ Each folder under \`functions/\` is one: a kind, and what to make of each object
 npm install && npm test          # install, then the functions' unit tests (no cluster)
 npx kfn dev ${fn}       # run it against a cluster, reloading on save; a live UI of deliveries
 \`\`\`
+
+It runs on Node.js ${projectNodeMajor}, which runs the functions' TypeScript as it is: \`npm install\` gives the
+project its own (the devDependency \`node\`, about 190 MB, as kfn itself has), so \`npm test\` and
+\`npx kfn\` run on it whatever Node the machine has. npm may warn \`EBADENGINE\` while installing with
+an older Node; \`npm test\` says in one line if the project's Node is missing.
 
 \`kfn dev\` uses the cluster of \`$KUBECONFIG\`, or starts kfn's local one (built on first use,
 with progress; it needs root and Linux). Then apply the samples: \`kubectl apply -f ${fn}/samples.yaml\`.
@@ -110,17 +147,20 @@ with progress; it needs root and Linux). Then apply the samples: \`kubectl apply
   return { dir, functionDir };
 }
 
+const flags = { function: { type: 'string' }, group: { type: 'string' }, kind: { type: 'string' }, kfn: { type: 'string' } } as const;
+
 export const initCommand: Command = {
   name: 'init',
   summary: 'write a new operator project that depends on kfn (npm create kfn@latest <dir>)',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('init', argv, { function: { type: 'string' }, group: { type: 'string' }, kind: { type: 'string' }, kfn: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs('init', argv, flags, true);
     if (positionals.length !== 1) throw new UsageError(`kfn init: expected the project's folder\n\n${usage}`);
     const { dir, functionDir } = writeProject({ dir: positionals[0]!, functionName: values.function, group: values.group, kind: values.kind, kfn: values.kfn });
     const shown = relative(process.cwd(), dir) || '.';
-    console.log(`Wrote ${shown}/: package.json, tsconfig.json, README.md, ${relative(dir, functionDir)}/`);
+    console.log(`Wrote ${shown}/: package.json, tsconfig.json, README.md, ${relative(dir, functionDir)}/, scripts/check-node.mjs`);
     console.log(`Next: cd ${shown} && npm install && npm test`);
     return 0;
   },

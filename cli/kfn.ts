@@ -1,31 +1,10 @@
 #!/usr/bin/env node
 // The `kfn` command. In the repository: `npm run kfn -- <command> [options]`.
-// Commands are loaded when run, so that `kfn bridge` carries none of the cluster tooling.
-import { UsageError, type Command } from './command.ts';
-
-interface CommandEntry {
-  name: string;
-  summary: string;
-  load(): Promise<Command>;
-}
-
-const commands: CommandEntry[] = [
-  { name: 'demo', summary: 'start a cluster, the bridge, the functions and samples; show deliveries live (npm start)', load: async () => (await import('./demo.ts')).demoCommand },
-  { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
-  { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
-  { name: 'init', summary: 'write a new operator project that depends on kfn (npm create kfn@latest <dir>)', load: async () => (await import('./init.ts')).initCommand },
-  { name: 'new', summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test', load: async () => (await import('./new.ts')).newCommand },
-  { name: 'serve', summary: 'run one reconcile function as an HTTP server', load: async () => (await import('./functions.ts')).serveCommand },
-  { name: 'deploy', summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them', load: async () => (await import('./deploy.ts')).deployCommand },
-  { name: 'undeploy', summary: 'remove what kfn deploy created for functions (their CRDs and objects stay unless --crds)', load: async () => (await import('./undeploy.ts')).undeployCommand },
-  { name: 'build', summary: 'build functions into Lambda deployment packages (zip)', load: async () => (await import('./build.ts')).buildCommand },
-  { name: 'image', summary: 'build the bridge and function images and import them into the local node', load: async () => (await import('./deploy.ts')).imageCommand },
-  { name: 'knative', summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status', load: async () => (await import('./knative.ts')).knativeCommand },
-  { name: 'dev', summary: 'run functions on a local dev server: reload on save, a bridge in process, a live web UI of deliveries', load: async () => (await import('./dev.ts')).devCommand },
-  { name: 'diff', summary: 'show what a function would change for one object now (server-side dry run)', load: async () => (await import('./diff.ts')).diffCommand },
-  { name: 'replay', summary: 'replay recorded reconciles: offline against their reads, as a server-side dry run, or live', load: async () => (await import('./replay.ts')).replayCommand },
-  { name: 'manifests', summary: 'write (and apply) CRDs, Reconcilers and RBAC for the functions', load: async () => (await import('./functions.ts')).manifestsCommand },
-];
+// Running this module runs the CLI: the bin shim imports it in its own process.
+import { commands } from './commands.ts';
+import { UsageError } from './command.ts';
+import { handleStopSignals } from './signals.ts';
+import { closest } from './suggest.ts';
 
 function topUsage(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -54,10 +33,14 @@ async function main(argv: string[]): Promise<number> {
     return name ? 0 : 2;
   }
   const entry = commands.find((c) => c.name === name);
-  if (!entry) throw new UsageError(`kfn: unknown command "${name}"\n\n${topUsage()}`);
+  if (!entry) {
+    const meant = closest(name, commands.map((c) => c.name));
+    throw new UsageError(meant ? `kfn: unknown command "${name}" — did you mean "${meant}"?\nRun 'kfn --help' for the commands.` : `kfn: unknown command "${name}"\n\n${topUsage()}`);
+  }
   return (await entry.load()).run(rest);
 }
 
+handleStopSignals();
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {

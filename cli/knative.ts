@@ -7,6 +7,7 @@ import { clusterPaths } from '../cluster/paths.ts';
 import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { closest } from './suggest.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -39,14 +40,17 @@ export async function installOnLocalCluster(options: { timeoutSeconds?: number; 
   await installKnative({ api, binaries, containerdSocket: nodePaths(paths.dir).containerdSocket, log, timeoutSeconds: options.timeoutSeconds });
 }
 
+const flags = { timeout: { type: 'string' } } as const;
+
 export const knativeCommand: Command = {
   name: 'knative',
   summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status',
   usage,
+  options: flags,
   async run(argv) {
     const [sub, ...rest] = argv;
     if (!sub || wantsHelp([sub])) return (console.log(usage), sub ? 0 : 2);
-    const { values } = parseCommandArgs(`knative ${sub}`, rest, { timeout: { type: 'string' } });
+    const { values } = parseCommandArgs(`knative ${sub}`, rest, flags);
     if (sub === 'install') {
       const timeoutSeconds = values.timeout === undefined ? 300 : Number(values.timeout);
       if (!Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) throw new UsageError('--timeout must be a positive number of seconds');
@@ -75,7 +79,8 @@ export const knativeCommand: Command = {
       say('Knative Serving and Traefik removed.');
       return 0;
     }
-    throw new UsageError(`kfn knative: unknown command "${sub}"\n\n${usage}`);
+    const meant = closest(sub, ['install', 'build', 'status', 'uninstall']);
+    throw new UsageError(meant ? `kfn knative: unknown command "${sub}" — did you mean "${meant}"?\nRun 'kfn knative --help' for its commands.` : `kfn knative: unknown command "${sub}"\n\n${usage}`);
   },
 };
 

@@ -89,19 +89,25 @@ export default defineReconciler({
   },
 });
 `,
-    'index.test.ts': `// ${kind} without a cluster: what the reconcile decides, given the object.
+    'index.test.ts': `// ${kind} without a cluster: what the reconcile decides, given the object; and samples.yaml
+// against the kind's schema, as the apiserver will hold it.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { ConfigMap } from '${sdk}';
-import { testReconcile } from '${sdk.endsWith('/index.ts') ? sdk.replace(/index\.ts$/, 'testing.ts') : `${sdk}/testing`}';
-import ${kind}Function from './index.ts';
+import { checkSamples, testReconcile } from '${sdk.endsWith('/index.ts') ? sdk.replace(/index\.ts$/, 'testing.ts') : `${sdk}/testing`}';
+import ${kind}Function, { ${kind} } from './index.ts';
 
 test('a ${kind} gets a ConfigMap with its message, and is Ready', async () => {
   const out = await testReconcile(${kind}Function, { object: { metadata: { name: 'first', namespace: 'default' }, spec: { message: 'hello' } } });
   assert.equal(out.error, undefined);
-  assert.deepEqual(out.child<{ data: Record<string, string> }>(ConfigMap, 'first-message')?.data, { message: 'hello' });
+  assert.deepEqual(out.child(ConfigMap, 'first-message')?.data, { message: 'hello' });
   assert.equal(out.status?.observedMessage, 'hello');
   assert.equal(out.ready?.status, 'True');
+});
+
+test('samples.yaml fits the ${kind} schema', () => {
+  assert.deepEqual(checkSamples(${kind}, readFileSync(new URL('samples.yaml', import.meta.url), 'utf8')), []);
 });
 `,
     'samples.yaml': `apiVersion: ${group}/${version}
@@ -120,7 +126,7 @@ Written by \`kfn new\`. Each ${kind} owns a ConfigMap \`<name>-message\` holding
 | --- | --- |
 ${
   sdk === 'kfn/sdk'
-    ? `| its unit test (no cluster) | \`node --test functions/${name}/index.test.ts\` |
+    ? `| its unit test and its samples against the schema (no cluster), with every other function's | \`npm test\` |
 | run it on a local dev server, reloading on save, with its samples | \`npx kfn dev functions/${name}\` |
 | the CRD, RBAC and Reconciler | \`npx kfn manifests functions/${name}\` |
 | deploy it as a pod | \`npx kfn deploy functions/${name}\` |`
@@ -151,20 +157,24 @@ export function writeNewFunction(o: NewFunction): string {
   return target;
 }
 
+const flags = { group: { type: 'string' }, kind: { type: 'string' }, version: { type: 'string' }, dir: { type: 'string' }, sdk: { type: 'string' } } as const;
+
 export const newCommand: Command = {
   name: 'new',
   summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('new', argv, { group: { type: 'string' }, kind: { type: 'string' }, version: { type: 'string' }, dir: { type: 'string' }, sdk: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs('new', argv, flags, true);
     if (positionals.length !== 1 || !values.group || !values.kind) throw new UsageError(`kfn new: expected a name, --group and --kind\n\n${usage}`);
     const inRepo = insideRepo(process.cwd());
     const dir = values.dir ?? (inRepo ? join(repoRoot, 'functions') : join(process.cwd(), 'functions'));
     const target = writeNewFunction({ name: positionals[0]!, group: values.group, version: values.version ?? 'v1alpha1', kind: values.kind, dir, sdk: values.sdk });
     const shown = relative(process.cwd(), target) || '.';
     console.log(`Wrote ${shown}/: index.ts, index.test.ts, samples.yaml, README.md`);
-    console.log(`Next: node --test ${shown}/index.test.ts   (its unit test)`);
+    // Outside this repository `npm test` runs it, on the project's own Node (a bare `node` may be an older one).
+    console.log(inRepo ? `Next: node --test ${shown}/index.test.ts   (its unit test)` : 'Next: npm test   (its unit test, with every other function\'s)');
     if (inRepo && !values.dir) console.log(`      npm start -- --function ${positionals[0]}   (on the local cluster, with its samples)`);
     return 0;
   },

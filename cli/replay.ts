@@ -1,7 +1,6 @@
 // `kfn replay`: run a recorded reconcile again — offline against the reads it recorded, as a
 // server-side dry run against the cluster, or live by sending its event to the function again.
 import { existsSync, readFileSync } from 'node:fs';
-import { loadConnection } from '../kube/connection.ts';
 import { authenticate, type Credentials } from '../core/authentication.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
 import { type ReconcileResponse } from '../core/response.ts';
@@ -11,7 +10,8 @@ import { formatChanges } from '../functions/sdk/diff.ts';
 import { readRecords, type InvocationRecord, type RecordedEvent } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun, replayOffline, type ReplayOutcome } from '../functions/sdk/replay.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterNow } from './cluster-choice.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { functionLabel, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { objectKey } from '../core/objects.ts';
@@ -44,8 +44,9 @@ Options:
   --function DIR   the function's folder (default: the one under functions/ named in the record)
   --to URL         --live: the function's URL (default: the Reconciler's sink, through the
                    apiserver's service proxy when it is a cluster address)
-  --kubeconfig P   the cluster for --dry-run, --live and cluster: (default $KUBECONFIG)
-  --namespace N    where the functions run in the cluster (default kfn-system)
+${clusterFlagsUsage(16)}
+                   (the cluster for --dry-run, --live and cluster:)
+  -n, --namespace N  where the functions run in the cluster (default kfn-system)
   --expect-same    print only what differs; for CI
   --json           print the outcomes as JSON lines
   -h, --help       show this help
@@ -293,30 +294,33 @@ function sameChanges(changes: ReconcileResponse['changes'], recorded: ReconcileR
   return same;
 }
 
+const flags = {
+  offline: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  live: { type: 'boolean' },
+  id: { type: 'string' },
+  object: { type: 'string' },
+  since: { type: 'string' },
+  last: { type: 'boolean' },
+  function: { type: 'string' },
+  to: { type: 'string' },
+  ...clusterFlags,
+  namespace: { type: 'string', short: 'n' },
+  'expect-same': { type: 'boolean' },
+  json: { type: 'boolean' },
+} as const;
+
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'replay recorded reconciles: offline against their reads, as a dry run, or live',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
     const { values, positionals } = parseCommandArgs(
       'replay',
       argv,
-      {
-        offline: { type: 'boolean' },
-        'dry-run': { type: 'boolean' },
-        live: { type: 'boolean' },
-        id: { type: 'string' },
-        object: { type: 'string' },
-        since: { type: 'string' },
-        last: { type: 'boolean' },
-        function: { type: 'string' },
-        to: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        namespace: { type: 'string' },
-        'expect-same': { type: 'boolean' },
-        json: { type: 'boolean' },
-      },
+      flags,
       true,
     );
     if (positionals.length !== 1) throw new UsageError(`kfn replay: expected one source (a record file, a log, a journal, - or cluster:<function>)\n\n${usage}`);
@@ -325,7 +329,7 @@ export const replayCommand: Command = {
     const mode = modes[0] ?? 'offline';
     const namespace = values.namespace ?? 'kfn-system';
     let api: KubeApi | undefined;
-    const clusterApi = () => (api ??= new KubeApi(loadConnection(values.kubeconfig)));
+    const clusterApi = () => (api ??= clusterNow({ kubeconfig: values.kubeconfig, context: values.context }).api);
     const sources = await readSource(positionals[0]!, clusterApi, namespace);
     const source = { name: sources.length > 1 ? `${positionals[0]} and ${sources.length - 1} rotated file(s)` : sources[0]!.name };
     const read = sources.map((f) => readRecords(f.text, f.name)).reduce((a, b) => ({ records: [...a.records, ...b.records], deliveries: [...a.deliveries, ...b.deliveries], problems: [...a.problems, ...b.problems] }));

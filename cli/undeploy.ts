@@ -2,11 +2,10 @@
 // created for a function — its Reconciler first, so the bridge stops delivering, then its
 // webhook configurations, workload, identity, grants and Secrets. Its CRD and the objects of
 // its kind are the user's data: they stay unless --crds is given.
-import { connectionFromKubeconfig } from '../kube/connection.ts';
-import { ApiError, collectionPath, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
+import { ApiError, collectionPath, deleteIfPresent, listAll, type KubeApi } from '../kube/api.ts';
 import { functionEntry, labelled, loadFunction } from './functions.ts';
-import { clusterPaths } from '../cluster/paths.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster } from './cluster-choice.ts';
 import { isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { pluralOf } from '../functions/sdk/kind.ts';
 import { groupOf, objectKey, type KindRef } from '../core/objects.ts';
@@ -19,11 +18,11 @@ Service, its ServiceAccount, RBAC and the bridge's grant, its auth and webhook S
 The CRD of its kind and the objects of that kind stay: they are your data.
 
 Options:
-  --namespace N   where the function was deployed (default kfn-system)
-  --crds          also delete the CRD of its kind, and with it every object of that kind;
-                  refused while objects still carry kfn's finalizer (nothing would remove it)
-  --kubeconfig P  the cluster (default: the local cluster, where kfn deploy deploys)
-  -h, --help      show this help`;
+  -n, --namespace N  where the function was deployed (default kfn-system)
+  --crds             also delete the CRD of its kind, and with it every object of that kind;
+                     refused while objects still carry kfn's finalizer (nothing would remove it)
+${clusterFlagsUsage(17)}
+  -h, --help         show this help`;
 
 interface Named {
   metadata: { name: string; namespace?: string; finalizers?: string[] };
@@ -98,15 +97,18 @@ async function objectsWithFinalizer(api: KubeApi, kind: KindRef): Promise<string
   return items.filter((o) => o.metadata.finalizers?.some(isKfnFinalizer)).map((o) => objectKey(o.metadata));
 }
 
+const flags = { namespace: { type: 'string', short: 'n' }, crds: { type: 'boolean' }, ...clusterFlags } as const;
+
 export const undeployCommand: Command = {
   name: 'undeploy',
   summary: 'remove what kfn deploy created for functions (their CRDs and objects stay unless --crds)',
   usage,
+  options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
-    const { values, positionals } = parseCommandArgs('undeploy', argv, { namespace: { type: 'string' }, crds: { type: 'boolean' }, kubeconfig: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs('undeploy', argv, flags, true);
     if (!positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name)\n\n${usage}`);
-    const api = new KubeApi(connectionFromKubeconfig(values.kubeconfig ?? clusterPaths().kubeconfig));
+    const { api } = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
     for (const target of positionals) {
       const dir = functionEntry(target) ? target : undefined;
       const reconciler = dir ? await loadFunction(dir) : undefined;

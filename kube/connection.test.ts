@@ -67,13 +67,13 @@ test('in-cluster configuration needs the ServiceAccount environment', () => {
   }
 });
 
-test('loadConnection prefers the given path, then $KUBECONFIG', (t) => {
+test('loadConnection prefers the given path, then $KUBECONFIG (kubeconfig.test.ts has every rule)', (t) => {
   const path = kubeconfig(t, { token: 'env' });
   const saved = process.env.KUBECONFIG;
   process.env.KUBECONFIG = `${path}:/other`;
   try {
     assert.deepEqual(loadConnection().headers(), { Authorization: 'Bearer env' });
-    assert.equal(loadConnection(path).source, path);
+    assert.equal(loadConnection(path).source, `context "c" in ${path}`);
   } finally {
     if (saved === undefined) delete process.env.KUBECONFIG;
     else process.env.KUBECONFIG = saved;

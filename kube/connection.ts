@@ -17,10 +17,11 @@
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { parse } from 'yaml';
+import { ClusterUnavailable, credentialsUnreadable, explainingConnection } from './cluster-failures.ts';
+import { resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
 
 /** One HTTP request to the apiserver, as a transport sends it. */
 export interface HttpRequest {
@@ -86,36 +87,93 @@ export interface ConnectionOptions {
 }
 
 /**
+ * How long a request may wait at each step before it fails, so that a cluster that does not
+ * answer is reported in seconds rather than after the operating system gives up. None of them
+ * limits an answer once it has begun: a watch stays open as long as its own liveness rules say.
+ */
+export interface ConnectionLimits {
+  /** For the TCP connection to be made (default 10 s). */
+  connectMs: number;
+  /** For the TLS handshake, once connected (default 10 s). */
+  handshakeMs: number;
+  /**
+   * For the answer's status and headers, once the request is sent (default 60 s: the
+   * apiserver's own limit for a request, past which it answers 504 itself).
+   */
+  firstAnswerMs: number;
+}
+
+export const defaultConnectionLimits: ConnectionLimits = { connectMs: 10_000, handshakeMs: 10_000, firstAnswerMs: 60_000 };
+
+/** A request that got no further than a step within its limit (ConnectionLimits). */
+export class NoAnswer extends Error {
+  readonly step: 'connect' | 'handshake' | 'answer';
+  readonly code = 'KFN_NO_ANSWER';
+  readonly ms: number;
+  constructor(step: NoAnswer['step'], ms: number, url: URL) {
+    const seconds = `${ms / 1000} s`;
+    super(step === 'connect' ? `no connection to ${url.host} within ${seconds}` : step === 'handshake' ? `no TLS handshake within ${seconds} from ${url.host}` : `${url.host} did not answer within ${seconds}`);
+    this.step = step;
+    this.ms = ms;
+  }
+}
+
+/**
  * Node's built-in HTTP client with a keep-alive pool: HTTP/1.1, a socket per request in flight.
  * A body is sent with its length (no chunked encoding); the signal aborts the request and,
- * once answered, its body.
+ * once answered, its body. Each step before the answer has its limit (ConnectionLimits).
  */
-export const nodeTransport: TransportFactory = (tls) => {
-  // An idle socket is closed after 30 s (as the bridge's undici pool does), before a server's own
-  // idle timeout can close it under a request that was just given it.
-  const pool = { keepAlive: true, timeout: 30_000 };
-  const newAgents = () => ({ http: new HttpAgent(pool), https: new HttpsAgent({ ...pool, ...tls }) });
-  let agents = newAgents();
-  return {
-    send(r) {
-      const secure = r.url.protocol === 'https:';
-      const headers: Record<string, string> = { ...r.headers };
-      if (r.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(r.body));
-      return new Promise<Reply>((resolve, reject) => {
-        const req = (secure ? httpsRequest : httpRequest)(r.url, { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal });
-        req.once('response', (res: IncomingMessage) => resolve({ statusCode: res.statusCode ?? 0, body: res }));
-        req.once('error', reject);
-        req.end(r.body);
-      });
-    },
-    reset() {
-      const old = agents;
-      agents = newAgents();
-      old.http.destroy();
-      old.https.destroy();
-    },
+export function nodeTransportWith(limits: Partial<ConnectionLimits> = {}): TransportFactory {
+  const { connectMs, handshakeMs, firstAnswerMs } = { ...defaultConnectionLimits, ...limits };
+  return (tls) => {
+    // An idle socket is closed after 30 s (as the bridge's undici pool does), before a server's own
+    // idle timeout can close it under a request that was just given it.
+    const pool = { keepAlive: true, timeout: 30_000 };
+    const newAgents = () => ({ http: new HttpAgent(pool), https: new HttpsAgent({ ...pool, ...tls }) });
+    let agents = newAgents();
+    return {
+      send(r) {
+        const secure = r.url.protocol === 'https:';
+        const headers: Record<string, string> = { ...r.headers };
+        if (r.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(r.body));
+        return new Promise<Reply>((resolve, reject) => {
+          const req = (secure ? httpsRequest : httpRequest)(r.url, { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal });
+          // One timer at a time, for the step the request is at: connect, handshake, first answer.
+          let timer: NodeJS.Timeout | undefined;
+          const step = (name: NoAnswer['step'], ms: number) => {
+            clearTimeout(timer);
+            timer = setTimeout(() => req.destroy(new NoAnswer(name, ms, r.url)), ms);
+          };
+          req.once('socket', (socket) => {
+            if (!socket.connecting) return step('answer', firstAnswerMs); // a kept-alive socket
+            step('connect', connectMs);
+            socket.once('connect', () => (secure ? step('handshake', handshakeMs) : step('answer', firstAnswerMs)));
+            if (secure) socket.once('secureConnect', () => step('answer', firstAnswerMs));
+          });
+          req.once('response', (res: IncomingMessage) => {
+            clearTimeout(timer);
+            resolve({ statusCode: res.statusCode ?? 0, body: res });
+          });
+          req.once('error', (err) => {
+            clearTimeout(timer);
+            reject(err);
+          });
+          req.once('close', () => clearTimeout(timer));
+          req.end(r.body);
+        });
+      },
+      reset() {
+        const old = agents;
+        agents = newAgents();
+        old.http.destroy();
+        old.https.destroy();
+      },
+    };
   };
-};
+}
+
+/** Node's HTTP client with the default limits: what the CLI and functions use. */
+export const nodeTransport: TransportFactory = nodeTransportWith();
 
 const inClusterDir = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -251,21 +309,36 @@ export function inClusterConnection(transport?: TransportFactory): Connection {
   });
 }
 
-/** --kubeconfig, else $KUBECONFIG (its first file), else ~/.kube/config, else in-cluster; requests sent by `transport` (default: Node's HTTP client). */
+/**
+ * The cluster kubectl would use (kubeconfig.ts: --kubeconfig, else every file of $KUBECONFIG
+ * merged, else ~/.kube/config, else in-cluster), connected; requests sent by `transport`
+ * (default: Node's HTTP client). Failures come as the errors the transport and the apiserver
+ * give: the bridge and functions judge them themselves.
+ */
 export function loadConnection(path?: string, transport?: TransportFactory): Connection {
-  if (path) return connectionFromKubeconfig(path, transport);
-  const fromEnv = process.env.KUBECONFIG?.split(':').find((p) => p);
-  if (fromEnv) return connectionFromKubeconfig(fromEnv, transport);
-  const home = join(homedir(), '.kube', 'config');
+  const choice = resolveKubeconfig({ kubeconfig: path });
+  return connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', transport);
+}
+
+/** A chosen cluster and its connection. */
+export interface ResolvedCluster extends KubeconfigChoice {
+  connection: Connection;
+}
+
+/**
+ * The cluster kubectl would use for --kubeconfig, --context and -n, for a command: its
+ * connection turns a failure to reach the cluster, a credential that cannot be read, a 401 and a
+ * 403 into one line that names the kubeconfig, the context and the server, and what to check
+ * (cluster-failures.ts); `explain: false` leaves them as they come, for a process that judges
+ * them itself (the bridge).
+ */
+export function connectCluster(selection: ClusterSelection = {}, options: { transport?: TransportFactory; environment?: KubeconfigEnvironment; explain?: boolean } = {}): ResolvedCluster {
+  const choice = resolveKubeconfig(selection, options.environment);
+  let connection: Connection;
   try {
-    readFileSync(home);
-    return connectionFromKubeconfig(home, transport);
-  } catch {
-    /* no default kubeconfig */
+    connection = connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', options.transport);
+  } catch (err) {
+    throw new ClusterUnavailable(credentialsUnreadable(err, choice), 'credentials', { cause: err });
   }
-  try {
-    return inClusterConnection(transport);
-  } catch {
-    throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster');
-  }
+  return { ...choice, connection: options.explain === false ? connection : explainingConnection(connection, choice) };
 }

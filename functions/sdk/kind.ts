@@ -3,7 +3,7 @@
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { KubeObject } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
-import { customResourceDefinition, type PrinterColumn } from '../../kube/crd.ts';
+import { CrdRefused, crdRefusals, customResourceDefinition, type CrdOptions, type PrinterColumn } from '../../kube/crd.ts';
 
 export interface KindOptions<Spec extends TObject, Status extends TObject> {
   group: string;
@@ -107,8 +107,12 @@ export function pluralOf(kind: string): string {
   return `${lower}s`;
 }
 
+/**
+ * A custom kind. Refused here (CrdRefused, every problem naming its field) when the apiserver
+ * would refuse its CRD: the error points at the definition, not at a cluster later.
+ */
 export function defineKind<Spec extends TObject, Status extends TObject>(options: KindOptions<Spec, Status>): Kind<Spec, Status> {
-  return {
+  const kind: Kind<Spec, Status> = {
     apiVersion: `${options.group}/${options.version}`,
     kind: options.kind,
     group: options.group,
@@ -117,6 +121,24 @@ export function defineKind<Spec extends TObject, Status extends TObject>(options
     namespaced: (options.scope ?? 'Namespaced') === 'Namespaced',
     sensitive: [...sensitivePaths(options.spec, ['spec']), ...sensitivePaths(options.status, ['status'])],
     options,
+  };
+  const problems = crdRefusals(customResourceDefinition(crdOptions(kind), { check: false }));
+  if (problems.length) throw new CrdRefused(options.kind, options.group, problems);
+  return kind;
+}
+
+/** What the kind's CRD is made of: every version, the current one stored. */
+function crdOptions(kind: Kind): CrdOptions {
+  const o = kind.options;
+  return {
+    group: kind.group,
+    kind: kind.kind,
+    plural: kind.plural,
+    scope: o.scope ?? 'Namespaced',
+    shortNames: o.shortNames,
+    categories: o.categories,
+    printerColumns: o.printerColumns,
+    versions: [{ name: kind.version, spec: o.spec, status: o.status, storage: true }, ...(o.previousVersions ?? []).map((p) => ({ name: p.version, spec: p.spec, status: p.status, storage: false }))],
   };
 }
 
@@ -152,14 +174,7 @@ export function crdOf(kind: Kind, options: { conversion?: ConversionClient } = {
   }
   const conversion = options.conversion;
   const crd = customResourceDefinition({
-    group: kind.group,
-    kind: kind.kind,
-    plural: kind.plural,
-    scope: o.scope ?? 'Namespaced',
-    shortNames: o.shortNames,
-    categories: o.categories,
-    printerColumns: o.printerColumns,
-    versions: [{ name: kind.version, spec: o.spec, status: o.status, storage: true }, ...previous.map((p) => ({ name: p.version, spec: p.spec, status: p.status, storage: false }))],
+    ...crdOptions(kind),
     conversion: conversion && {
       strategy: 'Webhook',
       webhook: {

@@ -27,6 +27,7 @@ import type { InvocationObserver } from './record.ts';
 import type { Kind } from './kind.ts';
 import { settleCondition, type Condition } from '../../core/conditions.ts';
 import type { Live } from './types.ts';
+import { userFirstStack } from './stack.ts';
 import { Terminal, type Child, type ReconcileContext, type ReconcileResult, type Reconciler, type Readiness } from './reconciler.ts';
 
 /** How long a failing finalize is retried after the object's deletionTimestamp, by default. */
@@ -39,6 +40,9 @@ function resourceOf(path: string): string {
   if (rest[0] === 'namespaces' && rest.length > 2) rest = rest.slice(2);
   return rest[0] ?? '';
 }
+
+/** The steps that run the user's code: a failure there is logged with its stack. */
+const userSteps = new Set(['reconcile', 'finalize']);
 
 /** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
 export class ReconcileError extends Error {
@@ -212,6 +216,8 @@ class Invocation {
       // An aborted request reports the abort, not the deadline: say what really happened.
       const failure = new ReconcileError(what, this.name, this.signal.aborted ? this.signal.reason : err);
       failure.message = this.scrub(failure.message); // an apiserver's 422 echoes the value it refused
+      // The user's own code threw: where, in the log (the answer and the Event carry the message only).
+      if (userSteps.has(what) && !(err instanceof Terminal) && !this.signal.aborted) this.log.error({ step: what, error: failure.message, stack: this.scrub(userFirstStack(failure)) }, `${what} threw`);
       throw failure;
     }
   }

@@ -2,8 +2,8 @@
 // reads of other objects, Events, errors, finalize on deletion — with no cluster.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigMap, Namespace, Secret, child, Terminal, defineKind, defineReconciler, t, type Reconciler } from './index.ts';
-import { labelSelectorMatches, testReconcile } from './testing.ts';
+import { ConfigMap, Deployment, Namespace, Secret, child, Terminal, defineKind, defineReconciler, quantity, t, type Reconciler } from './index.ts';
+import { checkSamples, labelSelectorMatches, testReconcile } from './testing.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
 const finalized: string[] = [];
@@ -212,4 +212,70 @@ test('label selectors as strings', () => {
   assert.ok(!labelSelectorMatches('tier notin (front)', labels));
   assert.ok(!labelSelectorMatches('missing', labels));
   assert.ok(labelSelectorMatches(undefined, labels));
+});
+
+// Typed by the kind: these lines are type-checked by `npm run typecheck`, so an outcome that
+// loses the kind's type (an untyped object back) fails there, and the runtime assertions here.
+test('out.child and out.get are typed by the kind given: a Deployment for Deployment', async () => {
+  const sites = defineReconciler({
+    for: Gizmo,
+    owns: [Deployment],
+    reconcile: (g) => ({
+      children: [child(Deployment, { metadata: { name: 'site' }, spec: { replicas: g.spec.parts, selector: { matchLabels: { app: 'site' } }, template: { metadata: { labels: { app: 'site' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } } })],
+    }),
+  }) as unknown as Reconciler;
+  const out = await testReconcile(sites, { object: gizmo(2) });
+  const replicas: number | undefined = out.child(Deployment, 'site')?.spec?.replicas;
+  assert.equal(replicas, 2);
+  const image: string | undefined = out.child(Deployment, 'site')?.spec?.template.spec?.containers[0]?.image;
+  assert.equal(image, 'nginx');
+  // @ts-expect-error a Deployment's spec has no `replica`: a misspelled field does not compile
+  assert.equal(out.child(Deployment, 'site')?.spec?.replica, undefined);
+  const parts: number | undefined = out.get(Gizmo, 'g', 'shop')?.spec.parts;
+  assert.equal(parts, 2);
+  // A type of the test's own still works, as before.
+  assert.equal(out.child<{ spec: { replicas: number } }>(Deployment, 'site')?.spec.replicas, 2);
+  assert.equal(out.child(ConfigMap, 'site'), undefined);
+});
+
+describe('checkSamples', () => {
+  const Shop = defineKind({
+    group: 'test.kfn.dev',
+    version: 'v1',
+    kind: 'Shop',
+    spec: t.Object({
+      owner: t.String({ minLength: 1 }),
+      tier: t.Union([t.Literal('small'), t.Literal('large')], { default: 'small' }),
+      memory: t.Optional(quantity()),
+      shelves: t.Optional(t.Array(t.Object({ name: t.String(), slots: t.Integer({ minimum: 1 }) }))),
+    }),
+    status: t.Object({}),
+  });
+  const sample = (spec: string, head = 'apiVersion: test.kfn.dev/v1\nkind: Shop\nmetadata:\n  name: corner\n') => `${head}spec:\n${spec}`;
+
+  test('samples that fit the schema (defaults applied first, as the apiserver does) have no problems; other kinds are left alone', () => {
+    assert.deepEqual(checkSamples(Shop, sample('  owner: ann\n  memory: 1Gi\n')), []);
+    assert.deepEqual(checkSamples(Shop, `${sample('  owner: ann\n  memory: 2\n')}---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: key\nstringData:\n  any: thing\n`), []);
+  });
+
+  test('each problem names the sample and the field', () => {
+    assert.deepEqual(checkSamples(Shop, sample('  owner: ""\n  tier: huge\n  memory: true\n  shelves:\n    - name: top\n      slots: 0\n  colour: red\n')).map((p) => p.split(':')[0]).sort(), [
+      'Shop corner spec.colour',
+      'Shop corner spec.memory',
+      'Shop corner spec.owner',
+      'Shop corner spec.shelves[0].slots',
+      'Shop corner spec.tier',
+    ]);
+    assert.match(checkSamples(Shop, sample('  owner: ""\n'))[0]!, /^Shop corner spec\.owner: .*length/);
+    assert.match(checkSamples(Shop, sample('  tier: small\n'))[0]!, /^Shop corner spec\.owner: .*required/);
+    assert.match(checkSamples(Shop, sample('  owner: ann\n  colour: red\n'))[0]!, /^Shop corner spec\.colour: not a field of Shop's spec \(known: owner, tier, memory, shelves\)/);
+  });
+
+  test('a sample of another version, without a name or without a spec, a file without the kind, and YAML that does not parse are problems too', () => {
+    assert.match(checkSamples(Shop, sample('  owner: ann\n', 'apiVersion: test.kfn.dev/v2\nkind: Shop\nmetadata:\n  name: corner\n')).join(), /Shop corner: apiVersion test\.kfn\.dev\/v2 is not served \(test\.kfn\.dev\/v1 is\)/);
+    assert.match(checkSamples(Shop, sample('  owner: ann\n', 'apiVersion: test.kfn.dev/v1\nkind: Shop\nmetadata: {}\n')).join(), /Shop #1: metadata\.name is required/);
+    assert.match(checkSamples(Shop, 'apiVersion: test.kfn.dev/v1\nkind: Shop\nmetadata:\n  name: corner\n').join(), /Shop corner: spec is required/);
+    assert.deepEqual(checkSamples(Shop, 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: key\n'), ['no Shop (test.kfn.dev/v1) among the samples']);
+    assert.match(checkSamples(Shop, 'spec: [unclosed\n').join(), /^samples: invalid YAML \(line \d+\): /);
+  });
 });

@@ -3,23 +3,28 @@
 // apiserver holding the primary, its live children and whatever else the test puts there.
 //
 //   const out = await testReconcile(MyWebFunction, { object: web, children: [liveDeployment] });
-//   assert.equal(out.child(Deployment, 'site')?.spec.replicas, 1);
+//   assert.equal(out.child(Deployment, 'site')?.spec?.replicas, 1);   // typed by the kind
 //   assert.equal(out.ready?.status, 'True');
+//   assert.deepEqual(checkSamples(MyWeb, readFileSync('samples.yaml', 'utf8')), []);
 //
 // What it does not do: the apiserver's validation, defaulting and admission (use the local
 // cluster for those), and server-side apply's field ownership (every desired child counts as
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
+import { Kind as TypeKind, Type, type TSchema } from '@sinclair/typebox';
+import { Value, type ValueError } from '@sinclair/typebox/value';
 import pino from 'pino';
+import { parseAllDocuments } from 'yaml';
 import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, type ObservedState, type ReconcileReason } from '../../core/event.ts';
 import { controllerUid, groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type ReconcileResponse } from '../../core/response.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
-import { pluralOf } from './kind.ts';
+import { pluralOf, type Kind } from './kind.ts';
 import { Recorder, type InvocationRecord } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
+import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
 
 export { labelSelectorMatches };
@@ -223,8 +228,9 @@ export interface TestOutcome {
   error?: Error;
   /** The children the function returned, as the runtime applies them (namespace, owner reference and labels added). */
   children: Obj[];
-  /** One of them by kind and name. */
-  child<T = Obj>(kind: KindRef, name: string): T | undefined;
+  /** One of them by kind and name, typed by the kind (`out.child(Deployment, 'site')?.spec?.replicas`), or as the type argument says. */
+  child<R extends KindRef>(kind: R, name: string): Live<R> | undefined;
+  child<T>(kind: KindRef, name: string): T | undefined;
   /** The children the runtime deleted because the function no longer returns them. */
   pruned: { apiVersion: string; kind: string; namespace?: string; name: string }[];
   /** The status the runtime wants (including observedGeneration and conditions); undefined if it never got that far. */
@@ -239,8 +245,9 @@ export interface TestOutcome {
   /** Every request, as the invocation's record holds them. */
   reads: Exchange[];
   writes: Exchange[];
-  /** The in-memory cluster afterwards (the primary, its children, its finalizers; gone once deleted). */
-  get<T = Obj>(kind: KindRef, name: string, namespace?: string): T | undefined;
+  /** The in-memory cluster afterwards (the primary, its children, its finalizers; gone once deleted), typed by the kind or as the type argument says. */
+  get<R extends KindRef>(kind: R, name: string, namespace?: string): Live<R> | undefined;
+  get<T>(kind: KindRef, name: string, namespace?: string): T | undefined;
   /** The logs the invocation wrote. */
   logs: Record<string, unknown>[];
 }
@@ -367,7 +374,7 @@ function outcomeOf(record: InvocationRecord, run: { result?: ReconcileResponse; 
     ...(run.result ? { result: run.result } : {}),
     ...(run.error ? { error: run.error } : {}),
     children: run.children,
-    child: <T>(k: KindRef, name: string) => run.children.find((c) => c.kind === k.kind && groupOf(c.apiVersion!) === groupOf(k.apiVersion) && c.metadata.name === name) as T | undefined,
+    child: ((k: KindRef, name: string) => run.children.find((c) => c.kind === k.kind && groupOf(c.apiVersion!) === groupOf(k.apiVersion) && c.metadata.name === name)) as TestOutcome['child'],
     pruned,
     ...(status ? { status } : {}),
     ...(conditionOf('Ready') ? { ready: conditionOf('Ready') } : {}),
@@ -376,11 +383,11 @@ function outcomeOf(record: InvocationRecord, run: { result?: ReconcileResponse; 
     event: record.event,
     reads: record.reads,
     writes: record.writes,
-    get: <T>(k: KindRef, name: string, ns?: string) => {
+    get: ((k: KindRef, name: string, ns?: string) => {
       const info = state.kinds.find((x) => x.kind === k.kind && groupOf(x.apiVersion) === groupOf(k.apiVersion));
       const scoped = info?.namespaced ?? !isClusterScopedKind(k);
-      return state.objects.get(keyOf(k.apiVersion, k.kind, scoped ? (ns ?? namespace ?? 'default') : undefined, name)) as T | undefined;
-    },
+      return state.objects.get(keyOf(k.apiVersion, k.kind, scoped ? (ns ?? namespace ?? 'default') : undefined, name));
+    }) as TestOutcome['get'],
     logs: record.logs,
   };
 }
@@ -405,4 +412,96 @@ function jsonPatch(obj: Obj, ops: JsonPatchOp[]): Obj | string {
     if (op === 'remove') delete parent[last];
   }
   return next as unknown as Obj;
+}
+
+/**
+ * What the apiserver would refuse of the samples of `kind` in a samples.yaml: for each object of
+ * the kind, its apiVersion (a version the kind serves), its name, and its spec against that
+ * version's schema, defaults applied first as the apiserver applies them. A field the schema
+ * does not have is a problem too: the apiserver would drop it, and kubectl refuses it. Objects
+ * of other kinds (a Secret a sample names) are left alone. Each problem names the object and the
+ * field (`Greeting first spec.message: …`); none is an empty list, so
+ * `assert.deepEqual(checkSamples(Kind, text), [])` shows every problem at once.
+ */
+export function checkSamples(kind: Kind, yamlText: string): string[] {
+  const served = new Map([[kind.version, kind.options.spec], ...(kind.options.previousVersions ?? []).map((p) => [p.version, p.spec] as const)]);
+  const problems: string[] = [];
+  let found = 0;
+  for (const [i, doc] of parseAllDocuments(yamlText).entries()) {
+    if (doc.errors.length) {
+      const [error] = doc.errors;
+      problems.push(`samples: invalid YAML (line ${error!.linePos?.[0].line ?? '?'}): ${error!.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
+      continue;
+    }
+    const obj = doc.toJS() as { apiVersion?: string; kind?: string; metadata?: { name?: string }; spec?: unknown } | null;
+    if (!obj || typeof obj.apiVersion !== 'string' || !sameKind({ apiVersion: obj.apiVersion, kind: String(obj.kind) }, kind)) continue;
+    found += 1;
+    const name = typeof obj.metadata?.name === 'string' && obj.metadata.name ? obj.metadata.name : undefined;
+    const which = `${kind.kind} ${name ?? `#${i + 1}`}`;
+    if (!name) problems.push(`${which}: metadata.name is required`);
+    const version = obj.apiVersion.slice(obj.apiVersion.indexOf('/') + 1);
+    const schema = served.get(version);
+    if (!schema) {
+      const names = [...served.keys()].map((v) => `${kind.group}/${v}`);
+      problems.push(`${which}: apiVersion ${obj.apiVersion} is not served (${names.join(', ')} ${names.length > 1 ? 'are' : 'is'})`);
+      continue;
+    }
+    if (obj.spec === undefined) {
+      problems.push(`${which}: spec is required`);
+      continue;
+    }
+    problems.push(...specProblems(kind.kind, checkable(schema), obj.spec).map((p) => `${which} ${p}`));
+  }
+  if (!found && !problems.length) problems.push(`no ${kind.kind} (${kind.apiVersion}) among the samples`);
+  return problems;
+}
+
+/** The spec's problems, one per field (the first the schema finds), each as `spec.path: what is wrong`. */
+function specProblems(kindName: string, schema: TSchema, spec: unknown): string[] {
+  const defaulted = Value.Default(schema, structuredClone(spec));
+  const byField = new Map<string, string>();
+  for (const error of Value.Errors(schema, defaulted)) {
+    const field = fieldPath(error.path);
+    if (!byField.has(field)) byField.set(field, `${field}: ${describeError(kindName, error)}`);
+  }
+  return [...byField.values()];
+}
+
+/** `/shelves/0/slots` (TypeBox's JSON pointer below spec) → `spec.shelves[0].slots`. */
+function fieldPath(pointer: string): string {
+  return `spec${pointer.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part.replace(/~1/g, '/').replace(/~0/g, '~')}`)).join('')}`;
+}
+
+function describeError(kindName: string, error: ValueError): string {
+  const s = error.schema as TSchema & { expected?: string; properties?: Record<string, TSchema>; anyOf?: TSchema[] };
+  if (error.value === undefined) return 'required';
+  if (error.message === 'Unexpected property') {
+    const parent = error.path.split('/').slice(0, -1).join('/');
+    return `not a field of ${parent ? fieldPath(parent) : `${kindName}'s spec`} (known: ${Object.keys(s.properties ?? {}).join(', ')})`;
+  }
+  const consts = s.anyOf?.every((a) => 'const' in a) ? s.anyOf.map((a) => JSON.stringify(a.const)).join(', ') : undefined;
+  const expected = s.expected ?? (consts ? `one of ${consts}` : undefined);
+  return `${expected ? `must be ${expected}` : error.message.replace(/^Expected/, 'expected')}, not ${JSON.stringify(error.value)}`;
+}
+
+/**
+ * The schema as the apiserver checks objects against it, in a form TypeBox's checker takes:
+ * kfn's int-or-string marker as a string-or-integer union (the checker knows no `Unsafe`
+ * type), other raw schemas as anything, and objects closed to fields they do not declare.
+ */
+function checkable(schema: TSchema): TSchema {
+  const s = schema as TSchema & Record<string, unknown>;
+  if (s['x-kubernetes-int-or-string']) {
+    const { [TypeKind]: _unsafe, ...rest } = s;
+    return Type.Union([Type.String(), Type.Integer()], { ...rest, expected: 'a string or an integer' });
+  }
+  if (s[TypeKind] === 'Unsafe') return Type.Unknown();
+  const out: Record<string | symbol, unknown> = { ...s };
+  if (s.properties) out.properties = Object.fromEntries(Object.entries(s.properties as Record<string, TSchema>).map(([k, v]) => [k, checkable(v)]));
+  if (s.type === 'object' && s.additionalProperties === undefined && !s.patternProperties && !s['x-kubernetes-preserve-unknown-fields']) out.additionalProperties = false;
+  if (typeof s.additionalProperties === 'object') out.additionalProperties = checkable(s.additionalProperties as TSchema);
+  if (s.patternProperties) out.patternProperties = Object.fromEntries(Object.entries(s.patternProperties as Record<string, TSchema>).map(([k, v]) => [k, checkable(v)]));
+  if (s.items && !Array.isArray(s.items)) out.items = checkable(s.items as TSchema);
+  for (const key of ['anyOf', 'allOf', 'oneOf'] as const) if (Array.isArray(s[key])) out[key] = (s[key] as TSchema[]).map(checkable);
+  return out as unknown as TSchema;
 }

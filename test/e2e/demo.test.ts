@@ -18,7 +18,7 @@ test('the demo deploys the samples, narrates the deliveries, and stops what it s
   const { code, output } = await runDemo(cluster, '--local');
   assert.equal(code, 0, output);
   assert.match(output, /The previous run stopped before its functions finalized 1 object\(s\); letting them go: ConfigMap stale \(kfn\.dev\/leftover\)/);
-  assert.match(output, /Using the cluster of KUBECONFIG/);
+  assert.match(output, /^Using context "[^"]+" \(server https:\/\/127\.0\.0\.1:\d+\) from \S*kubeconfig/m, 'one line names the cluster of $KUBECONFIG before the demo acts');
   assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms: applied ConfigMap\/hello-page, Deployment\/hello, Service\/hello/, 'delivered at the first attempt');
   assert.match(output, /status Ready=True/);
   assert.match(output, /All \d+ samples are Ready\./);

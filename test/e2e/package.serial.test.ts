@@ -1,12 +1,13 @@
 // kfn outside this repository, the whole way: `npm pack` makes the kfn and create-kfn packages;
 // in a folder of its own, `npm create kfn` (the create-kfn package, run by npm exec as `npm
-// create` runs it) writes a project that depends on the packed kfn; the project installs,
-// passes its unit test, type-checks against the package's declarations and runs the installed
-// CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on the local
-// cluster, with nothing but the installed package: `kfn dev` reconciles its sample; the bridge
-// image is pushed to the local registry and installed with the package's Helm chart; `kfn
-// deploy --registry local` pushes the function, the node pulls it by digest, and the sample
-// becomes Ready. Serial: an in-cluster bridge takes every Reconciler in the cluster.
+// create` runs it) writes a project that depends on the packed kfn; the project installs (with
+// its own Node 24), passes its unit tests (the reconcile, and its samples against the schema;
+// then a second function's as well), type-checks against the package's declarations and runs
+// the installed CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on
+// the local cluster, with nothing but the installed package: `kfn dev` reconciles its sample;
+// the bridge image is pushed to the local registry and installed with the package's Helm chart;
+// `kfn deploy --registry local` pushes the function, the node pulls it by digest, and the
+// sample becomes Ready. Serial: an in-cluster bridge takes every Reconciler in the cluster.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -45,17 +46,21 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   const created = run('npm', ['exec', '--yes', `--package=${createTarball}`, `--package=${kfnTarball}`, '--', 'create-kfn', 'my-operator', '--kfn', kfnTarball], work);
   assert.match(created, /Wrote my-operator\/: package\.json, tsconfig\.json, README\.md, functions\/greetings\//);
   const project = join(work, 'my-operator');
-  const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string>; scripts: Record<string, string> };
   assert.equal(pkg.dependencies.kfn, kfnTarball);
+  assert.match(pkg.devDependencies.node ?? '', /^\^24\./, 'the project brings its own Node 24');
+  assert.equal(pkg.scripts.test, 'node --test');
   assert.match(readFileSync(join(project, 'functions', 'greetings', 'index.ts'), 'utf8'), /from 'kfn\/sdk'/);
   assert.match(readFileSync(join(project, 'README.md'), 'utf8'), /npm install && npm test/);
 
   run('npm', ['install'], project);
+  t.diagnostic(`node_modules: ${spawnSync('du', ['-sm', join(project, 'node_modules')], { encoding: 'utf8' }).stdout.split('\t')[0]} MB`);
+  assert.match(spawnSync(join(project, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).stdout, /^v24\./, 'its own Node, installed');
   const installed = join(project, 'node_modules', 'kfn');
   assert.ok(existsSync(join(installed, 'lib', 'functions', 'sdk', 'index.js')), 'the SDK is installed as JavaScript');
   assert.ok(!existsSync(join(installed, 'cli')), 'with no TypeScript sources');
   const tested = run('npm', ['test'], project);
-  assert.match(tested, /pass 1/);
+  assert.match(tested, /pass 2/, 'the reconcile test and the samples test');
   run('npm', ['run', 'typecheck'], project);
   const version = run(join(project, 'node_modules', '.bin', 'kfn'), ['--version'], project);
   assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v${contractVersion}; bridge image kfn.local/bridge:${kfnVersion})`);
@@ -63,7 +68,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.match(manifests, /name: greetings\.my-operator\.example\.com/);
   // A second function, as the README says: the installed CLI writes it beside the first.
   run(join(project, 'node_modules', '.bin', 'kfn'), ['new', 'notes', '--group', 'my-operator.example.com', '--kind', 'Note'], project);
-  run(process.execPath, ['--test', 'functions/notes/index.test.ts'], project);
+  assert.match(run('npm', ['test'], project), /pass 4/, 'npm test runs the new function\'s tests too');
 
   // On the cluster. The installed kfn finds the test's cluster by KFN_CLUSTER_DIR (its own
   // default is ~/.kfn/cluster).

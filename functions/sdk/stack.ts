@@ -1,0 +1,85 @@
+// A stack trace that starts where the user can act: the frames in the function's own code
+// first, then kfn's and its packages', Node's internals left out (counted). kfn dev, kfn serve
+// and deployed functions log a reconcile that throws this way; kfn's load errors point at the
+// first of the user's frames.
+import { fileURLToPath } from 'node:url';
+import { dirname, join, sep } from 'node:path';
+
+export interface Frame {
+  /** The frame as V8 wrote it, without its indentation: `at reconcile (/app/index.ts:12:5)`. */
+  text: string;
+  file?: string;
+  line?: number;
+  column?: number;
+  /** In the user's code: not Node's, not kfn's own, not under node_modules. */
+  user: boolean;
+}
+
+/** Where kfn's own code is: this file is <root>/functions/sdk/stack.ts, in a checkout and in the package's lib/ alike. */
+const kfnRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const kfnRooms = ['functions/sdk', 'kube', 'core', 'bridge', 'cli', 'cluster'].map((room) => join(kfnRoot, room) + sep);
+
+/** Whether a file is the user's: not kfn's own rooms (the examples beside the SDK are user code), not a package, not Node's. */
+export function isUserFile(file: string): boolean {
+  if (file.startsWith('node:') || !file.includes('/')) return false;
+  if (file.includes('/node_modules/')) return false;
+  // A bundle's source map names kfn's sources relative to the bundle (a deployed function).
+  if (file.includes('/functions/sdk/')) return false;
+  return !kfnRooms.some((room) => file.startsWith(room));
+}
+
+const located = /^(.*?):(\d+):(\d+)$/;
+
+/** The frames of a V8 stack (`    at …` lines), each with its place when it names one. */
+export function stackFrames(stack: string): Frame[] {
+  return stack
+    .split('\n')
+    .filter((l) => /^\s+at /.test(l))
+    .map((l) => {
+      const text = l.trim();
+      // `at fn (place)` or `at place`; `at async fn (place)` the same.
+      const place = /\((.*)\)$/.exec(text)?.[1] ?? text.replace(/^at (async )?/, '');
+      const m = located.exec(place);
+      if (!m) return { text, user: false };
+      const file = m[1]!.startsWith('file://') ? fileURLToPath(m[1]!) : m[1]!;
+      return { text, file, line: Number(m[2]), column: Number(m[3]), user: isUserFile(file) };
+    });
+}
+
+/** The first frame in the user's code, if the error passed through it. */
+export function firstUserFrame(err: unknown): Frame | undefined {
+  const stack = err instanceof Error ? err.stack : undefined;
+  return stack ? stackFrames(stack).find((f) => f.user) : undefined;
+}
+
+/** An error, or one as an invocation record keeps it (message, stack, cause). */
+export interface ErrorLike {
+  message: string;
+  stack?: string;
+  cause?: unknown;
+}
+
+/**
+ * The error's stack with the user's frames first, then kfn's and its packages' (at most
+ * `others`), Node's internals counted, not shown. The error thrown by the user's code is its
+ * `cause` when kfn wrapped it: that is the stack shown, under the wrapper's message.
+ */
+export function userFirstStack(err: unknown, { others = 5 }: { others?: number } = {}): string {
+  if (!isErrorLike(err)) return String(err);
+  const thrown = isErrorLike(err.cause) && err.cause.stack ? err.cause : err;
+  const frames = stackFrames(thrown.stack ?? '');
+  const mine = frames.filter((f) => f.user);
+  const theirs = frames.filter((f) => !f.user && f.file !== undefined && !f.file.startsWith('node:'));
+  const hidden = frames.length - mine.length - Math.min(theirs.length, others);
+  const head = thrown === err ? headline(err) : `${err.message}\ncaused by ${headline(thrown)}`;
+  const more = hidden > 0 ? [`    … ${hidden} more in Node${theirs.length > others ? ', kfn and packages' : ''}`] : [];
+  return [head, ...mine.map((f) => `    ${f.text}`), ...theirs.slice(0, others).map((f) => `    ${f.text}`), ...more].join('\n');
+}
+
+const isErrorLike = (e: unknown): e is ErrorLike => typeof e === 'object' && e !== null && typeof (e as ErrorLike).message === 'string';
+
+/** `Name: message` as the stack begins, the message alone for an error without a stack. */
+function headline(e: ErrorLike): string {
+  const first = e.stack?.split('\n')[0];
+  return first && first.endsWith(e.message.split('\n')[0]!) ? `${first.slice(0, first.length - e.message.split('\n')[0]!.length)}${e.message}` : e.message;
+}
