@@ -95,6 +95,11 @@ describe('admission', () => {
     assert.equal(Buffer.from(w.clientConfig.caBundle, 'base64').toString(), 'PEM');
     assert.deepEqual(w.rules, [{ apiGroups: ['test.kfn.dev'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['boxes'], scope: 'Namespaced' }]);
     assert.deepEqual([w.sideEffects, w.failurePolicy, w.timeoutSeconds], ['None', 'Fail', 10]);
+    assert.deepEqual(
+      (w as unknown as { matchConditions: { name: string }[] }).matchConditions.map((c) => c.name),
+      ['not-being-deleted', 'not-metadata-only'],
+      'never asked about an object being deleted or an update of metadata alone (kfn\'s finalizer removal)',
+    );
     const service = webhookConfigurations(boxes, { client: { service: { namespace: 'kfn-system', name: 'kfn-fn-boxes' } }, caBundle: 'PEM' })[0] as { webhooks: { clientConfig: { service: unknown } }[] };
     assert.deepEqual(service.webhooks[0]!.clientConfig.service, { namespace: 'kfn-system', name: 'kfn-fn-boxes', port: 443, path: '/admission/default' });
     assert.deepEqual(webhookConfigurations(defineReconciler({ for: Box, reconcile: () => ({}) }), { client: { url: 'https://x' }, caBundle: '' }), [], 'none without default or validate');

@@ -617,6 +617,9 @@ async function addFinalizer(api: KubeApi, reconciler: Reconciler, path: string, 
  * without it. A list changed meanwhile (another controller's finalizer) is read again. False
  * when the object is gone, or another object has taken its name.
  */
+/** Whether the apiserver's refusal is an admission webhook's (its message says so), not its own check. */
+const refusedByWebhook = (err: ApiError) => /admission webhook "[^"]*" denied the request/.test(err.message);
+
 async function removeFinalizer(api: KubeApi, path: string, obj: KubeObject, finalizer: string): Promise<boolean> {
   const uid = obj.metadata.uid;
   let finalizers = obj.metadata.finalizers ?? [];
@@ -632,6 +635,9 @@ async function removeFinalizer(api: KubeApi, path: string, obj: KubeObject, fina
       return true;
     } catch (err) {
       if (!(err instanceof ApiError) || (err.status !== 422 && err.status !== 404) || attempt === 5) throw err;
+      // An admission webhook's refusal comes as a 422 too: it is no changed list, and reading
+      // again would not change it.
+      if (refusedByWebhook(err)) throw err;
       const fresh = await api.request<KubeObject>('GET', path).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e)));
       if (!fresh || fresh.metadata.uid !== uid) return false;
       finalizers = fresh.metadata.finalizers ?? [];

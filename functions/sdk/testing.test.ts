@@ -178,6 +178,26 @@ describe('testReconcile', () => {
     assert.equal(out.get(Gizmo, 'g'), undefined, 'no finalizer left: the apiserver lets it go');
   });
 
+  test("a webhook's refusal of the finalizer's removal is said as such at once, not taken for a changed finalizer list and read again", async () => {
+    finalized.length = 0;
+    const deleting = gizmo(1, { finalizers: [gizmos.finalizer], deletionTimestamp: '2026-01-01T00:00:00Z' });
+    let patches = 0;
+    let reads = 0;
+    const out = await testReconcile(gizmos, {
+      object: deleting,
+      reason: 'deleted',
+      now: new Date('2026-01-01T00:00:05Z'),
+      refuse: (w) => {
+        if (w.method === 'PATCH' && Array.isArray(w.body)) patches++;
+        return w.method === 'PATCH' && Array.isArray(w.body) ? { status: 422, message: 'admission webhook "validate.gizmos.test.kfn.dev" denied the request: spec.parts: must be even' } : undefined;
+      },
+    });
+    reads = out.reads.filter((r) => r.path.endsWith('/gizmos/g')).length;
+    assert.equal(patches, 1, 'one attempt: a refusal is no conflict');
+    assert.ok(reads <= 1, `not read again (${reads} reads)`);
+    assert.match(String(out.error?.message), /admission webhook "validate\.gizmos\.test\.kfn\.dev" denied the request/);
+  });
+
   test('a finalize first tried long after deletion (deliveries were held up) that fails is retried, not given up: finalizeTimeoutSeconds runs from its first failure', async () => {
     const flaky = defineReconciler({
       for: Gizmo,

@@ -26,7 +26,8 @@ export interface WebhookOwner {
  * The webhook configurations of a reconciler that has `default` and/or `validate`: one
  * MutatingWebhookConfiguration and one ValidatingWebhookConfiguration named kfn-fn-<name>, for
  * creates and updates of its kind (every version: matchPolicy Equivalent), sideEffects None,
- * the reconciler's failurePolicy (default Fail) and timeoutSeconds (default 10).
+ * the reconciler's failurePolicy (default Fail) and timeoutSeconds (default 10), never for an
+ * object being deleted or an update of its metadata alone (ownWritesPass).
  */
 export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle?: string; injectCaFrom?: string; namespaces?: string[]; name?: string; owner?: WebhookOwner }): Record<string, unknown>[] {
   const kind = reconciler.for;
@@ -53,6 +54,7 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
     failurePolicy: reconciler.admission?.failurePolicy ?? 'Fail',
     timeoutSeconds: reconciler.admission?.timeoutSeconds ?? 10,
     matchPolicy: 'Equivalent',
+    matchConditions: ownWritesPass,
     ...namespaceSelector,
     ...(mode === 'default' ? { reinvocationPolicy: 'Never' } : {}),
   });
@@ -61,6 +63,17 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
   if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('validate')] });
   return out;
 }
+
+/**
+ * What the webhooks are never asked about (CEL, evaluated by the apiserver): an object being
+ * deleted, and an update that leaves the spec as it was — kfn's own finalizer removal and notes,
+ * a user's annotations. A rule tightened since, or one that reads an object already gone, must
+ * not leave an object Terminating forever; and a function that is down must not block them.
+ */
+export const ownWritesPass = [
+  { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' },
+  { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec" },
+];
 
 /** True when the reconciler has webhooks to serve: admission (default, validate) or conversion (a kind with previous versions). */
 export const hasWebhooks = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.validate || reconciler.for.options.previousVersions?.length);

@@ -60,6 +60,14 @@ test('MyApp webhooks on the apiserver: defaulting stored, validation refused by 
   s.process!.kill('SIGKILL');
   await waitFor('the function to be gone', async () => (s.process!.exitCode !== null || s.process!.signalCode !== null) || undefined);
   await assert.rejects(s.api.request('POST', s.objects, { body: body('later', { replicas: 1, image: 'nginx:1' }) }), /failed calling webhook "default\.myapps\.app\.example\.com".*connect: connection refused/s);
+
+  // The webhooks never block a write of metadata alone, nor one to an object being deleted —
+  // kfn's own finalizer removal among them — even with the function down.
+  const web = `${s.objects}/web`;
+  await s.api.request('PATCH', web, { body: { metadata: { finalizers: ['test.kfn.dev/hold'] } }, contentType: 'application/merge-patch+json' });
+  await s.api.request('DELETE', web);
+  await s.api.request('PATCH', web, { body: { metadata: { finalizers: null } }, contentType: 'application/merge-patch+json' });
+  await waitFor('the MyApp, its finalizer removed, to be gone', async () => s.api.request('GET', web).then(() => undefined, (err: Error) => (/not found/i.test(err.message) ? true : undefined)));
 });
 
 test('MyResource validation on the apiserver: a bare number of bytes is refused, saying what was meant', async (t) => {

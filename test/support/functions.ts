@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import type { KubeApi } from '../../kube/api.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
-import { authForAnnotation } from '../../core/names.ts';
+import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
@@ -97,6 +97,8 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   // The Reconciler has a name of the test's own: the auth Secret must name it too (kfn.dev/auth-for).
   const reconcilerName = uniqueName(name);
   await api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [authForAnnotation]: `${reconciler.name},${reconcilerName}` } } }, contentType: 'application/merge-patch+json' });
+  // And so must its identity (kfn.dev/identity-for): the bridge delivers only for a Reconciler its ServiceAccount agreed to serve.
+  await api.request('PATCH', `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [identityForAnnotation]: `${reconciler.name},${reconcilerName}` } } }, contentType: 'application/merge-patch+json' });
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
     // URL; the ServiceAccount's kubeconfig and the auth secret in its environment.
