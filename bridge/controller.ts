@@ -113,20 +113,43 @@ export class Controller {
       problem = await identityProblem(this.bridge.api, this.config, this.bridge.requireIdentity ?? false);
     } catch (err) {
       // No verdict (a kind not served yet, the apiserver away): the last one stands, and until
-      // there is a first, nothing is delivered.
+      // there is a first, nothing is delivered — and the Reconciler says so.
       if (this.stopped) return;
-      this.bridge.log.info({ reconciler: this.config.name, why: (err as Error).message }, 'the rights of its identity could not be reviewed now; trying again');
-      this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), this.bridge.identityRecheckMs ?? identityRecheckMs);
+      if (this.access === 'unknown') this.bridge.onProblem?.(this.config.name, 'identity-pending', `the rights of its identity are not reviewed yet: ${(err as Error).message}`);
+      this.scheduleReview();
       return;
     }
     if (this.stopped) return;
     const before = this.access;
     this.access = problem ? 'refused' : 'allowed';
+    this.bridge.onProblem?.(this.config.name, 'identity-pending', undefined);
     this.bridge.onProblem?.(this.config.name, 'identity', problem);
     if (problem && before !== 'refused') this.bridge.log.warn({ reconciler: this.config.name, problem }, 'not delivering: its identity may not see what it would be sent');
     if (!problem && before === 'refused') this.bridge.log.info({ reconciler: this.config.name }, 'its identity may see what it is sent now; delivering');
-    if (!problem && before !== 'allowed') this.redeliver(() => true);
-    this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), this.bridge.identityRecheckMs ?? identityRecheckMs);
+    if (!problem && before !== 'allowed') this.redeliverAll();
+    this.scheduleReview();
+  }
+
+  /** Failed reviews in a row: while not allowed, the next review comes sooner (1 s, 2 s, 4 s … up to the period). */
+  private reviewsFailed = 0;
+
+  /**
+   * The next review: after the recheck period once allowed; sooner while not — the identity's
+   * ServiceAccount and Role are often applied just after the Reconciler (kfn deploy), and the
+   * first delivery should not wait a whole period for them.
+   */
+  private scheduleReview(): void {
+    const period = this.bridge.identityRecheckMs ?? identityRecheckMs;
+    this.reviewsFailed = this.access === 'allowed' ? 0 : this.reviewsFailed + 1;
+    const delay = this.access === 'allowed' ? period : Math.min(period, 1000 * 2 ** (this.reviewsFailed - 1));
+    this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), delay);
+  }
+
+  /** Every object again once its identity may see it: the live ones as a resync, the deleted ones as deleted. */
+  private redeliverAll(): void {
+    this.redeliver(() => true);
+    const now = this.bridge.clock.now();
+    for (const key of this.tombstones.keys()) this.observe(key, { reason: 'deleted', observedAt: now }, 'high');
   }
 
   /** The Reconciler's primary watches (one per namespace it names, or one for all). */

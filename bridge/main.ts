@@ -124,7 +124,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     metrics,
     watcher: options.watcher,
     onProblem: (name, source, problem) => {
-      if (problem && source !== 'identity') logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
+      if (problem && !source.startsWith('identity')) logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
       reconcilers?.onProblem(name, source, problem);
       options.onProblem?.(name, source, problem);
     },

@@ -84,7 +84,7 @@ export class FixedReconcilers implements ReconcilerSource {
  * The cluster's Reconciler objects, watched: a change (of spec or metadata: the bridge's own
  * status writes change no generation) is applied 200 ms later, with those around it. Each
  * Reconciler's Ready condition is written when it changes: Running, InvalidSpec, WatchFailed,
- * SinkNotReady, IdentityForbidden (its identity may not see what it would be sent).
+ * SinkNotReady, IdentityForbidden (its identity may not see what it would be sent), IdentityNotReviewed.
  */
 export class ClusterReconcilers implements ReconcilerSource {
   loaded = false;
@@ -182,7 +182,8 @@ export class ClusterReconcilers implements ReconcilerSource {
     if (!current?.size) return undefined;
     // An identity refused comes first: nothing is delivered whatever else is wrong.
     const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : [...current.entries()][0]!;
-    return { reason: source === 'sink' ? 'SinkNotReady' : source === 'identity' ? 'IdentityForbidden' : 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
+    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', 'identity-pending': 'IdentityNotReviewed' };
+    return { reason: reasons[source] ?? 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   }
 
   /** Writes a Reconciler's Ready condition, only when it changed (no write on every resync). */

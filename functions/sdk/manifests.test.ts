@@ -11,7 +11,7 @@ import type { Reconciler } from './reconciler.ts';
 
 test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC and the bridge grant', () => {
   const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system' }) as { kind: string; metadata: { name: string; labels?: Record<string, string> }; rules?: { apiGroups: string[]; resources: string[]; verbs: string[] }[]; spec?: Record<string, unknown> }[];
-  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRole']);
+  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRole', 'Reconciler'], 'the Reconciler last: its identity and rights exist when the bridge sees it');
   const crd = objs[0]!.spec as { names: { shortNames: string[]; categories: string[] }; versions: { subresources: unknown; schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, { minimum?: number; maximum?: number; default?: string }> } } } } }[] };
   assert.deepEqual(crd.names.shortNames, ['web']);
   assert.deepEqual(crd.names.categories, ['all']);
@@ -19,23 +19,23 @@ test('a function gets its CRD, Reconciler, ServiceAccount, least-privilege RBAC 
   assert.deepEqual([spec.nodePortNumber!.minimum, spec.nodePortNumber!.maximum], [30000, 32767]);
   assert.equal(spec.image!.default, 'kfn.local/nginx:1.22');
   assert.ok(crd.versions[0]!.subresources, 'status subresource');
-  const reconciler = objs[1]!.spec as { for: { kind: string }; owns: { kind: string }[]; sink: { ref: { name: string } }; auth: { secretRef: { name: string } } };
+  const reconciler = objs.find((o) => o.kind === 'Reconciler')!.spec as { for: { kind: string }; owns: { kind: string }[]; sink: { ref: { name: string } }; auth: { secretRef: { name: string } } };
   assert.equal(reconciler.for.kind, 'MyWeb');
   assert.deepEqual(reconciler.owns.map((o) => o.kind), ['ConfigMap', 'Deployment', 'Service']);
   assert.equal(reconciler.sink.ref.name, 'kfn-fn-myweb');
-  const fnRole = objs[3]!;
+  const fnRole = objs[2]!;
   const verbsFor = (resource: string) => fnRole.rules!.filter((r) => r.resources.includes(resource)).flatMap((r) => r.verbs);
   assert.deepEqual(verbsFor('mywebs'), ['get', 'list', 'patch']);
   assert.deepEqual(verbsFor('mywebs/status'), ['get', 'patch', 'update']);
   assert.ok(verbsFor('deployments').includes('delete'));
   assert.ok(!verbsFor('mywebs').includes('delete'), 'the function never deletes its own objects');
   assert.equal(verbsFor('secrets').length, 0, 'no access to what it does not declare');
-  const bridgeRole = objs[5]!;
+  const bridgeRole = objs[4]!;
   assert.equal(bridgeRole.metadata.labels?.['kfn.dev/aggregate-to-bridge'], 'true');
   const [sinkRule, ...watchRules] = [...bridgeRole.rules!].reverse() as { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[];
   assert.ok(watchRules.every((r) => r.verbs.join() === 'list,watch'));
   assert.deepEqual(sinkRule, { apiGroups: ['serving.knative.dev'], resources: ['services'], verbs: ['get'], resourceNames: ['kfn-fn-myweb'] }, 'the bridge may read its sink, that one object only');
-  const withUri = functionManifests(MyWebFunction, { sinkUri: 'http://x/' }).at(-1) as { rules: { verbs: string[] }[] };
+  const withUri = functionManifests(MyWebFunction, { sinkUri: 'http://x/' }).at(-2) as { rules: { verbs: string[] }[] };
   assert.ok(withUri.rules.every((r) => r.verbs.join() === 'list,watch'), 'a URL sink needs no read');
 });
 
@@ -84,7 +84,7 @@ test('limited to namespaces, the function is bound by RoleBindings there; only c
     subjects?: { name: string; namespace: string }[];
     rules?: { resources: string[]; verbs: string[] }[];
   }[];
-  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'Reconciler', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole', 'ClusterRole', 'RoleBinding', 'RoleBinding']);
+  assert.deepEqual(objs.map((o) => o.kind), ['CustomResourceDefinition', 'ServiceAccount', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'ClusterRole', 'ClusterRole', 'RoleBinding', 'RoleBinding', 'Reconciler']);
   const bindings = objs.filter((o) => o.kind === 'RoleBinding').map((o) => [o.metadata.namespace, o.roleRef!.name, `${o.subjects![0]!.namespace}/${o.subjects![0]!.name}`]);
   assert.deepEqual(bindings, [
     ['team-a', 'kfn-fn-myweb-namespaced', 'kfn-system/kfn-fn-myweb'],

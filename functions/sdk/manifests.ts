@@ -65,6 +65,10 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
   const sink: { uri?: string; ref?: KindRef & { name: string; namespace: string } } = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
   return [
     crdOf(kind, { conversion: options.conversion }),
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: name } } },
+    ...functionRbac(reconciler, account, ns, labels, options),
+    ...bridgeRbac(reconciler, labels, ns, sink.ref, options),
+    // Last: by the time the bridge sees the Reconciler, its identity and rights exist.
     {
       apiVersion: reconcilerApiVersion,
       kind: 'Reconciler',
@@ -76,7 +80,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
         ...(watches.length ? { watches: watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) } : {}),
         sink,
         auth: { secretRef: { name: account, namespace: ns } },
-        // The bridge delivers only what this identity may read; the ServiceAccount agrees to it below.
+        // The bridge delivers only what this identity may read; the ServiceAccount above agrees to it.
         serviceAccount: { name: account, namespace: ns },
         ...(options.namespaces?.length ? { namespaces: options.namespaces } : {}),
         ...(options.resyncPeriodSeconds !== undefined ? { resyncPeriodSeconds: options.resyncPeriodSeconds } : {}),
@@ -84,9 +88,6 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
         ...(reconciler.timeoutSeconds !== undefined ? { timeoutSeconds: reconciler.timeoutSeconds } : {}),
       },
     },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: name } } },
-    ...functionRbac(reconciler, account, ns, labels, options),
-    ...bridgeRbac(reconciler, labels, ns, sink.ref, options),
   ];
 }
 
