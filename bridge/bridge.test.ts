@@ -147,3 +147,50 @@ describe('answers checked against the contract before they count', () => {
     });
   }
 });
+
+describe('read-your-writes across changes of the Reconciler', () => {
+  test('a Reconciler edit keeps what the next delivery of each object waits for: no delivery on a snapshot older than its last writes', async (t) => {
+    const { server, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    // The function says it wrote the Widget at a version the watch has not reached yet.
+    const ahead = String(Number(server.currentVersion) + 5);
+    receiver.answer = (d, res) => {
+      const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'ns', name: 'w', resourceVersion: ahead };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'done', changes: d.reason === 'created' ? [{ action: 'status', ref }] : [] }));
+    };
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    // An edit (a new timeout), then a change the watch sees at a version still short of the write.
+    const config = parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, contract: 2, resyncPeriodSeconds: 0, timeoutSeconds: 45 } });
+    await bridge.setReconcilers([config]);
+    server.put('w', { generation: 2 });
+    await atRest(bridge);
+    assert.equal(receiver.of('w').length, 1, 'the update waits for the watch to reach the write, as before the edit');
+    while (Number(server.currentVersion) < Number(ahead)) server.put('other');
+    server.put('w', { generation: 3 });
+    await until('the delivery once the watch has seen the write', () => receiver.of('w')[1]);
+  });
+});
+
+describe('read-your-writes after a failed answer', () => {
+  test('the writes a failed answer reports are waited for: its retry is not built on a snapshot that lacks them', async (t) => {
+    const { server, clock, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    const ahead = String(Number(server.currentVersion) + 5);
+    // The function applied a child at a version the watch has not reached, then failed.
+    receiver.answer = (d, res) => {
+      if (d.attempt > 1) return answerDone(d, res);
+      const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'ns', name: 'w', resourceVersion: ahead };
+      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'writing the status failed', changes: [{ action: 'status', ref }] }));
+    };
+    server.put('w');
+    await until('the failed delivery', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    clock.advance(10); // the backoff
+    await atRest(bridge);
+    assert.equal(receiver.of('w').length, 1, 'the retry waits for the watch to reach the write');
+    while (Number(server.currentVersion) < Number(ahead)) server.put('other');
+    clock.advance(20); // the wait's next look
+    const retry = await until('the retry once the watch has seen the write', () => receiver.of('w')[1]);
+    assert.equal(retry.attempt, 2);
+  });
+});

@@ -145,19 +145,23 @@ export class Bridge {
   async setReconcilers(configs: ReconcilerConfig[]): Promise<Map<string, Error>> {
     const wanted = new Map(configs.map((c) => [c.name, c]));
     if (configs.length) this.holds.longestTimeoutMs = Math.max(...configs.map((c) => c.timeoutSeconds * 1000));
+    const replaced = new Map<string, Controller>();
     for (const [name, runtime] of this.runtimes) {
       const next = wanted.get(name);
       // An edited Reconciler keeps the watches its new spec still needs: no restart, no relist.
       // Its deliveries in flight are not waited for: they hold their keys (bridge/holds.ts), so
-      // the new spec applies to every other key at once.
+      // the new spec applies to every other key at once; the writes they wait for carry over.
       if (!next) await this.removeReconciler(name);
-      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) await this.removeReconciler(name, await this.watchIdsOf(next), 0);
+      else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) {
+        replaced.set(name, runtime);
+        await this.removeReconciler(name, await this.watchIdsOf(next), 0);
+      }
     }
     const failed = new Map<string, Error>();
     for (const config of configs) {
       if (this.runtimes.has(config.name)) continue;
       try {
-        await this.addReconciler(config);
+        await this.addReconciler(config, replaced.get(config.name));
       } catch (err) {
         failed.set(config.name, err as Error);
         await this.removeReconciler(config.name);
@@ -176,8 +180,9 @@ export class Bridge {
     return ids;
   }
 
-  private async addReconciler(config: ReconcilerConfig): Promise<void> {
+  private async addReconciler(config: ReconcilerConfig, previous?: Controller): Promise<void> {
     const runtime = new Controller(this.context, config);
+    if (previous) runtime.inherit(previous);
     this.runtimes.set(config.name, runtime);
     for (const need of watchedKinds(config)) {
       const shared = await this.acquireWatch(need, config.name);

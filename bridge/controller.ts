@@ -159,6 +159,11 @@ export class Controller {
   /** Contract 2: what deliveries carry of the watches, and the writes they wait for. */
   private readonly snapshots: Snapshots | undefined;
 
+  /** Takes over what the controller of the Reconciler's previous spec knew that still holds: the waits for its writes. */
+  inherit(previous: Controller): void {
+    if (this.snapshots && previous.snapshots) this.snapshots.adopt(previous.snapshots);
+  }
+
   /** A watch of an owned or watched kind this Reconciler uses. */
   addWatch(kind: KindRef, watcher: Watcher): void {
     const list = this.otherWatches.get(groupKind(kind)) ?? [];
@@ -322,6 +327,8 @@ export class Controller {
    */
   private noteAnswer(key: string, result: DeliveryResult, now: number): DeliveryResult {
     const { outcome } = result;
+    // A failure that reports writes: its retry waits for them (the answer was checked already).
+    if (this.snapshots && outcome.kind === 'retry' && outcome.written) this.snapshots.noteWrites(key, outcome.written, now);
     if (!this.snapshots || (outcome.kind !== 'done' && outcome.kind !== 'requeue')) return result;
     try {
       this.snapshots.noteAnswer(key, outcome.response, now);

@@ -20,7 +20,7 @@ const config = parseReconciler({
 /** A watch as Snapshots reads it: its store, how far it has come, whether it has listed. */
 function fakeWatch(objects: KubeObject[], resourceVersion: string, hasSynced = true): Watcher {
   const store = new Map(objects.map((o) => [`${o.metadata.namespace}/${o.metadata.name}`, o]));
-  return { store, resourceVersion, hasSynced, namespace: undefined } as unknown as Watcher;
+  return { store, resourceVersion, hasSynced, failing: false, namespace: undefined } as unknown as Watcher;
 }
 
 const web: KubeObject = { apiVersion: Web.apiVersion, kind: Web.kind, metadata: { name: 'site', namespace: 'ns', uid: 'w1', resourceVersion: '100', generation: 1 }, spec: { page: 'hi' } };
@@ -54,6 +54,17 @@ describe('the observed state a delivery carries', () => {
     assert.deepEqual(dep.status, { availableReplicas: 1 });
     assert.equal(observed.children.find((c) => c.kind === 'ConfigMap')!.metadata.name, 'site-page');
     assert.equal(observed.applied, undefined, 'nothing vouched for before an answer said what was applied');
+  });
+
+  test('a watch failing after its first sync is not vouched for: its kind is left out (the function lists it); the primary\'s, and nothing is carried', () => {
+    const { snapshots, watches, watchesOf } = setUp();
+    (watches.dep as { failing: boolean }).failing = true;
+    const observed = snapshots.observed(web, watchesOf)!;
+    assert.deepEqual(observed.kinds.map((k) => k.kind), ['ConfigMap'], 'the Deployments left out while their watch fails');
+    assert.equal(observed.children.some((c) => c.kind === 'Deployment'), false);
+    (watches.dep as { failing: boolean }).failing = false;
+    (watches.web as { failing: boolean }).failing = true;
+    assert.equal(snapshots.observed(web, watchesOf), undefined, 'the primary itself may be stale');
   });
 
   test("a child is a child only in its owner's namespace: one forged in another namespace, with a controller reference to the primary, is neither carried nor vouched for", () => {

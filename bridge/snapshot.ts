@@ -11,7 +11,7 @@
 import type { ReconcilerConfig } from './config.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
 import { projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../core/event.ts';
-import type { ReconcileResponse } from '../core/response.ts';
+import type { Change, ReconcileResponse } from '../core/response.ts';
 import { controllerUid, groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import type { KubeObject } from '../kube/api.ts';
 
@@ -97,14 +97,46 @@ export class Snapshots {
     if (event.type === 'delete') this.baselines.delete(objectId({ ...kind, namespace: event.object.metadata.namespace, name: event.object.metadata.name }));
   }
 
+  /**
+   * Takes over what the Snapshots of the Reconciler's previous spec knew (an edit replaces the
+   * controller): the writes each key's next delivery waits for, and the children's baselines.
+   * An edit does not make a watch see a write sooner.
+   */
+  adopt(previous: Snapshots): void {
+    for (const [key, entry] of previous.waits) if (!this.waits.has(key)) this.waits.set(key, entry);
+    for (const [id, base] of previous.baselines) if (!this.baselines.has(id)) this.baselines.set(id, base);
+  }
+
   /** Forgets a key (its primary is gone, or another shard delivers it). */
   forget(key: string): void {
     this.waits.delete(key);
   }
 
+  /**
+   * What a failed delivery's function says it wrote before failing: the retry waits for those
+   * writes too, besides what the last answer asked for.
+   */
+  noteWrites(key: string, changes: Change[], now: number): void {
+    const waits = this.waitsOf({ result: 'done', changes });
+    if (!waits.length) return;
+    const entry = this.waits.get(key);
+    this.waits.set(key, { since: now, waits: [...(entry?.waits ?? []), ...waits], counted: false });
+  }
+
   /** What a contract-2 answer says the next delivery of `key` must see, and what the children are. */
   noteAnswer(key: string, response: ReconcileResponse | undefined, now: number): void {
     if (!response) return;
+    const waits = this.waitsOf(response);
+    if (waits.length) this.waits.set(key, { since: now, waits, counted: false });
+    else this.waits.delete(key);
+    for (const child of response.children ?? []) {
+      if (!this.owned(child.ref) || typeof child.hash !== 'string') continue;
+      this.baselines.set(objectId(child.ref), { hash: child.hash, ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}), ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}) });
+    }
+  }
+
+  /** The waits an answer's writes (and stale snapshots) make. */
+  private waitsOf(response: ReconcileResponse): Wait[] {
     const waits: Wait[] = [];
     const watched = (ref: ObjectRef) => sameKind(ref, this.config.for) || this.owned(ref) !== undefined;
     const where = (ref: ObjectRef) => ({ kind: { apiVersion: ref.apiVersion, kind: ref.kind }, ...(ref.namespace ? { namespace: ref.namespace } : {}), name: ref.name });
@@ -114,12 +146,7 @@ export class Snapshots {
       else if (action !== 'pruned' && action !== 'event' && ref.resourceVersion) waits.push({ ...where(ref), resourceVersion: ref.resourceVersion, type: 'write' });
     }
     for (const ref of response.stale ?? []) if (watched(ref) && ref.resourceVersion) waits.push({ ...where(ref), resourceVersion: ref.resourceVersion, type: 'newer' });
-    if (waits.length) this.waits.set(key, { since: now, waits, counted: false });
-    else this.waits.delete(key);
-    for (const child of response.children ?? []) {
-      if (!this.owned(child.ref) || typeof child.hash !== 'string') continue;
-      this.baselines.set(objectId(child.ref), { hash: child.hash, ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}), ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}) });
-    }
+    return waits;
   }
 
   /** Whether `key` can be delivered now, given what its last answer wrote. */
@@ -148,6 +175,8 @@ export class Snapshots {
    */
   observed(primary: KubeObject, watchesOf: WatchesOf, lagging: Set<string> = new Set()): ObservedState | undefined {
     if (lagging.has(groupKind(this.config.for))) return undefined;
+    // The primary's own watch failing: the primary may be stale; the function reads everything.
+    if (watchesOf(this.config.for).some((w) => w.failing)) return undefined;
     const uid = primary.metadata.uid;
     const namespace = primary.metadata.namespace;
     const kinds: ObservedKind[] = [];
@@ -158,7 +187,8 @@ export class Snapshots {
       const gk = groupKind(owned);
       if (lagging.has(gk)) continue;
       const watches = watchesOf(owned).filter((w) => !w.namespace || w.namespace === namespace);
-      if (!watches.length || !watches.every((w) => w.hasSynced)) continue;
+      // A watch not synced yet, or failing (its store may lag behind the cluster): not vouched for.
+      if (!watches.length || !watches.every((w) => w.hasSynced && !w.failing)) continue;
       // A cluster-scoped primary's namespaced children could be claimed from any namespace
       // (anyone may write an owner reference): the bridge vouches for none of them, and the
       // function lists that kind itself.

@@ -135,4 +135,22 @@ describe('Watcher', () => {
     clock.advance(1000); // the first backoff: 1000 ms × (0.5 + 0.5 × 0.5), jittered
     await until('the problem to clear', () => (problems.length >= 2 && problems.at(-1) === undefined ? true : undefined));
   });
+
+  test('a watch that failed is failing until data comes again: its store is not vouched for meanwhile', async (t) => {
+    const server = new FakeApiServer();
+    server.put('a');
+    const { w, clock } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    assert.equal(w.failing, false);
+    server.endWatches({ code: 500, message: 'etcd leader changed' });
+    await until('the failure', () => (w.failing ? true : undefined));
+    await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
+    clock.advance(1000);
+    await until('the watch again', () => (server.openWatches === 1 ? true : undefined));
+    assert.equal(w.failing, true, 'reconnected, but nothing has come on it yet');
+    server.put('b');
+    await until('data on the watch', () => (w.failing ? undefined : true));
+    assert.ok(w.store.has('ns/b'));
+  });
 });

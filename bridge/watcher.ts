@@ -143,6 +143,16 @@ export class Watcher {
     return this.synced;
   }
 
+  /**
+   * Whether the store may be falling behind the cluster: the last list or watch failed and no
+   * list has succeeded, nor any data come on a watch, since. What it holds is then not vouched
+   * for (bridge/snapshot.ts): the function reads that kind itself until the watch works again.
+   */
+  get failing(): boolean {
+    return this.broken;
+  }
+  private broken = false;
+
   /** Resolves once the first list has been applied. */
   waitForSync(): Promise<void> {
     if (this.synced) return Promise.resolve();
@@ -204,10 +214,12 @@ export class Watcher {
         try {
           const resourceVersion = await this.list(state.relist);
           this.failures = 0;
+          this.broken = false;
           this.report(undefined);
           return { phase: 'watch', resourceVersion };
         } catch (err) {
           if (this.abort.signal.aborted) return { phase: 'stopped' };
+          this.broken = true;
           const problem = this.describe(err);
           if (problem) this.report(problem); // a transient error leaves the last verdict as it is
           this.stats.errors++;
@@ -329,7 +341,11 @@ export class Watcher {
         (line) => {
           resourceVersion = this.handle(line as WatchLine, resourceVersion);
         },
-        feed,
+        () => {
+          // Data on the stream: the watch works (again).
+          this.broken = false;
+          feed();
+        },
       );
       // The apiserver ended the watch (its timeout): resume where we are.
       this.failures = 0;
@@ -337,6 +353,7 @@ export class Watcher {
     } catch (err) {
       if (err instanceof Transition) return err.next;
       if (this.abort.signal.aborted) return { phase: 'stopped' };
+      this.broken = true;
       if (silent) {
         this.stats.watchdogRestarts++;
         // Presume the connection dead (half-open): a new request on it would hang the same way.

@@ -50,8 +50,9 @@ export type DeliveryOutcome =
   /**
    * `sinkProblem`: the answer came from in front of the function (the sink is not ready), not from it.
    * `invalidAnswer`: the function answered 2xx with a body that is not the contract's response.
+   * `written`: what a function that failed (5xx) says it wrote before failing: the retry waits for it.
    */
-  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string; invalidAnswer?: string }
+  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string; invalidAnswer?: string; written?: Change[] }
   | { kind: 'terminal'; why: string };
 
 /** The most of a function's answer the bridge reads (its `changes` are a few KB); the rest is dropped unread. */
@@ -142,6 +143,22 @@ export function parseReconcileResponse(status: number, body: string, truncated =
   return { response: { ...(r as unknown as ReconcileResponse), changes: (r.changes as Change[] | undefined) ?? [] } };
 }
 
+/**
+ * The writes a failed answer (`{"error": …, "changes": […]}`) reports, when it reports any in
+ * the contract's words; anything else says nothing.
+ */
+function writesOfFailure(body: string): Change[] | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || !Array.isArray((value as { changes?: unknown }).changes)) return undefined;
+  const parsed = parseReconcileResponse(200, JSON.stringify({ result: 'done', changes: (value as { changes: unknown[] }).changes }));
+  return 'response' in parsed && parsed.response?.changes.length ? parsed.response.changes : undefined;
+}
+
 /** Classifies a function's HTTP answer per the contract; `truncated` when the body was cut at maxAnswerBytes. */
 export function classifyResponse(status: number, headers: { get(name: string): string | null }, body: string, now = Date.now(), truncated = false): DeliveryOutcome {
   if (status >= 200 && status < 300) {
@@ -157,7 +174,10 @@ export function classifyResponse(status: number, headers: { get(name: string): s
   }
   const snippet = body.length > 300 ? `${body.slice(0, 300)}…` : body;
   if (status === 429 || status === 503) return { kind: 'retry', afterMs: retryAfterMs(headers.get('retry-after'), now), why: `HTTP ${status}: ${snippet}` };
-  if (status >= 500) return { kind: 'retry', why: `HTTP ${status}: ${snippet}` };
+  if (status >= 500) {
+    const written = writesOfFailure(body);
+    return { kind: 'retry', why: `HTTP ${status}: ${snippet}`, ...(written ? { written } : {}) };
+  }
   // The function has this delivery already (the same event id and attempt arrived twice: a
   // proxy's retry, or a replay): not a refusal; the first copy's reconcile may still be running.
   if (status === 409) return { kind: 'retry', why: `HTTP 409, the function already has this delivery: ${snippet}` };

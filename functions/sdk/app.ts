@@ -15,7 +15,7 @@ import { keyFileCredentials } from './keys.ts';
 import { convertReview, parseConversionReview } from './conversion.ts';
 import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
-import { reconcileEvent } from './runtime.ts';
+import { reconcileEvent, writesOf } from './runtime.ts';
 import { groupOf } from '../../core/objects.ts';
 
 export interface FunctionOptions {
@@ -177,7 +177,9 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     } catch (err) {
       invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
       if (recorder) record!(recorder.finish({ error: err }));
-      return c.json({ error: (err as Error).message }, 500);
+      // What it wrote before failing: the bridge's retry waits until its watches have seen it.
+      const changes = writesOf(err);
+      return c.json({ error: (err as Error).message, ...(changes.length ? { changes } : {}) }, 500);
     }
   };
 }

@@ -125,8 +125,25 @@ export async function reconcileEvent(reconciler: Reconciler, received: ReceivedR
   }
 }
 
+/** What a failed reconcile wrote before it failed (the 500's `changes`): the bridge waits for it before the retry. */
+const writesBeforeFailure = Symbol('kfn.writesBeforeFailure');
+
+/** The writes `err`, a failed reconcile's error, made before failing; empty when none or unknown. */
+export function writesOf(err: unknown): Change[] {
+  return (typeof err === 'object' && err !== null ? (err as { [writesBeforeFailure]?: Change[] })[writesBeforeFailure] : undefined) ?? [];
+}
+
 async function invoke(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal): Promise<ReconcileResponse> {
   const run = new Invocation(reconciler, received, options, signal);
+  try {
+    return await invokeSteps(run, reconciler, received, options);
+  } catch (err) {
+    if (typeof err === 'object' && err !== null && run.changes.length) Object.defineProperty(err, writesBeforeFailure, { value: run.changes });
+    throw err;
+  }
+}
+
+async function invokeSteps(run: Invocation, reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions): Promise<ReconcileResponse> {
   const obj = await run.read();
   if (!obj) return run.answer();
   // The values of the fields its kind marks sensitive: no message the SDK writes shows them.

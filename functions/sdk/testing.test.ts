@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigMap, Deployment, Namespace, Secret, child, Terminal, defineKind, defineReconciler, quantity, t, type Reconciler } from './index.ts';
 import { checkSamples, labelSelectorMatches, testReconcile } from './testing.ts';
+import { writesOf } from './runtime.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
 const finalized: string[] = [];
@@ -176,6 +177,18 @@ describe('testReconcile', () => {
     assert.equal(out.error, undefined);
     assert.deepEqual(finalized, ['g']);
     assert.equal(out.get(Gizmo, 'g'), undefined, 'no finalizer left: the apiserver lets it go');
+  });
+
+  test('a reconcile that fails after some writes says what it wrote (the 500\'s changes): the bridge waits for them before the retry', async () => {
+    const out = await testReconcile(gizmos, {
+      object: gizmo(2),
+      refuse: (w) => (w.method === 'PATCH' && w.path.endsWith('/status') ? { status: 500, message: 'etcd is slow' } : undefined),
+    });
+    assert.match(String(out.error?.message), /etcd is slow/);
+    const written = writesOf(out.error);
+    assert.deepEqual(written.filter((c) => c.action === 'applied').map((c) => c.ref.name).sort(), ['g-part-0', 'g-part-1']);
+    assert.ok(written.every((c) => c.ref.resourceVersion), 'each with the version the apiserver answered');
+    assert.deepEqual(writesOf(new Error('nothing written')), []);
   });
 
   test("a webhook's refusal of the finalizer's removal is said as such at once, not taken for a changed finalizer list and read again", async () => {

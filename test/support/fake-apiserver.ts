@@ -109,7 +109,7 @@ export class FakeApiServer {
         if (options.maxBytes !== undefined && Buffer.byteLength(JSON.stringify(answer)) > options.maxBytes) throw new ResponseTooLarge(`GET ${path}`, options.maxBytes);
         return structuredClone(answer);
       },
-      stream(path: string, options: RequestOptions, onLine: (value: unknown) => void) {
+      stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void) {
         const query = Object.fromEntries(Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined));
         server.requests.push({ method: 'WATCH', path, query });
         if (!server.served) return Promise.reject(new ApiError(404, 'the server could not find the requested resource'));
@@ -122,6 +122,7 @@ export class FakeApiServer {
               if (obj?.metadata?.name && !server.matches(obj, query, path)) return;
               // As the real stream does: a line the consumer throws on ends the watch with that error.
               try {
+                onData?.();
                 onLine(line);
               } catch (err) {
                 w.end(err as Error);
