@@ -188,9 +188,35 @@ describe('read-your-writes after a failed answer', () => {
     clock.advance(10); // the backoff
     await atRest(bridge);
     assert.equal(receiver.of('w').length, 1, 'the retry waits for the watch to reach the write');
-    while (Number(server.currentVersion) < Number(ahead)) server.put('other');
-    clock.advance(20); // the wait's next look
+    while (Number(server.currentVersion) < Number(ahead) - 1) server.put('other');
+    server.put('w'); // the write itself, as the watch sees it
     const retry = await until('the retry once the watch has seen the write', () => receiver.of('w')[1]);
     assert.equal(retry.attempt, 2);
+  });
+});
+
+describe('a delivery waiting for its writes is woken by the watch', () => {
+  test('the watch seeing the write delivers the waiting object at once: no polling, no time passes', async (t) => {
+    const { server, clock, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    const ahead = String(Number(server.currentVersion) + 3);
+    receiver.answer = (d, res) => {
+      const ref = { apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'ns', name: 'w', resourceVersion: ahead };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'done', changes: d.reason === 'created' ? [{ action: 'status', ref }] : [] }));
+    };
+    server.put('w', { generation: 1 });
+    await until('created delivered', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    server.put('w', { generation: 2 }); // seen before the write: waits
+    await atRest(bridge);
+    assert.equal(receiver.of('w').length, 1);
+    const timers = clock.pendingTimers();
+    server.put('w', { generation: 2 }); // the write itself (a status change): the watch has it now
+    const update = await until('the update, woken by the watch', () => receiver.of('w')[1]);
+    assert.equal(update.reason, 'updated');
+    assert.ok(clock.pendingTimers() <= timers, 'delivered without a timer firing');
+    await atRest(bridge);
+    clock.advance(60_000);
+    await atRest(bridge);
+    assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created', 'updated'], 'and the wait\'s own timer, cancelled, delivers nothing more');
   });
 });

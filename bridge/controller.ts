@@ -47,8 +47,7 @@ export interface ControllerContext {
   identityRecheckMs?: number;
 }
 
-/** How often a delivery waiting for the watches to see its object's last writes looks again. */
-const snapshotPollMs = 10;
+
 
 /** Why the bridge wants a key delivered, and what caused it. */
 interface PendingObservation {
@@ -222,6 +221,13 @@ export class Controller {
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
     this.snapshots?.onEvent(kind, event);
+    // A delivery waiting for its last writes to be seen: this may be one of them.
+    if (this.snapshots) {
+      for (const key of [...this.snapshots.waitingFor(kind, event.object)]) {
+        this.queue.cancelAfter(key);
+        this.queue.add(key);
+      }
+    }
     if (sameKind(kind, this.config.for)) {
       // The watch's own key string when it gives one: the resync schedule then shares it.
       const key = event.key ?? objectKey(event.object.metadata);
@@ -348,8 +354,13 @@ export class Controller {
     const snapshots = this.snapshots!;
     const readiness = snapshots.readiness(key, this.watchesOf, this.bridge.clock.now());
     if (readiness.kind === 'wait') {
-      if (readiness.first) this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
-      this.queue.addAfter(key, snapshotPollMs);
+      // Woken by the watch event that shows the write (onEvent); or, should none come (a write
+      // seen only through a bookmark, a watch that lags), after the longest wait, to deliver
+      // without the lagging kinds.
+      if (readiness.first) {
+        this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
+        this.queue.addAfter(key, maxSnapshotWaitMs);
+      }
       return 'wait';
     }
     if (readiness.kind === 'lagging') {

@@ -63,6 +63,36 @@ export class Snapshots {
   private readonly baselines = new Map<string, Baseline>();
   /** Per key: what its next delivery waits for, since when, and whether the wait was counted. */
   private readonly waits = new Map<string, { since: number; waits: Wait[]; counted: boolean }>();
+  /** The keys waiting on each object (group/Kind/namespace/name): the watch seeing it wakes them. */
+  private readonly waitingOn = new Map<string, Set<string>>();
+
+  private setWaits(key: string, entry: { since: number; waits: Wait[]; counted: boolean }): void {
+    this.deleteWaits(key);
+    this.waits.set(key, entry);
+    for (const w of entry.waits) {
+      const id = waitedObject(w.kind, w.namespace, w.name);
+      let keys = this.waitingOn.get(id);
+      if (!keys) this.waitingOn.set(id, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+
+  private deleteWaits(key: string): void {
+    const entry = this.waits.get(key);
+    if (!entry) return;
+    this.waits.delete(key);
+    for (const w of entry.waits) {
+      const id = waitedObject(w.kind, w.namespace, w.name);
+      const keys = this.waitingOn.get(id);
+      keys?.delete(key);
+      if (keys?.size === 0) this.waitingOn.delete(id);
+    }
+  }
+
+  /** The keys whose next delivery waits on this object: a watch event for it may let them go. */
+  waitingFor(kind: KindRef, obj: KubeObject): Iterable<string> {
+    return this.waitingOn.get(waitedObject(kind, obj.metadata.namespace, obj.metadata.name)) ?? [];
+  }
 
   constructor(config: ReconcilerConfig) {
     this.config = config;
@@ -103,13 +133,13 @@ export class Snapshots {
    * An edit does not make a watch see a write sooner.
    */
   adopt(previous: Snapshots): void {
-    for (const [key, entry] of previous.waits) if (!this.waits.has(key)) this.waits.set(key, entry);
+    for (const [key, entry] of previous.waits) if (!this.waits.has(key)) this.setWaits(key, entry);
     for (const [id, base] of previous.baselines) if (!this.baselines.has(id)) this.baselines.set(id, base);
   }
 
   /** Forgets a key (its primary is gone, or another shard delivers it). */
   forget(key: string): void {
-    this.waits.delete(key);
+    this.deleteWaits(key);
   }
 
   /**
@@ -120,15 +150,15 @@ export class Snapshots {
     const waits = this.waitsOf({ result: 'done', changes });
     if (!waits.length) return;
     const entry = this.waits.get(key);
-    this.waits.set(key, { since: now, waits: [...(entry?.waits ?? []), ...waits], counted: false });
+    this.setWaits(key, { since: now, waits: [...(entry?.waits ?? []), ...waits], counted: false });
   }
 
   /** What a contract-2 answer says the next delivery of `key` must see, and what the children are. */
   noteAnswer(key: string, response: ReconcileResponse | undefined, now: number): void {
     if (!response) return;
     const waits = this.waitsOf(response);
-    if (waits.length) this.waits.set(key, { since: now, waits, counted: false });
-    else this.waits.delete(key);
+    if (waits.length) this.setWaits(key, { since: now, waits, counted: false });
+    else this.deleteWaits(key);
     for (const child of response.children ?? []) {
       if (!this.owned(child.ref) || typeof child.hash !== 'string') continue;
       this.baselines.set(objectId(child.ref), { hash: child.hash, ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}), ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}) });
@@ -155,7 +185,7 @@ export class Snapshots {
     if (!entry) return { kind: 'ready' };
     const open = entry.waits.filter((w) => !seen(w, watchesOf(w.kind)));
     if (!open.length) {
-      this.waits.delete(key);
+      this.deleteWaits(key);
       return { kind: 'ready' };
     }
     if (now - entry.since < maxSnapshotWaitMs) {
@@ -163,7 +193,7 @@ export class Snapshots {
       entry.counted = true;
       return { kind: 'wait', first };
     }
-    this.waits.delete(key);
+    this.deleteWaits(key);
     return { kind: 'lagging', kinds: new Set(open.map((w) => groupKind(w.kind))) };
   }
 
@@ -220,6 +250,9 @@ function unchangedSince(child: KubeObject, base: Baseline): boolean {
   if (base.resourceVersion !== undefined && child.metadata.resourceVersion === base.resourceVersion) return true;
   return base.generation !== undefined && child.metadata.generation === base.generation;
 }
+
+/** An object a wait is on, as one string: group/Kind, namespace and name. */
+const waitedObject = (kind: KindRef, namespace: string | undefined, name: string) => `${groupKind(kind)}|${namespace ?? ''}|${name}`;
 
 /** Whether the watches of a kind have seen what `wait` waits for. */
 function seen(wait: Wait, watches: Watcher[]): boolean {
