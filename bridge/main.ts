@@ -1,8 +1,8 @@
 // The bridge process: its Reconcilers (from the cluster, a file or kfn dev), leadership (none,
-// a Lease, or a Lease per shard), /healthz /readyz /metrics, JSON logs, a bounded graceful stop.
+// a Lease, or a Lease per shard: bridge/lead.ts), /healthz /readyz /metrics, JSON logs, a
+// bounded graceful stop.
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { hostname } from 'node:os';
 import pino from 'pino';
 import { Bridge } from './bridge.ts';
 import type { Logger } from './log.ts';
@@ -11,10 +11,7 @@ import { loadConnection } from '../kube/connection.ts';
 import { undiciTransport } from '../kube/undici.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
-import { heldAnnotation } from './holds.ts';
-import { LayoutGate } from './layout.ts';
-import { LeaderElector, type Takeover } from './leader.ts';
-import { preferredShard, shardOf, ShardSet } from './shards.ts';
+import { lead, type Leadership } from './lead.ts';
 import { BridgeMetrics } from './metrics.ts';
 import type { WatcherOptions } from './watcher.ts';
 import { startHealthServer } from './health.ts';
@@ -101,64 +98,50 @@ function pinoLogger(level: string): Logger {
  * the health server, and a bounded graceful stop.
  */
 export async function startBridge(options: BridgeProcessOptions): Promise<RunningBridge> {
+  // 1. Its log, API client, metrics and journal.
   const logger = options.logger ?? pinoLogger(options.logLevel ?? 'info');
   const api = options.api ?? new KubeApi(loadConnection(options.kubeconfig, undiciTransport));
   const metrics = new BridgeMetrics();
-  // A journal that cannot be written is logged and counted; deliveries never wait for it.
-  const journal = options.journal ? new Journal(options.journal, { onProblem: (problem) => logger.warn({ journal: options.journal }, problem) }) : undefined;
-  if (journal) metrics.trackJournal(journal);
-  const shards = options.shards ?? 1;
-  if (!Number.isInteger(shards) || shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
-  if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');
-  let leadership: Leadership | undefined;
-  let reconcilers: ReconcilerSource | undefined;
+  const journal = openJournal(options, logger, metrics);
+  // 2. How many shards deliver, checked before anything watches.
+  const shards = shardCount(options);
+  // 3. The Bridge, and its Reconcilers: given (kfn dev), from a --config file, or the cluster's.
+  //    The Bridge asks about the parts made after it (which keys are this replica's to deliver,
+  //    whom to tell of a problem) through `later`.
+  const later: Later = { stopping: false };
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
-  const bridge = new Bridge({
-    requireIdentity: options.requireIdentity ?? !fixed,
-    ...(options.identityRecheckMs !== undefined ? { identityRecheckMs: options.identityRecheckMs } : {}),
-    api,
-    log: logger,
-    source: options.source,
-    owns: shards > 1 ? (key) => leadership?.owns(key) ?? false : undefined,
-    journal,
-    metrics,
-    watcher: options.watcher,
-    onProblem: (name, source, problem) => {
-      if (problem && !source.startsWith('identity')) logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
-      reconcilers?.onProblem(name, source, problem);
-      options.onProblem?.(name, source, problem);
-    },
-  });
+  const bridge = newBridge(options, { api, logger, metrics, journal, shards, requireIdentity: options.requireIdentity ?? !fixed }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
-  reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher);
+  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
   const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 2000, logger, (configs) => fixedSource.set(configs)) : undefined;
-
-  let stopping = false;
-  let resolveDone: () => void = () => {};
-  const done = new Promise<void>((resolve) => (resolveDone = resolve));
+  // 4. /healthz, /readyz and /metrics: ready while standing by for the Lease, or once the
+  //    Reconcilers are loaded and their watches synced.
   const health =
     options.metricsAddr === '0'
       ? undefined
-      : await startHealthServer(options.metricsAddr ?? '127.0.0.1:8081', metrics, () => !stopping && (leadership?.standby ? true : reconcilers.loaded && bridge.ready));
-
+      : await startHealthServer(options.metricsAddr ?? '127.0.0.1:8081', metrics, () => !later.stopping && (later.leadership?.standby ? true : reconcilers.loaded && bridge.ready));
+  // 5. The stop, in order: no new Reconcilers, the deliveries in flight finished (within the
+  //    timeout), the Leases released, the journal flushed, the health server closed.
+  let resolveDone: () => void = () => {};
+  const done = new Promise<void>((resolve) => (resolveDone = resolve));
   async function stop(): Promise<void> {
-    if (stopping) return done;
-    stopping = true;
+    if (later.stopping) return done;
+    later.stopping = true;
     logger.info({ timeoutMs: options.shutdownTimeoutMs ?? 30_000 }, 'shutting down: finishing in-flight deliveries');
     configWatch?.stop();
-    await reconcilers!.stop();
+    await reconcilers.stop();
     await bridge.stop(options.shutdownTimeoutMs ?? 30_000);
-    await leadership?.stop();
+    await later.leadership?.stop();
     metrics.leader.set({ name: options.leaseName ?? 'kfn-bridge' }, 0);
     await journal?.flush();
     await health?.close();
     logger.info({}, 'stopped');
     resolveDone();
   }
-
-  leadership = await lead(options, { api, logger, metrics, bridge, shards, stop }, () => reconcilers.start());
+  // 6. Leadership (bridge/lead.ts): the Reconcilers start delivering when this replica may.
+  later.leadership = await lead({ ...options, shards }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
   return {
     bridge,
     metrics,
@@ -173,123 +156,51 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   };
 }
 
-/** Who delivers: this replica alone, the holder of one Lease, or the holders of a Lease per shard. */
-interface Leadership {
-  /** True while this replica waits for the Lease: ready to take over, delivering nothing. */
-  readonly standby: boolean;
-  owns(key: string): boolean;
-  stop(): Promise<void>;
+/** The parts of a running bridge made after the Bridge, which it asks about. */
+interface Later {
+  leadership?: Leadership;
+  reconcilers?: ReconcilerSource;
+  stopping: boolean;
 }
 
-interface LeadingParts {
-  api: KubeApi;
-  logger: Logger;
-  metrics: BridgeMetrics;
-  bridge: Bridge;
-  shards: number;
-  stop(): Promise<void>;
+/** A journal that cannot be written is logged and counted; deliveries never wait for it. */
+function openJournal(options: BridgeProcessOptions, logger: Logger, metrics: BridgeMetrics): Journal | undefined {
+  const journal = options.journal ? new Journal(options.journal, { onProblem: (problem) => logger.warn({ journal: options.journal }, problem) }) : undefined;
+  if (journal) metrics.trackJournal(journal);
+  return journal;
 }
 
-/**
- * Starts delivering (`start`) when this replica may: at once without leader election; once it
- * holds the Lease with it; with shards, at once, delivering the keys of the shards it holds
- * (every replica watches everything: a warm standby). Losing a Lease exits the process at once:
- * another replica may be delivering already.
- */
-async function lead(options: BridgeProcessOptions, parts: LeadingParts, start: () => Promise<void>): Promise<Leadership | undefined> {
-  const { api, logger, metrics, bridge, shards } = parts;
-  const leaseName = options.leaseName ?? 'kfn-bridge';
-  const namespace = options.leaseNamespace ?? process.env.POD_NAMESPACE ?? 'kfn-system';
-  const identity = options.identity ?? `${hostname()}-${process.pid}`;
-  const log = (msg: string, fields?: Record<string, unknown>) => logger.info(fields ?? {}, msg);
-  const leading = async () => {
-    metrics.leader.set({ name: leaseName }, 1);
-    await start();
-  };
-  // Before delivering keys another replica delivered: hold those it may have left running.
-  const takeOver = (takeover: Takeover, covers: (key: string) => boolean, lease: string) => {
-    const what = bridge.holds.takeOver(takeover, covers);
-    if (takeover.from !== 'nobody') logger.info({ lease, from: takeover.from }, what);
-  };
-  // One shard layout delivers at a time (bridge/layout.ts): this replica's is its shard count.
-  const gate = new LayoutGate({ api, namespace, leaseName, shards, log, handOverAnnotation: heldAnnotation });
-  const admit = async (covers: (key: string) => boolean): Promise<boolean> => {
-    const takeovers = await gate.admit();
-    for (const t of takeovers ?? []) takeOver(t, covers, gate.recordName);
-    return takeovers !== undefined;
-  };
-  // Another layout recorded: hand over what is held (stop releases the Leases) and exit.
-  const stepDown = () => {
-    logger.error({ lease: gate.recordName }, 'another shard layout is recorded as the one that delivers; stopping');
-    void parts.stop().then(() => process.exit(1));
-  };
-  const watchLayout = () => void gate.watch(stepDown);
-  if (shards > 1) {
-    const shardSet: ShardSet = new ShardSet({
-      api,
-      namespace,
-      leaseName,
-      identity,
-      shards,
-      preferred: preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()),
-      log,
-      handOverAnnotation: heldAnnotation,
-      handOver: (shard) => bridge.holds.handOver((key) => shardOf(key, shards) === shard),
-      onGained: (shard, takeover) => {
-        takeOver(takeover, (key) => shardOf(key, shards) === shard, shardSet.leaseName(shard));
-        metrics.leader.set({ name: shardSet.leaseName(shard) }, 1);
-        const queued = bridge.redeliver((key) => shardOf(key, shards) === shard);
-        logger.info({ shard, shards: shardSet.shards, queued }, 'delivering a shard');
-      },
-      onLost: (shard, why) => {
-        logger.error({ shard, why }, 'lost a shard; exiting');
-        process.exit(1);
-      },
-      admit: (shard) => admit((key) => shardOf(key, shards) === shard),
-    });
-    logger.info({ identity, shards, lease: shardSet.leaseName(0).replace(/-0-of-/, '-<shard>-of-') }, 'sharded: watching everything, delivering the shards held');
-    await leading();
-    void gate
-      .claim()
-      .then(() => (shardSet.start(), watchLayout()))
-      .catch((err) => {
-        logger.error({ error: String(err) }, 'bridge failed');
-        void parts.stop();
-      });
-    return { standby: false, owns: (key) => shardSet.owns(key), stop: () => shardSet.stop() };
-  }
-  if (!options.leaderElect) {
-    await leading();
-    return undefined;
-  }
-  const elector = new LeaderElector({ api, namespace, name: leaseName, identity, log, handOverAnnotation: heldAnnotation, handOver: () => bridge.holds.handOver(() => true) });
-  metrics.leader.set({ name: leaseName }, 0);
-  logger.info({ identity, lease: leaseName }, 'waiting for leadership');
-  const onLeading = async (takeover: Takeover) => {
-    if (!(await admit(() => true))) return stepDown();
-    takeOver(takeover, () => true, leaseName);
-    await leading();
-    watchLayout();
-  };
-  const onLost = (why: string) => {
-    logger.error({ why }, 'lost leadership; exiting');
-    metrics.leader.set({ name: leaseName }, 0);
-    process.exit(1);
-  };
-  void gate
-    .claim()
-    .then(() => elector.run(onLeading, onLost))
-    .catch((err) => {
-      logger.error({ error: String(err) }, 'bridge failed');
-      void parts.stop();
-    });
-  return {
-    get standby() {
-      return !elector.isLeader;
+/** The shard count the options ask for, refused when it cannot work. */
+function shardCount(options: BridgeProcessOptions): number {
+  const shards = options.shards ?? 1;
+  if (!Number.isInteger(shards) || shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
+  if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');
+  return shards;
+}
+
+/** The Bridge, delivering only the keys of the shards this replica holds when there are shards. */
+function newBridge(
+  options: BridgeProcessOptions,
+  parts: { api: KubeApi; logger: Logger; metrics: BridgeMetrics; journal: Journal | undefined; shards: number; requireIdentity: boolean },
+  later: Later,
+): Bridge {
+  const { logger, shards } = parts;
+  return new Bridge({
+    requireIdentity: parts.requireIdentity,
+    ...(options.identityRecheckMs !== undefined ? { identityRecheckMs: options.identityRecheckMs } : {}),
+    api: parts.api,
+    log: logger,
+    source: options.source,
+    owns: shards > 1 ? (key) => later.leadership?.owns(key) ?? false : undefined,
+    journal: parts.journal,
+    metrics: parts.metrics,
+    watcher: options.watcher,
+    onProblem: (name, source, problem) => {
+      if (problem && !source.startsWith('identity')) logger.warn({ reconciler: name, source, problem }, source === 'sink' ? 'the sink cannot take deliveries' : 'a watch cannot work');
+      later.reconcilers?.onProblem(name, source, problem);
+      options.onProblem?.(name, source, problem);
     },
-    owns: () => true,
-    stop: () => elector.stop(true),
-  };
+  });
 }
 
 /**

@@ -18,7 +18,7 @@ import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
 import { workRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
-import { functionManifests } from '../functions/sdk/manifests.ts';
+import { functionManifests, functionReconciler } from '../functions/sdk/manifests.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { createApp } from '../functions/sdk/app.ts';
@@ -28,6 +28,7 @@ import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState }
 import { applyFunction, functionDirs, functionEntry } from './functions.ts';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { isReconcilerObject } from '../core/reconciler-spec.ts';
 
 export interface DevServerOptions {
   dirs: string[];
@@ -94,13 +95,12 @@ interface DevCluster {
 
 /** The Reconciler the in-process bridge runs for a function: it delivers to this server. */
 function reconcilerConfig(cluster: DevCluster, reconciler: Reconciler): ReconcilerConfig {
-  const objects = functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces, resyncPeriodSeconds: cluster.resyncPeriodSeconds });
-  return parseReconciler(objects.find((o) => (o as { kind: string }).kind === 'Reconciler'));
+  return parseReconciler(functionReconciler(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces, resyncPeriodSeconds: cluster.resyncPeriodSeconds }));
 }
 
 /** The CRD and RBAC of the function as its code defines them now (not its Reconciler: the bridge here delivers). */
 function clusterObjects(cluster: DevCluster, reconciler: Reconciler): Record<string, unknown>[] {
-  return functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces }).filter((o) => (o as { kind: string }).kind !== 'Reconciler');
+  return functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces }).filter((o) => !isReconcilerObject(o));
 }
 
 const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');

@@ -14,6 +14,7 @@ import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHel
 import { clusterNow } from './cluster-choice.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { functionLabel, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import type { ReconcilerObject, WrittenReconcilerSpec } from '../core/reconciler-spec.ts';
 import { objectKey } from '../core/objects.ts';
 
 const usage = `Usage: kfn replay <source> [options]
@@ -214,11 +215,10 @@ async function replayTarget(s: Selected, o: { to?: string; api: () => KubeApi; n
   const reconcilerName = s.event.data.reconciler;
   const fromEnv: Credentials | undefined = process.env.KFN_AUTH_SECRET ? { kind: 'hmac', secret: process.env.KFN_AUTH_SECRET } : process.env.KFN_AUTH_TOKEN ? { kind: 'bearer', token: process.env.KFN_AUTH_TOKEN } : undefined;
   if (o.to && fromEnv) return { url: o.to, credentials: fromEnv };
-  type ReconcilerSpec = { spec: { sink: { uri?: string }; auth?: { type?: string; secretRef: { name: string; namespace: string; key?: string } } } };
   // No Reconciler (404): the function runs under kfn dev, which keeps only its auth Secret in the cluster.
   const rec = await o
     .api()
-    .request<ReconcilerSpec>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${reconcilerName}`)
+    .request<ReconcilerObject>('GET', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${reconcilerName}`)
     .catch((err) => {
       if (err instanceof ApiError && err.status === 404) return undefined;
       throw new UsageError(`cannot read Reconciler ${reconcilerName} from the cluster (${(err as Error).message.trim()}); pass --to URL and set KFN_AUTH_SECRET`);
@@ -237,7 +237,7 @@ async function replayTarget(s: Selected, o: { to?: string; api: () => KubeApi; n
 }
 
 /** The credentials in the Reconciler's auth Secret (or, under kfn dev, the function's own); none when there is neither. */
-async function secretCredentials(s: Selected, o: { api: () => KubeApi; namespace: string }, auth: { type?: string; secretRef: { name: string; namespace: string; key?: string } } | undefined, underDev: boolean): Promise<Credentials> {
+async function secretCredentials(s: Selected, o: { api: () => KubeApi; namespace: string }, auth: WrittenReconcilerSpec['auth'], underDev: boolean): Promise<Credentials> {
   const ref = auth?.secretRef ?? (underDev ? { name: `kfn-fn-${s.function}`, namespace: o.namespace, key: 'secret' } : undefined);
   if (!ref) return { kind: 'none' };
   const secret = await o

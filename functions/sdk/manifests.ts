@@ -8,10 +8,11 @@ import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core
 import { declaredAccess } from './access.ts';
 import { hasWebhooks } from './webhooks.ts';
 import { contractVersion } from '../../core/event.ts';
-import { functionLabels, identityForAnnotation, imageIdAnnotation, reconcilerApiVersion } from '../../core/names.ts';
+import { functionLabels, identityForAnnotation, imageIdAnnotation } from '../../core/names.ts';
+import { reconcilerLimits, reconcilerObject, reconcilerSpec, type ReconcilerObject, type SinkSpec } from '../../core/reconciler-spec.ts';
 
-/** The bridge's defaults for what a Reconciler does not say (bridge/config.ts has the same). */
-export const reconcileDefaults = { maxConcurrentReconciles: 1, timeoutSeconds: 30 };
+/** The bridge's defaults for what a Reconciler does not say: a function's workload is sized by the same numbers. */
+export const reconcileDefaults = { maxConcurrentReconciles: reconcilerLimits.maxConcurrentReconciles.default, timeoutSeconds: reconcilerLimits.timeoutSeconds.default };
 
 export interface ManifestOptions {
   /** Namespace of the function's ServiceAccount and auth Secret (default kfn-system). */
@@ -56,39 +57,53 @@ function observedFields(reconciler: Reconciler, kind: KindRef): { fields?: strin
 
 export function functionManifests(reconciler: Reconciler, options: ManifestOptions = {}): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
+  const account = `kfn-fn-${reconciler.name}`;
+  const labels = functionLabels(reconciler.name);
+  return [
+    crdOf(reconciler.for, { conversion: options.conversion }),
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: reconciler.name } } },
+    ...functionRbac(reconciler, account, ns, labels, options),
+    ...bridgeRbac(reconciler, labels, ns, functionSink(reconciler, options).ref, options),
+    // Last: by the time the bridge sees the Reconciler, its identity and rights exist.
+    functionReconciler(reconciler, options),
+  ];
+}
+
+/** Where the bridge delivers: the given URL, or the function's Knative Service. */
+function functionSink(reconciler: Reconciler, options: ManifestOptions): SinkSpec {
+  const ns = options.namespace ?? 'kfn-system';
+  return options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: `kfn-fn-${reconciler.name}`, namespace: ns } };
+}
+
+/**
+ * The function's Reconciler: what the bridge watches for it and where it delivers (the last of
+ * its manifests; `kfn dev` runs it in its own bridge). What the function leaves unsaid is left
+ * out, so the bridge's defaults apply.
+ */
+export function functionReconciler(reconciler: Reconciler, options: ManifestOptions = {}): ReconcilerObject {
+  const ns = options.namespace ?? 'kfn-system';
   const name = reconciler.name;
   const account = `kfn-fn-${name}`;
   const kind = reconciler.for;
   const owns = reconciler.owns ?? [];
   const watches = reconciler.watches ?? [];
-  const labels = functionLabels(name);
-  const sink: { uri?: string; ref?: KindRef & { name: string; namespace: string } } = options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: account, namespace: ns } };
-  return [
-    crdOf(kind, { conversion: options.conversion }),
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: name } } },
-    ...functionRbac(reconciler, account, ns, labels, options),
-    ...bridgeRbac(reconciler, labels, ns, sink.ref, options),
-    // Last: by the time the bridge sees the Reconciler, its identity and rights exist.
-    {
-      apiVersion: reconcilerApiVersion,
-      kind: 'Reconciler',
-      metadata: { name, labels },
-      spec: {
-        for: { apiVersion: kind.apiVersion, kind: kind.kind },
-        contract: contractVersion,
-        ...(owns.length ? { owns: owns.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, ...observedFields(reconciler, o) })) } : {}),
-        ...(watches.length ? { watches: watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) } : {}),
-        sink,
-        auth: { secretRef: { name: account, namespace: ns } },
-        // The bridge delivers only what this identity may read; the ServiceAccount above agrees to it.
-        serviceAccount: { name: account, namespace: ns },
-        ...(options.namespaces?.length ? { namespaces: options.namespaces } : {}),
-        ...(options.resyncPeriodSeconds !== undefined ? { resyncPeriodSeconds: options.resyncPeriodSeconds } : {}),
-        ...(reconciler.maxConcurrentReconciles !== undefined ? { maxConcurrentReconciles: reconciler.maxConcurrentReconciles } : {}),
-        ...(reconciler.timeoutSeconds !== undefined ? { timeoutSeconds: reconciler.timeoutSeconds } : {}),
-      },
-    },
-  ];
+  return reconcilerObject(
+    { name, labels: functionLabels(name) },
+    reconcilerSpec({
+      for: { apiVersion: kind.apiVersion, kind: kind.kind },
+      contract: contractVersion,
+      owns: owns.length ? owns.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, ...observedFields(reconciler, o) })) : undefined,
+      watches: watches.length ? watches.map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping })) : undefined,
+      sink: functionSink(reconciler, options),
+      auth: { secretRef: { name: account, namespace: ns } },
+      // The bridge delivers only what this identity may read; the ServiceAccount agrees to it.
+      serviceAccount: { name: account, namespace: ns },
+      namespaces: options.namespaces?.length ? options.namespaces : undefined,
+      resyncPeriodSeconds: options.resyncPeriodSeconds,
+      maxConcurrentReconciles: reconciler.maxConcurrentReconciles,
+      timeoutSeconds: reconciler.timeoutSeconds,
+    }),
+  );
 }
 
 /**

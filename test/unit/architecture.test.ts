@@ -91,7 +91,12 @@ const homes: Record<string, string> = {
   openApi: 'kube/crd.ts',
   customResourceDefinition: 'kube/crd.ts',
   PrinterColumn: 'kube/crd.ts',
-  reconcilerSpecSchema: 'bridge/config.ts',
+  reconcilerSpecSchema: 'core/reconciler-spec.ts',
+  reconcilerLimits: 'core/reconciler-spec.ts',
+  ReconcilerSpec: 'core/reconciler-spec.ts',
+  WrittenReconcilerSpec: 'core/reconciler-spec.ts',
+  ReconcilerObject: 'core/reconciler-spec.ts',
+  reconcilerSpec: 'core/reconciler-spec.ts',
 };
 
 test('each shared concept is defined once, in its home', () => {
@@ -112,6 +117,7 @@ const rewritten: [RegExp, string][] = [
   [/split\('\/'\)\[0\]/, "the API group (groupOf: split('/')[0] gives 'v1' for the core group)"],
   [/'app\.kubernetes\.io\/managed-by'/, 'the managed-by label (core/names.ts)'],
   [/2 \*\* 31 - 1/, "the platform timer's limit (core/clock.ts)"],
+  [/kind: 'Reconciler'/, 'a Reconciler written out (reconcilerObject and reconcilerSpec, core/reconciler-spec.ts)'],
   [/\.namespace \? `\$\{[\w.]+\.namespace\}\/\$\{[\w.]+\.name\}` : [\w.]+\.name/, 'the object key (objectKey)'],
 ];
 

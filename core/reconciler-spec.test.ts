@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { TSchema } from '@sinclair/typebox';
+import { parseReconciler } from '../bridge/config.ts';
+import { functionManifests, functionReconciler, type ManifestOptions } from '../functions/sdk/manifests.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { isReconcilerObject, reconcilerObject, reconcilerSpec, reconcilerSpecSchema, type ReconcilerObject, type WrittenReconcilerSpec } from './reconciler-spec.ts';
+
+/** True only when A and B are one type: `npm run typecheck` refuses `sameType<A, B>(true)` otherwise. */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+const sameType = <A, B>(same: Same<A, B>) => same;
+
+const functionsDir = join(import.meta.dirname, '..', 'functions');
+const examples = readdirSync(functionsDir, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'sdk').map((d) => d.name);
+
+test('the Reconciler the SDK writes for each example function is one the bridge takes, as the SDK meant it', async () => {
+  const ways: ManifestOptions[] = [{}, { namespace: 'fns', sinkUri: 'http://127.0.0.1:8070/fn/x', namespaces: ['a', 'b'], resyncPeriodSeconds: 0 }];
+  assert.ok(examples.length >= 5, `example functions under functions/: ${examples.join(', ')}`);
+  for (const example of examples) {
+    const fn = ((await import(join(functionsDir, example, 'index.ts'))) as { default: Reconciler }).default;
+    for (const options of ways) {
+      const written = functionManifests(fn, options).filter(isReconcilerObject);
+      assert.equal(written.length, 1, `${example}: one Reconciler among its manifests`);
+      assert.deepEqual(written[0], functionReconciler(fn, options), `${example}: the manifests carry the SDK's one Reconciler`);
+      const config = parseReconciler(written[0]);
+      assert.equal(config.name, fn.name);
+      assert.deepEqual(config.for, { apiVersion: fn.for.apiVersion, kind: fn.for.kind });
+      assert.deepEqual(config.serviceAccount, { name: `kfn-fn-${fn.name}`, namespace: options.namespace ?? 'kfn-system' }, `${example}: delivered for its own identity`);
+      assert.deepEqual(config.namespaces, options.namespaces ?? []);
+      if (options.resyncPeriodSeconds !== undefined) assert.equal(config.resyncPeriodSeconds, options.resyncPeriodSeconds);
+    }
+  }
+});
+
+test('the SDK writes the spec type core exports, and nothing but the spec says its shape', () => {
+  assert.equal(sameType<ReturnType<typeof functionReconciler>, ReconcilerObject>(true), true);
+  assert.equal(sameType<ReturnType<typeof functionReconciler>['spec'], WrittenReconcilerSpec>(true), true);
+  assert.equal(sameType<ReturnType<typeof reconcilerSpec>, WrittenReconcilerSpec>(true), true);
+  // @ts-expect-error: the check refuses a spec of another shape, so the lines above mean something.
+  assert.equal(sameType<{ for: string }, WrittenReconcilerSpec>(true), true);
+});
+
+/** Every field the schema requires but defaults, as a dotted path: a writer may leave it out. */
+function requiredWithDefault(schema: TSchema, where: string): string[] {
+  if (schema.type === 'array') return requiredWithDefault(schema.items as TSchema, `${where}[]`);
+  if (schema.type !== 'object') return [];
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([key, field]) => [
+    ...(required.has(key) && field.default !== undefined ? [`${where}.${key}`] : []),
+    ...requiredWithDefault(field, `${where}.${key}`),
+  ]);
+}
+
+test('a written spec may leave out exactly the fields the schema requires but defaults', () => {
+  // WrittenReconcilerSpec names these three: a new defaulted field must be named there too.
+  assert.deepEqual(requiredWithDefault(reconcilerSpecSchema, 'spec'), ['spec.owns[].labelSelector', 'spec.sink.awsIam.service', 'spec.auth.type']);
+  const leftOut: WrittenReconcilerSpec = {
+    for: { apiVersion: 'example.com/v1', kind: 'Widget' },
+    owns: [{ apiVersion: 'v1', kind: 'ConfigMap' }],
+    sink: { uri: 'https://abc.lambda-url.eu-west-1.on.aws/', awsIam: { region: 'eu-west-1' } },
+    auth: { secretRef: { name: 'widgets', namespace: 'kfn-system' } },
+  };
+  const config = parseReconciler(reconcilerObject({ name: 'widgets' }, reconcilerSpec(leftOut)));
+  assert.deepEqual([config.owns[0]!.labelSelector, config.sink.awsIam?.service, config.auth?.type], ['app.kubernetes.io/managed-by=kfn', 'lambda', 'hmac'], 'the bridge fills them in');
+});
+
+test('a spec built by reconcilerSpec carries no field left undefined', () => {
+  const spec = reconcilerSpec({ for: { apiVersion: 'v1', kind: 'Secret' }, owns: undefined, sink: { uri: 'http://127.0.0.1:1/' }, namespaces: undefined, timeoutSeconds: 5 });
+  assert.deepEqual(Object.keys(spec), ['for', 'sink', 'timeoutSeconds'], 'in the order written');
+});

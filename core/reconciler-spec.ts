@@ -1,0 +1,266 @@
+// The Reconciler's spec (kfn.dev/v1alpha1): what the bridge watches for one function and where it
+// delivers, in one place for both sides of the line. The bridge validates the Reconcilers it is
+// given against it (bridge/config.ts, which also makes the CRD from it: `npm run generate`); the
+// SDK's manifests, `kfn dev` and `kfn replay` write or read it through the types below. One
+// TypeBox schema gives the TypeScript types, the validation in code and the CRD's OpenAPI
+// schema, so the apiserver and the bridge refuse the same specs with the same bounds, and a
+// field added here reaches every writer and reader as a type error until they agree.
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { managedByKfnSelector, reconcilerApiVersion, reconcilerKind } from './names.ts';
+
+/**
+ * The bounds of every number in a spec. A period or a timeout beyond them would overflow a
+ * platform timer (2^31-1 ms) or mean "never" in a way nobody meant.
+ */
+export const reconcilerLimits = {
+  resyncPeriodSeconds: { minimum: 0, maximum: 86_400, default: 300 },
+  maxConcurrentReconciles: { minimum: 1, maximum: 1_000, default: 1 },
+  timeoutSeconds: { minimum: 1, maximum: 900, default: 30 },
+  baseDelayMs: { minimum: 1, maximum: 3_600_000, default: 5 },
+  maxDelayMs: { minimum: 1, maximum: 86_400_000, default: 1_000_000 },
+  qps: { minimum: 1, maximum: 10_000, default: 10 },
+  burst: { minimum: 1, maximum: 100_000, default: 100 },
+} as const;
+
+/** A whole number within its bounds, with its default. */
+const bounded = (limits: { minimum: number; maximum: number; default: number }, description?: string) => Type.Optional(Type.Integer({ ...limits, ...(description ? { description } : {}) }));
+
+/**
+ * A rule across fields: its CEL form for the CRD (x-kubernetes-validations) and the same test in
+ * code, with one message for both.
+ */
+interface CrossRule<T> {
+  rule: string;
+  message: string;
+  holds(value: T): boolean;
+}
+
+/** Where a schema keeps its rules' tests: a symbol, so copies (Type.Optional) keep it and JSON drops it. */
+const crossRules = Symbol('crossRules');
+
+/** An object schema with rules across its fields, written once for the apiserver and the code. */
+function withRules<S extends TSchema>(schema: S, rules: CrossRule<Record<string, unknown>>[]): S {
+  (schema as Record<symbol, unknown>)[crossRules] = rules;
+  (schema as Record<string, unknown>)['x-kubernetes-validations'] = rules.map(({ rule, message }) => ({ rule, message }));
+  return schema;
+}
+
+const has = (o: Record<string, unknown>, key: string) => o[key] !== undefined;
+
+const kindFields = {
+  apiVersion: Type.String({ pattern: '^([a-z0-9.-]+/)?v[0-9]+((alpha|beta)[0-9]+)?$', expected: 'group/version or a core version such as v1' }),
+  kind: Type.String({ pattern: '^[A-Z][A-Za-z0-9]*$', expected: 'a Kind name such as ConfigMap' }),
+};
+
+const fieldPath = (description: string) => Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$', expected: 'a dotted field path such as spec.selector', description }));
+
+const mappingSchema = withRules(
+  Type.Object({
+    label: Type.Optional(Type.String({ minLength: 1, description: 'Label key whose value names the primary (same namespace).' })),
+    selectorField: fieldPath('Dotted path of a label selector in the primary, e.g. spec.selector.'),
+    referenceField: fieldPath("Dotted path in the primary holding the watched object's name, e.g. spec.issuerRef.name (same namespace; any namespace for a cluster-scoped kind)."),
+  }),
+  [
+    {
+      rule: 'has(self.label) ? !has(self.selectorField) && !has(self.referenceField) : has(self.selectorField) != has(self.referenceField)',
+      message: 'mapping needs exactly one of label, selectorField or referenceField',
+      holds: (m) => ['label', 'selectorField', 'referenceField'].filter((k) => has(m, k)).length === 1,
+    },
+  ],
+);
+
+const sinkSchema = withRules(
+  Type.Object({
+    uri: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', expected: 'an http(s) URL', description: 'URL of the function.' })),
+    ref: Type.Optional(
+      Type.Object(
+        { apiVersion: Type.String(), kind: Type.String(), name: Type.String(), namespace: Type.Optional(Type.String()) },
+        { description: 'An addressable object (a Knative Service); its status.url is used.' },
+      ),
+    ),
+    awsIam: Type.Optional(
+      Type.Object(
+        {
+          region: Type.String({ pattern: '^[a-z]{2}(-[a-z]+)+-[0-9]+$', expected: 'an AWS region such as eu-west-1', description: "The function's AWS region, e.g. eu-west-1." }),
+          service: Type.String({ minLength: 1, default: 'lambda', description: 'The signing service name (lambda for Function URLs).' }),
+        },
+        {
+          description:
+            'Sign each delivery with AWS Signature Version 4 (a Lambda Function URL with AuthType AWS_IAM), with credentials from the AWS default chain of the bridge (environment, web identity / IRSA, shared config, container or instance role).',
+        },
+      ),
+    ),
+  }),
+  [{ rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') }],
+);
+
+export const reconcilerSpecSchema = Type.Object({
+  for: Type.Object(kindFields, { description: 'The primary kind; one reconcile per object of it.' }),
+  contract: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: 2,
+      default: 1,
+      description:
+        "The event contract the function speaks: 1, references only (the function reads what it needs); 2, each event also carries the primary and the children it controls as the bridge's watches hold them, and the bridge does not deliver an object again before its watches have seen the function's writes.",
+    }),
+  ),
+  owns: Type.Optional(
+    Type.Array(
+      Type.Object({
+        ...kindFields,
+        labelSelector: Type.String({
+          default: managedByKfnSelector,
+          description: 'Watch only children matching this selector (default app.kubernetes.io/managed-by=kfn, the label the SDK sets on every child; "" watches all).',
+        }),
+        fields: Type.Optional(
+          Type.Array(Type.String({ pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$', expected: 'a dotted field path such as status or spec.selector' }), {
+            maxItems: 32,
+            description:
+              'Contract 2: the fields of these children its events carry besides their metadata (name, namespace, uid, resourceVersion, generation, labels, controller owner), e.g. [status, spec.selector]; [] for metadata alone. Absent: the whole object. The bridge keeps no more of them than this.',
+          }),
+        ),
+      }),
+      { description: 'Child kinds; their events map to the controller owner.' },
+    ),
+  ),
+  watches: Type.Optional(
+    Type.Array(Type.Object({ ...kindFields, mapping: mappingSchema }), {
+      description: 'Other kinds; their events map to primaries by a label, by a selector in the primary, or by a field of the primary naming them.',
+    }),
+  ),
+  sink: sinkSchema,
+  auth: Type.Optional(
+    Type.Object({
+      type: Type.Union([Type.Literal('hmac'), Type.Literal('bearer')], { default: 'hmac', description: 'hmac: sign with the secret; bearer: send it as a bearer token.' }),
+      secretRef: Type.Object(
+        { name: Type.String(), namespace: Type.String(), key: Type.Optional(Type.String({ description: 'Key in the Secret (default "secret").' })) },
+        { description: 'The Secret holding the key. It must name this Reconciler in its kfn.dev/auth-for annotation (comma-separated names): the bridge sends no other Secret\'s key.' },
+      ),
+    }),
+  ),
+  serviceAccount: Type.Optional(
+    Type.Object(
+      { name: Type.String({ minLength: 1 }), namespace: Type.String({ minLength: 1 }) },
+      {
+        description:
+          "The identity the bridge watches and delivers for (the function's own ServiceAccount): it delivers only kinds this ServiceAccount may list (watched kinds: get) where the Reconciler looks. The ServiceAccount must name this Reconciler in its kfn.dev/identity-for annotation (comma-separated names).",
+      },
+    ),
+  ),
+  namespaces: Type.Optional(Type.Array(Type.String(), { description: 'Namespaces to reconcile in; empty means all.' })),
+  resyncPeriodSeconds: bounded(reconcilerLimits.resyncPeriodSeconds, 'Seconds between deliveries of every object even without a change (0: never).'),
+  maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles),
+  timeoutSeconds: bounded(reconcilerLimits.timeoutSeconds, 'How long one delivery may take; a second delivery of the object waits until then.'),
+  backoff: Type.Optional(
+    withRules(Type.Object({ baseDelayMs: bounded(reconcilerLimits.baseDelayMs), maxDelayMs: bounded(reconcilerLimits.maxDelayMs) }, { default: {} }), [
+      { rule: '!has(self.baseDelayMs) || !has(self.maxDelayMs) || self.baseDelayMs <= self.maxDelayMs', message: 'backoff.baseDelayMs must not exceed backoff.maxDelayMs', holds: (b) => (b.baseDelayMs as number) <= (b.maxDelayMs as number) },
+    ]),
+  ),
+  rateLimit: Type.Optional(
+    Type.Object(
+      { qps: bounded(reconcilerLimits.qps), burst: bounded(reconcilerLimits.burst) },
+      { default: {}, description: 'The overall limit on retries across all objects (token bucket, as controller-runtime); the per-object backoff applies too.' },
+    ),
+  ),
+});
+
+/** A Reconciler's spec with every default filled in: what the apiserver stores and the bridge reads. */
+export type ReconcilerSpec = Static<typeof reconcilerSpecSchema>;
+
+export type SinkSpec = ReconcilerSpec['sink'];
+export type AuthSpec = NonNullable<ReconcilerSpec['auth']>;
+
+/** `T` with the fields `K` left to their defaults. */
+type Defaulted<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+type OwnedKindSpec = NonNullable<ReconcilerSpec['owns']>[number];
+type AwsIamSpec = NonNullable<SinkSpec['awsIam']>;
+
+/**
+ * A Reconciler's spec as a manifest writes it: the fields the schema requires but defaults may
+ * be left out, and the apiserver (or the bridge, for a file) fills them in. Leaving them out
+ * keeps a written Reconciler on the bridge's defaults when they change. The unit test beside
+ * this file fails when the schema gains such a field this type does not name.
+ */
+export type WrittenReconcilerSpec = Omit<ReconcilerSpec, 'owns' | 'sink' | 'auth'> & {
+  owns?: Defaulted<OwnedKindSpec, 'labelSelector'>[];
+  sink: Omit<SinkSpec, 'awsIam'> & { awsIam?: Defaulted<AwsIamSpec, 'service'> };
+  auth?: Defaulted<AuthSpec, 'type'>;
+};
+
+/** A Reconciler object as written, read from the cluster (its spec then defaulted) or from a file. */
+export type ReconcilerObject = {
+  apiVersion: typeof reconcilerApiVersion;
+  kind: typeof reconcilerKind;
+  metadata: { name: string; labels?: Record<string, string>; generation?: number };
+  spec: WrittenReconcilerSpec;
+};
+
+/**
+ * A spec to write, typed, without the fields left undefined: a writer says `owns: owns.length ?
+ * … : undefined` and the object carries no `owns` at all (YAML would write null; a deep
+ * comparison would see a key).
+ */
+export function reconcilerSpec(spec: WrittenReconcilerSpec): WrittenReconcilerSpec {
+  return Object.fromEntries(Object.entries(spec).filter(([, value]) => value !== undefined)) as WrittenReconcilerSpec;
+}
+
+/** A Reconciler object with this name and spec. */
+export function reconcilerObject(metadata: ReconcilerObject['metadata'], spec: WrittenReconcilerSpec): ReconcilerObject {
+  return { apiVersion: reconcilerApiVersion, kind: reconcilerKind, metadata, spec };
+}
+
+/** Whether one of a list of manifests is a Reconciler (the SDK writes one among a function's objects). */
+export function isReconcilerObject(object: unknown): object is ReconcilerObject {
+  const o = object as { apiVersion?: unknown; kind?: unknown } | null;
+  return typeof o === 'object' && o !== null && o.apiVersion === reconcilerApiVersion && o.kind === reconcilerKind;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A written spec with its defaults filled in (as the apiserver would), and every problem of it,
+ * each naming its field: the schema's, unknown fields, the cross-field rules. The spec is a
+ * ReconcilerSpec only when there is no problem.
+ */
+export function defaultedReconcilerSpec(written: Record<string, unknown>): { spec: ReconcilerSpec; problems: string[] } {
+  const spec = Value.Default(reconcilerSpecSchema, Value.Clone(written)) as ReconcilerSpec;
+  return { spec, problems: specProblems(spec) };
+}
+
+function specProblems(spec: unknown): string[] {
+  const problems = new Map<string, string>();
+  for (const error of Value.Errors(reconcilerSpecSchema, spec)) {
+    const where = fieldName(error.path);
+    if (!problems.has(where)) problems.set(where, error.value === undefined ? `${where} is required` : `${where} must be ${expectation(error.schema)}, not ${JSON.stringify(error.value)}`);
+  }
+  return [...problems.values(), ...walk(reconcilerSpecSchema, spec, 'spec')];
+}
+
+/** Unknown fields (the apiserver prunes them; in a file they are most likely typos) and broken cross-field rules. */
+function* walk(schema: TSchema, value: unknown, where: string): Generator<string> {
+  if (schema.type === 'array' && Array.isArray(value)) for (const [i, item] of value.entries()) yield* walk(schema.items as TSchema, item, `${where}[${i}]`);
+  if (schema.type !== 'object' || !isObject(value)) return;
+  const properties = schema.properties as Record<string, TSchema>;
+  for (const key of Object.keys(value)) {
+    if (properties[key]) yield* walk(properties[key], value[key], `${where}.${key}`);
+    else yield `${where}.${key} is not a field of a Reconciler (known: ${Object.keys(properties).join(', ')})`;
+  }
+  for (const rule of ((schema as unknown as Record<symbol, unknown>)[crossRules] as CrossRule<Record<string, unknown>>[] | undefined) ?? []) if (!rule.holds(value)) yield `${where}: ${rule.message}`;
+}
+
+/** `/spec/owns/0/kind` (as TypeBox reports it, below spec) → `spec.owns[0].kind`. */
+function fieldName(path: string): string {
+  return `spec${path.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part.replace(/~1/g, '/').replace(/~0/g, '~')}`)).join('')}`;
+}
+
+/** What a schema asks for, in words. */
+function expectation(schema: TSchema): string {
+  if (typeof schema.expected === 'string') return schema.expected;
+  if (schema.type === 'integer') return `a whole number from ${schema.minimum} to ${schema.maximum}`;
+  if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: TSchema) => s.const).join(', ')}`;
+  if (schema.type === 'string') return schema.minLength ? 'a non-empty string' : 'a string';
+  if (schema.type === 'array') return 'a list';
+  return 'an object';
+}
