@@ -17,7 +17,7 @@ import type { WorkQueue } from './workqueue.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { Journal } from '../core/journal.ts';
 import { objectKey, sameKind, type KindRef } from '../core/objects.ts';
-import { ApiError, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import { ApiError, recordEvent, servedResource, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 
 export interface BridgeOptions {
   api: KubeApi;
@@ -49,7 +49,16 @@ export interface BridgeOptions {
   requireIdentity?: boolean;
   /** How often each Reconciler's rights are reviewed again (default identityRecheckMs). */
   identityRecheckMs?: number;
+  /** How long the first watch of a kind waits for discovery to serve it (default discoveryWaitMs). */
+  discoveryWaitMs?: number;
 }
+
+/**
+ * How long the first watch of a kind waits for the apiserver's discovery to list it. A CRD's
+ * kind is listed a moment after the CRD is Established, longer on a busy apiserver; a Reconciler
+ * started in that moment would otherwise wait for the next retry (bridge/reconcilers.ts).
+ */
+export const discoveryWaitMs = 5_000;
 
 /** One shared watch of a kind, with the Reconcilers that listen to it. */
 interface SharedWatch {
@@ -88,6 +97,12 @@ export class Bridge {
   /** What every Controller of this bridge uses of it. */
   private readonly context: ControllerContext;
   private readonly watches = new Map<string, SharedWatch>();
+  /**
+   * Kinds still not served after a whole wait (discoveryWaitMs): looked up once, not waited for
+   * again, until served. Their Reconcilers are retried every few seconds anyway, and a CRD that
+   * is missing must not hold up the start of every other Reconciler at each retry.
+   */
+  private readonly unserved = new Set<string>();
   private stopTimeoutMs = 30_000;
 
   constructor(options: BridgeOptions) {
@@ -108,6 +123,19 @@ export class Bridge {
     let n = 0;
     for (const runtime of this.runtimes.values()) n += runtime.redeliver(which);
     return n;
+  }
+
+  /**
+   * After taking objects over from another holder: no Reconciler vouches for its watches until
+   * they have reached what the cluster holds now (Controller.fenceSnapshots). A failure to ask
+   * leaves the Reconciler unfenced, and says so.
+   */
+  async fenceSnapshots(): Promise<void> {
+    await Promise.all(
+      [...this.runtimes.values()].map((runtime) =>
+        runtime.fenceSnapshots().catch((err: Error) => this.options.log.warn({ reconciler: runtime.config.name, error: err.message }, "could not read the cluster's resourceVersion after a take-over; its watches are vouched for as they are")),
+      ),
+    );
   }
 
   /** A watch of `ref` (the first, when there are several: per namespace or per selector). */
@@ -218,8 +246,22 @@ export class Bridge {
     this.options.log.info({ reconciler: name }, 'reconciler stopped');
   }
 
+  /** The resource of a kind to watch: a kind not served yet is waited for (bounded) the first time, in case its CRD has just been Established. */
+  private async resourceToWatch(ref: KindRef): Promise<ResourceInfo> {
+    const kind = kindId(ref);
+    const timeoutMs = this.unserved.has(kind) ? 0 : (this.options.discoveryWaitMs ?? discoveryWaitMs);
+    try {
+      const resource = await servedResource(this.options.api, ref.apiVersion, ref.kind, { timeoutMs, clock: this.clock });
+      this.unserved.delete(kind);
+      return resource;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) this.unserved.add(kind);
+      throw err;
+    }
+  }
+
   private async acquireWatch(need: WatchNeed, user: string): Promise<SharedWatch> {
-    const resource = await this.options.api.resource(need.ref.apiVersion, need.ref.kind);
+    const resource = await this.resourceToWatch(need.ref);
     const namespace = resource.namespaced ? need.namespace : undefined;
     const id = watchId(need.ref, namespace, need.labelSelector);
     let shared = this.watches.get(id);

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
 import { connectCluster, connectionFromKubeconfig } from '../kube/connection.ts';
 import { describeCluster } from '../kube/kubeconfig.ts';
-import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll } from '../kube/api.ts';
+import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll, servedResource } from '../kube/api.ts';
 import { codePath, compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
@@ -256,17 +256,8 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
   }
   for (const obj of objects) {
     const o = obj as { apiVersion: string; kind: string; metadata: { name: string } };
-    if (o.kind === 'Reconciler') {
-      // Its CRD may have just been installed: wait until it is served.
-      for (let i = 0; i < 50; i++) {
-        try {
-          await api.resource(o.apiVersion, o.kind);
-          break;
-        } catch {
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
-    }
+    // Its CRD may have just been installed: wait until discovery serves it.
+    if (o.kind === 'Reconciler') await servedResource(api, o.apiVersion, o.kind, { timeoutMs: 10_000 });
     await applyObject(api, o, manager);
   }
   await removeStaleGrants(api, name, objects, namespace);

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import type { Connection } from './connection.ts';
+import { delay, systemClock, type Clock } from '../core/clock.ts';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -97,16 +98,16 @@ export interface Tap {
 
 export class KubeApi {
   readonly connection: Connection;
-  protected readonly discovery: Map<string, Promise<ResourceInfo[]>>;
+  protected readonly discovery: Discovery;
   /** Aborts every request made through this client that brings no signal of its own. */
   readonly signal?: AbortSignal;
   readonly tap?: Tap;
 
-  constructor(connection: Connection, options: { signal?: AbortSignal; discovery?: Map<string, Promise<ResourceInfo[]>>; tap?: Tap } = {}) {
+  constructor(connection: Connection, options: { signal?: AbortSignal; discovery?: Discovery; tap?: Tap } = {}) {
     this.connection = connection;
     this.signal = options.signal;
     this.tap = options.tap;
-    this.discovery = options.discovery ?? new Map();
+    this.discovery = options.discovery ?? new Discovery();
   }
 
   /** The same client (connection, discovery cache, tap) with every request bound to `signal`: a deadline. */
@@ -193,38 +194,101 @@ export class KubeApi {
     if (failed) throw failed;
   }
 
-  /** The resources of a group/version (cached; refreshed when a kind is not found). */
-  private resources(apiVersion: string, refresh = false): Promise<ResourceInfo[]> {
-    if (refresh) this.discovery.delete(apiVersion);
-    let cached = this.discovery.get(apiVersion);
-    if (!cached) {
-      const path = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-      cached = this.request<{ resources: { name: string; kind: string; namespaced: boolean; verbs: string[] }[] }>('GET', path).then((list) =>
-        list.resources.filter((r) => !r.name.includes('/')).map((r) => ({ apiVersion, kind: r.kind, plural: r.name, namespaced: r.namespaced, verbs: r.verbs })),
-      );
-      cached.catch(() => this.discovery.delete(apiVersion));
-      this.discovery.set(apiVersion, cached);
+  /** A group-version's resources as the apiserver lists them; undefined when it does not serve that group-version. */
+  private async fetchResources(apiVersion: string): Promise<ResourceInfo[] | undefined> {
+    const path = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+    try {
+      const list = await this.request<{ resources: { name: string; kind: string; namespaced: boolean; verbs: string[] }[] }>('GET', path);
+      return list.resources.filter((r) => !r.name.includes('/')).map((r) => ({ apiVersion, kind: r.kind, plural: r.name, namespaced: r.namespaced, verbs: r.verbs }));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return undefined;
+      throw err;
     }
-    return cached;
   }
 
-  /** Finds the resource for apiVersion + kind; throws a clear error if the API has no such kind. */
+  /** Finds the resource for apiVersion + kind; throws a clear error if the API has no such kind (Discovery: when it looks again). */
   async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
-    for (const refresh of [false, true]) {
-      try {
-        const found = (await this.resources(apiVersion, refresh)).find((r) => r.kind === kind);
-        if (found) {
-          this.tap?.resource?.(found);
-          return found;
-        }
-      } catch (err) {
-        if (refresh) {
-          if (err instanceof ApiError && err.status === 404) throw new ApiError(404, `the API server does not serve ${apiVersion} (is its CRD installed?)`, 'NotFound');
-          throw err;
-        }
-      }
+    const resources = await this.discovery.lookup(apiVersion, kind, (gv) => this.fetchResources(gv));
+    const found = resources?.find((r) => r.kind === kind);
+    if (!resources) throw new ApiError(404, `the API server does not serve ${apiVersion} (is its CRD installed?)`, 'NotFound');
+    if (!found) throw new ApiError(404, `the API server serves ${apiVersion} but no kind ${kind} in it (is its CRD installed?)`, 'NotFound');
+    this.tap?.resource?.(found);
+    return found;
+  }
+}
+
+/** How soon after one fetch a miss may fetch a group-version's discovery again (Discovery). */
+export const discoveryRefreshMs = 1000;
+
+/**
+ * What the apiserver serves, by group-version, as last fetched; shared by a client and every
+ * client derived from it. A kind missing from a fetch fetches its group-version again — the
+ * document may predate the kind: the apiserver lists a CRD's kind a moment after the CRD is
+ * Established, not at once — but at most once per refreshMs, so that a stream of lookups of a
+ * kind that does not exist (a Reconciler retried, an identity reviewed) costs one request per
+ * refreshMs, not one or two per lookup. A group-version the apiserver does not serve (404) is
+ * remembered as such for as long; a fetch that failed otherwise is not remembered at all.
+ */
+export class Discovery {
+  readonly clock: Clock;
+  readonly refreshMs: number;
+  // Invariant: each entry is the latest fetch of its group-version begun, with the time it began;
+  // an entry whose fetch failed (other than 404) is removed once it fails.
+  private readonly entries = new Map<string, { resources: Promise<ResourceInfo[] | undefined>; startedAt: number }>();
+
+  constructor(options: { clock?: Clock; refreshMs?: number } = {}) {
+    this.clock = options.clock ?? systemClock;
+    this.refreshMs = options.refreshMs ?? discoveryRefreshMs;
+  }
+
+  /**
+   * The resources of `apiVersion` (undefined: not served), from a fetch that lists `kind` if
+   * there is one to be had: on a miss, a fetch begun since answers instead, or, when the one
+   * that missed began refreshMs ago or more, a new one.
+   */
+  async lookup(apiVersion: string, kind: string, fetch: (apiVersion: string) => Promise<ResourceInfo[] | undefined>): Promise<ResourceInfo[] | undefined> {
+    const first = this.entries.get(apiVersion) ?? this.start(apiVersion, fetch);
+    const resources = await first.resources;
+    if (resources?.some((r) => r.kind === kind)) return resources;
+    let latest = this.entries.get(apiVersion) ?? first;
+    if (latest === first) {
+      if (this.clock.now() - first.startedAt < this.refreshMs) return resources;
+      latest = this.start(apiVersion, fetch);
     }
-    throw new ApiError(404, `the API server serves ${apiVersion} but no kind ${kind} in it (is its CRD installed?)`, 'NotFound');
+    return latest.resources;
+  }
+
+  private start(apiVersion: string, fetch: (apiVersion: string) => Promise<ResourceInfo[] | undefined>) {
+    const entry = { resources: fetch(apiVersion), startedAt: this.clock.now() };
+    this.entries.set(apiVersion, entry);
+    entry.resources.catch(() => {
+      if (this.entries.get(apiVersion) === entry) this.entries.delete(apiVersion);
+    });
+    return entry;
+  }
+}
+
+/**
+ * The resource of apiVersion + kind once the apiserver's discovery serves it, looking again
+ * until `timeoutMs` has passed: a CRD that has just become Established may not be listed yet,
+ * and a write or a watch started on Established alone is then refused as "not served". Each
+ * look is a resource() call, whose fetches Discovery bounds. An error other than "not served"
+ * (no answer, forbidden) ends the wait at once; so does `signal`.
+ */
+export async function servedResource(api: KubeApi, apiVersion: string, kind: string, options: { timeoutMs: number; intervalMs?: number; clock?: Clock; signal?: AbortSignal }): Promise<ResourceInfo> {
+  const clock = options.clock ?? systemClock;
+  const deadline = clock.now() + options.timeoutMs;
+  for (;;) {
+    try {
+      return await api.resource(apiVersion, kind);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      if (clock.now() >= deadline) {
+        if (options.timeoutMs <= 0) throw err;
+        throw new ApiError(404, `${err.message}; still not served after waiting ${Math.round(options.timeoutMs / 100) / 10} s for the API server's discovery to list ${kind}`, 'NotFound');
+      }
+      if (!(await delay(clock, options.intervalMs ?? 250, options.signal))) throw err;
+    }
   }
 }
 

@@ -82,7 +82,7 @@ class RecordedApi extends KubeApi {
   private readonly state: OfflineState;
 
   constructor(state: OfflineState, options: { signal?: AbortSignal; tap?: Tap } = {}) {
-    super(offlineConnection, { ...options, discovery: new Map() });
+    super(offlineConnection, options);
     this.state = state;
   }
 

@@ -56,7 +56,7 @@ class MemoryApi extends KubeApi {
   private readonly state: MemoryState;
 
   constructor(state: MemoryState, options: { signal?: AbortSignal; tap?: Tap } = {}) {
-    super(memoryConnection, { ...options, discovery: new Map() });
+    super(memoryConnection, options);
     this.state = state;
   }
 

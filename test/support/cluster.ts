@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { connectionFromOptions } from '../../kube/connection.ts';
-import { applyObject, KubeApi } from '../../kube/api.ts';
+import { applyObject, KubeApi, servedResource } from '../../kube/api.ts';
 import { parseAllDocuments } from 'yaml';
 import { clusterPaths, type ClusterPaths } from '../../cluster/paths.ts';
 import { clusterUp, restartApiserver as restartApiserverProcess } from '../../cluster/controlplane.ts';
@@ -123,7 +123,10 @@ export async function applyYaml(kc: KubeConfig, yamlText: string, namespace?: st
 
 /**
  * Installs a namespaced CRD `<kind>s.<group>` (version v1, status subresource) with `specSchema`
- * as the schema of `spec`, waits until it is Established, and deletes it after the test.
+ * as the schema of `spec`, waits until it is Established and discovery serves its kind, and
+ * deletes it after the test. Established alone is not enough: the apiserver lists the kind in
+ * discovery a moment later, and a write through discovery (applyYaml) in that moment is refused
+ * as "not served".
  */
 export async function installCrd(t: TestContext, cluster: TestCluster, group: string, kind: string, specSchema: object): Promise<V1CustomResourceDefinition> {
   const plural = `${kind.toLowerCase()}s`;
@@ -149,10 +152,12 @@ export async function installCrd(t: TestContext, cluster: TestCluster, group: st
   };
   await applyYaml(cluster.kc, JSON.stringify(crd));
   t.after(() => cluster.objects.delete({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name } }).catch(() => undefined));
-  return waitFor(`CRD ${name} to be Established`, async () => {
+  const established = await waitFor(`CRD ${name} to be Established`, async () => {
     const got = (await cluster.objects.read({ apiVersion: crd.apiVersion, kind: crd.kind, metadata: { name } })) as V1CustomResourceDefinition;
     return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? got : undefined;
   });
+  await servedResource(kubeApi(cluster.kc), `${group}/v1`, kind, { timeoutMs: 30_000 });
+  return established;
 }
 
 /**
