@@ -25,7 +25,7 @@ import type { Clock } from '../core/clock.ts';
 import { encodeReconcileEvent, eventBudgetBytes, fitObserved, type Observation, type ObservedState, type ReconcileReason } from '../core/event.ts';
 import type { Journal } from '../core/journal.ts';
 import { groupKind, objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
-import type { KubeApi, KubeObject } from '../kube/api.ts';
+import { collectionPath, type KubeApi, type KubeObject } from '../kube/api.ts';
 
 /** What a controller uses of the bridge it runs in. */
 export interface ControllerContext {
@@ -157,6 +157,27 @@ export class Controller {
   private readonly otherWatches = new Map<string, Watcher[]>();
   /** Contract 2: what deliveries carry of the watches, and the writes they wait for. */
   private readonly snapshots: Snapshots | undefined;
+
+  /**
+   * Contract 2, after taking objects over from another holder (a leader, a shard): nothing is
+   * vouched for until this bridge's watches have reached what the cluster holds now, which is
+   * at least what the previous holder's deliveries wrote. One consistent list of the primary
+   * kind (one object) tells the cluster's current resourceVersion.
+   */
+  async fenceSnapshots(): Promise<void> {
+    const watch = this.primaryWatches[0];
+    const snapshots = this.snapshots;
+    if (!snapshots || !watch) return;
+    // At once, before any delivery of what was taken over: nothing vouched for until it is known.
+    snapshots.fencePending();
+    try {
+      const list = await this.bridge.api.request<{ metadata?: { resourceVersion?: string } }>('GET', collectionPath(watch.resource, watch.namespace), { query: { limit: 1 } });
+      snapshots.fenceAt(list.metadata?.resourceVersion);
+    } catch (err) {
+      snapshots.fenceAt(undefined);
+      throw err;
+    }
+  }
 
   /** Takes over what the controller of the Reconciler's previous spec knew that still holds: the waits for its writes. */
   inherit(previous: Controller): void {

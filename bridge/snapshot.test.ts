@@ -67,6 +67,18 @@ describe('the observed state a delivery carries', () => {
     assert.equal(snapshots.observed(web, watchesOf), undefined, 'the primary itself may be stale');
   });
 
+  test('after a take-over, nothing is vouched for until every watch has reached the cluster\'s version at the take-over', () => {
+    const { snapshots, watches, watchesOf } = setUp();
+    snapshots.fencePending();
+    assert.equal(snapshots.observed(web, watchesOf), undefined, 'nothing vouched for while the fence is being read');
+    snapshots.fenceAt('150');
+    assert.equal(snapshots.observed(web, watchesOf), undefined, 'the watches (at 102) may not have seen what the previous holder wrote');
+    for (const w of Object.values(watches)) (w as { resourceVersion: string }).resourceVersion = '150';
+    assert.ok(snapshots.observed(web, watchesOf), 'carried again once all have reached it');
+    for (const w of Object.values(watches)) (w as { resourceVersion: string }).resourceVersion = '120';
+    assert.ok(snapshots.observed(web, watchesOf), 'the fence, once passed, is forgotten');
+  });
+
   test("a child is a child only in its owner's namespace: one forged in another namespace, with a controller reference to the primary, is neither carried nor vouched for", () => {
     const { snapshots, watches, watchesOf } = setUp();
     const forged: KubeObject = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'site-page', namespace: 'attacker', uid: 'evil', resourceVersion: '103', ownerReferences: owner('w1') }, data: { page: 'forged' } };

@@ -137,6 +137,38 @@ export class Snapshots {
     for (const [id, base] of previous.baselines) if (!this.baselines.has(id)) this.baselines.set(id, base);
   }
 
+  /**
+   * A take-over's fence: the resourceVersion the cluster had when this bridge took over objects
+   * another held. The other holder's last deliveries may have written past what this bridge's
+   * watches have seen, and it handed over no waits: until every watch of the Reconciler has
+   * reached the fence, nothing is vouched for (events carry no observed state; the function
+   * reads for itself, as in contract 1).
+   */
+  private fence: string | undefined | 'pending';
+
+  /** A take-over happened: nothing is vouched for until its fence is known (fenceAt) and passed. */
+  fencePending(): void {
+    if (this.fence === undefined) this.fence = 'pending';
+  }
+
+  fenceAt(resourceVersion: string | undefined): void {
+    if (resourceVersion === undefined) {
+      if (this.fence === 'pending') this.fence = undefined;
+      return;
+    }
+    if (this.fence === undefined || this.fence === 'pending' || (compareResourceVersions(resourceVersion, this.fence) ?? 1) > 0) this.fence = resourceVersion;
+  }
+
+  /** Whether the watches have all passed the take-over's fence (and forgets it once they have). */
+  private pastFence(watchesOf: WatchesOf): boolean {
+    if (this.fence === undefined) return true;
+    if (this.fence === 'pending') return false;
+    const kinds = [this.config.for, ...this.config.owns];
+    const behind = kinds.some((k) => watchesOf(k).some((w) => (compareResourceVersions(w.resourceVersion, this.fence!) ?? -1) < 0));
+    if (!behind) this.fence = undefined;
+    return !behind;
+  }
+
   /** Forgets a key (its primary is gone, or another shard delivers it). */
   forget(key: string): void {
     this.deleteWaits(key);
@@ -207,6 +239,7 @@ export class Snapshots {
     if (lagging.has(groupKind(this.config.for))) return undefined;
     // The primary's own watch failing: the primary may be stale; the function reads everything.
     if (watchesOf(this.config.for).some((w) => w.failing)) return undefined;
+    if (!this.pastFence(watchesOf)) return undefined;
     const uid = primary.metadata.uid;
     const namespace = primary.metadata.namespace;
     const kinds: ObservedKind[] = [];
