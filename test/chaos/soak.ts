@@ -12,7 +12,11 @@
 //   - a third of the ReverseWordsApps are created with kfn's finalizer already in their manifest,
 //   - a proxy in front of each function fails 20 % of deliveries (500) and holds 5 % past the
 //     Reconciler's timeoutSeconds (then lets them through late, as a slow function would),
-//   - kube-apiserver restarts twice, and etcd is compacted before the second restart (410s).
+//   - kube-apiserver restarts twice, and etcd is compacted before the second restart (410s),
+//   - 3 % of the functions' answers reach the bridge as a 200 that is not the contract's response
+//     (the function did the work; the bridge must retry), and 3 % of the requests are sent to the
+//     function a second time, as a captured request replayed (it must refuse them: 409),
+//   - a Reconciler whose identity may not list its kind (it must deliver nothing).
 // Then the churn and the faults stop and the soak waits for the cluster to converge, and checks:
 // every live object Ready at its generation with exactly the children it wants, no orphans,
 // every finalizer ran, no object delivered twice at once (across all bridges), no hot loop once
@@ -36,6 +40,7 @@ import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { freePort } from '../support/bridge.ts';
 import { compactEtcd } from '../../cluster/etcd.ts';
 import { kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
+import { identityForAnnotation } from '../../core/names.ts';
 
 const { values } = parseArgs({
   options: {
@@ -69,7 +74,7 @@ log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespac
 for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
-const figures = { deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, refused401: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, reconcilerEdits: 0, keyRotations: 0, shardRollouts: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
+const figures = { malformed: 0, replays: 0, replaysRefused: 0, replaysRun: 0, noRightDeliveries: 0, deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, refused401: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, reconcilerEdits: 0, keyRotations: 0, shardRollouts: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
 /**
  * Once armed, the next delivery opens a 5 s window in which the sinks answer 404 to everything
  * (a route being programmed): no change may be lost.
@@ -125,6 +130,22 @@ function faultProxy(target: number): Promise<number> {
         seen('500 (injected)');
         return void res.writeHead(500).end('chaos: injected failure');
       }
+      const malformed = faultsOn && roll >= 0.25 && roll < 0.28;
+      const replayed = faultsOn && roll >= 0.28 && roll < 0.31;
+      /** The same request again, as a captured one replayed: the function must refuse it, not run it. */
+      const replay = () => {
+        figures.replays++;
+        const again = httpRequest({ host: '127.0.0.1', port: target, method: 'POST', path: req.url, headers: req.headers }, (answer) => {
+          answer.resume();
+          answer.on('end', () => {
+            if (answer.statusCode === 409 || answer.statusCode === 401) figures.replaysRefused++;
+            else figures.replaysRun++;
+            seen(`replayed: ${answer.statusCode}`);
+          });
+        });
+        again.on('error', () => figures.replaysRefused++);
+        again.end(body);
+      };
       const forward = (reply: boolean) => {
         const out = httpRequest({ host: '127.0.0.1', port: target, method: 'POST', path: req.url, headers: req.headers }, (answer) => {
           const parts: Buffer[] = [];
@@ -132,8 +153,12 @@ function faultProxy(target: number): Promise<number> {
           answer.on('end', () => {
             done();
             if (answer.statusCode === 401) figures.refused401++;
-            seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'} ${Buffer.concat(parts).toString().slice(0, 120)}`);
-            if (reply && !res.headersSent) res.writeHead(answer.statusCode ?? 502, answer.headers).end(Buffer.concat(parts));
+            seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'}${malformed ? ' (answered as not the contract\'s)' : ''} ${Buffer.concat(parts).toString().slice(0, 120)}`);
+            if (malformed && reply && !res.headersSent) {
+              figures.malformed++;
+              res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"fine","changes":[null]}');
+            } else if (reply && !res.headersSent) res.writeHead(answer.statusCode ?? 502, answer.headers).end(Buffer.concat(parts));
+            if (replayed) replay();
           });
         });
         out.on('error', (err) => {
@@ -179,6 +204,19 @@ for (const kind of Object.values(kinds)) {
   functions.push({ name: reconciler.name, keyFile: fn.keyFile });
   keys.push(readFileSync(fn.keyFile, 'utf8'));
 }
+// A Reconciler whose identity agrees to serve it but may not list its kind: nothing may reach its sink.
+const noRight = createServer((_req, res) => {
+  figures.noRightDeliveries++;
+  res.writeHead(500).end('this sink must never be called');
+});
+await new Promise<void>((resolve) => noRight.listen(0, '127.0.0.1', resolve));
+await applyObject(api, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'no-rights', namespace: ns, annotations: { [identityForAnnotation]: 'no-rights' } } } as never, 'kfn-chaos');
+reconcilers.push({
+  apiVersion: 'kfn.dev/v1alpha1',
+  kind: 'Reconciler',
+  metadata: { name: 'no-rights' },
+  spec: { for: { apiVersion: 'app.example.com/v1', kind: 'MyApp' }, contract: 2, namespaces: [ns], sink: { uri: `http://127.0.0.1:${(noRight.address() as AddressInfo).port}/` }, serviceAccount: { name: 'no-rights', namespace: ns } },
+});
 const config = join(dir, 'bridge.yaml');
 const writeConfig = () => writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
 writeConfig();
@@ -475,6 +513,9 @@ if (leaks.length) failures.push(`an auth key is written in ${leaks.join(', ')}`)
 if (left.length) failures.push(`did not converge within ${values['converge-seconds']} s: ${left.slice(0, 10).join('; ')}${left.length > 10 ? ` (+${left.length - 10} more)` : ''}`);
 if (maxPerKey > 1) failures.push(`an object was delivered ${maxPerKey} times at once (across the bridges)`);
 if (hottest > 3) failures.push(`a hot loop: one object was delivered ${hottest} times in 20 idle seconds`);
+if (figures.replaysRun > 0) failures.push(`${figures.replaysRun} of ${figures.replays} replayed requests were run by the function`);
+if (figures.noRightDeliveries > 0) failures.push(`${figures.noRightDeliveries} deliveries reached the sink of a Reconciler whose identity may not list its kind`);
+noRight.close();
 
 console.log('');
 console.log('chaos soak');
@@ -484,6 +525,8 @@ console.log(`  churn                        ${figures.creates} creates, ${figure
 console.log(`  deliveries                   ${figures.deliveries} (retries ${figures.retries})`);
 console.log(`  faults injected              ${figures.failed500} × 500, ${figures.heldPastTimeout} × past the deadline, ${figures.notFound} × 404 (a 5 s window), ${figures.bridgeKills} leader SIGKILLs, ${figures.bridgeTerms} leader SIGTERMs, ${figures.apiserverRestarts} apiserver restarts, ${figures.compactions} etcd compaction, ${figures.createdWithFinalizer} primaries created with their finalizer`);
 console.log(`  more faults                  ${figures.reconcilerEdits} Reconciler edit, ${figures.keyRotations} key rotations (${figures.refused401} × 401 while they settled), ${figures.shardRollouts} rollout to 2 shards`);
+console.log(`  answers checked, requests replayed   ${figures.malformed} malformed answers retried; ${figures.replays} requests replayed, ${figures.replaysRefused} refused, ${figures.replaysRun} run`);
+console.log(`  Reconciler without the right ${figures.noRightDeliveries} deliveries`);
 console.log(`  files with an auth key       ${leaks.length} of ${readdirSync(dir).filter((n) => !n.endsWith('.key')).length}`);
 console.log(`  bridges that exited by themselves (restarted)   ${figures.bridgeExits}`);
 console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
