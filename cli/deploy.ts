@@ -11,13 +11,14 @@ import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
 import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy } from '../cluster/controlplane.ts';
 import { clusterPaths, codePath, displayPath, kfnVersion, workRoot } from '../cluster/paths.ts';
-import { buildImage, importImages, nodeRecipe, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
+import { buildImage, importImages, nodeRecipe, nonRootUid, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
 import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { webhookDnsNames, webhookTls } from './webhook-tls.ts';
-import { dockerCredentials, pushImage, type RegistryCredentials } from './push.ts';
+import { dockerCredentials, parseReference, pushImage, type RegistryCredentials } from './push.ts';
+import { chooseBase, defaultBase, defaultPlatform, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
 import { localRegistry } from '../cluster/registry.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
@@ -47,21 +48,24 @@ export async function bundleFunction(entry: string, outdir: string, target = 'no
   return readdirSync(outdir);
 }
 
-/**
- * The bridge image: the `kfn` CLI bundled (as `npm run build` does; from the checkout's sources
- * or the package's compiled tree) on the Node image; manifests/ runs it.
- */
-export async function bridgeImage(binaries: BinarySet, log = say): Promise<BuiltImage> {
+/** The bridge's bundle: the `kfn` CLI (as `npm run build` bundles it; from the checkout's sources or the package's compiled tree). */
+async function bridgeBundle(log = say): Promise<string> {
   log('Bundling the bridge');
   const bundle = join(buildDir, 'bridge');
   await bundleFunction(codePath('cli', 'kfn.ts'), bundle);
+  return bundle;
+}
+
+/** The bridge image on kfn's own Node image, built here with the local cluster's tools; manifests/ runs it. */
+export async function bridgeImage(binaries: BinarySet, log = say): Promise<BuiltImage> {
+  const bundle = await bridgeBundle(log);
   const node = nodeRecipe();
   const recipe: ImageRecipe = { name: 'bridge', tag: version, base: node, files: [[bundle, '/app']], config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/kfn.mjs'] } };
   return buildImage(recipe, binaries, log);
 }
 
-/** A function's image: its module and the SDK bundled into one file by esbuild, on the Node image. */
-export async function functionImage(dir: string, binaries: BinarySet, log = say): Promise<BuiltImage & { name: string }> {
+/** A function's bundle: its module and the SDK, by esbuild, in `app/` (fn.mjs and the chunks it loads on demand). */
+async function functionBundle(dir: string, log = say): Promise<{ name: string; app: string }> {
   const reconciler = await loadFunction(dir);
   const work = join(buildDir, `fn-${reconciler.name}`);
   rmSync(work, { recursive: true, force: true });
@@ -73,15 +77,87 @@ export async function functionImage(dir: string, binaries: BinarySet, log = say)
   );
   log(`Bundling function ${reconciler.name}`);
   await bundleFunction(entry, join(work, 'app'));
+  return { name: reconciler.name, app: join(work, 'app') };
+}
+
+/** A function's image on kfn's own Node image, built here with the local cluster's tools. */
+export async function functionImage(dir: string, binaries: BinarySet, log = say): Promise<BuiltImage & { name: string }> {
+  const { name, app } = await functionBundle(dir, log);
   const node = nodeRecipe();
   const recipe: ImageRecipe = {
-    name: `fn-${reconciler.name}`,
+    name: `fn-${name}`,
     tag: version,
     base: node,
-    files: [[join(work, 'app'), '/app']],
+    files: [[app, '/app']],
     config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/fn.mjs'] },
   };
-  return { ...buildImage(recipe, binaries, log), name: reconciler.name };
+  return { ...buildImage(recipe, binaries, log), name };
+}
+
+/** Images built on a base: from what, for which platform. */
+interface OnBase {
+  base: BaseChoice;
+  platform: string;
+  /** The base, pulled once for all the images of a command. */
+  pulled?: Promise<BaseImage>;
+}
+
+/** `--base` and `--platform` (and the project's kfn.base): images on a base, or (in kfn's checkout, none given) on kfn's own Node image. */
+function onBase(values: { base?: string; platform?: string }): OnBase | undefined {
+  const base = chooseBase(values.base);
+  if (values.platform !== undefined) {
+    try {
+      parsePlatform(values.platform);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    if (!base) throw new UsageError('--platform chooses the platform of a base image: give --base too');
+  }
+  return base && { base, platform: values.platform ?? defaultPlatform };
+}
+
+/**
+ * The image of a bundle as ko and jib make one: the base's layers, the bundle in /app as one
+ * more layer, Node running `/app/<main>`, as uid 65532 (numeric, so the kubelet can check
+ * runAsNonRoot).
+ */
+async function imageOnBase(on: OnBase, name: string, app: string, main: string): Promise<ImageOnBase> {
+  on.pulled ??= pullBase(on.base.ref, parsePlatform(on.platform));
+  return {
+    base: await on.pulled,
+    layer: await layerFromDirectory(app, '/app'),
+    createdBy: `kfn ${version}: the bundle of ${name} in /app`,
+    change: (config) => ({ entrypoint: nodeEntrypoint(config, `/app/${main}`), env: { NODE_ENV: 'production' }, workingDir: '/app', user: String(nonRootUid) }),
+  };
+}
+
+/** Pushes a bundle's image on the base to `<prefix>/<name>:<version>`; answers the reference by digest. */
+async function pushBundle(on: OnBase, registry: RegistryTarget, name: string, app: string, main: string, log = say): Promise<{ ref: string; tagged: string; digest: string }> {
+  const tagged = `${registry.prefix}/${name}:${version}`;
+  const pushed = await pushOnBase(await imageOnBase(on, name, app, main), parseReference(tagged), { credentials: registry.credentials, log });
+  return { ref: pushed.ref, tagged, digest: pushed.digest };
+}
+
+/** A bundle's image on the base as an image tarball named kfn.local/<name>:<version>, for the local node (its base layers downloaded). */
+async function bundleTarball(on: OnBase, name: string, app: string, main: string, log = say): Promise<BuiltImage & { id: string }> {
+  const started = performance.now();
+  const ref = `kfn.local/${name}:${version}`;
+  const tarball = join(buildDir, `${name}-${version}-on-base.tar`);
+  const { configDigest } = await writeImageTarball(await imageOnBase(on, name, app, main), ref, tarball);
+  const seconds = (performance.now() - started) / 1000;
+  log(`  built ${ref} on ${on.base.ref} in ${seconds.toFixed(1)} s`);
+  return { ref, tarball, seconds, id: configDigest.slice(7, 23) };
+}
+
+/** What `kfn image` makes: the bridge's and the functions' bundles, as [image name, bundle folder, main module]. */
+async function bundles(wantBridge: boolean, dirs: string[]): Promise<[string, string, string][]> {
+  const out: [string, string, string][] = [];
+  if (wantBridge) out.push(['bridge', await bridgeBundle(), 'kfn.mjs']);
+  for (const dir of dirs) {
+    const { name, app } = await functionBundle(dir);
+    out.push([`fn-${name}`, app, 'fn.mjs']);
+  }
+  return out;
 }
 
 /** The local cluster's containerd socket, or an error saying how to get one. */
@@ -98,26 +174,37 @@ function imported(images: BuiltImage[], socket: string): void {
   for (const i of images) say(`  ${i.ref} imported into the local node (${displayPath(i.tarball)})`);
 }
 
-const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--out DIR]
-       kfn image push [bridge] [function dir …] [--all] --registry R
+const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--base REF] [--platform P] [--out DIR]
+       kfn image push [bridge] [function dir …] [--all] --registry R [--base REF] [--platform P]
 
-Builds container images on this machine — no registry, no Docker — and imports them into the
-local cluster's node (containerd), where pods use them with imagePullPolicy IfNotPresent:
-  bridge            kfn.local/bridge:${version} (what \`kubectl apply -k manifests/\` runs)
-  functions/<name>  kfn.local/fn-<name>:${version} (what \`kfn deploy\` runs)
+Makes the container images of the bridge and of functions — no Docker, no Go:
+  bridge            <name> bridge: the kfn CLI bundled, run as \`node /app/kfn.mjs bridge\`
+                    (what the Helm chart charts/kfn and \`kubectl apply -k manifests/\` run)
+  functions/<name>  <name> fn-<name>: the function and the SDK bundled, run as node /app/fn.mjs
   --all             the bridge and every function under functions/
-  --out DIR         also copy the image tarballs (docker-archive) into DIR, to push to a
-                    registry; without a running local cluster, only this
-The node's own images (pause, CoreDNS, nginx, redis, busybox, node, …) are built by
-\`kfn cluster up\`. Every image is cached by content in ~/.cache/kfn/images/.
 
-\`kfn image push\` builds the same images and pushes them to R (\`local\`: the local cluster's
-registry, \`kfn cluster registry\`; or host[:port][/path], with the credentials of the Docker
-config, ~/.docker/config.json) as R/bridge:${version} and R/fn-<name>:${version}, and prints
-each one's reference by digest, what a manifest should run.`;
+Each image is a base image plus the bundle as one layer in /app (as ko and jib build them),
+running as uid ${nonRootUid}:
+  --base REF        the base, from any registry (default: the "kfn": {"base": …} field of the
+                    project's package.json, else ${defaultBase}); it must have Node 24 (its
+                    entrypoint if that is a node binary, else node on its PATH)
+  --platform P      the platform taken from a multi-arch base (default ${defaultPlatform})
 
-const imagePushFlags = { all: { type: 'boolean' }, registry: { type: 'string' } } as const;
-const imageBuildFlags = { all: { type: 'boolean' }, out: { type: 'string' } } as const;
+\`kfn image push\` pushes them to R (\`local\`: the local cluster's registry, \`kfn cluster
+registry\`; or host[:port][/path]) as R/bridge:${version} and R/fn-<name>:${version}, the
+base's layers mounted or copied from its registry, and prints each one's reference by digest:
+what a manifest or the Helm chart (image.repository, image.digest) should run. Credentials
+for both registries come from the Docker config (~/.docker/config.json).
+
+\`kfn image build\` imports them into kfn's local cluster's node as kfn.local/bridge:${version}
+and kfn.local/fn-<name>:${version}, where pods use them with imagePullPolicy IfNotPresent:
+  --out DIR         also copy the image tarballs (docker-archive) into DIR; without a running
+                    local cluster, only this
+In kfn's own checkout, with no --base and no kfn.base, images are built on kfn's own Node image
+(from Debian packages, with the local cluster's tools, cached in ~/.cache/kfn/images/).`;
+
+const imagePushFlags = { all: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+const imageBuildFlags = { all: { type: 'boolean' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
 
 async function pushCommand(argv: string[]): Promise<number> {
   const parsed = parseCommandArgs('image push', argv, imagePushFlags, true);
@@ -128,6 +215,12 @@ async function pushCommand(argv: string[]): Promise<number> {
   const wantBridge = values.all || positionals.includes('bridge');
   const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
   if (!wantBridge && !dirs.length) throw new UsageError(`kfn image push: name what to push\n\n${imageUsage}`);
+  const on = onBase(values);
+  if (on) {
+    say(`Building on ${on.base.ref} (${on.base.from}, ${on.platform})`);
+    for (const [name, app, main] of await bundles(wantBridge, dirs)) console.log((await pushBundle(on, target, name, app, main)).ref);
+    return 0;
+  }
   const binaries = await ensureBinaries({ log: say });
   const images: BuiltImage[] = [];
   if (wantBridge) images.push(await bridgeImage(binaries));
@@ -152,10 +245,16 @@ export const imageCommand: Command = {
     const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
     if (!wantBridge && !dirs.length) throw new UsageError(`kfn image build: name what to build\n\n${imageUsage}`);
     const socket = values.out && !(await clusterHealthy(clusterPaths())) ? undefined : await localNode();
-    const binaries = await ensureBinaries({ log: say });
+    const on = onBase(values);
     const images: BuiltImage[] = [];
-    if (wantBridge) images.push(await bridgeImage(binaries));
-    for (const dir of dirs) images.push(await functionImage(dir, binaries));
+    if (on) {
+      say(`Building on ${on.base.ref} (${on.base.from}, ${on.platform})`);
+      for (const [name, app, main] of await bundles(wantBridge, dirs)) images.push(await bundleTarball(on, name, app, main));
+    } else {
+      const binaries = await ensureBinaries({ log: say });
+      if (wantBridge) images.push(await bridgeImage(binaries));
+      for (const dir of dirs) images.push(await functionImage(dir, binaries));
+    }
     if (socket) imported(images, socket);
     if (values.out) {
       mkdirSync(values.out, { recursive: true });
@@ -194,10 +293,14 @@ Options:
                    cluster's registry, \`kfn cluster registry\`) or host[:port][/path], with
                    the credentials of the Docker config (~/.docker/config.json); a registry
                    that asks for them gets a pull Secret kfn-registry in the namespace
+  --base REF       the image the function's bundle goes on, from any registry (default: the
+                   "kfn": {"base": …} field of the project's package.json, else
+                   ${defaultBase}; see \`kfn image --help\`)
+  --platform P     the platform taken from a multi-arch base (default ${defaultPlatform})
 ${clusterFlagsUsage(16)}
   -h, --help       show this help`;
 
-const deployFlags = { all: { type: 'boolean' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, ...clusterFlags } as const;
+const deployFlags = { all: { type: 'boolean' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
@@ -225,7 +328,8 @@ export const deployCommand: Command = {
     if (!registry && !cluster.local) {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
-    await deployFunctions(dirs, { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry });
+    const on = onBase(values);
+    await deployFunctions(dirs, { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry, ...(on ? { base: on.base, platform: on.platform } : {}) });
     return 0;
   },
 };
@@ -249,6 +353,10 @@ export interface DeployOptions {
   record?: boolean;
   /** Push the images to this registry and run them from it by digest, instead of importing them into the node. */
   registry?: RegistryTarget;
+  /** Build the images on this base image (with the bundle as one more layer) rather than on kfn's own Node image. */
+  base?: BaseChoice;
+  /** The platform taken from a multi-arch base (default linux/amd64). */
+  platform?: string;
   log?: (line: string) => void;
 }
 
@@ -346,16 +454,16 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
     throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);
   }
-  const binaries = await ensureBinaries({ log });
+  const on: OnBase | undefined = options.base && { base: options.base, platform: options.platform ?? defaultPlatform };
+  if (on) log(`Building on ${on.base.ref} (${on.base.from}, ${on.platform})`);
+  const binaries = on ? undefined : await ensureBinaries({ log });
   const deployed: string[] = [];
   const webhooks = new Map<string, { reconciler: Reconciler; caBundle: string }>();
   for (const dir of dirs) {
-    const image = await functionImage(dir, binaries, log);
     // From the registry by digest (the kubelet pulls it, as on every cluster), or imported into the node.
-    const pushed = options.registry ? await pushTo(options.registry, image, log) : (importImages(socket!, [image.tarball]), undefined);
     // Knative is given the tag: its controller resolves it to a digest from the registry, as in
     // production (the revision then runs that digest). A Deployment is given the digest.
-    const imageRef = pushed ? (knative ? targetRef(options.registry!, image) : pushed) : image.ref;
+    const { imageRef, imageId } = on ? await placeOnBase(on, dir, options.registry, socket, knative, log) : await placeBuilt(await functionImage(dir, binaries!, log), options.registry, socket, knative, log);
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
@@ -373,7 +481,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
-    const workload = { namespace: options.namespace, image: imageRef, imageId: basename(image.tarball, '.tar'), record: options.record, imagePullSecrets: pullSecrets };
+    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, imagePullSecrets: pullSecrets };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
@@ -399,6 +507,29 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
     if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
   }
+}
+
+/** A function's image on the base: pushed to the registry, or (no registry) imported into the local node. */
+async function placeOnBase(on: OnBase, dir: string, registry: RegistryTarget | undefined, socket: string | undefined, knative: boolean, log: (line: string) => void): Promise<{ imageRef: string; imageId: string }> {
+  const { name, app } = await functionBundle(dir, log);
+  if (registry) {
+    const pushed = await pushBundle(on, registry, `fn-${name}`, app, 'fn.mjs', log);
+    return { imageRef: knative ? pushed.tagged : pushed.ref, imageId: pushed.digest.slice(7, 23) };
+  }
+  const image = await bundleTarball(on, `fn-${name}`, app, 'fn.mjs', log);
+  importImages(socket!, [image.tarball]);
+  return { imageRef: image.ref, imageId: image.id };
+}
+
+/** A function's image built on kfn's own Node image: pushed to the registry, or imported into the local node. */
+async function placeBuilt(image: BuiltImage, registry: RegistryTarget | undefined, socket: string | undefined, knative: boolean, log: (line: string) => void): Promise<{ imageRef: string; imageId: string }> {
+  const imageId = basename(image.tarball, '.tar');
+  if (!registry) {
+    importImages(socket!, [image.tarball]);
+    return { imageRef: image.ref, imageId };
+  }
+  const pushed = await pushTo(registry, image, log);
+  return { imageRef: knative ? targetRef(registry, image) : pushed, imageId };
 }
 
 /**

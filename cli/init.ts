@@ -7,6 +7,7 @@ import { basename, join, relative, resolve } from 'node:path';
 import { compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { checkNames, writeNewFunction } from './new.ts';
+import { defaultBase } from './oci-image.ts';
 
 /**
  * The Node a project runs on: the one kfn itself is built and tested on, whose TypeScript
@@ -90,6 +91,8 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
       deploy: `kfn deploy ${fn}`,
     },
     dependencies: { kfn: o.kfn ?? `^${kfnVersion}` },
+    // kfn's own settings: the image the function's bundle goes on (kfn image, kfn deploy --registry).
+    kfn: { base: defaultBase },
     devDependencies: { '@types/node': `^${projectNodeMajor}.0.0`, node: projectNodePin, typescript: '^5.9.0' },
     // node fetches its binary in an install script; esbuild (kfn bundles functions with it)
     // checks its platform binary after install.

@@ -63,7 +63,7 @@ interface Blob {
   open(): Readable;
 }
 
-const sha256 = (data: Buffer) => `sha256:${createHash('sha256').update(data).digest('hex')}`;
+export const sha256 = (data: Uint8Array) => `sha256:${createHash('sha256').update(data).digest('hex')}`;
 
 /** The SHA-256 (hex) of `size` bytes of `path` from `offset`, read 1 MiB at a time. */
 function hashRange(path: string, offset: number, size: number): string {
@@ -145,14 +145,17 @@ export function dockerCredentials(registry: string, env: NodeJS.ProcessEnv = pro
     throw new Error(`cannot read the Docker config ${file}: ${(err as Error).message}`);
   }
   const helper = (name: string) => {
-    const out = spawnSync(`docker-credential-${name}`, ['get'], { input: registry, encoding: 'utf8' });
+    const out = spawnSync(`docker-credential-${name}`, ['get'], { input: keys[0], encoding: 'utf8' });
     if (out.error) throw new Error(`the Docker config names the credential helper docker-credential-${name}, which cannot run: ${out.error.message}`);
     if (out.status !== 0) return undefined; // "credentials not found"
     const { Username, Secret } = JSON.parse(out.stdout) as { Username: string; Secret: string };
     return { username: Username, password: Secret };
   };
-  if (config.credHelpers?.[registry]) return helper(config.credHelpers[registry]);
-  const entry = config.auths?.[registry] ?? config.auths?.[`https://${registry}`] ?? config.auths?.[`http://${registry}`];
+  // `docker login` files Docker Hub's credentials under its old index address.
+  const keys = registry === 'docker.io' || registry === 'index.docker.io' ? ['https://index.docker.io/v1/', 'index.docker.io', 'docker.io'] : [registry, `https://${registry}`, `http://${registry}`];
+  const helperName = keys.map((k) => config.credHelpers?.[k]).find(Boolean);
+  if (helperName) return helper(helperName);
+  const entry = keys.map((k) => config.auths?.[k]).find(Boolean);
   if (entry?.auth) {
     const decoded = Buffer.from(entry.auth, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
@@ -182,43 +185,85 @@ interface Answer {
   body: string;
 }
 
-/** One request to the registry; a 401 is answered once with the credentials the challenge asks for. */
-class RegistryClient {
+type Body = () => Readable | Buffer | Promise<Readable | Buffer>;
+
+/** Where a registry's API answers: Docker Hub's images are named docker.io, its API is registry-1.docker.io. */
+export const registryApiHost = (registry: string) => (registry === 'docker.io' || registry === 'index.docker.io' ? 'registry-1.docker.io' : registry);
+
+/** The manifest kinds a client accepts, images and multi-platform indexes, OCI and Docker alike. */
+const manifestAccept = [
+  'application/vnd.oci.image.index.v1+json',
+  'application/vnd.oci.image.manifest.v1+json',
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+  'application/vnd.docker.distribution.manifest.v2+json',
+].join(', ');
+
+/** A blob as the registry takes it: its digest and size, and a fresh stream of its bytes for each attempt. */
+export interface BlobSource {
+  digest: string;
+  size: number;
+  open: Body;
+}
+
+/**
+ * The distribution API for one repository: blobs (look, fetch, mount, upload) and manifests.
+ * A 401 is answered once with the credentials the challenge asks for; `pullFrom` names other
+ * repositories of the same registry whose blobs it may mount (their pull scope joins the token).
+ */
+export class RegistryClient {
   private authorization: string | undefined;
   private readonly base: string;
-  private readonly registry: string;
-  private readonly repository: string;
+  readonly registry: string;
+  readonly repository: string;
   private readonly credentials: RegistryCredentials | undefined;
+  private readonly pullFrom: string[];
 
-  constructor(registry: string, repository: string, credentials: RegistryCredentials | undefined) {
+  constructor(registry: string, repository: string, credentials: RegistryCredentials | undefined, options: { pullFrom?: string[] } = {}) {
     this.registry = registry;
     this.repository = repository;
     this.credentials = credentials;
-    this.base = `${registryScheme(registry)}://${registry}`;
+    this.pullFrom = options.pullFrom ?? [];
+    this.base = `${registryScheme(registry)}://${registryApiHost(registry)}`;
   }
 
-  async send(method: string, pathOrUrl: string, options: { headers?: Record<string, string | number>; body?: () => Readable | Buffer } = {}): Promise<Answer> {
-    const first = await this.once(method, pathOrUrl, options);
-    if (first.status !== 401) return first;
-    await this.authenticate(String(first.headers['www-authenticate'] ?? ''));
-    const second = await this.once(method, pathOrUrl, options);
-    if (second.status === 401) throw new Error(`${this.registry} refused the credentials of ${this.credentials?.username ?? '(none)'} for ${this.repository} (HTTP 401): check them (docker login ${this.registry}, or the auths entry in the Docker config)`);
-    return second;
+  /** A request whose answer is read whole (a registry's error or a manifest: small). */
+  async send(method: string, pathOrUrl: string, options: { headers?: Record<string, string | number>; body?: Body } = {}): Promise<Answer> {
+    const res = await this.open(method, pathOrUrl, options);
+    return { status: res.statusCode ?? 0, headers: res.headers, body: await readText(res) };
   }
 
-  private once(method: string, pathOrUrl: string, options: { headers?: Record<string, string | number>; body?: () => Readable | Buffer }): Promise<Answer> {
-    const url = new URL(pathOrUrl, this.base);
+  /**
+   * A request whose answer is left as a stream (a blob), after a 401 is answered and redirects
+   * are followed (Docker Hub, GHCR, ECR send blobs from a storage service: no credentials go there).
+   */
+  async open(method: string, pathOrUrl: string, options: { headers?: Record<string, string | number>; body?: Body } = {}): Promise<IncomingMessage> {
+    const first = await this.once(method, new URL(pathOrUrl, this.base), options);
+    let res = first;
+    if (first.statusCode === 401) {
+      await readText(first);
+      await this.authenticate(String(first.headers['www-authenticate'] ?? ''));
+      res = await this.once(method, new URL(pathOrUrl, this.base), options);
+      if (res.statusCode === 401) {
+        await readText(res);
+        throw new Error(`${this.registry} refused the credentials of ${this.credentials?.username ?? '(none)'} for ${this.repository} (HTTP 401): check them (docker login ${this.registry}, or the auths entry in the Docker config)`);
+      }
+    }
+    for (let hops = 0; (method === 'GET' || method === 'HEAD') && [301, 302, 303, 307, 308].includes(res.statusCode ?? 0) && res.headers.location; hops++) {
+      if (hops === 5) throw new Error(`${method} ${pathOrUrl} at ${this.registry}: more than 5 redirects`);
+      await readText(res);
+      const next = new URL(res.headers.location!, this.base);
+      res = await this.once(method, next, { ...options, anonymous: next.origin !== new URL(this.base).origin });
+    }
+    return res;
+  }
+
+  private async once(method: string, url: URL, options: { headers?: Record<string, string | number>; body?: Body; anonymous?: boolean }): Promise<IncomingMessage> {
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const body = await options.body?.();
     return new Promise((resolve, reject) => {
-      const req = send(url, { method, headers: { ...options.headers, ...(this.authorization ? { authorization: this.authorization } : {}) }, timeout: 300_000 }, (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (c: string) => (body += c.length + body.length < 65_536 ? c : ''));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-        res.on('error', reject);
-      });
+      const req = send(url, { method, headers: { ...options.headers, ...(this.authorization && !options.anonymous ? { authorization: this.authorization } : {}) }, timeout: 300_000 }, resolve);
       req.on('timeout', () => req.destroy(new Error(`${method} ${url.href}: no answer in 300 s`)));
       req.on('error', (err) => reject(new Error(`${method} ${url.href}: ${err.message}`)));
-      const body = options.body?.();
       if (!body) req.end();
       else if (Buffer.isBuffer(body)) req.end(body);
       else body.on('error', (err) => req.destroy(err)).pipe(req);
@@ -238,7 +283,9 @@ class RegistryClient {
     if (!params.realm) throw new Error(`${this.registry}'s bearer challenge names no realm: ${challenge}`);
     const url = new URL(params.realm);
     if (params.service) url.searchParams.set('service', params.service);
-    url.searchParams.set('scope', `repository:${this.repository}:pull,push`);
+    // Push where the registry allows it; a pull-only token for a public base is enough to read it.
+    url.searchParams.append('scope', `repository:${this.repository}:pull,push`);
+    for (const from of this.pullFrom) url.searchParams.append('scope', `repository:${from}:pull`);
     const headers: Record<string, string> = this.credentials ? { authorization: `Basic ${Buffer.from(`${this.credentials.username}:${this.credentials.password}`).toString('base64')}` } : {};
     const res = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) });
     if (!res.ok) throw new Error(`${this.registry}'s token service (${url.origin}) refused${who}: HTTP ${res.status}`);
@@ -247,6 +294,82 @@ class RegistryClient {
     if (!value) throw new Error(`${this.registry}'s token service answered no token`);
     this.authorization = `Bearer ${value}`;
   }
+
+  /** Whether the repository has the blob. */
+  async hasBlob(digest: string): Promise<boolean> {
+    const head = await this.send('HEAD', `/v2/${this.repository}/blobs/${digest}`);
+    return head.status === 200;
+  }
+
+  /**
+   * Puts a blob in the repository unless it is there: mounted from `mountFrom` (another
+   * repository of this registry: nothing is sent), else uploaded from `blob.open()`.
+   */
+  async putBlob(blob: BlobSource, options: { mountFrom?: string } = {}): Promise<'present' | 'mounted' | 'uploaded'> {
+    if (await this.hasBlob(blob.digest)) return 'present';
+    const query = options.mountFrom ? `?mount=${encodeURIComponent(blob.digest)}&from=${encodeURIComponent(options.mountFrom)}` : '';
+    const start = await this.send('POST', `/v2/${this.repository}/blobs/uploads/${query}`, { headers: { 'content-length': 0 } });
+    if (start.status === 201 && options.mountFrom) return 'mounted';
+    // 202: an upload session (a registry that cannot mount starts one instead, as the spec says).
+    const location = start.headers.location;
+    if (start.status !== 202 || !location) throw new Error(`${this.registry} did not start an upload to ${this.repository} (HTTP ${start.status}): ${start.body.slice(0, 300)}`);
+    const url = new URL(location, this.base);
+    url.searchParams.set('digest', blob.digest);
+    const put = await this.send('PUT', url.href, { headers: { 'content-type': 'application/octet-stream', 'content-length': blob.size }, body: blob.open });
+    if (put.status !== 201) throw new Error(`${this.registry} refused blob ${blob.digest} of ${this.repository} (HTTP ${put.status}): ${put.body.slice(0, 300)}`);
+    return 'uploaded';
+  }
+
+  /** A blob's bytes as a stream; `what` names it in the error (e.g. the base image's reference). */
+  async blobStream(digest: string, what: string): Promise<IncomingMessage> {
+    const res = await this.open('GET', `/v2/${this.repository}/blobs/${digest}`);
+    if (res.statusCode !== 200) throw new Error(`cannot read blob ${digest} of ${what} from ${this.registry} (HTTP ${res.statusCode}): ${(await readText(res)).slice(0, 300)}`);
+    return res;
+  }
+
+  /** A small blob (an image config), read whole and checked against its digest. */
+  async blob(digest: string, what: string): Promise<Buffer> {
+    const res = await this.blobStream(digest, what);
+    const chunks: Buffer[] = [];
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+    const bytes = Buffer.concat(chunks);
+    if (sha256(bytes) !== digest) throw new Error(`${this.registry} answered blob ${digest} of ${what} with other bytes (${sha256(bytes)})`);
+    return bytes;
+  }
+
+  /** A manifest or index by tag or digest: its media type, bytes and digest (a 404 or 401 says so, naming `what`). */
+  async manifest(reference: string, what: string): Promise<{ mediaType: string; bytes: Buffer; digest: string }> {
+    const res = await this.open('GET', `/v2/${this.repository}/manifests/${reference}`, { headers: { accept: manifestAccept } });
+    const chunks: Buffer[] = [];
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+    const bytes = Buffer.concat(chunks);
+    if (res.statusCode !== 200) {
+      const hint = res.statusCode === 404 ? ': no such image there (check the name and tag)' : res.statusCode === 401 || res.statusCode === 403 ? ': not allowed (docker login, or the auths entry in the Docker config)' : '';
+      throw new Error(`cannot pull the manifest of ${what} from ${this.registry} (HTTP ${res.statusCode})${hint}: ${bytes.toString('utf8').slice(0, 300)}`);
+    }
+    const digest = sha256(bytes);
+    if (reference.startsWith('sha256:') && digest !== reference) throw new Error(`${this.registry} answered ${what} with a manifest of digest ${digest}, not ${reference}`);
+    const mediaType = String(res.headers['content-type'] ?? '').split(';')[0]!.trim() || ((JSON.parse(bytes.toString()) as { mediaType?: string }).mediaType ?? '');
+    return { mediaType, bytes, digest };
+  }
+
+  /** Puts a manifest by tag; answers its digest (checked against what the registry says it stored). */
+  async putManifest(tag: string, bytes: Buffer, mediaType: string): Promise<string> {
+    const put = await this.send('PUT', `/v2/${this.repository}/manifests/${tag}`, { headers: { 'content-type': mediaType, 'content-length': bytes.length }, body: () => bytes });
+    if (put.status !== 201) throw new Error(`${this.registry} refused the manifest of ${this.repository}:${tag} (HTTP ${put.status}): ${put.body.slice(0, 300)}`);
+    const digest = sha256(bytes);
+    const answered = put.headers['docker-content-digest'];
+    if (answered && answered !== digest) throw new Error(`${this.registry} stored the manifest of ${this.repository}:${tag} as ${String(answered)}, not ${digest}`);
+    return digest;
+  }
+}
+
+/** An answer's text, kept to 64 KiB (a registry's error; the rest is drained). */
+async function readText(res: IncomingMessage): Promise<string> {
+  let body = '';
+  res.setEncoding('utf8');
+  for await (const chunk of res) if (body.length < 65_536) body += chunk as string;
+  return body;
 }
 
 /** registry/repository:tag → its parts. */
@@ -280,22 +403,9 @@ export async function pushImage(path: string, ref: string, options: { credential
   const image = imageFromTarball(path);
   let uploaded = 0;
   for (const blob of [...image.layers, image.config]) {
-    const head = await client.send('HEAD', `/v2/${repository}/blobs/${blob.digest}`);
-    if (head.status === 200) continue;
-    const start = await client.send('POST', `/v2/${repository}/blobs/uploads/`, { headers: { 'content-length': 0 } });
-    const location = start.headers.location;
-    if (start.status !== 202 || !location) throw new Error(`${registry} did not start an upload to ${repository} (HTTP ${start.status}): ${start.body.slice(0, 300)}`);
-    const url = new URL(location, `${registryScheme(registry)}://${registry}`);
-    url.searchParams.set('digest', blob.digest);
-    const put = await client.send('PUT', url.href, { headers: { 'content-type': 'application/octet-stream', 'content-length': blob.size }, body: blob.open });
-    if (put.status !== 201) throw new Error(`${registry} refused blob ${blob.digest} of ${repository} (HTTP ${put.status}): ${put.body.slice(0, 300)}`);
-    uploaded += blob.size;
+    if ((await client.putBlob(blob)) === 'uploaded') uploaded += blob.size;
   }
-  const put = await client.send('PUT', `/v2/${repository}/manifests/${tag}`, { headers: { 'content-type': 'application/vnd.oci.image.manifest.v1+json', 'content-length': image.manifest.length }, body: () => image.manifest });
-  if (put.status !== 201) throw new Error(`${registry} refused the manifest of ${repository}:${tag} (HTTP ${put.status}): ${put.body.slice(0, 300)}`);
-  const digest = sha256(image.manifest);
-  const answered = put.headers['docker-content-digest'];
-  if (answered && answered !== digest) throw new Error(`${registry} stored the manifest of ${repository}:${tag} as ${String(answered)}, not ${digest}`);
+  const digest = await client.putManifest(tag, image.manifest, 'application/vnd.oci.image.manifest.v1+json');
   const seconds = (performance.now() - started) / 1000;
   options.log?.(`Pushed ${registry}/${repository}:${tag} (${digest.slice(0, 19)}…, ${(uploaded / 2 ** 20).toFixed(1)} MiB uploaded in ${seconds.toFixed(1)} s)`);
   return { ref: `${registry}/${repository}@${digest}`, digest, uploaded, seconds };

@@ -5,18 +5,23 @@
 // then a second function's as well), type-checks against the package's declarations and runs
 // the installed CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on
 // the local cluster, with nothing but the installed package: `kfn dev` reconciles its sample;
-// the bridge image is pushed to the local registry and installed with the package's Helm chart;
-// `kfn deploy --registry local` pushes the function, the node pulls it by digest, and the
+// a base image (kfn's Node image) is pushed to the local registry; the bridge image is built on
+// it (`--base`), pushed and installed with the package's Helm chart; `kfn deploy --registry
+// local` builds the function on the base the project's package.json names (`kfn.base`) and
+// pushes it, with no Go toolchain and no cluster tools; the node pulls it by digest, and the
 // sample becomes Ready. Serial: an in-cluster bridge takes every Reconciler in the cluster.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { kfnVersion, repoRoot } from '../../cluster/paths.ts';
 import { ensureHelm } from '../../cluster/helm.ts';
+import { ensureBinaries } from '../../cluster/build.ts';
+import { buildImage, nodeRecipe } from '../../cluster/images.ts';
 import { startRegistry } from '../../cluster/registry.ts';
+import { RegistryClient, pushImage } from '../../cli/push.ts';
 import { contractVersion } from '../../core/event.ts';
 import { waitFor } from '../../core/clock.ts';
 import { freePort } from '../support/bridge.ts';
@@ -104,7 +109,21 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
 
   // The bridge from the package: its image pushed to the local registry, the package's chart.
   const registry = await startRegistry({ paths: cluster.paths, log: (line) => t.diagnostic(line) });
-  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local'], project, clusterEnv).trim();
+  // The base, as a user's registry would hold one (nothing outside is reachable here): kfn's
+  // own Node image (Node 24 on Debian's libc), pushed there by this test, not by the package.
+  const nodeImage = buildImage(nodeRecipe(), await ensureBinaries());
+  const base = `${registry.host}/base/node:24`;
+  const basePushed = await pushImage(nodeImage.tarball, base, { credentials: registry.auth });
+  const baseLayers = (JSON.parse((await new RegistryClient(registry.host, 'base/node', registry.auth).manifest(basePushed.digest, base)).bytes.toString()) as { layers: { digest: string }[] }).layers.map((l) => l.digest);
+  // No Go toolchain for the package's image path: a `go` that fails is first on its PATH.
+  const noGo = join(work, 'no-go');
+  mkdirSync(noGo);
+  const goRan = join(work, 'go-ran');
+  writeFileSync(join(noGo, 'go'), `#!/bin/sh\necho "$@" >> ${goRan}\nexit 97\n`, { mode: 0o755 });
+  const imageEnv = { ...clusterEnv, PATH: `${noGo}:${clusterEnv.PATH}`, GO: join(noGo, 'go') };
+  const bridgeStarted = Date.now();
+  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local', '--base', base], project, imageEnv).trim();
+  t.diagnostic(`kfn image push bridge --base: ${((Date.now() - bridgeStarted) / 1000).toFixed(1)} s`);
   const [bridgeRepo, bridgeDigest] = bridgeRef.split('@');
   assert.match(bridgeDigest ?? '', /^sha256:[0-9a-f]{64}$/, bridgeRef);
   const helm = await ensureHelm();
@@ -123,10 +142,16 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
 
   // kfn deploy --registry local: pushed, pulled by the node by digest, the sample reconciled by
   // the function's pod through the bridge's.
-  const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--registry', 'local', '--watch-namespace', ns], { cwd: project, env: clusterEnv, encoding: 'utf8', timeout: 240_000 });
+  // The base from the project's own config this time: "kfn": {"base": …} in its package.json.
+  const projectPkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(project, 'package.json'), `${JSON.stringify({ ...projectPkg, kfn: { base } }, null, 2)}\n`);
+  const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--registry', 'local', '--watch-namespace', ns], { cwd: project, env: imageEnv, encoding: 'utf8', timeout: 240_000 });
   assert.equal(deployed.status, 0, deployed.stderr);
+  assert.ok(!existsSync(goRan), `kfn ran go: ${existsSync(goRan) ? readFileSync(goRan, 'utf8') : ''}`);
+  assert.match(deployed.stderr, new RegExp(`Building on ${base.replace(/\./g, '\\.')} \\("kfn": \\{"base"\\} of .*package\\.json, linux/amd64\\)`));
   const pushLine = deployed.stderr.split('\n').find((l) => l.startsWith('Pushed ')) ?? '';
   t.diagnostic(pushLine);
+  assert.match(pushLine, new RegExp(`^Pushed ${registry.host.replace(/\./g, '\\.')}/fn-greetings:\\S+ \\(sha256:[0-9a-f]{12}…\\) on ${base.replace(/\./g, '\\.')} `), 'built on the base');
   const fnPod = await waitFor('the function\'s pod, running', async () => {
     const pods = await api.request<{ items: { metadata: { name: string }; spec: { containers: { image: string }[] }; status?: { phase?: string } }[] }>('GET', '/api/v1/namespaces/kfn-system/pods', { query: { labelSelector: 'kfn.dev/function=greetings' } });
     return pods.items.find((p) => p.status?.phase === 'Running');
@@ -137,6 +162,11 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
     return events.items.find((e) => e.reason === 'Pulled');
   }, { timeoutMs: 30_000 });
   t.diagnostic(`kubelet: ${pulled.message}`);
+  // The image the node pulled: the base's layers by digest, then the bundle's.
+  const [fnRepo, fnDigest] = fnPod.spec.containers[0]!.image.split('@');
+  const fnManifest = JSON.parse((await new RegistryClient(registry.host, fnRepo!.slice(registry.host.length + 1), registry.auth).manifest(fnDigest!, fnPod.spec.containers[0]!.image)).bytes.toString()) as { layers: { digest: string }[] };
+  assert.deepEqual(fnManifest.layers.slice(0, -1).map((l) => l.digest), baseLayers);
+  assert.equal(fnManifest.layers.length, baseLayers.length + 1, 'one layer more: the bundle');
   await api.request('POST', greetings, { body: { ...sample, metadata: { name: 'second' }, spec: { message: 'from the pods' } } });
   await waitFor('the deployed function to reconcile the sample (Ready)', () => readyAt('second'), { timeoutMs: 90_000 });
   const bundle = statSync(join(project, '.kfn', 'build', 'fn-greetings')).isDirectory();
