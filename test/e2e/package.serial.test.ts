@@ -4,10 +4,11 @@
 // its own Node 24), passes its unit tests (the reconcile, and its samples against the schema;
 // then a second function's as well), type-checks against the package's declarations and runs
 // the installed CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on
-// the local cluster, with nothing but the installed package: `kfn dev` reconciles its sample;
+// a cluster of the user's own (a fresh HOME, ~/.kube/config with two contexts, the current one
+// refusing, no $KUBECONFIG), with nothing but the installed package: `kfn dev --context` reconciles its sample;
 // a base image (kfn's Node image) is pushed to the local registry; the bridge image is built on
-// it (`--base`), pushed and installed with the package's Helm chart; `kfn deploy --registry
-// local` builds the function on the base the project's package.json names (`kfn.base`) and
+// it (`--base`), pushed and installed with the package's Helm chart; `kfn deploy --context
+// --registry <host>` builds the function on the base the project's package.json names (`kfn.base`) and
 // pushes it, with no Go toolchain and no cluster tools; the node pulls it by digest, and the
 // sample becomes Ready. Serial: an in-cluster bridge takes every Reconciler in the cluster.
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { parse, stringify } from 'yaml';
 import { kfnVersion, repoRoot } from '../../cluster/paths.ts';
 import { ensureHelm } from '../../cluster/helm.ts';
 import { ensureBinaries } from '../../cluster/build.ts';
@@ -75,13 +77,43 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   run(join(project, 'node_modules', '.bin', 'kfn'), ['new', 'notes', '--group', 'my-operator.example.com', '--kind', 'Note'], project);
   assert.match(run('npm', ['test'], project), /pass 4/, 'npm test runs the new function\'s tests too');
 
-  // On the cluster. The installed kfn finds the test's cluster by KFN_CLUSTER_DIR (its own
-  // default is ~/.kfn/cluster).
+  // On a cluster of the user's own, as kubectl finds it: a fresh HOME whose ~/.kube/config has
+  // two contexts — the current one a server that refuses connections, the other the test's
+  // cluster — and no $KUBECONFIG. kfn must never build or start its own cluster (~/.kfn).
   const cluster = await testCluster();
   const api = kubeApi(cluster.kc);
   const kfn = join(project, 'node_modules', '.bin', 'kfn');
-  const clusterEnv = { ...env, KFN_CLUSTER_DIR: cluster.paths.dir, KUBECONFIG: cluster.paths.kubeconfig };
   const ns = await testNamespace(t, cluster, 'package');
+  const home = join(work, 'home');
+  mkdirSync(join(home, '.kube'), { recursive: true });
+  const admin = parse(readFileSync(cluster.paths.kubeconfig, 'utf8')) as { clusters: { cluster: object }[]; users: { user: object }[] };
+  writeFileSync(
+    join(home, '.kube', 'config'),
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'broken',
+      clusters: [
+        { name: 'broken', cluster: { server: 'https://127.0.0.1:1' } },
+        { name: 'test', cluster: admin.clusters[0]!.cluster },
+      ],
+      users: [{ name: 'admin', user: admin.users[0]!.user }],
+      contexts: [
+        { name: 'broken', context: { cluster: 'broken', user: 'admin' } },
+        { name: 'test', context: { cluster: 'test', user: 'admin', namespace: ns } },
+      ],
+    }),
+    { mode: 0o600 },
+  );
+  const { KUBECONFIG: _kubeconfig, KFN_CLUSTER_DIR: _clusterDir, ...noCluster } = env as NodeJS.ProcessEnv;
+  const userEnv: NodeJS.ProcessEnv = { ...noCluster, HOME: home };
+  // The current context refuses: one line that names it and the two ways on, at once.
+  const refused = spawnSync(kfn, ['dev', 'functions/greetings', '--port', String(await freePort())], { cwd: project, env: userEnv, encoding: 'utf8', timeout: 60_000 });
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /refused the connection \(context "broken" in .*\.kube\/config, server https:\/\/127\.0\.0\.1:1\)/, refused.stderr);
+  assert.match(refused.stderr, /npx kfn cluster up/, 'and how to get a cluster of kfn\'s own instead');
+  // Helm is no kfn: it is given the test's kubeconfig as it is.
+  const clusterEnv = { ...env, KUBECONFIG: cluster.paths.kubeconfig };
   const greetings = `/apis/my-operator.example.com/v1alpha1/namespaces/${ns}/greetings`;
   const sample = { apiVersion: 'my-operator.example.com/v1alpha1', kind: 'Greeting', metadata: { name: 'first' }, spec: { message: 'hello from the package' } };
   const readyAt = async (name: string) => {
@@ -94,7 +126,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   // Its output to a file, not a pipe: a process it leaves behind (esbuild's service) would hold a pipe, and this test's process, open.
   const devLog = join(work, 'dev.log');
   const devFd = openSync(devLog, 'a');
-  const dev = spawn(kfn, ['dev', 'functions/greetings', '--port', String(devPort)], { cwd: project, env: clusterEnv, stdio: ['ignore', devFd, devFd] });
+  const dev = spawn(kfn, ['dev', 'functions/greetings', '--context', 'test', '--port', String(devPort)], { cwd: project, env: userEnv, stdio: ['ignore', devFd, devFd] });
   closeSync(devFd);
   const devOut = () => readFileSync(devLog, 'utf8').slice(-3000);
   t.after(() => dev.kill('SIGKILL'));
@@ -104,6 +136,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   await waitFor('kfn dev to reconcile the sample (Ready)', () => readyAt('first'), { timeoutMs: 60_000, context: devOut });
   const page = await api.request<{ data: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/configmaps/first-message`);
   assert.equal(page.data.message, 'hello from the package');
+  assert.match(readFileSync(devLog, 'utf8'), /Using context "test" \(server https:\/\/127\.0\.0\.1:\d+\)/, 'it said which cluster it uses');
   dev.kill('SIGTERM');
   await new Promise((r) => dev.once('exit', r));
 
@@ -120,9 +153,13 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   mkdirSync(noGo);
   const goRan = join(work, 'go-ran');
   writeFileSync(join(noGo, 'go'), `#!/bin/sh\necho "$@" >> ${goRan}\nexit 97\n`, { mode: 0o755 });
-  const imageEnv = { ...clusterEnv, PATH: `${noGo}:${clusterEnv.PATH}`, GO: join(noGo, 'go') };
+  // The registry by its address, its credentials in the user's Docker config, as for any registry.
+  mkdirSync(join(home, '.docker'), { recursive: true });
+  const registryAuth = registry.auth ? { auths: { [registry.host]: { auth: Buffer.from(`${registry.auth.username}:${registry.auth.password}`).toString('base64') } } } : { auths: {} };
+  writeFileSync(join(home, '.docker', 'config.json'), JSON.stringify(registryAuth), { mode: 0o600 });
+  const imageEnv = { ...userEnv, PATH: `${noGo}:${userEnv.PATH}`, GO: join(noGo, 'go') };
   const bridgeStarted = Date.now();
-  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', 'local', '--base', base], project, imageEnv).trim();
+  const bridgeRef = run(kfn, ['image', 'push', 'bridge', '--registry', registry.host, '--base', base], project, imageEnv).trim();
   t.diagnostic(`kfn image push bridge --base: ${((Date.now() - bridgeStarted) / 1000).toFixed(1)} s`);
   const [bridgeRepo, bridgeDigest] = bridgeRef.split('@');
   assert.match(bridgeDigest ?? '', /^sha256:[0-9a-f]{64}$/, bridgeRef);
@@ -145,7 +182,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   // The base from the project's own config this time: "kfn": {"base": …} in its package.json.
   const projectPkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(project, 'package.json'), `${JSON.stringify({ ...projectPkg, kfn: { base } }, null, 2)}\n`);
-  const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--registry', 'local', '--watch-namespace', ns], { cwd: project, env: imageEnv, encoding: 'utf8', timeout: 240_000 });
+  const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--context', 'test', '--registry', registry.host, '--watch-namespace', ns], { cwd: project, env: imageEnv, encoding: 'utf8', timeout: 240_000 });
   assert.equal(deployed.status, 0, deployed.stderr);
   assert.ok(!existsSync(goRan), `kfn ran go: ${existsSync(goRan) ? readFileSync(goRan, 'utf8') : ''}`);
   assert.match(deployed.stderr, new RegExp(`Building on ${base.replace(/\./g, '\\.')} \\("kfn": \\{"base"\\} of .*package\\.json, linux/amd64\\)`));
@@ -171,4 +208,5 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   await waitFor('the deployed function to reconcile the sample (Ready)', () => readyAt('second'), { timeoutMs: 90_000 });
   const bundle = statSync(join(project, '.kfn', 'build', 'fn-greetings')).isDirectory();
   assert.ok(bundle, 'the function was bundled in the project\'s .kfn/');
+  assert.ok(!existsSync(join(home, '.kfn')), 'nothing was built or started under ~/.kfn');
 });
