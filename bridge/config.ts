@@ -51,6 +51,8 @@ export interface ReconcilerConfig {
   serviceAccount?: { name: string; namespace: string };
   namespaces: string[];
   resyncPeriodSeconds: number;
+  /** Resyncs as one batch per period (a sink that scales to zero), not spread over it. */
+  resyncBatch: boolean;
   maxConcurrentReconciles: number;
   timeoutSeconds: number;
   backoff: { baseDelayMs: number; maxDelayMs: number };
@@ -118,6 +120,7 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     ...(spec.serviceAccount ? { serviceAccount: { name: spec.serviceAccount.name, namespace: spec.serviceAccount.namespace } } : {}),
     namespaces: spec.namespaces ?? [],
     resyncPeriodSeconds: spec.resyncPeriodSeconds!,
+    resyncBatch: spec.resyncSchedule ? spec.resyncSchedule === 'batch' : scalesToZero(spec.sink),
     maxConcurrentReconciles: spec.maxConcurrentReconciles!,
     timeoutSeconds: spec.timeoutSeconds!,
     backoff: spec.backoff as ReconcilerConfig['backoff'],
@@ -181,4 +184,9 @@ export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
 
 export function kindId(ref: KindRef): string {
   return `${ref.apiVersion}/${ref.kind}`;
+}
+
+/** Whether a sink scales to zero when idle: a Knative Service, or a Lambda Function URL (SigV4). */
+function scalesToZero(sink: { ref?: { apiVersion: string; kind: string }; awsIam?: unknown }): boolean {
+  return Boolean(sink.awsIam) || (sink.ref?.kind === 'Service' && sink.ref.apiVersion.startsWith('serving.knative.dev/'));
 }

@@ -83,6 +83,7 @@ export class Controller {
       periodMs: config.resyncPeriodSeconds * 1000,
       clock: bridge.clock,
       enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
+      batch: config.resyncBatch,
     });
     for (const w of config.watches) {
       if ('selectorField' in w.mapping) this.selectors.set(w.mapping.selectorField, new SelectorIndex(w.mapping.selectorField));

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { FakeClock } from '../core/clock.ts';
 import { ResyncSchedule } from './resync.ts';
 
-function run(keys: number, periodMs: number, periods: number) {
+function run(keys: number, periodMs: number, periods: number, batch = false) {
   const clock = new FakeClock();
   const perTick: number[] = [];
   const perKey = new Map<string, number>();
@@ -15,6 +15,7 @@ function run(keys: number, periodMs: number, periods: number) {
       current++;
       perKey.set(key, (perKey.get(key) ?? 0) + 1);
     },
+    batch,
   });
   for (let i = 0; i < keys; i++) schedule.track(`ns/obj-${i}`);
   schedule.start();
@@ -93,4 +94,27 @@ test("a period of a day holds no more than one bucket per key: memory follows th
   for (let i = 0; i < 10; i++) schedule.untrack(`ns/obj-${i}`);
   assert.equal(schedule.bucketCount, 0, 'an emptied bucket goes');
   schedule.stop();
+});
+
+test('to a serverless sink, one batch per period: every key at the same tick, once a period, and nothing between — a function at zero is woken once', () => {
+  const { perTick, perKey } = run(200, 3_600_000, 3, true);
+  const ticksWithWork = perTick.map((n, i) => [i, n] as const).filter(([, n]) => n > 0);
+  assert.equal(ticksWithWork.length, 3, `work on ${ticksWithWork.length} ticks in 3 hours`);
+  assert.ok(ticksWithWork.every(([, n]) => n === 200), 'each a whole batch');
+  assert.deepEqual(ticksWithWork.slice(1).map(([i], k) => i - ticksWithWork[k]![0]), [3600, 3600], 'one period apart');
+  for (const [key, n] of perKey) assert.equal(n, 3, key);
+});
+
+test('a key tracked later joins the next batch, not a tick of its own', () => {
+  const clock = new FakeClock();
+  const at: number[] = [];
+  const schedule = new ResyncSchedule({ periodMs: 60_000, clock, enqueue: () => at.push(clock.now()), batch: true, random: () => 0.5 });
+  schedule.track('a');
+  schedule.start();
+  clock.advance(10_000);
+  schedule.track('b');
+  clock.advance(110_000);
+  schedule.stop();
+  assert.equal(new Set(at).size, 2, `two batches, at ${[...new Set(at)].join(', ')}`);
+  assert.equal(at.length, 4, 'both keys in each');
 });

@@ -3,6 +3,10 @@
 // second rather than one burst. Each key gets a slot from a low-discrepancy sequence (the
 // golden ratio), so the spread stays even as keys come and go; the sequence starts at a random
 // point, so that bridges restarted together do not line up.
+//
+// A sink that scales to zero (a Knative Service, a Lambda) is the opposite case: spread keys
+// would wake it again and again over the period, and every wake is a cold start. There the keys
+// come as one batch per period (`batch`), all in one slot chosen at random.
 import type { Clock } from '../core/clock.ts';
 
 const goldenFraction = (Math.sqrt(5) - 1) / 2;
@@ -14,6 +18,8 @@ export interface ResyncOptions {
   /** Resolution of the schedule (default 1 s). */
   tickMs?: number;
   random?: () => number;
+  /** Every key in the same slot: one batch per period (a sink that scales to zero). */
+  batch?: boolean;
 }
 
 export class ResyncSchedule {
@@ -32,8 +38,10 @@ export class ResyncSchedule {
   private offset: number;
   private cancel: (() => void) | undefined;
   private epoch = 0;
+  private readonly batch: boolean;
 
   constructor(options: ResyncOptions) {
+    this.batch = options.batch ?? false;
     this.clock = options.clock;
     this.enqueue = options.enqueue;
     this.tickMs = options.tickMs ?? 1000;
@@ -53,6 +61,7 @@ export class ResyncSchedule {
   }
 
   private slotFor(): number {
+    if (this.batch) return Math.floor(this.offset * this.slots);
     // The random offset is the jitter: each process (and each period change) starts the
     // sequence somewhere else, while keys stay evenly spaced within it.
     const fraction = (this.offset + this.sequence++ * goldenFraction) % 1;

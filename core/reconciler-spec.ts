@@ -151,6 +151,12 @@ export const reconcilerSpecSchema = Type.Object({
   ),
   namespaces: Type.Optional(Type.Array(Type.String(), { description: 'Namespaces to reconcile in; empty means all.' })),
   resyncPeriodSeconds: bounded(reconcilerLimits.resyncPeriodSeconds, 'Seconds between deliveries of every object even without a change (0: never).'),
+  resyncSchedule: Type.Optional(
+    Type.Union([Type.Literal('spread'), Type.Literal('batch')], {
+      description:
+        'spread: each object at its own time in the period (no burst on a sink that is always up); batch: every object at once, once a period (a sink that scales to zero is woken once). Default: batch for a Knative Service or a Lambda, spread otherwise.',
+    }),
+  ),
   maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles),
   timeoutSeconds: bounded(reconcilerLimits.timeoutSeconds, 'How long one delivery may take; a second delivery of the object waits until then.'),
   backoff: Type.Optional(

@@ -80,6 +80,9 @@ function functionSink(reconciler: Reconciler, options: ManifestOptions): SinkSpe
  * its manifests; `kfn dev` runs it in its own bridge). What the function leaves unsaid is left
  * out, so the bridge's defaults apply.
  */
+/** The resync period of a function on a target that scales to zero: controller-runtime's default, 10 h. */
+export const serverlessResyncSeconds = 36_000;
+
 export function functionReconciler(reconciler: Reconciler, options: ManifestOptions = {}): ReconcilerObject {
   const ns = options.namespace ?? 'kfn-system';
   const name = reconciler.name;
@@ -99,7 +102,10 @@ export function functionReconciler(reconciler: Reconciler, options: ManifestOpti
       // The bridge delivers only what this identity may read; the ServiceAccount agrees to it.
       serviceAccount: { name: account, namespace: ns },
       namespaces: options.namespaces?.length ? options.namespaces : undefined,
-      resyncPeriodSeconds: options.resyncPeriodSeconds,
+      // A Knative Service rests at zero between changes: its resyncs come rarely (10 h, as
+      // controller-runtime's default), in one batch; a function that must look sooner asks with
+      // requeueAfterSeconds.
+      resyncPeriodSeconds: options.resyncPeriodSeconds ?? (options.sinkUri ? undefined : serverlessResyncSeconds),
       maxConcurrentReconciles: reconciler.maxConcurrentReconciles,
       timeoutSeconds: reconciler.timeoutSeconds,
     }),
