@@ -144,7 +144,7 @@ async function up(argv: string[]): Promise<number> {
   const result = await clusterUp({ ports, nodePorts, network, fakeNodes, log: say });
   const kubeconfig = displayPath(result.paths.kubeconfig);
   if (result.reused) {
-    say(`The local cluster is already running (${result.state.server}); nothing to do.`);
+    say(`The local cluster is already running (${result.state.server}); ${result.addedFakeNodes ? `added fake nodes ${result.addedFakeNodes.join(', ')}.` : 'nothing to do.'}`);
   } else {
     say(`Local cluster up: Kubernetes ${result.state.kubernetes} at ${result.state.server} (${result.seconds.toFixed(1)}s).`);
   }

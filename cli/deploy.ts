@@ -8,6 +8,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { build } from 'esbuild';
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { ApiError, applyObject, KubeApi } from '../kube/api.ts';
+import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
 import { clusterHealthy } from '../cluster/controlplane.ts';
 import { clusterPaths, codePath, displayPath, kfnVersion, workRoot } from '../cluster/paths.ts';
@@ -21,6 +22,7 @@ import { dockerCredentials, parseReference, pushImage, type RegistryCredentials 
 import { chooseBase, defaultBase, defaultPlatform, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
 import { localRegistry } from '../cluster/registry.ts';
 import { knativeStatus } from '../cluster/knative.ts';
+import { removeOtherTarget } from './targets.ts';
 import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, kfnInvocation } from './cluster-choice.ts';
@@ -397,7 +399,6 @@ async function ensurePullSecret(api: KubeApi, namespace: string, target: Registr
   const host = registryOf(target.prefix);
   const auth = Buffer.from(`${target.credentials.username}:${target.credentials.password}`).toString('base64');
   const config = JSON.stringify({ auths: { [host]: { auth } } });
-  await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 'kfn-deploy');
   await applyObject(api, { apiVersion: 'v1', kind: 'Secret', metadata: { name: pullSecretName, namespace, labels: { [managedByLabel]: managedByKfn } }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(config).toString('base64') } } as Parameters<typeof applyObject>[1], 'kfn-deploy');
   return [pullSecretName];
 }
@@ -450,10 +451,12 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   const socket = options.registry ? undefined : await localNode();
   const api = options.api ?? new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
   await checkBridgeContract(api, log);
-  const pullSecrets = options.registry ? await ensurePullSecret(api, options.namespace, options.registry) : [];
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
     throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);
   }
+  // Before anything goes into it: the pull and webhook Secrets come before the function's own objects.
+  await namespaceReady(api, options.namespace, { fieldManager: 'kfn-deploy', say: log });
+  const pullSecrets = options.registry ? await ensurePullSecret(api, options.namespace, options.registry) : [];
   const on: OnBase | undefined = options.base && { base: options.base, platform: options.platform ?? defaultPlatform };
   if (on) log(`Building on ${on.base.ref} (${on.base.from}, ${on.platform})`);
   const binaries = on ? undefined : await ensureBinaries({ log });
@@ -480,7 +483,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
       ...(versions.length && caBundle ? { conversion: { client: { service: { namespace: options.namespace, name: `kfn-fn-${reconciler.name}` } }, caBundle } } : {}),
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
-    await removeOtherTarget(api, options.namespace, reconciler.name, knative, log);
+    await removeOtherTarget(api, options.namespace, reconciler.name, knative ? 'knative' : 'deployment', log);
     const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, imagePullSecrets: pullSecrets };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
@@ -530,29 +533,6 @@ async function placeBuilt(image: BuiltImage, registry: RegistryTarget | undefine
   }
   const pushed = await pushTo(registry, image, log);
   return { imageRef: knative ? targetRef(registry, image) : pushed, imageId };
-}
-
-/**
- * A function moves between targets by redeploying it: the other target's workload goes first
- * (both would own the Service name kfn-fn-<name>; Knative's is an ExternalName to its ingress).
- */
-async function removeOtherTarget(api: KubeApi, namespace: string, name: string, knative: boolean, log: (line: string) => void): Promise<void> {
-  const gone = (path: string) => api.request('GET', path).then(() => false, (err) => err instanceof ApiError && err.status === 404);
-  const paths = knative
-    ? [`/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`, `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`]
-    : [`/apis/serving.knative.dev/v1/namespaces/${namespace}/services/kfn-fn-${name}`];
-  let removed = false;
-  for (const path of paths) {
-    if (await gone(path).catch(() => true)) continue;
-    await api.request('DELETE', path, { query: { propagationPolicy: 'Foreground' } });
-    removed = true;
-  }
-  if (!removed) return;
-  log(`Removing ${name}'s ${knative ? 'Deployment and Service' : 'Knative Service'} first (it moves to ${knative ? 'Knative' : 'a Deployment'})`);
-  const service = `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`;
-  // Bounded: a pod slow to terminate must not fail the deploy. The new workload takes the name over once the old one is gone.
-  const what = `${name}'s ${knative ? 'Deployment and Service' : 'Knative Service'}`;
-  await waitFor(`${what} to be gone`, async () => (await Promise.all([...paths, service].map(gone))).every(Boolean), { timeoutMs: 60_000 }).catch(() => log(`${what} is still being removed after 60 s; going on (the new one takes the name once it is gone)`));
 }
 
 async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number): Promise<void> {

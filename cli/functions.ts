@@ -9,6 +9,7 @@ import { stringify } from 'yaml';
 import { connectCluster, connectionFromKubeconfig } from '../kube/connection.ts';
 import { describeCluster } from '../kube/kubeconfig.ts';
 import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll, servedResource } from '../kube/api.ts';
+import { namespaceReady } from '../kube/namespace.ts';
 import { codePath, compiled, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, webhookTlsSecretName } from '../functions/sdk/manifests.ts';
@@ -236,7 +237,7 @@ export async function discoveredScopes(api: KubeApi, reconciler: Reconciler): Pr
 /** Applies a function's manifests and makes sure its auth Secret exists (first: a workload among them may use it). */
 export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
   const manager = 'kfn-manifests';
-  await applyObject(api, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, manager);
+  await namespaceReady(api, namespace, { fieldManager: manager, say: (line) => console.error(line) });
   const secret = `kfn-fn-${name}`;
   // Marked for the function's Reconciler: the bridge sends a Secret's key for no other.
   const metadata = { name: secret, namespace, labels: functionLabels(name), annotations: { [authForAnnotation]: name } };

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { applyObject, type KubeApi } from '../kube/api.ts';
+import { namespaceReady } from '../kube/namespace.ts';
 import type { JournalEntry } from '../core/journal.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths, repoRoot } from '../cluster/paths.ts';
@@ -15,19 +16,8 @@ import { bridgeImage } from './deploy.ts';
 export const bridgeNamespace = 'kfn-system';
 
 /** Builds and imports the bridge image, then applies manifests/ with `--journal=/dev/stdout` added. */
-/** Waits while `namespace` is terminating (a previous run's), saying so; objects cannot be created in it meanwhile. */
-export async function awaitNamespaceUsable(api: KubeApi, namespace: string, log: (line: string) => void): Promise<void> {
-  for (let i = 0; ; i++) {
-    const ns = await api.request<{ metadata: { deletionTimestamp?: string } }>('GET', `/api/v1/namespaces/${namespace}`).catch(() => undefined);
-    if (!ns?.metadata.deletionTimestamp) return;
-    if (i === 0) log(`waiting for namespace ${namespace} (from an earlier run) to finish terminating…`);
-    if (i > 480) throw new Error(`namespace ${namespace} is still terminating after 2 minutes; see: kubectl get all -n ${namespace}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 export async function installBridge(api: KubeApi, binDir: string, fieldManager: string, log: (line: string) => void): Promise<void> {
-  await awaitNamespaceUsable(api, 'kfn-system', log);
+  await namespaceReady(api, bridgeNamespace, { fieldManager, say: log });
   const binaries = await ensureBinaries({ log });
   importImages(nodePaths(clusterPaths().dir).containerdSocket, [(await bridgeImage(binaries, log)).tarball]);
   const rendered = execFileSync(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'manifests')], { encoding: 'utf8' });

@@ -73,9 +73,64 @@ export interface UpOptions {
 export interface UpResult {
   state: ClusterState;
   paths: ClusterPaths;
-  /** True when a running cluster was found and left as it was. */
+  /** True when a running cluster was found and kept (given the fake nodes asked for, if it lacked them). */
   reused: boolean;
+  /** The fake nodes added to the running cluster it kept. */
+  addedFakeNodes?: string[];
   seconds: number;
+}
+
+/**
+ * What `up` does with a healthy running cluster, given what is asked of it: keep it as it is,
+ * give it the fake nodes it lacks (kwok, and the nodes, join a running control plane as they
+ * would a starting one), or start it anew when that cannot be done.
+ */
+export type ReusePlan = { action: 'reuse' } | { action: 'add-fake-nodes'; names: string[]; total: number; startKwok: boolean } | { action: 'restart'; reason: string };
+
+/**
+ * The plan for a running cluster recorded as `state`, asked for `wanted`. `kwokUnavailable`
+ * says why kwok cannot be started beside it (its binary or files missing), if it cannot. More
+ * fake nodes than asked for are kept: they take only pods that tolerate their taint.
+ */
+export function reusePlan(state: Pick<ClusterState, 'fakeNodes' | 'processes'>, wanted: Pick<UpOptions, 'fakeNodes'>, kwokUnavailable?: string): ReusePlan {
+  const want = wanted.fakeNodes ?? 0;
+  const have = state.fakeNodes ?? 0;
+  if (want <= have) return { action: 'reuse' };
+  const kwokRuns = state.processes.some((p) => p.name === 'kwok');
+  if (!kwokRuns && kwokUnavailable) return { action: 'restart', reason: `it has ${have} fake nodes, ${want} are needed, and kwok cannot be started beside it (${kwokUnavailable})` };
+  return { action: 'add-fake-nodes', names: Array.from({ length: want - have }, (_, i) => fakeNodeName(have + i)), total: want, startKwok: !kwokRuns };
+}
+
+/** Why kwok cannot be started beside the running cluster (a file its start needs is missing), or undefined. */
+function kwokUnavailable(paths: ClusterPaths, state: ClusterState): string | undefined {
+  const needed = [join(state.binDir, 'kwok'), join(paths.dir, 'kwok.yaml'), join(paths.dir, 'kubeconfigs', 'kwok.kubeconfig')];
+  const missing = needed.filter((file) => !existsSync(file));
+  return missing.length ? `missing: ${missing.map(displayPath).join(', ')}` : undefined;
+}
+
+/** Starts kwok (when it does not run yet) and registers the fake nodes `plan` names with it; resolves once they are Ready. */
+async function addFakeNodes(paths: ClusterPaths, state: ClusterState, plan: Extract<ReusePlan, { action: 'add-fake-nodes' }>, log: (line: string) => void): Promise<void> {
+  log(`The running local cluster has ${state.fakeNodes} fake nodes and ${plan.total} are needed: adding ${plan.names.join(', ')} (kwok)`);
+  if (plan.startKwok) {
+    const record = startProcess('kwok', join(state.binDir, 'kwok'), componentArgs('kwok', paths, state), join(paths.logs, 'kwok.log'));
+    // Recorded at once, so that `down` stops it whatever happens next.
+    state.processes.push(record);
+    writeState(paths, state);
+  }
+  const api = adminApi(paths, state);
+  for (const name of plan.names) await applyObject(api, fakeNodeManifest(name), fieldManager);
+  const kwok = state.processes.filter((p) => p.name === 'kwok');
+  await waitUntil(`fake nodes ${plan.names.join(', ')} to be Ready`, 60_000, kwok, async () => {
+    for (const name of plan.names) {
+      const node = await api.request<NodeStatus>('GET', `/api/v1/nodes/${name}`);
+      const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+      if (ready?.status !== 'True') throw new Error(`${name}: Ready=${ready?.status ?? 'unknown'}`);
+    }
+    return true;
+  });
+  // Only now: a state that counts them promises they are there.
+  state.fakeNodes = plan.total;
+  writeState(paths, state);
 }
 
 /** True when every recorded process runs and the apiserver answers /readyz with ok. */
@@ -94,12 +149,20 @@ export async function clusterUp(options: UpOptions = {}): Promise<UpResult> {
   return withLock(paths, log, async () => {
     const started = Date.now();
     const existing = readState(paths);
+    let restarting = false;
     if (existing && (await clusterHealthy(paths, existing))) {
-      return { state: existing, paths, reused: true, seconds: 0 };
+      const plan = reusePlan(existing, options, kwokUnavailable(paths, existing));
+      if (plan.action === 'reuse') return { state: existing, paths, reused: true, seconds: 0 };
+      if (plan.action === 'add-fake-nodes') {
+        await addFakeNodes(paths, existing, plan, log);
+        return { state: existing, paths, reused: true, addedFakeNodes: plan.names, seconds: (Date.now() - started) / 1000 };
+      }
+      log(`Restarting the running local cluster: ${plan.reason}.`);
+      restarting = true;
     }
     checkNodePrerequisites(log);
     if (existing || existsSync(nodePaths(paths.dir).hostSnapshot)) {
-      log('Found a stopped or broken local cluster; cleaning it up and starting a new one.');
+      if (!restarting) log('Found a stopped or broken local cluster; cleaning it up and starting a new one.');
       await stopAll(paths, existing, log);
     }
     rmSync(paths.dir, { recursive: true, force: true });

@@ -112,6 +112,30 @@ describe('functions on Knative Serving', () => {
     const wait = await kubectl(['-n', ns, 'wait', 'myweb/woken', '--for=condition=Ready', '--timeout=90s']);
     assert.equal(wait.code, 0, wait.stderr);
     t.diagnostic(`cold start: write → function answered in ${Date.parse(done.time) - written} ms (delivery ${done.durationMs} ms, attempt ${done.attempt})`);
+
+    // Inside this test: the second deploy is the same as the first only while its watch-namespace exists.
+    await t.test('a second deploy with nothing changed changes nothing: Knative\'s own Service is left alone, and it returns in seconds', async (st) => {
+      // myweb as deployed above, with the same options: the deploy of `kfn deploy --all
+      // --target knative` run twice. Knative's Service for the Route has the function's name and
+      // labels; taking it for the Deployment target's cost a minute per function.
+      type Meta = { metadata: { uid: string; generation?: number; ownerReferences?: { kind: string }[] } };
+      const ksvcPath = `/apis/serving.knative.dev/v1/namespaces/${system}/services/kfn-fn-myweb`;
+      const servicePath = `/api/v1/namespaces/${system}/services/kfn-fn-myweb`;
+      const before = { ksvc: await api.request<Meta>('GET', ksvcPath), service: await api.request<Meta>('GET', servicePath) };
+      assert.deepEqual(before.service.metadata.ownerReferences?.map((r) => r.kind), ['Route'], 'the Service under the function\'s name is the one Knative made for its Route');
+      const said: string[] = [];
+      const started = Date.now();
+      await deployFunctions([join(repoRoot, 'functions', 'myweb')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, registry: { prefix: registry.host }, log: (line) => (said.push(line), log(line)) });
+      const seconds = (Date.now() - started) / 1000;
+      st.diagnostic(`second deploy: ${seconds.toFixed(1)} s`);
+      assert.deepEqual(said.filter((l) => /Removing|still being removed/.test(l)), [], 'nothing is removed');
+      const after = { ksvc: await api.request<Meta>('GET', ksvcPath), service: await api.request<Meta>('GET', servicePath) };
+      assert.equal(after.service.metadata.uid, before.service.metadata.uid, 'Knative\'s Service is the same object');
+      assert.equal(after.ksvc.metadata.uid, before.ksvc.metadata.uid);
+      assert.equal(after.ksvc.metadata.generation, before.ksvc.metadata.generation, 'the Knative Service is unchanged (no new revision)');
+      await assert.rejects(api.request('GET', `/apis/apps/v1/namespaces/${system}/deployments/kfn-fn-myweb`), (err: { status?: number }) => err.status === 404, 'no Deployment target object appeared');
+      assert.ok(seconds < 30, `a deploy with nothing changed returns in seconds, not ${seconds.toFixed(1)} s`);
+    });
   });
 
   test('a function that crashes on start: Knative\'s reason reaches the Reconciler and the bridge backs off', async (t) => {

@@ -125,7 +125,7 @@ spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: 80, 
 
   test('fake nodes take only pods that tolerate their taint', async (t) => {
     const cluster = await testCluster();
-    assert.ok(cluster.state.fakeNodes >= 1, 'the test cluster runs with fake nodes (`kfn cluster up --fake-nodes N`); restart it with `npm run kfn -- cluster down`');
+    assert.ok(cluster.state.fakeNodes >= 1, 'the test cluster runs with fake nodes: testCluster() asks for them (testClusterOptions), and clusterUp adds them to a running cluster that lacks them');
     const ns = await testNamespace(t, cluster, 'fake');
     await applyYaml(
       cluster.kc,
