@@ -220,3 +220,31 @@ describe('a delivery waiting for its writes is woken by the watch', () => {
     assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created', 'updated'], 'and the wait\'s own timer, cancelled, delivers nothing more');
   });
 });
+
+describe('deliveries held until the identity is first reviewed', () => {
+  test('an object seen before the first review is delivered with its own reason once allowed, not as a resync', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    let allow!: () => void;
+    const reviewed = new Promise<void>((resolve) => (allow = resolve));
+    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
+      if (path.includes('/serviceaccounts/')) return { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } };
+      if (path.includes('subjectaccessreviews')) return reviewed.then(() => ({ status: { allowed: true } }));
+      return plain(method as never, path, options);
+    };
+    server.put('w');
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true });
+    t.after(() => bridge.stop(1000));
+    const config = parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } });
+    await bridge.setReconcilers([config]);
+    await until('the first list', () => (bridge.ready ? true : undefined));
+    await atRest(bridge);
+    assert.equal(receiver.deliveries.length, 0, 'nothing before the review');
+    allow();
+    const first = await until('the delivery once allowed', () => receiver.of('w')[0]);
+    assert.equal(first.reason, 'created');
+  });
+});

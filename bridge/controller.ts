@@ -281,7 +281,12 @@ export class Controller {
    * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
    */
   private async deliver(key: string): Promise<void> {
-    if (this.access !== 'allowed') {
+    if (this.access === 'unknown') {
+      // Not reviewed yet: held, with its reason, until the first verdict (redeliverAll queues it).
+      this.queue.forget(key);
+      return;
+    }
+    if (this.access === 'refused') {
       // Not for an identity that may not see it: dropped, delivered again once it may.
       this.pending.delete(key);
       this.queue.forget(key);

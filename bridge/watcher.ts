@@ -145,8 +145,8 @@ export class Watcher {
 
   /**
    * Whether the store may be falling behind the cluster: the last list or watch failed and no
-   * list has succeeded, nor any data come on a watch, since. What it holds is then not vouched
-   * for (bridge/snapshot.ts): the function reads that kind itself until the watch works again.
+   * list has succeeded, nor a watch been accepted, since. What it holds is then not vouched for
+   * (bridge/snapshot.ts): the function reads that kind itself until the watch works again.
    */
   get failing(): boolean {
     return this.broken;
@@ -337,15 +337,14 @@ export class Watcher {
           query: { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
           accept: this.options.projection === 'metadata' ? metadataAccept : 'application/json',
           signal: attempt.signal,
+          // Accepted: from here the store is as current as a watch that never broke — it has
+          // everything up to the version it resumed from, and will be told of every change after.
+          onOpen: () => (this.broken = false),
         },
         (line) => {
           resourceVersion = this.handle(line as WatchLine, resourceVersion);
         },
-        () => {
-          // Data on the stream: the watch works (again).
-          this.broken = false;
-          feed();
-        },
+        feed,
       );
       // The apiserver ended the watch (its timeout): resume where we are.
       this.failures = 0;

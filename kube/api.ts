@@ -62,6 +62,8 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** The most bytes of answer read; past it the answer is dropped unread and ResponseTooLarge thrown. */
   maxBytes?: number;
+  /** A stream: told once the apiserver has accepted it (200), before its first line. */
+  onOpen?: () => void;
 }
 
 /** An answer longer than the reader's bound (RequestOptions.maxBytes): dropped, not held. */
@@ -174,6 +176,7 @@ export class KubeApi {
   async stream(path: string, options: RequestOptions, onLine: (value: unknown) => void, onData?: () => void): Promise<void> {
     const res = await this.send('GET', path, options);
     if (res.statusCode !== 200) throw apiError(res.statusCode, await readText(res.body, 1 << 20, `GET ${path}`), `GET ${path}`);
+    options.onOpen?.();
     const body = res.body;
     if (onData) body.on('data', onData);
     const lines = createInterface({ input: body, crlfDelay: Infinity });

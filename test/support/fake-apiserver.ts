@@ -135,6 +135,7 @@ export class FakeApiServer {
             },
           };
           server.watches.add(w);
+          options.onOpen?.();
           options.signal?.addEventListener('abort', () => w.end(Object.assign(new Error('aborted'), { name: 'AbortError' })), { once: true });
         });
       },
