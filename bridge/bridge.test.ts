@@ -248,3 +248,54 @@ describe('deliveries held until the identity is first reviewed', () => {
     assert.equal(first.reason, 'created');
   });
 });
+
+describe('only deliveries held back for their writes are woken by the watch', () => {
+  const json = (res: import('node:http').ServerResponse, body: unknown) => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  const ref = (name: string, rv: string) => ({ apiVersion: 'example.com/v1', kind: 'Widget', namespace: 'ns', name, resourceVersion: rv });
+
+  test('the watch seeing a done delivery\'s own status write delivers nothing more', async (t) => {
+    const { server, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    receiver.answer = (d, res) => json(res, { result: 'done', changes: d.reason === 'created' ? [{ action: 'status', ref: ref('w', String(Number(server.currentVersion) + 1)) }] : [] });
+    server.put('w', { generation: 1 });
+    await until('created', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    server.put('w', { generation: 1 }); // the status write, as the watch sees it: queued at once if at all
+    await atRest(bridge);
+    assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created']);
+  });
+
+  test('nor does it cut a requeueAfterSeconds short', async (t) => {
+    const { server, clock, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    receiver.answer = (d, res) => json(res, d.reason === 'created' ? { result: 'requeue', requeueAfterSeconds: 60, changes: [{ action: 'status', ref: ref('w', String(Number(server.currentVersion) + 1)) }] } : { result: 'done', changes: [] });
+    server.put('w', { generation: 1 });
+    await until('created', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    server.put('w', { generation: 1 });
+    await atRest(bridge);
+    assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created'], 'not before its 60 s');
+    clock.advance(60_000);
+    await until('the requeue after 60 s', () => receiver.of('w')[1]);
+  });
+
+  test('a delivery still waiting after one of its writes was seen is delivered at the end of its longest wait, not stuck', async (t) => {
+    const { server, clock, receiver, bridge } = await setup(t, { contract: 2, resyncPeriodSeconds: 0 });
+    let other = '';
+    receiver.answer = (d, res) => {
+      if (d.reason !== 'created') return json(res, { result: 'done', changes: [] });
+      const now = Number(server.currentVersion);
+      other = String(now + 10);
+      json(res, { result: 'done', changes: [{ action: 'status', ref: ref('w', String(now + 2)) }, { action: 'applied', ref: ref('x', other) }] });
+    };
+    server.put('w', { generation: 1 });
+    await until('created', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    server.put('w', { generation: 2 }); // an update, before the writes were seen: it waits
+    await atRest(bridge);
+    server.put('w', { generation: 2 }); // the write on w is seen; the one on x is not
+    await atRest(bridge);
+    assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created']);
+    clock.advance(10_000); // the longest wait
+    const update = await until('the update, at the end of its longest wait', () => receiver.of('w')[1]);
+    assert.equal(update.reason, 'updated');
+  });
+});

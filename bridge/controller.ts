@@ -180,6 +180,28 @@ export class Controller {
     }
   }
 
+  /**
+   * Keys held back until the watches have seen their last writes, each with the timer of its
+   * longest wait. Woken by the watch event that shows a write (onEvent); should none come (a
+   * version reached only through a bookmark, a watch that lags), the timer delivers it at the
+   * end of the wait, without the lagging kinds. Only these keys are woken by events.
+   */
+  private readonly deferred = new Map<string, () => void>();
+
+  private defer(key: string, since: number): void {
+    if (this.deferred.has(key)) return;
+    const cancel = this.bridge.clock.setTimer(() => {
+      this.deferred.delete(key);
+      this.queue.add(key);
+    }, Math.max(0, since + maxSnapshotWaitMs - this.bridge.clock.now()));
+    this.deferred.set(key, cancel);
+  }
+
+  private undefer(key: string): void {
+    this.deferred.get(key)?.();
+    this.deferred.delete(key);
+  }
+
   /** Takes over what the controller of the Reconciler's previous spec knew that still holds: the waits for its writes. */
   inherit(previous: Controller): void {
     if (this.snapshots && previous.snapshots) this.snapshots.adopt(previous.snapshots);
@@ -243,12 +265,9 @@ export class Controller {
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
     this.snapshots?.onEvent(kind, event);
-    // A delivery waiting for its last writes to be seen: this may be one of them.
-    if (this.snapshots) {
-      for (const key of [...this.snapshots.waitingFor(kind, event.object)]) {
-        this.queue.cancelAfter(key);
-        this.queue.add(key);
-      }
+    // A delivery held back until its last writes are seen: this may be one of them.
+    if (this.snapshots && this.deferred.size) {
+      for (const key of this.snapshots.waitingFor(kind, event.object)) if (this.deferred.has(key)) this.queue.add(key);
     }
     if (sameKind(kind, this.config.for)) {
       // The watch's own key string when it gives one: the resync schedule then shares it.
@@ -301,6 +320,7 @@ export class Controller {
       this.finish(key, pending);
       this.queue.forget(key);
       this.snapshots?.forget(key);
+      this.undefer(key);
       return;
     }
     const observed = live && this.snapshots ? this.snapshotFor(key, live) : undefined;
@@ -381,15 +401,11 @@ export class Controller {
     const snapshots = this.snapshots!;
     const readiness = snapshots.readiness(key, this.watchesOf, this.bridge.clock.now());
     if (readiness.kind === 'wait') {
-      // Woken by the watch event that shows the write (onEvent); or, should none come (a write
-      // seen only through a bookmark, a watch that lags), after the longest wait, to deliver
-      // without the lagging kinds.
-      if (readiness.first) {
-        this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
-        this.queue.addAfter(key, maxSnapshotWaitMs);
-      }
+      if (readiness.first) this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
+      this.defer(key, readiness.since);
       return 'wait';
     }
+    this.undefer(key);
     if (readiness.kind === 'lagging') {
       this.bridge.metrics?.snapshotLagFallbacks.inc({ controller: this.config.name });
       this.bridge.log.warn({ reconciler: this.config.name, key, kinds: [...readiness.kinds], waitedMs: maxSnapshotWaitMs }, "the bridge's watches have not seen the last reconcile's writes; delivering without their snapshot (the function reads those kinds itself)");
@@ -451,6 +467,7 @@ export class Controller {
   async stop(timeoutMs: number): Promise<boolean> {
     this.stopped = true;
     this.cancelReview?.();
+    for (const key of [...this.deferred.keys()]) this.undefer(key);
     this.resync.stop();
     const finished = await this.workers.stop(timeoutMs);
     this.queue.shutDown();

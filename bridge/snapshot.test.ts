@@ -117,8 +117,8 @@ describe('read-your-writes', () => {
   test('a key waits until the watches have reached the versions its last reconcile wrote', () => {
     const { snapshots, watches, watchesOf } = setUp();
     snapshots.noteAnswer('ns/site', { result: 'done', changes: [{ action: 'applied', ref: { ...Deployment, namespace: 'ns', name: 'site', resourceVersion: '110' } }, { action: 'status', ref: { ...Web, namespace: 'ns', name: 'site', resourceVersion: '111' } }] }, 0);
-    assert.deepEqual(snapshots.readiness('ns/site', watchesOf, 5), { kind: 'wait', first: true });
-    assert.deepEqual(snapshots.readiness('ns/site', watchesOf, 6), { kind: 'wait', first: false }, 'counted once');
+    assert.deepEqual(snapshots.readiness('ns/site', watchesOf, 5), { kind: 'wait', first: true, since: 0 });
+    assert.deepEqual(snapshots.readiness('ns/site', watchesOf, 6), { kind: 'wait', first: false, since: 0 }, 'counted once');
     (watches.dep as unknown as { resourceVersion: string }).resourceVersion = '110';
     assert.equal(snapshots.readiness('ns/site', watchesOf, 7).kind, 'wait', 'the status write is not seen yet');
     // The primary's watch holds a newer object (its version past the write) though its own position lags.

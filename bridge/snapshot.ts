@@ -48,7 +48,7 @@ export type WatchesOf = (kind: KindRef) => Watcher[];
 export type Readiness =
   | { kind: 'ready' }
   /** Deliver later: a watch has not yet seen the writes. */
-  | { kind: 'wait'; first: boolean }
+  | { kind: 'wait'; first: boolean; since: number }
   /** Waited long enough: deliver, reading these kinds (group/Kind) from the apiserver. */
   | { kind: 'lagging'; kinds: Set<string> };
 
@@ -135,6 +135,7 @@ export class Snapshots {
   adopt(previous: Snapshots): void {
     for (const [key, entry] of previous.waits) if (!this.waits.has(key)) this.setWaits(key, entry);
     for (const [id, base] of previous.baselines) if (!this.baselines.has(id)) this.baselines.set(id, base);
+    if (previous.fence !== undefined) this.fence = previous.fence;
   }
 
   /**
@@ -164,7 +165,9 @@ export class Snapshots {
     if (this.fence === undefined) return true;
     if (this.fence === 'pending') return false;
     const kinds = [this.config.for, ...this.config.owns];
-    const behind = kinds.some((k) => watchesOf(k).some((w) => (compareResourceVersions(w.resourceVersion, this.fence!) ?? -1) < 0));
+    // A watch not synced, or failing, is not vouched for anyway (observed() leaves its kind out):
+    // it must not hold back the others.
+    const behind = kinds.some((k) => watchesOf(k).some((w) => w.hasSynced && !w.failing && (compareResourceVersions(w.resourceVersion, this.fence as string) ?? -1) < 0));
     if (!behind) this.fence = undefined;
     return !behind;
   }
@@ -223,7 +226,7 @@ export class Snapshots {
     if (now - entry.since < maxSnapshotWaitMs) {
       const first = !entry.counted;
       entry.counted = true;
-      return { kind: 'wait', first };
+      return { kind: 'wait', first, since: entry.since };
     }
     this.deleteWaits(key);
     return { kind: 'lagging', kinds: new Set(open.map((w) => groupKind(w.kind))) };

@@ -165,12 +165,6 @@ export class WorkQueue {
   }
 
   /** Adds `key` after `delayMs`. If it is already due earlier, the earlier time stands. */
-  /** Drops `key`'s delayed add, if it has one (what it waited for came sooner). */
-  cancelAfter(key: string): void {
-    this.waiting.get(key)?.cancel();
-    this.waiting.delete(key);
-  }
-
   addAfter(key: string, delayMs: number, priority: Priority = 'high'): void {
     if (this.shuttingDown) return;
     if (delayMs <= 0) return this.add(key, priority);
