@@ -27,6 +27,8 @@ export interface RecordedEvent {
   reason: ReceivedReconcile['reason'];
   attempt: number;
   deadline?: string;
+  /** The time the event gave the function (kfntimeleft, ms from receipt): an offline replay is timed the same way. */
+  timeLeftMs?: number;
   data: ReconcileEventData;
 }
 
@@ -212,6 +214,7 @@ export class Recorder {
         reason: received.reason,
         attempt: received.attempt,
         ...(received.deadline ? { deadline: received.deadline.toISOString() } : {}),
+        ...(received.timeLeftMs !== undefined ? { timeLeftMs: received.timeLeftMs } : {}),
         data: received.data,
       },
       resources: [],

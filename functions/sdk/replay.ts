@@ -39,7 +39,8 @@ export function receivedFrom(event: RecordedEvent, overrides: { reason?: Receive
   const data: ReconcileEventData = overrides.now ? { ...references, contract: 1 } : event.data;
   const ce: ReconcileCloudEvent = { specversion: '1.0', type: reconcileEventType, source: event.source, id: event.id, ...(event.time ? { time: event.time } : {}), datacontenttype: 'application/json', data };
   // The recorded deadline only means something on the recorded clock (an offline replay); now it has passed.
-  const deadline = overrides.deadline && event.deadline ? { deadline: new Date(event.deadline) } : {};
+  // With the time it gave, as the invocation had it: the runtime then reads no clock to time it.
+  const deadline = overrides.deadline && event.deadline ? { deadline: new Date(event.deadline), ...(event.timeLeftMs !== undefined ? { timeLeftMs: event.timeLeftMs } : {}) } : {};
   return { event: ce, data, reason: overrides.reason ?? event.reason, attempt: overrides.attempt ?? event.attempt, ...deadline };
 }
 
