@@ -7,36 +7,19 @@
 // same bundle on the same base is the same digest, and a second push sends nothing. A base that
 // cannot be pulled names the reference, the registry and the HTTP status.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { gunzipSync } from 'node:zlib';
-import { ensureRegistryBinaries } from '../../cluster/registry.ts';
-import { waitFor } from '../../core/clock.ts';
 import { imageFromTarball, RegistryClient, sha256 } from '../../cli/push.ts';
 import { layerFromFiles, mediaTypes, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type ImageConfigFile, type ImageManifest } from '../../cli/oci-image.ts';
-import { freePort } from '../support/bridge.ts';
+import { loopbackRegistry } from '../support/loopback-registry.ts';
 
 const credentials = { username: 'kfn', password: 'pa55word' };
 
 /** A registry of its own on 127.0.0.1, asking for `credentials`; its host:port. */
-async function startRegistry(t: TestContext): Promise<string> {
-  const bin = await ensureRegistryBinaries({ log: (line) => t.diagnostic(line) });
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-oci-registry-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  mkdirSync(join(dir, 'data'));
-  const line = spawnSync(bin.htpasswd, [credentials.username], { input: `${credentials.password}\n`, encoding: 'utf8' });
-  assert.equal(line.status, 0, line.stderr);
-  writeFileSync(join(dir, 'htpasswd'), line.stdout);
-  const port = await freePort();
-  writeFileSync(join(dir, 'config.yml'), `version: 0.1\nlog: {level: warn}\nstorage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}\nhttp: {addr: 127.0.0.1:${port}, secret: test}\nauth: {htpasswd: {realm: test, path: ${join(dir, 'htpasswd')}}}\n`);
-  const registry = spawn(bin.registry, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
-  t.after(() => registry.kill());
-  await waitFor('the registry to answer', async () => ((await fetch(`http://127.0.0.1:${port}/v2/`).catch(() => undefined))?.status === 401 ? true : undefined));
-  return `127.0.0.1:${port}`;
-}
+const startRegistry = async (t: TestContext) => (await loopbackRegistry(t, credentials)).host;
 
 /** Pushes a tiny base for `architecture` (a script and /etc/passwd; Node's place taken by a file) as an OCI image; its manifest digest. */
 async function pushBase(registry: string, architecture: string): Promise<{ digest: string; size: number; layer: string }> {

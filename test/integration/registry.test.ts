@@ -4,34 +4,20 @@
 // refused with what to do. On the cluster: the node pulls from the cluster's registry and
 // runs the same image imported under kfn.local afterwards. (Deploys by digest: the in-cluster e2e.)
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { ensureBinaries } from '../../cluster/build.ts';
 import { baseRecipes, buildImage, importImages } from '../../cluster/images.ts';
 import { nodePaths } from '../../cluster/node.ts';
-import { ensureRegistryBinaries, startRegistry } from '../../cluster/registry.ts';
+import { startRegistry } from '../../cluster/registry.ts';
 import { waitFor } from '../../core/clock.ts';
 import { pushImage } from '../../cli/push.ts';
-import { freePort } from '../support/bridge.ts';
+import { loopbackRegistry } from '../support/loopback-registry.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 
 test('a push to the real registry: blobs and manifest, by digest; nothing again the second time; wrong credentials refused', async (t) => {
-  const bin = await ensureRegistryBinaries({ log: (line) => t.diagnostic(line) });
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-registry-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  mkdirSync(join(dir, 'data'));
-  const line = spawnSync(bin.htpasswd, ['kfn'], { input: 'pa55word\n', encoding: 'utf8' });
-  assert.equal(line.status, 0, line.stderr);
-  assert.match(line.stdout, /^kfn:\$2[aby]\$/, 'a bcrypt htpasswd line');
-  writeFileSync(join(dir, 'htpasswd'), line.stdout);
-  const port = await freePort();
-  writeFileSync(join(dir, 'config.yml'), `version: 0.1\nlog: {level: warn}\nstorage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}\nhttp: {addr: 127.0.0.1:${port}, secret: test}\nauth: {htpasswd: {realm: test, path: ${join(dir, 'htpasswd')}}}\n`);
-  const registry = spawn(bin.registry, ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
-  t.after(() => registry.kill());
-  await waitFor('the registry to answer', async () => ((await fetch(`http://127.0.0.1:${port}/v2/`).catch(() => undefined))?.status === 401 ? true : undefined));
+  const { host, htpasswd } = await loopbackRegistry(t, { username: 'kfn', password: 'pa55word' });
+  assert.match(htpasswd, /^kfn:\$2[aby]\$/, 'a bcrypt htpasswd line');
+  const port = Number(host.split(':')[1]);
 
   const pause = baseRecipes(await ensureBinaries()).find((r) => r.name === 'pause')!;
   const image = buildImage(pause, await ensureBinaries());
