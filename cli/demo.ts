@@ -4,6 +4,7 @@
 // Deployment under its own ServiceAccount), elsewhere or with --local as processes on this
 // machine — sample objects, and a live account of every delivery until Ctrl-C stops what it
 // started.
+import { ownChild } from './signals.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -185,7 +186,8 @@ class Demo {
       port++;
     }
     const bridgeLog = openSync(join(this.work, 'bridge.log'), 'a');
-    this.children.push(spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'bridge', `--kubeconfig=${this.kubeconfig}`, `--journal=${this.journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] }));
+    // Owned: ended with the CLI however it ends (a signal before the demo's own handlers too).
+    this.children.push(ownChild(spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'bridge', `--kubeconfig=${this.kubeconfig}`, `--journal=${this.journal}`, '--metrics-addr=127.0.0.1:18081'], { stdio: ['ignore', bridgeLog, bridgeLog] })));
     closeSync(bridgeLog);
     say(`Bridge running — metrics http://127.0.0.1:18081/metrics, log ${displayPath(join(this.work, 'bridge.log'))}, journal ${displayPath(this.journal)}`);
   }

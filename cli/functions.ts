@@ -1,5 +1,6 @@
 // `kfn serve` and `kfn manifests`: run one function locally; write (and apply) what functions
 // need in a cluster.
+import { ownChild } from './signals.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
@@ -322,10 +323,11 @@ export async function startFunction(options: { dir: string; name: string; port: 
   const log = join(workDir, `${name}.log`);
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];
-  const child = spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
+  // Owned: ended with the CLI however it ends (cli/signals.ts).
+  const child = ownChild(spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, KFN_AUTH_SECRET_FILE: keyFile },
-  });
+  }));
   closeSync(fd);
   const url = `http://127.0.0.1:${port}/`;
   for (let i = 0; i < 150; i++) {
