@@ -299,3 +299,31 @@ describe('only deliveries held back for their writes are woken by the watch', ()
     assert.equal(update.reason, 'updated');
   });
 });
+
+describe('a watch replaced by one that keeps more', () => {
+  test('what was deleted while it was replaced is delivered as deleted to the Reconcilers that knew it', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const bridge = new Bridge({ api: server.api(), log: quiet, clock, watcher: { backoffMs: [1, 2] } });
+    t.after(() => bridge.stop(1000));
+    const spec = (uri: string, contract: number) => ({ for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri }, contract, resyncPeriodSeconds: 0 });
+    const first = parseReconciler({ metadata: { name: 'widgets' }, spec: spec(`${receiver.url}first`, 1) });
+    server.put('kept', { generation: 1 });
+    server.put('gone', { generation: 1 });
+    await bridge.setReconcilers([first]);
+    await until('both created', () => (receiver.deliveries.filter((d) => d.path === '/first').length === 2 ? true : undefined));
+    await atRest(bridge);
+    // A second Reconciler needs the whole objects (contract 2): the metadata watch is replaced.
+    // An object deleted unseen meanwhile (no event reaches the stopped watch) must not be lost.
+    server.remove('gone', 'ns', true);
+    const second = parseReconciler({ metadata: { name: 'snapshots' }, spec: spec(`${receiver.url}second`, 2) });
+    await bridge.setReconcilers([first, second]);
+    const deleted = await until('the deletion delivered to the first Reconciler', () => receiver.deliveries.find((d) => d.path === '/first' && d.name === 'gone' && d.reason === 'deleted'));
+    assert.ok(deleted);
+    await until('the second Reconciler told of the object that is there', () => receiver.deliveries.find((d) => d.path === '/second' && d.name === 'kept'));
+    await atRest(bridge);
+    assert.equal(bridge.runtime('snapshots')!.queue.length, 0);
+    assert.equal(receiver.deliveries.some((d) => d.path === '/second' && d.name === 'gone'), false, 'and not of the one that is gone, which it never knew');
+  });
+});

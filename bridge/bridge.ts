@@ -272,7 +272,8 @@ export class Bridge {
       this.watches.delete(id);
       const { users, watcher: old } = shared;
       const fields = shared.full && shared.fields && need.fields ? [...new Set([...shared.fields, ...need.fields])] : shared.full && !shared.fields ? undefined : need.fields;
-      const replaced = await this.startWatch(id, need.ref, resource, { full: true, ...(fields ? { fields } : {}), namespace, labelSelector: need.labelSelector });
+      // Its first list is compared with what the old one knew: a deletion between the two is delivered.
+      const replaced = await this.startWatch(id, need.ref, resource, { full: true, ...(fields ? { fields } : {}), namespace, labelSelector: need.labelSelector, inherit: { store: old.store, users: new Set(users) } });
       for (const u of users) {
         replaced.users.add(u);
         this.runtimes.get(u)?.replaceWatch(old, replaced.watcher);
@@ -284,7 +285,7 @@ export class Bridge {
     return shared;
   }
 
-  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; fields?: string[]; namespace?: string; labelSelector?: string }): Promise<SharedWatch> {
+  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; fields?: string[]; namespace?: string; labelSelector?: string; inherit?: { store: Map<string, KubeObject>; users: Set<string> } }): Promise<SharedWatch> {
     const log = this.options.log;
     const metrics = this.options.metrics;
     // Registered before it starts, so that its first problem already reaches its users.
@@ -296,6 +297,7 @@ export class Bridge {
       ...(o.fields ? { fields: o.fields } : {}),
       namespace: o.namespace,
       labelSelector: o.labelSelector,
+      ...(o.inherit ? { inherit: o.inherit.store } : {}),
       log: (level, msg, fields) => log[level](fields ?? {}, msg),
       onProblem: (problem) => {
         shared.problem = problem;
@@ -310,7 +312,11 @@ export class Bridge {
       } else {
         metrics?.watchEvents.inc({ kind: ref.kind, type: event.type });
       }
-      for (const user of shared.users) this.runtimes.get(user)?.onEvent(ref, event, initial);
+      for (const user of shared.users) {
+        // A deletion seen by comparing with the replaced watch: news only to those that knew it.
+        if (event.type === 'delete' && event.fromReplaced && !o.inherit?.users.has(user)) continue;
+        this.runtimes.get(user)?.onEvent(ref, event, initial);
+      }
     });
     shared.watcher = watcher;
     shared.unsubscribe = unsubscribe;

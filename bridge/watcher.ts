@@ -32,7 +32,7 @@ import { Interned, keptKey, kfnManagedFields, recordOf, rememberKey } from './re
  */
 export type WatchEvent =
   | { type: 'apply'; object: KubeObject; old?: KubeObject; key?: string }
-  | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string }
+  | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string; fromReplaced?: boolean }
   | { type: 'synced'; relist: boolean };
 
 export interface WatcherOptions {
@@ -67,6 +67,11 @@ export interface WatcherOptions {
    */
   onProblem?: (problem: string | undefined) => void;
   log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => void;
+  /**
+   * The store of a watch of the same objects this one replaces: what it held and this one's first
+   * list no longer has vanished between the two, and is told as a delete.
+   */
+  inherit?: Map<string, KubeObject>;
 }
 
 type State =
@@ -95,7 +100,9 @@ export class Watcher {
   readonly store = new Map<string, KubeObject>();
   private readonly interned = new Interned();
   private readonly api: KubeApi;
-  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
+  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields' | 'inherit'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
+  /** The replaced watch's store, until this one's first list has been compared with it. */
+  private inherited: Map<string, KubeObject> | undefined;
   /**
    * The resourceVersion the watch has reached (its list's, then each event's and bookmark's):
    * every change to the objects it watches up to this version is in the store. '' before the
@@ -130,6 +137,7 @@ export class Watcher {
     };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.inherited = options.inherit;
     this.pageSize = this.options.pageSize;
   }
 
@@ -277,6 +285,9 @@ export class Watcher {
         this.emit({ type: 'delete', object: old, inferred: true, key });
       }
     }
+    // What the replaced watch knew and the list no longer has vanished between the two watches.
+    for (const [key, old] of this.inherited ?? []) if (!seen.has(key)) this.emit({ type: 'delete', object: old, inferred: true, key, fromReplaced: true });
+    this.inherited = undefined;
     this.resourceVersion = resourceVersion;
     this.emit({ type: 'synced', relist });
     if (!this.synced) {
