@@ -215,7 +215,7 @@ reconcilers.push({
   apiVersion: 'kfn.dev/v1alpha1',
   kind: 'Reconciler',
   metadata: { name: 'no-rights' },
-  spec: { for: { apiVersion: 'app.example.com/v1', kind: 'MyApp' }, contract: 2, namespaces: [ns], sink: { uri: `http://127.0.0.1:${(noRight.address() as AddressInfo).port}/` }, serviceAccount: { name: 'no-rights', namespace: ns } },
+  spec: { for: { apiVersion: 'app.example.com/v1', kind: 'MyApp' }, contract: 2, namespaces: [ns], sink: { uri: `http://127.0.0.1:${(noRight.address() as AddressInfo).port}/` }, serviceAccount: { name: 'no-rights', namespace: ns }, resyncPeriodSeconds: 30 },
 });
 const config = join(dir, 'bridge.yaml');
 const writeConfig = () => writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
