@@ -327,3 +327,30 @@ describe('a watch replaced by one that keeps more', () => {
     assert.equal(receiver.deliveries.some((d) => d.path === '/second' && d.name === 'gone'), false, 'and not of the one that is gone, which it never knew');
   });
 });
+
+describe('deliveries held while the identity is refused', () => {
+  test('refused at first (the binding not seen yet), allowed at the next review: the object comes with its own reason', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    let allowed = false;
+    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
+      if (path.includes('/serviceaccounts/')) return { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } };
+      if (path.includes('subjectaccessreviews')) return { status: { allowed } };
+      return plain(method as never, path, options);
+    };
+    server.put('w');
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true });
+    t.after(() => bridge.stop(1000));
+    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+    await until('the first list', () => (bridge.ready ? true : undefined));
+    await atRest(bridge);
+    assert.equal(receiver.deliveries.length, 0, 'nothing while refused');
+    allowed = true;
+    clock.advance(1000); // the next review, a second after a refusal
+    const first = await until('the delivery once allowed', () => receiver.of('w')[0]);
+    assert.equal(first.reason, 'created');
+  });
+});

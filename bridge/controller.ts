@@ -300,14 +300,11 @@ export class Controller {
    * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
    */
   private async deliver(key: string): Promise<void> {
-    if (this.access === 'unknown') {
-      // Not reviewed yet: held, with its reason, until the first verdict (redeliverAll queues it).
-      this.queue.forget(key);
-      return;
-    }
-    if (this.access === 'refused') {
-      // Not for an identity that may not see it: dropped, delivered again once it may.
-      this.pending.delete(key);
+    if (this.access !== 'allowed') {
+      // Not reviewed yet, or not for an identity that may not see it: held with its reason
+      // (created, updated…), and delivered with it once the identity may (redeliverAll). A
+      // Reconciler is often reviewed a moment before the apiserver's authorizer has seen the
+      // binding applied with it: its first objects keep their reasons across that refusal.
       this.queue.forget(key);
       return;
     }
