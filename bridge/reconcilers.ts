@@ -180,8 +180,11 @@ export class ClusterReconcilers implements ReconcilerSource {
   private problemOf(name: string): { reason: string; message: string } | undefined {
     const current = this.problems.get(name);
     if (!current?.size) return undefined;
-    // An identity refused comes first: nothing is delivered whatever else is wrong.
-    const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : [...current.entries()][0]!;
+    // An identity refused comes first: nothing is delivered whatever else is wrong. An identity
+    // not reviewed yet comes last: what keeps the review from a verdict (a kind not served) is
+    // said better by the watch that fails on it.
+    const entries = [...current.entries()];
+    const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : (entries.find(([s]) => s !== 'identity-pending') ?? entries[0]!);
     const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', 'identity-pending': 'IdentityNotReviewed' };
     return { reason: reasons[source] ?? 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   }
