@@ -204,7 +204,8 @@ for (const kind of Object.values(kinds)) {
   functions.push({ name: reconciler.name, keyFile: fn.keyFile });
   keys.push(readFileSync(fn.keyFile, 'utf8'));
 }
-// A Reconciler whose identity agrees to serve it but may not list its kind: nothing may reach its sink.
+// A Reconciler whose identity agrees to serve it but may not list its kind: nothing may reach its
+// sink. Its timeout is the others': a new leader holds every key for the longest timeout it serves.
 const noRight = createServer((_req, res) => {
   figures.noRightDeliveries++;
   res.writeHead(500).end('this sink must never be called');
@@ -215,7 +216,7 @@ reconcilers.push({
   apiVersion: 'kfn.dev/v1alpha1',
   kind: 'Reconciler',
   metadata: { name: 'no-rights' },
-  spec: { for: { apiVersion: 'app.example.com/v1', kind: 'MyApp' }, contract: 2, namespaces: [ns], sink: { uri: `http://127.0.0.1:${(noRight.address() as AddressInfo).port}/` }, serviceAccount: { name: 'no-rights', namespace: ns }, resyncPeriodSeconds: 30 },
+  spec: { for: { apiVersion: 'app.example.com/v1', kind: 'MyApp' }, contract: 2, namespaces: [ns], sink: { uri: `http://127.0.0.1:${(noRight.address() as AddressInfo).port}/` }, serviceAccount: { name: 'no-rights', namespace: ns }, resyncPeriodSeconds: 30, timeoutSeconds },
 });
 const config = join(dir, 'bridge.yaml');
 const writeConfig = () => writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
