@@ -43,7 +43,9 @@ export function followBridgeJournal(api: KubeApi, namespace: string, onEntry: (e
         const pods = await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods?labelSelector=app.kubernetes.io/name=kfn-bridge`);
         const leader = pods.items.find((p) => lease.spec?.holderIdentity?.startsWith(p.metadata.name));
         if (leader) {
-          await api.stream(`/api/v1/namespaces/${namespace}/pods/${leader.metadata.name}/log?follow=true`, { signal: abort.signal }, (line) => {
+          // A pod's log holds more than the journal's JSON lines (the bridge's first line says
+          // which cluster it uses): those are passed over.
+          await api.stream(`/api/v1/namespaces/${namespace}/pods/${leader.metadata.name}/log?follow=true`, { signal: abort.signal, onText: () => {} }, (line) => {
             if (!line || typeof line !== 'object' || !('outcome' in line)) return;
             const entry = line as unknown as JournalEntry;
             const key = `${entry.id}|${entry.attempt}|${entry.time}`;

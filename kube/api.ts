@@ -64,6 +64,8 @@ export interface RequestOptions {
   maxBytes?: number;
   /** A stream: told once the apiserver has accepted it (200), before its first line. */
   onOpen?: () => void;
+  /** A stream of a log rather than a watch: a line that is not JSON is handed here, not an error. */
+  onText?: (line: string) => void;
 }
 
 /** An answer longer than the reader's bound (RequestOptions.maxBytes): dropped, not held. */
@@ -190,6 +192,10 @@ export class KubeApi {
       try {
         value = JSON.parse(line);
       } catch {
+        if (options.onText) {
+          options.onText(line);
+          continue;
+        }
         throw new Error(`unparseable watch line from ${path}: ${line.slice(0, 200)}`);
       }
       onLine(value);
