@@ -113,16 +113,16 @@ export class Controller {
       problem = await identityProblem(this.bridge.api, this.config, this.bridge.requireIdentity ?? false);
     } catch (err) {
       // No verdict (a kind not served yet, the apiserver away): the last one stands, and until
-      // there is a first, nothing is delivered — and the Reconciler says so.
+      // there is a first, nothing is delivered.
+      // (Not reported: what keeps the review from a verdict — a kind not served yet — is what
+      // the Reconciler's watch reports, as WatchFailed.)
       if (this.stopped) return;
-      if (this.access === 'unknown') this.bridge.onProblem?.(this.config.name, 'identity-pending', `the rights of its identity are not reviewed yet: ${(err as Error).message}`);
       this.scheduleReview();
       return;
     }
     if (this.stopped) return;
     const before = this.access;
     this.access = problem ? 'refused' : 'allowed';
-    this.bridge.onProblem?.(this.config.name, 'identity-pending', undefined);
     this.bridge.onProblem?.(this.config.name, 'identity', problem);
     if (problem && before !== 'refused') this.bridge.log.warn({ reconciler: this.config.name, problem }, 'not delivering: its identity may not see what it would be sent');
     if (!problem && before === 'refused') this.bridge.log.info({ reconciler: this.config.name }, 'its identity may see what it is sent now; delivering');

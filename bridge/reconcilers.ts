@@ -84,7 +84,7 @@ export class FixedReconcilers implements ReconcilerSource {
  * The cluster's Reconciler objects, watched: a change (of spec or metadata: the bridge's own
  * status writes change no generation) is applied 200 ms later, with those around it. Each
  * Reconciler's Ready condition is written when it changes: Running, InvalidSpec, WatchFailed,
- * SinkNotReady, IdentityForbidden (its identity may not see what it would be sent), IdentityNotReviewed.
+ * SinkNotReady, IdentityForbidden (its identity may not see what it would be sent).
  */
 export class ClusterReconcilers implements ReconcilerSource {
   loaded = false;
@@ -180,12 +180,9 @@ export class ClusterReconcilers implements ReconcilerSource {
   private problemOf(name: string): { reason: string; message: string } | undefined {
     const current = this.problems.get(name);
     if (!current?.size) return undefined;
-    // An identity refused comes first: nothing is delivered whatever else is wrong. An identity
-    // not reviewed yet comes last: what keeps the review from a verdict (a kind not served) is
-    // said better by the watch that fails on it.
-    const entries = [...current.entries()];
-    const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : (entries.find(([s]) => s !== 'identity-pending') ?? entries[0]!);
-    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', 'identity-pending': 'IdentityNotReviewed' };
+    // An identity refused comes first: nothing is delivered whatever else is wrong.
+    const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : [...current.entries()][0]!;
+    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden' };
     return { reason: reasons[source] ?? 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   }
 
