@@ -362,14 +362,19 @@ describe('bridge', { concurrency: true }, () => {
   test('never two deliveries of one object at once; the last delivery sees the last change', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { maxConcurrentReconciles: 4 } });
-    // The first delivery takes long enough for all nine changes to arrive while it runs.
+    // The first delivery lasts until all nine changes have been made (and a moment for the
+    // watch to see the last), however long the patches take on a busy machine.
+    let patched: () => void = () => {};
+    const allPatched = new Promise<void>((resolve) => (patched = resolve));
     f.receiver.answer = async (d, res) => {
-      await sleep(d.generation === 1 ? 3000 : 100);
+      if (d.generation === 1) await allPatched.then(() => sleep(500));
+      else await sleep(100);
       answerDone(d, res);
     };
     await f.createWidget('hot');
     await waitFor('the first delivery to start', async () => f.receiver.of('hot')[0]);
     for (let i = 2; i <= 10; i++) await f.patchWidget('hot', { spec: { size: i } });
+    patched();
     await waitFor('a delivery of generation 10', async () => f.receiver.of('hot').find((d) => d.generation === 10), { timeoutMs: 20_000 });
     await sleep(300);
     assert.equal(f.receiver.maxConcurrentPerKey(), 1);
