@@ -125,3 +125,19 @@ test('manifests/crds/reconciler.yaml is the CRD the schema gives (npm run genera
   const file = readFileSync(new URL('../manifests/crds/reconciler.yaml', import.meta.url), 'utf8');
   assert.equal(file, reconcilerCrdYaml(), 'manifests/crds/reconciler.yaml is out of date: run npm run generate');
 });
+
+test('contract 2 keeps annotations and status of an owned kind that declares no fields; [*] keeps it whole; [] its metadata', () => {
+  const owns = [
+    { apiVersion: 'apps/v1', kind: 'Deployment' },
+    { apiVersion: 'v1', kind: 'Secret', fields: ['*'] },
+    { apiVersion: 'v1', kind: 'ConfigMap', fields: [] },
+    { apiVersion: 'v1', kind: 'Service', fields: ['spec.ports'] },
+  ];
+  const c = parseReconciler({ ...valid, spec: { ...valid.spec, contract: 2, owns } });
+  assert.deepEqual(c.owns.map((o) => [o.kind, o.fields]), [['Deployment', ['metadata.annotations', 'status']], ['Secret', undefined], ['ConfigMap', []], ['Service', ['spec.ports']]]);
+  assert.deepEqual(
+    watchedKinds(c).filter((k) => k.ref.kind !== 'MyWeb' && k.ref.kind !== 'Pod').map((k) => [k.ref.kind, k.full, k.fields]),
+    [['Deployment', true, ['metadata.annotations', 'status']], ['Secret', true, undefined], ['ConfigMap', false, undefined], ['Service', true, ['spec.ports']]],
+  );
+  assert.throws(() => parseReconciler({ ...valid, spec: { ...valid.spec, owns: [{ apiVersion: 'v1', kind: 'Secret', fields: ['**'] }] } }), /spec\.owns\[0\]\.fields\[0\] must be a dotted field path such as status or spec\.selector, or \* for the whole object/);
+});

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { defaultedReconcilerSpec, reconcilerSpecSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
+import { defaultedReconcilerSpec, observedFields, reconcilerSpecSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
 import { customResourceDefinition } from '../kube/crd.ts';
 
 /**
@@ -20,7 +20,7 @@ import { customResourceDefinition } from '../kube/crd.ts';
  */
 export interface OwnedKind extends KindRef {
   labelSelector: string;
-  /** Contract 2: the fields carried besides metadata; undefined, the whole object. */
+  /** Contract 2: the fields carried besides metadata (the spec's, or observedFields' default); undefined, the whole object. */
   fields?: string[];
 }
 
@@ -113,7 +113,10 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
     generation: typeof metadata.generation === 'number' ? metadata.generation : 0,
     for: { apiVersion: spec.for.apiVersion, kind: spec.for.kind },
     contract: spec.contract === 2 ? 2 : 1,
-    owns: (spec.owns ?? []).map((k) => ({ apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector, ...(k.fields ? { fields: k.fields } : {}) })),
+    owns: (spec.owns ?? []).map((k) => {
+      const fields = observedFields(k.fields);
+      return { apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector, ...(fields ? { fields } : {}) };
+    }),
     watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping as Mapping })),
     sink: spec.sink,
     auth: spec.auth,

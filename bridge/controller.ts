@@ -49,6 +49,9 @@ export interface ControllerContext {
 
 
 
+/** How often contract 2's bookkeeping is swept of children no watch holds (Snapshots.sweep). */
+const sweepEveryMs = 60_000;
+
 /** Why the bridge wants a key delivered, and what caused it. */
 interface PendingObservation {
   reason: ReconcileReason;
@@ -158,6 +161,8 @@ export class Controller {
   private readonly otherWatches = new Map<string, Watcher[]>();
   /** Contract 2: what deliveries carry of the watches, and the writes they wait for. */
   private readonly snapshots: Snapshots | undefined;
+  /** When the snapshots' bookkeeping was last swept (at most once every sweepEveryMs, on a delivery). */
+  private sweptAt = 0;
 
   /**
    * Contract 2, after taking objects over from another holder (a leader, a shard): nothing is
@@ -396,7 +401,13 @@ export class Controller {
    */
   private snapshotFor(key: string, live: KubeObject): ObservedState | undefined | 'wait' {
     const snapshots = this.snapshots!;
-    const readiness = snapshots.readiness(key, this.watchesOf, this.bridge.clock.now());
+    const now = this.bridge.clock.now();
+    if (now - this.sweptAt >= sweepEveryMs) {
+      this.sweptAt = now;
+      const released = snapshots.sweep(this.watchesOf, now);
+      if (released.baselines || released.children) this.bridge.log.info({ reconciler: this.config.name, ...released }, 'released the bookkeeping of children no watch holds');
+    }
+    const readiness = snapshots.readiness(key, this.watchesOf, now);
     if (readiness.kind === 'wait') {
       if (readiness.first) this.bridge.metrics?.staleSnapshotSkips.inc({ controller: this.config.name });
       this.defer(key, readiness.since);

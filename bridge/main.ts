@@ -17,20 +17,34 @@ import type { WatcherOptions } from './watcher.ts';
 import { startHealthServer } from './health.ts';
 import { ClusterReconcilers, FixedReconcilers, type ReconcilerSource } from './reconcilers.ts';
 
+/** The bridge's old-space ceiling, in percent of its container's memory limit (of the host's without one). */
+export const bridgeHeapPercent = 70;
+
 /**
  * The V8 flags the bridge is meant to run with: its Deployment's command line passes them to
  * node (NODE_OPTIONS refuses --no-opt and --no-maglev) and the benchmarks measure with them.
  * What the bridge keeps is small (under 1 KiB per watched object); left alone, V8 lets the heap
  * grow to a share of the machine's memory before collecting, and its optimizing compilers
  * (Maglev, TurboFan) leave tens of MiB of compiler memory with the allocator. A small young
- * generation, a modest old-space ceiling, and the interpreter with the baseline compiler only:
+ * generation, an old-space ceiling of 70% of the container's memory limit (Node reads the
+ * cgroup's; a fixed ceiling crash-looped a bridge whose Reconcilers needed more than it, whatever
+ * the limit: the rest of the limit is code, stacks and buffers, about 60 MiB), and the
+ * interpreter with the baseline compiler only:
  * 93 MiB resident at 10,000 watched objects instead of 120, for about 1.4× the CPU per
  * delivery: on 2 busy cores the write → delivery p99 at the highest rate was 1.1–1.2× a bare
  * watch's in runs of its own and 2.5× in the full benchmark run (docs/performance.md). At 100,000
- * watched objects the live heap is 72 MiB, inside the ceiling. A bridge facing thousands of
+ * watched objects the live heap is 72 MiB. A bridge facing thousands of
  * changes a second can drop the last three flags: more memory, less CPU.
  */
-export const bridgeNodeOptions = '--max-semi-space-size=1 --max-old-space-size=160 --no-opt --no-maglev --optimize-for-size';
+export const bridgeNodeOptions = `--max-semi-space-size=1 --max-old-space-size-percentage=${bridgeHeapPercent} --no-opt --no-maglev --optimize-for-size`;
+
+/**
+ * The same flags for a bridge outside a container (a benchmark's process), with the ceiling a
+ * container limited to `limitMiB` would get: a host's memory is not what the Deployment has.
+ */
+export function bridgeNodeOptionsAt(limitMiB: number): string {
+  return bridgeNodeOptions.replace(/--max-old-space-size-percentage=\d+/, `--max-old-space-size=${Math.floor((limitMiB * bridgeHeapPercent) / 100)}`);
+}
 
 export interface BridgeProcessOptions {
   kubeconfig?: string;

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler } from './config.ts';
-import { compareResourceVersions, maxSnapshotWaitMs, Snapshots } from './snapshot.ts';
+import { compareResourceVersions, maxSnapshotWaitMs, Snapshots, unseenBaselineMs } from './snapshot.ts';
 import type { Watcher } from './watcher.ts';
 import type { KindRef } from '../core/objects.ts';
 import type { KubeObject } from '../kube/api.ts';
@@ -155,5 +155,29 @@ describe('read-your-writes', () => {
     assert.equal(compareResourceVersions('42', '42'), 0);
     assert.equal(compareResourceVersions('abc', 'abd'), undefined);
     assert.equal(compareResourceVersions('abc', 'abc'), 0);
+  });
+});
+
+describe('bookkeeping of children the bridge never saw go', () => {
+  test('a baseline of a child no watch holds is released after unseenBaselineMs; one a watch holds is kept', () => {
+    const { snapshots, watches, watchesOf } = setUp();
+    const ref = (name: string, uid: string) => ({ ...Deployment, namespace: 'ns', name, uid, resourceVersion: '103', generation: 1 });
+    snapshots.noteAnswer('ns/site', { result: 'done', changes: [], children: [{ ref: ref('site', 'd1'), hash: 'h1' }, { ref: ref('gone-before-seen', 'd9'), hash: 'h9' }] }, 0);
+    assert.equal(snapshots.held().baselines, 2);
+    assert.deepEqual(snapshots.sweep(watchesOf, unseenBaselineMs - 1), { baselines: 0, children: 0 }, 'a child just applied may not be seen yet');
+    (watches.dep as { failing: boolean }).failing = true;
+    assert.deepEqual(snapshots.sweep(watchesOf, unseenBaselineMs), { baselines: 0, children: 0 }, 'a failing watch proves nothing gone');
+    (watches.dep as { failing: boolean }).failing = false;
+    assert.deepEqual(snapshots.sweep(watchesOf, unseenBaselineMs), { baselines: 1, children: 0 });
+    assert.equal(snapshots.held().baselines, 1, 'the held child keeps its baseline');
+  });
+
+  test('an owner-index entry of a child no watch holds (its deletion never seen as one) is released', () => {
+    const { snapshots, watches, watchesOf } = setUp();
+    assert.equal(snapshots.held().children, 2);
+    watches.dep.store.delete('ns/site');
+    assert.deepEqual(snapshots.sweep(watchesOf, 1), { baselines: 0, children: 1 });
+    assert.equal(snapshots.held().children, 1);
+    assert.deepEqual(snapshots.observed(web, watchesOf)!.children.map((c) => c.kind), ['ConfigMap']);
   });
 });

@@ -40,6 +40,11 @@ interface Baseline {
   hash: string;
   resourceVersion?: string;
   generation?: number;
+  /** The owned kind (the config's own object, shared) and store key it is of, for the sweep. */
+  kind: KindRef;
+  key: string;
+  /** When an answer last reported it. */
+  at: number;
 }
 
 /** The watches of one kind (one per namespace, or one for all), as the Controller has them. */
@@ -54,6 +59,12 @@ export type Readiness =
 
 /** How long a key waits for lagging watches before its delivery goes without their snapshot. */
 export const maxSnapshotWaitMs = 10_000;
+
+/**
+ * How long a baseline is kept for a child no watch holds: longer than any watch takes to see a
+ * write it is not lagging on (past maxSnapshotWaitMs a lagging kind is not vouched for anyway).
+ */
+export const unseenBaselineMs = 6 * maxSnapshotWaitMs;
 
 export class Snapshots {
   private readonly config: ReconcilerConfig;
@@ -196,8 +207,68 @@ export class Snapshots {
     else this.deleteWaits(key);
     for (const child of response.children ?? []) {
       if (!this.owned(child.ref) || typeof child.hash !== 'string') continue;
-      this.baselines.set(objectId(child.ref), { hash: child.hash, ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}), ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}) });
+      const kind = this.owned(child.ref)!;
+      this.baselines.set(objectId(child.ref), {
+        hash: child.hash,
+        ...(child.ref.resourceVersion ? { resourceVersion: child.ref.resourceVersion } : {}),
+        ...(child.ref.generation !== undefined ? { generation: child.ref.generation } : {}),
+        kind,
+        key: objectKey({ namespace: child.ref.namespace, name: child.ref.name }),
+        at: now,
+      });
     }
+  }
+
+  /**
+   * Releases what the bridge would otherwise keep forever: the baseline of a child no watch has
+   * held for unseenBaselineMs (an answer reported it, but it was deleted before the watch saw it,
+   * or it does not match the kind's selector), and owner-index entries of children no watch
+   * holds (their deletion was never seen as such). Only where every watch of the kind has listed
+   * and is not failing: a store that may lag proves nothing gone.
+   */
+  sweep(watchesOf: WatchesOf, now: number): { baselines: number; children: number } {
+    const settled = new Map<string, Watcher[] | undefined>();
+    const watchesFor = (kind: KindRef) => {
+      const gk = groupKind(kind);
+      if (!settled.has(gk)) {
+        const watches = watchesOf(kind);
+        settled.set(gk, watches.length && watches.every((w) => w.hasSynced && !w.failing) ? watches : undefined);
+      }
+      return settled.get(gk);
+    };
+    const held = (watches: Watcher[], key: string) => watches.some((w) => w.store.has(key));
+    let baselines = 0;
+    for (const [id, base] of this.baselines) {
+      if (now - base.at < unseenBaselineMs) continue;
+      const watches = watchesFor(base.kind);
+      if (watches && !held(watches, base.key)) {
+        this.baselines.delete(id);
+        baselines++;
+      }
+    }
+    let children = 0;
+    for (const [uid, kinds] of this.children) {
+      for (const [gk, keys] of kinds) {
+        const owned = this.config.owns.find((o) => groupKind(o) === gk);
+        const watches = owned ? watchesFor(owned) : undefined;
+        if (owned && !watches) continue;
+        for (const key of keys) {
+          if (watches && held(watches, key)) continue;
+          keys.delete(key);
+          children++;
+        }
+        if (!keys.size) kinds.delete(gk);
+      }
+      if (!kinds.size) this.children.delete(uid);
+    }
+    return { baselines, children };
+  }
+
+  /** How much the bookkeeping holds (for the metrics, and to see the sweep work). */
+  held(): { baselines: number; children: number; waits: number } {
+    let children = 0;
+    for (const kinds of this.children.values()) for (const keys of kinds.values()) children += keys.size;
+    return { baselines: this.baselines.size, children, waits: this.waits.size };
   }
 
   /** The waits an answer's writes (and stale snapshots) make. */

@@ -95,6 +95,22 @@ const sinkSchema = withRules(
   [{ rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') }],
 );
 
+/**
+ * What contract 2 carries of an owned kind's children when the Reconciler does not say (`fields`
+ * absent), besides the metadata every record has: their annotations (the SDK vouches a child
+ * unchanged only when the annotations it sets are still there) and their status (what a
+ * reconcile reads of its children: is the Deployment available, did the Job finish?). A child's
+ * spec is what the function itself wants, so it is not kept: the SDK reads a child whole only when
+ * the bridge cannot vouch for it.
+ */
+export const defaultObservedFields: readonly string[] = ['metadata.annotations', 'status'];
+
+/** The fields carried of an owned kind: as declared, else the default; undefined (the whole object) for [*]. */
+export function observedFields(declared: readonly string[] | undefined): string[] | undefined {
+  if (declared === undefined) return [...defaultObservedFields];
+  return declared.includes('*') ? undefined : [...declared];
+}
+
 export const reconcilerSpecSchema = Type.Object({
   for: Type.Object(kindFields, { description: 'The primary kind; one reconcile per object of it.' }),
   contract: Type.Optional(
@@ -115,10 +131,10 @@ export const reconcilerSpecSchema = Type.Object({
           description: 'Watch only children matching this selector (default app.kubernetes.io/managed-by=kfn, the label the SDK sets on every child; "" watches all).',
         }),
         fields: Type.Optional(
-          Type.Array(Type.String({ pattern: '^[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*$', expected: 'a dotted field path such as status or spec.selector' }), {
+          Type.Array(Type.String({ pattern: '^([*]|[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*)$', expected: 'a dotted field path such as status or spec.selector, or * for the whole object' }), {
             maxItems: 32,
             description:
-              'Contract 2: the fields of these children its events carry besides their metadata (name, namespace, uid, resourceVersion, generation, labels, controller owner), e.g. [status, spec.selector]; [] for metadata alone. Absent: the whole object. The bridge keeps no more of them than this.',
+              'Contract 2: the fields of these children its events carry besides their metadata (name, namespace, uid, resourceVersion, generation, labels, controller owner), e.g. [status, spec.selector]; [] for metadata alone; [*] for the whole object. Absent: metadata.annotations and status. The bridge keeps no more of them than this.',
           }),
         ),
       }),

@@ -109,6 +109,8 @@ export default defineReconciler({
   name: 'certificate',
   for: Certificate,
   owns: [Secret],
+  // Its events carry the Secret's data: a certificate still good is kept, not reissued.
+  observe: [{ kind: Secret, fields: ['metadata.annotations', 'data'] }],
   // An Issuer's change (ready, or a new CA) reconciles the Certificates naming it: the bridge
   // keeps an index of spec.issuerRef.name, so nothing polls.
   watches: [{ ...Issuer, mapping: { referenceField: 'spec.issuerRef.name' } }],

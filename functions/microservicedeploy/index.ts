@@ -2,7 +2,7 @@
 // image (replicas, or 0 when idle), a Service, the runtime config in a ConfigMap, and a
 // HorizontalPodAutoscaler while autoscaling is on (it is pruned when it turns off; while it
 // is on, the HPA owns the replica count).
-import { ConfigMap, Deployment, containerResources, explainWorkload, HorizontalPodAutoscaler, Pod, Service, defineKind, defineReconciler, resourceRequirements, t, type Desired, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Deployment, containerResources, explainedFields, explainWorkload, HorizontalPodAutoscaler, Pod, Service, defineKind, defineReconciler, resourceRequirements, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 
 export const MicroServiceDeploy = defineKind({
@@ -87,6 +87,8 @@ export default defineReconciler({
   name: 'microservicedeploy',
   for: MicroServiceDeploy,
   owns,
+  // Its events carry the Deployment's pod selector besides annotations and status: explainWorkload lists its pods by it.
+  observe: [{ kind: Deployment, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   async reconcile(ms, ctx) {

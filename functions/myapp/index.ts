@@ -2,7 +2,7 @@
 // become a Deployment of the same name. Create it when missing (scenario A), update it when
 // the image or replica count changes (B), do nothing when it is right (C), and let it go with
 // the MyApp (D: the garbage collector deletes what the MyApp controls).
-import { Deployment, Pod, defineKind, defineReconciler, explainWorkload, t, type Desired, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, Pod, defineKind, defineReconciler, explainedFields, explainWorkload, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
 export const MyApp = defineKind({
   group: 'app.example.com',
@@ -46,6 +46,8 @@ export default defineReconciler({
   name: 'myapp',
   for: MyApp,
   owns: [Deployment],
+  // Its events carry the Deployment's pod selector besides annotations and status: explainWorkload lists its pods by it.
+  observe: [{ kind: Deployment, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half of the seed's operator = CRD + webhook + controller. Defaulting: an image

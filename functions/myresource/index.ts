@@ -3,7 +3,7 @@
 // the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
 // edit starts a new Job and the old one is pruned.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Job, Pod, defineKind, defineReconciler, explainWorkload, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Job, Pod, defineKind, defineReconciler, explainedFields, explainWorkload, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
 
 export const MyResource = defineKind({
   group: 'mygroup.example.com',
@@ -43,6 +43,8 @@ export default defineReconciler({
   name: 'myresource',
   for: MyResource,
   owns: [ConfigMap, Job],
+  // Its events carry the Job's pod selector besides annotations and status: explainWorkload lists its pods by it.
+  observe: [{ kind: Job, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half: a memory limit that cannot be meant is refused before it is stored — a

@@ -1,7 +1,7 @@
 // Project (xyz.com/v1): spec.image runs as a Deployment; spec.password goes into a Secret that
 // the Deployment reads — never into a ConfigMap, a log line, the journal or the status.
 // status.Ready is the seed's boolean, beside the standard Ready condition.
-import { Deployment, Pod, Secret, defineKind, defineReconciler, explainWorkload, t, type ObjectOf } from '../sdk/index.ts';
+import { Deployment, Pod, Secret, defineKind, defineReconciler, explainedFields, explainWorkload, t, type ObjectOf } from '../sdk/index.ts';
 
 export const Project = defineKind({
   group: 'xyz.com',
@@ -26,6 +26,8 @@ export default defineReconciler({
   name: 'project',
   for: Project,
   owns: [Secret, Deployment],
+  // Its events carry the Deployment's pod selector besides annotations and status: explainWorkload lists its pods by it.
+  observe: [{ kind: Deployment, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   async reconcile(project, ctx) {

@@ -3,7 +3,7 @@
 // redis.conf in a ConfigMap (the pod template carries its hash, so a config change rolls the
 // pods). Status: ready replicas.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Pod, Service, StatefulSet, containerResources, defineKind, defineReconciler, explainWorkload, resourceRequirements, t } from '../sdk/index.ts';
+import { ConfigMap, Pod, Service, StatefulSet, containerResources, defineKind, defineReconciler, explainedFields, explainWorkload, resourceRequirements, t } from '../sdk/index.ts';
 
 
 export const RedisCluster = defineKind({
@@ -38,6 +38,8 @@ export default defineReconciler({
   name: 'rediscluster',
   for: RedisCluster,
   owns: [ConfigMap, Service, StatefulSet],
+  // Its events carry the StatefulSet's pod selector besides annotations and status: explainWorkload lists its pods by it.
+  observe: [{ kind: StatefulSet, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
   async reconcile(redis, ctx) {

@@ -25,7 +25,8 @@ export {
   type TypedKind,
   type Wire,
 } from './types.ts';
-export { explainWorkload, whyNotAvailable } from './workloads.ts';
+export { explainedFields, explainWorkload, whyNotAvailable } from './workloads.ts';
+export { defaultObservedFields } from '../../core/reconciler-spec.ts';
 export { createApp } from './app.ts';
 export { serve } from './node/index.ts';
 export { lambdaHandler } from './lambda/index.ts';

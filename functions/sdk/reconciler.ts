@@ -125,9 +125,10 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   /**
    * What each event carries of an owned kind's children besides their metadata (name,
    * namespace, uid, resourceVersion, generation, labels, controller owner): dotted paths such
-   * as `status` or `spec.selector`; `[]` for metadata alone. A kind not named here is carried
-   * whole. The bridge keeps no more of these objects than declared, so a narrow list saves its
-   * memory; reading a field not carried (`ctx.owned(...)`) throws an error naming this list.
+   * as `status` or `spec.selector`; `[]` for metadata alone; `['*']` for the whole object. A kind
+   * not named here is carried with its annotations and status (`defaultObservedFields`). The
+   * bridge keeps no more of these objects than declared, so its memory follows what functions
+   * read; reading a field not carried (`ctx.owned(...)`) throws an error naming this list.
    */
   observe?: { kind: O; fields: string[] }[];
   watches?: WatchSpec[];

@@ -18,7 +18,7 @@ describe('a child cut to its declared fields', () => {
 
   test('refuses a field that is not carried, naming it and the declaration to change', () => {
     const g = guarded(structuredClone(dep), ['status', 'spec.selector'], 'Deployment ns/site') as unknown as { spec: { template?: unknown }; data?: unknown };
-    assert.throws(() => g.spec.template, /Deployment ns\/site: spec\.template is not in the event: the function declares only metadata, status, spec\.selector of this kind \(observe in defineReconciler\)/);
+    assert.throws(() => g.spec.template, /Deployment ns\/site: spec\.template is not in the event, which carries only metadata, status, spec\.selector of this kind \(observe in defineReconciler/);
     assert.throws(() => g.data, /data is not in the event/);
   });
 

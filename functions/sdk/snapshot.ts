@@ -48,7 +48,7 @@ export function guarded<T extends object>(obj: T, fields: string[] | undefined, 
         if (typeof prop !== 'string' || alwaysReadable.has(prop)) return Reflect.get(t, prop, receiver);
         const node = tree[prop];
         if (node === undefined) {
-          throw new Error(`${what}: ${path}${prop} is not in the event: the function declares only ${['metadata', ...fields].join(', ')} of this kind (observe in defineReconciler). Add ${path}${prop} there to read it.`);
+          throw new Error(`${what}: ${path}${prop} is not in the event, which carries only ${['metadata', ...fields].join(', ')} of this kind (observe in defineReconciler; without it, annotations and status). Add ${path}${prop} to the kind's fields there to read it.`);
         }
         const value = Reflect.get(t, prop, receiver);
         return node === true || value === null || typeof value !== 'object' ? value : wrap(value as Record<string, unknown>, node, `${path}${prop}.`);

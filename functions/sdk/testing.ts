@@ -18,6 +18,7 @@ import { parseAllDocuments } from 'yaml';
 import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, type ObservedState, type ReconcileReason } from '../../core/event.ts';
 import { controllerUid, groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type ReconcileResponse } from '../../core/response.ts';
+import { observedFields } from '../../core/reconciler-spec.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
@@ -281,7 +282,7 @@ export async function testReconcile(reconciler: Reconciler, options: TestReconci
 function observedOf(reconciler: Reconciler, world: World): ObservedState {
   const uid = world.primary.metadata.uid;
   const owned = reconciler.owns ?? [];
-  const fieldsOf = (k: KindRef) => (reconciler.observe ?? []).find((o) => sameKind(o.kind, k))?.fields;
+  const fieldsOf = (k: KindRef) => observedFields((reconciler.observe ?? []).find((o) => sameKind(o.kind, k))?.fields);
   const children = [...world.state.objects.values()]
     .filter((o) => controllerUid(o) === uid)
     .flatMap((o) => {

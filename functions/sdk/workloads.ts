@@ -8,6 +8,7 @@
 //
 // explainWorkload lists the workload's pods, so the function declares it may list Pods:
 // `uses: [{ kind: Pod, verbs: ['list'] }]` (or a watch of Pods with `list: true`).
+import { defaultObservedFields } from '../../core/reconciler-spec.ts';
 import type { KindRef } from '../../core/objects.ts';
 import type { ReconcileContext } from './reconciler.ts';
 import { Pod } from './types.ts';
@@ -152,6 +153,13 @@ export function selectorString(selector: NonNullable<WorkloadView['spec']>['sele
   }
   return parts.join(',');
 }
+
+/**
+ * What a function that explains its workloads declares it observes of their kind
+ * (`observe: [{ kind: Deployment, fields: explainedFields }]`): the default (annotations and
+ * status) and the pod selector explainWorkload lists pods by.
+ */
+export const explainedFields: string[] = [...defaultObservedFields, 'spec.selector'];
 
 /**
  * whyNotAvailable for a workload the function owns, listing its pods by its selector in its

@@ -2,7 +2,11 @@
 // and waiting for a new kind to be served.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import type { KubeApi } from '../../kube/api.ts';
+import { parseQuantity } from '../../kube/quantity.ts';
+import { repoRoot } from '../../cluster/paths.ts';
 
 /** The p-th percentile (nearest rank) of `xs`, which need not be sorted; NaN when empty. */
 export function percentile(xs: number[], p: number): number {
@@ -114,4 +118,51 @@ export function profilePlaces(profile: CpuProfile, root: string): { busyMs: numb
     byPlace.set(where, (byPlace.get(where) ?? 0) + ms);
   }
   return { busyMs: busy, places: [...byPlace].map(([where, ms]) => ({ where, ms })).sort((a, b) => b.ms - a.ms) };
+}
+
+/** The memory limit of the bridge's Deployment (manifests/bridge/deployment.yaml), in MiB: a benchmark's bridge process gets the heap ceiling it gives. */
+export function bridgeMemoryLimitMiB(): number {
+  const docs = parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'bridge', 'deployment.yaml'), 'utf8')).map((d) => d.toJS());
+  const limit = docs.find((d) => d?.kind === 'Deployment')?.spec.template.spec.containers[0].resources?.limits?.memory;
+  const bytes = parseQuantity(limit);
+  if (!bytes) throw new Error(`manifests/bridge/deployment.yaml gives the bridge no memory limit (${JSON.stringify(limit)})`);
+  return bytes / 2 ** 20;
+}
+
+/** The inspector of a Node process started with --inspect=127.0.0.1:0, from the address it logged: calls by method. */
+export async function inspector(logFile: string): Promise<{ call<T = unknown>(method: string, params?: Record<string, unknown>): Promise<T>; close(): void }> {
+  const url = readFileSync(logFile, 'utf8').match(/Debugger listening on (ws:\/\/\S+)/)?.[1];
+  if (!url) throw new Error(`no inspector address in ${logFile}`);
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.addEventListener('open', resolve, { once: true });
+    ws.addEventListener('error', reject, { once: true });
+  });
+  let id = 0;
+  const call = <T,>(method: string, params: Record<string, unknown> = {}) =>
+    new Promise<T>((resolve, reject) => {
+      const mine = ++id;
+      const onMessage = (e: MessageEvent) => {
+        const msg = JSON.parse(String(e.data)) as { id?: number; result?: T; error?: { message: string } };
+        if (msg.id !== mine) return;
+        ws.removeEventListener('message', onMessage);
+        if (msg.error) reject(new Error(`${method}: ${msg.error.message}`));
+        else resolve(msg.result as T);
+      };
+      ws.addEventListener('message', onMessage);
+      ws.send(JSON.stringify({ id: mine, method, params }));
+    });
+  return { call, close: () => ws.close() };
+}
+
+/** Forces a full garbage collection in a Node process started with --inspect=127.0.0.1:0 and returns its heap in use afterwards, in MiB. */
+export async function heapAfterGc(logFile: string): Promise<number> {
+  const node = await inspector(logFile);
+  try {
+    await node.call('HeapProfiler.collectGarbage');
+    const used = (await node.call<{ result?: { value?: number } }>('Runtime.evaluate', { expression: 'process.memoryUsage().heapUsed', returnByValue: true })).result?.value ?? NaN;
+    return used / 1048576;
+  } finally {
+    node.close();
+  }
 }

@@ -36,7 +36,7 @@ import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
-import { bridgeNodeOptions } from '../../bridge/main.ts';
+import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, kubeApi, restartApiserver, testCluster, uniqueName } from '../support/cluster.ts';
 import { compactEtcd } from '../../cluster/etcd.ts';
@@ -48,7 +48,7 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
-import { histogramOf, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
+import { bridgeMemoryLimitMiB, heapAfterGc, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
 import { bundleFunction } from '../../cli/deploy.ts';
 import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
@@ -65,7 +65,7 @@ const { values } = parseArgs({
     'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
-    'bridge-node-options': { type: 'string', default: bridgeNodeOptions },
+    'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
   },
 });
 const objects = Number(values.objects);
@@ -554,44 +554,6 @@ async function settledRss(pid: number): Promise<number> {
     if (steady >= 5) break;
   }
   return last;
-}
-
-/** The inspector of a Node process started with --inspect=127.0.0.1:0, from the address it logged: calls by method. */
-async function inspector(logFile: string): Promise<{ call<T = unknown>(method: string, params?: Record<string, unknown>): Promise<T>; close(): void }> {
-  const url = readFileSync(logFile, 'utf8').match(/Debugger listening on (ws:\/\/\S+)/)?.[1];
-  if (!url) throw new Error(`no inspector address in ${logFile}`);
-  const ws = new WebSocket(url);
-  await new Promise((resolve, reject) => {
-    ws.addEventListener('open', resolve, { once: true });
-    ws.addEventListener('error', reject, { once: true });
-  });
-  let id = 0;
-  const call = <T,>(method: string, params: Record<string, unknown> = {}) =>
-    new Promise<T>((resolve, reject) => {
-      const mine = ++id;
-      const onMessage = (e: MessageEvent) => {
-        const msg = JSON.parse(String(e.data)) as { id?: number; result?: T; error?: { message: string } };
-        if (msg.id !== mine) return;
-        ws.removeEventListener('message', onMessage);
-        if (msg.error) reject(new Error(`${method}: ${msg.error.message}`));
-        else resolve(msg.result as T);
-      };
-      ws.addEventListener('message', onMessage);
-      ws.send(JSON.stringify({ id: mine, method, params }));
-    });
-  return { call, close: () => ws.close() };
-}
-
-/** Forces a full garbage collection in a Node process started with --inspect=127.0.0.1:0 and returns its heap in use afterwards, in MiB. */
-async function heapAfterGc(logFile: string): Promise<number> {
-  const node = await inspector(logFile);
-  try {
-    await node.call('HeapProfiler.collectGarbage');
-    const used = (await node.call<{ result?: { value?: number } }>('Runtime.evaluate', { expression: 'process.memoryUsage().heapUsed', returnByValue: true })).result?.value ?? NaN;
-    return used / 1048576;
-  } finally {
-    node.close();
-  }
 }
 
 async function memory(): Promise<{ objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[]> {
