@@ -2,12 +2,12 @@
 // package (zip): one esbuild bundle, index.mjs, exporting `handler` (Function URL payload 2.0,
 // API Gateway v1/v2 and ALB events, through Hono's adapter). `--target image` → the container
 // image `kfn deploy` runs (as `kfn image build`).
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { codePath, workRoot } from '../cluster/paths.ts';
-import { functionDirs, functionEntry, loadFunction } from './functions.ts';
+import { codePath } from '../cluster/paths.ts';
+import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command, type Options } from './command.ts';
-import { bundleFunction } from './deploy.ts';
+import { buildDir, bundleFunctionFolder } from './bundle.ts';
 import { zip } from './zip.ts';
 
 const say = (line: string) => console.error(line);
@@ -19,21 +19,14 @@ export interface LambdaPackage {
 }
 
 /** Bundles a function into a Lambda deployment package (`<out>/<name>.zip`, handler index.handler). */
-export async function buildLambdaPackage(dir: string, out = join(workRoot, 'build', 'lambda')): Promise<LambdaPackage> {
+export async function buildLambdaPackage(dir: string, out = join(buildDir, 'lambda')): Promise<LambdaPackage> {
   const reconciler = await loadFunction(dir);
   const work = join(out, reconciler.name);
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
-  const entry = join(work, 'index.ts');
-  writeFileSync(
-    entry,
-    `import reconciler from ${JSON.stringify(functionEntry(dir) ?? join(resolve(dir), 'index.ts'))};\nimport { lambdaHandler } from ${JSON.stringify(codePath('functions', 'sdk', 'lambda', 'index.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`,
-  );
+  const adapter = `import { lambdaHandler } from ${JSON.stringify(codePath('functions', 'sdk', 'lambda', 'index.ts'))};\nexport const handler = lambdaHandler(reconciler);\n`;
   // Lambda's Node 22/24 runtimes load index.mjs as ESM; the chunks beside it are loaded on demand.
-  const bundle = join(work, 'bundle');
-  const files = await bundleFunction(entry, bundle, 'node22');
+  const bundle = await bundleFunctionFolder(dir, work, { file: 'index.ts', adapter }, 'bundle', 'node22');
   const file = join(out, `${reconciler.name}.zip`);
-  writeFileSync(file, zip(files.map((name) => ({ name, data: readFileSync(join(bundle, name)) }))));
+  writeFileSync(file, zip(bundle.files.map((name) => ({ name, data: readFileSync(join(bundle.outdir, name)) }))));
   rmSync(work, { recursive: true, force: true });
   return { name: reconciler.name, zip: file, bytes: statSync(file).size };
 }

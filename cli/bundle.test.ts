@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot } from '../cluster/paths.ts';
-import { bundleFunction } from './deploy.ts';
+import { bundleFunction } from './bundle.ts';
 
 test('a function bundle leaves @kubernetes/client-node to a chunk loaded on demand', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-'));

@@ -8,7 +8,7 @@ import { clusterDown, clusterStatus, clusterUp } from '../cluster/controlplane.t
 import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
 import { defaultNetwork, defaultNodePorts, installCommand, installNodePackages, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
-import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
+import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../kube/serviceaccount.ts';
 import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command, type Options } from './command.ts';
 import { closest } from './suggest.ts';
 

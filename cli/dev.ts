@@ -17,7 +17,6 @@ import { connectionFromKubeconfig, connectionFromKubeconfigText } from '../kube/
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
 import { workRoot } from '../cluster/paths.ts';
-import { kubeconfigForToken, requestServiceAccountToken } from '../cluster/serviceaccount.ts';
 import { functionManifests, functionReconciler } from '../functions/sdk/manifests.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
@@ -25,7 +24,7 @@ import { createApp } from '../functions/sdk/app.ts';
 import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, writeClusterKubeconfig } from './cluster-choice.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
-import { applyFunction, functionDirs, functionEntry } from './functions.ts';
+import { applyFunction, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry } from './functions.ts';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { isReconcilerObject } from '../core/reconciler-spec.ts';
@@ -59,8 +58,7 @@ const bundleDir = join(workRoot, 'dev', 'bundles');
 
 /** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
 async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
-  const entry = functionEntry(dir);
-  if (!entry) throw new UsageError(`${dir} is not a function folder: it has no index.ts`);
+  const entry = requireFunctionEntry(dir);
   // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
   const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
   mkdirSync(bundleDir, { recursive: true });
@@ -74,8 +72,7 @@ async function loadBundle(dir: string, name: string, version: number): Promise<{
   } finally {
     rmSync(file, { force: true });
   }
-  if (!mod.default?.reconcile || !mod.default.for) throw new Error(`${entry} must export default defineReconciler({...})`);
-  return { reconciler: mod.default, inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
+  return { reconciler: defaultReconciler(mod, entry), inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
 }
 
 /** Why a function does not build or load, said where (cli/load-errors.ts), as kfn serve says it. */
@@ -105,12 +102,6 @@ function clusterObjects(cluster: DevCluster, reconciler: Reconciler): Record<str
 
 const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
 
-/** The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster. */
-async function functionApi(cluster: DevCluster, name: string): Promise<KubeApi> {
-  const token = await requestServiceAccountToken(cluster.adminApi, { namespace: cluster.systemNamespace, name: `kfn-fn-${name}` }, 86400);
-  return new KubeApi(connectionFromKubeconfigText(kubeconfigForToken(cluster.adminKubeconfig, token, `kfn-fn-${name}`), `ServiceAccount ${cluster.systemNamespace}/kfn-fn-${name}`));
-}
-
 /** Loads a function folder, puts its CRD and RBAC in the cluster, and gives it an endpoint. */
 async function prepareFunction(cluster: DevCluster, dir: string, log: DeliveryLog, say: (line: string) => void): Promise<DevFunction> {
   const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0).catch((err) => {
@@ -119,9 +110,10 @@ async function prepareFunction(cluster: DevCluster, dir: string, log: DeliveryLo
   const name = probe.reconciler.name;
   const objects = clusterObjects(cluster, probe.reconciler);
   await applyFunction(cluster.adminApi, name, objects, cluster.systemNamespace);
-  const secretObj = await cluster.adminApi.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${cluster.systemNamespace}/secrets/kfn-fn-${name}`);
-  const secret = Buffer.from(secretObj.data.secret, 'base64').toString('utf8');
-  const api = await functionApi(cluster, name);
+  // The function's own credentials: its ServiceAccount's token, so that RBAC is what it will be in the cluster.
+  const credentials = await functionCredentials(cluster.adminApi, cluster.adminKubeconfig, cluster.systemNamespace, name);
+  const secret = credentials.key.toString('utf8');
+  const api = new KubeApi(connectionFromKubeconfigText(credentials.kubeconfig, `ServiceAccount ${cluster.systemNamespace}/kfn-fn-${name}`));
   const fn: DevFunction = {
     name,
     dir: resolve(dir),

@@ -9,8 +9,8 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun } from '../functions/sdk/replay.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
-import { functionEntry, loadFunction } from './functions.ts';
-import { effectLines, functionFor, wouldChange } from './replay.ts';
+import { functionInFolder, functionNamed } from './functions.ts';
+import { effectLines, wouldChange } from './replay.ts';
 
 const usage = `Usage: kfn diff <function> <object> [options]
 
@@ -34,11 +34,9 @@ The function runs with your credentials, not its ServiceAccount's: a write its R
 shows here as allowed (kfn dev runs it under its own account).`;
 
 async function resolveFunction(arg: string): Promise<Reconciler> {
-  if (functionEntry(arg)) return loadFunction(arg);
-  if (functionEntry(join(repoRoot, 'functions', arg))) return loadFunction(join(repoRoot, 'functions', arg));
-  return functionFor(arg, undefined).catch(() => {
-    throw new UsageError(`kfn diff: ${arg} is neither a function folder (with an index.ts) nor the name of a function under functions/`);
-  });
+  const found = (await functionInFolder(arg)) ?? (await functionInFolder(join(repoRoot, 'functions', arg))) ?? (await functionNamed(arg).catch(() => undefined));
+  if (!found) throw new UsageError(`kfn diff: ${arg} is neither a function folder (with an index.ts) nor the name of a function under functions/`);
+  return found;
 }
 
 const flags = { ...clusterFlags, namespace: { type: 'string', short: 'n' }, json: { type: 'boolean' } } as const;

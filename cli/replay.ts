@@ -12,7 +12,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun, replayOffline, type ReplayOutcome } from '../functions/sdk/replay.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { clusterNow } from './cluster-choice.ts';
-import { functionDirs, loadFunction } from './functions.ts';
+import { functionNamed, loadFunction } from './functions.ts';
 import { functionLabel, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { ReconcilerObject, WrittenReconcilerSpec } from '../core/reconciler-spec.ts';
 import { objectKey } from '../core/objects.ts';
@@ -128,10 +128,8 @@ export async function functionFor(name: string, dir: string | undefined): Promis
   if (!found) {
     found = (async () => {
       if (dir) return loadFunction(dir);
-      for (const d of functionDirs()) {
-        const r = await loadFunction(d).catch(() => undefined);
-        if (r?.name === name) return r;
-      }
+      const named = await functionNamed(name);
+      if (named) return named;
       throw new UsageError(`the record is of function ${name}, and no folder under functions/ defines it (renamed or removed?): pass --function <dir>`);
     })();
     functionCache.set(key, found);

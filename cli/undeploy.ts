@@ -3,7 +3,7 @@
 // webhook configurations, workload, identity, grants and Secrets. Its CRD and the objects of
 // its kind are the user's data: they stay unless --crds is given.
 import { ApiError, collectionPath, deleteIfPresent, listAll, type KubeApi } from '../kube/api.ts';
-import { functionEntry, labelled, loadFunction } from './functions.ts';
+import { functionInFolder, labelled } from './functions.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
@@ -110,8 +110,7 @@ export const undeployCommand: Command = {
     if (!positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name)\n\n${usage}`);
     const { api } = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
     for (const target of positionals) {
-      const dir = functionEntry(target) ? target : undefined;
-      const reconciler = dir ? await loadFunction(dir) : undefined;
+      const reconciler = await functionInFolder(target);
       const name = reconciler?.name ?? target;
       if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) throw new UsageError(`kfn undeploy: "${target}" is neither a function folder nor a function's name`);
       await undeployFunction(api, name, { namespace: values.namespace ?? 'kfn-system', crds: values.crds, kind: reconciler?.for, log: (line) => console.error(`${name}: ${line}`) });

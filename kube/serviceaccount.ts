@@ -3,8 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { stringify } from 'yaml';
-import { ApiError, type KubeApi } from '../kube/api.ts';
-import { kubeconfigCluster } from '../kube/connection.ts';
+import { ApiError, type KubeApi } from './api.ts';
+import { kubeconfigCluster } from './connection.ts';
 
 export interface ServiceAccountRef {
   namespace: string;

@@ -17,10 +17,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { parseReconcileRequest } from '../../core/event.ts';
-import { bridgeNodeOptions } from '../../bridge/main.ts';
+import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';
-import { inParallel, percentile, rssMiB, untilServed } from './common.ts';
+import { bridgeMemoryLimitMiB, inParallel, percentile, rssMiB, untilServed } from './common.ts';
 
 const { values } = parseArgs({
   options: {
@@ -30,7 +30,7 @@ const { values } = parseArgs({
     'memory-objects': { type: 'string', default: '10000' },
     'skip-memory': { type: 'boolean', default: false },
     // The V8 flags the bridge Deployment runs with (manifests/bridge/deployment.yaml).
-    'node-options': { type: 'string', default: bridgeNodeOptions },
+    'node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
     // Run the bridge from the TypeScript sources instead of the bundle a deployment runs.
     'from-source': { type: 'boolean', default: false },
   },

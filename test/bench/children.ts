@@ -8,8 +8,8 @@
 // Three bridge processes in turn, each with the V8 flags of the shipped Deployment and the heap
 // ceiling its memory limit gives (bridgeNodeOptionsAt): one over an empty namespace (the floor),
 // one with the owned kind's default projection (annotations and status), one with whole children
-// (fields [*]). Each is measured once every primary has been delivered: RSS, heap after a forced
-// GC, and whether it stayed up (a heap past its ceiling ends the process; in a pod, a restart).
+// (fields [*]). Each is measured once every primary has been delivered, then changed and delivered
+// again (with its children in the event): RSS, heap after a forced GC, and whether it stayed up (a heap past its ceiling ends the process; in a pod, a restart).
 // Options: --children N, --primaries M, --node-options="…", --from-source.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
@@ -126,20 +126,27 @@ function part(name: string, owner: { name: string; uid: string }, i: number) {
   };
 }
 
-// The receiver: counts each primary's first delivery, and how many children the events carried.
-const delivered = new Set<string>();
+// The receiver: each primary's last delivered generation, and how many children the events after
+// `countFrom` carried (the first ones may come before the children's watch has listed).
+const delivered = new Map<string, number>();
+let countFrom = new Map<string, number>();
 let carriedChildren = 0;
 let carriedBytes = 0;
+let counted = 0;
 const server = createServer((req, res) => {
   let body = '';
   req.on('data', (c: Buffer) => (body += c));
   req.on('end', () => {
     const r = parseReconcileRequest(req.headers, body, { kind: 'none' });
-    if (!delivered.has(r.data.primary.name)) {
-      delivered.add(r.data.primary.name);
+    const { name, generation = 0 } = r.data.primary;
+    const from = countFrom.get(name);
+    if (from !== undefined && generation > from && (delivered.get(name) ?? 0) <= from) {
+      counted++;
       carriedChildren += r.data.observed?.children.length ?? 0;
       carriedBytes += Buffer.byteLength(body);
+      if (process.env.KFN_BENCH_SHOW_EVENT && counted === 1) console.log(body.slice(0, 3000));
     }
+    delivered.set(name, Math.max(generation, delivered.get(name) ?? 0));
     res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}');
   });
 });
@@ -180,17 +187,23 @@ async function settledRss(pid: number): Promise<number> {
 
 interface Measured { rss: number; heap: number; carried: number; eventKiB: number; up: boolean }
 
-async function measure(label: string, namespace: string, fields: string[] | undefined, primaries: number): Promise<Measured> {
+async function measure(label: string, namespace: string, fields: string[] | undefined, primaries: string[]): Promise<Measured> {
   delivered.clear();
+  countFrom = new Map();
   carriedChildren = 0;
   carriedBytes = 0;
+  counted = 0;
   const bridge = startBridge(label, namespace, fields);
   try {
-    await waitUntil(`${label}: the first delivery of ${primaries} primaries`, () => delivered.size >= primaries, 600_000, bridge);
+    await waitUntil(`${label}: the first delivery of ${primaries.length} primaries`, () => primaries.every((p) => delivered.has(p)), 600_000, bridge);
+    countFrom = new Map(delivered);
+    // Each primary changed once (its children's watch has listed by now): these events carry them.
+    await inParallel(primaries.length, 16, (i) => api.request('PATCH', `/apis/${apiVersion}/namespaces/${namespace}/widgets/${primaries[i]}`, { body: { spec: { n: -1, at: label } }, contentType: 'application/merge-patch+json' }));
+    await waitUntil(`${label}: the second delivery of ${primaries.length} primaries`, () => primaries.every((p) => (delivered.get(p) ?? 0) > countFrom.get(p)!), 600_000, bridge);
     const rss = await settledRss(bridge.pid!);
     const heap = await heapAfterGc(bridge.logFile);
     const up = bridge.exitCode === null && bridge.signalCode === null;
-    return { rss, heap, carried: carriedChildren, eventKiB: primaries ? carriedBytes / primaries / 1024 : 0, up };
+    return { rss, heap, carried: carriedChildren, eventKiB: carriedBytes / primaries.length / 1024, up };
   } finally {
     bridge.kill('SIGTERM');
     await new Promise((resolve) => (bridge.exitCode !== null ? resolve(undefined) : bridge.once('exit', resolve)));
@@ -218,11 +231,11 @@ try {
   await api.request('POST', base('widgets', empty), { body: { apiVersion, kind: 'Widget', metadata: { name: 'alone' }, spec: {} } });
 
   say(`Bridge processes: node ${values['node-options']} (the ceiling of a ${limitMiB} MiB limit)`);
-  const floor = await measure('floor', empty, undefined, 1);
+  const floor = await measure('floor', empty, undefined, ['alone']);
   say(`  floor (one primary, no children): RSS ${floor.rss.toFixed(0)} MiB, heap after a forced GC ${floor.heap.toFixed(1)} MiB`);
   const rows: [string, Measured][] = [];
   for (const [label, fields] of [['default projection (annotations, status)', undefined], ['whole children ([*])', ['*']]] as const) {
-    const m = await measure(label.split(' ')[0]!, ns, fields as string[] | undefined, primaryCount);
+    const m = await measure(label.split(' ')[0]!, ns, fields as string[] | undefined, owners.map((o) => o.name));
     rows.push([label, m]);
     say(`  ${label}: RSS ${m.rss.toFixed(0)} MiB, heap after a forced GC ${m.heap.toFixed(1)} MiB, ${m.carried} children carried, ${m.eventKiB.toFixed(1)} KiB per event, ${m.up ? 'stayed up' : 'ENDED'}`);
   }

@@ -49,7 +49,7 @@ import { applyObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
 import { bridgeMemoryLimitMiB, heapAfterGc, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
-import { bundleFunction } from '../../cli/deploy.ts';
+import { bundleFunction } from '../../cli/bundle.ts';
 import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 
@@ -279,7 +279,7 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
 
 const coldRuns = 5;
 
-/** Bundles `source` as a function image's bundle is made (cli/deploy.ts) and returns its entry. */
+/** Bundles `source` as a function image's bundle is made (cli/bundle.ts) and returns its entry. */
 async function bundleEntry(name: string, source: string): Promise<string> {
   const work = join(dir, `bundle-${name}`);
   mkdirSync(work, { recursive: true });

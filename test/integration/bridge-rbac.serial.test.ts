@@ -18,7 +18,7 @@ import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, installCrd, testCluster, testNamespace, uniqueName, kubeApi } from '../support/cluster.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { connectionFromKubeconfigText } from '../../kube/connection.ts';
-import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';

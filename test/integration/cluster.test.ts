@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { applyYaml, expectApiError, installCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 
 describe('local control plane', { concurrency: true }, () => {

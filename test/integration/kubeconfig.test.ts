@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { KubeApi } from '../../kube/api.ts';
 import { connectionFromKubeconfig } from '../../kube/connection.ts';
-import { requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { testCluster, testNamespace } from '../support/cluster.ts';
 
 test('an exec credential plugin authenticates kfn to the apiserver as the identity of its token', async (t) => {

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { verifySigV4 } from '../../bridge/sigv4.ts';
 import { nodeBinary } from '../../cluster/images.ts';
 import { kubeApi, type TestCluster } from './cluster.ts';
-import { kubeconfigForToken, requestServiceAccountToken } from '../../cluster/serviceaccount.ts';
+import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 
 const apiPrefix = '/2018-06-01/runtime';
 export const ricVersion = '4.0.2';

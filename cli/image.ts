@@ -1,0 +1,106 @@
+// `kfn image build` and `kfn image push`: the container images of the bridge and of functions
+// (cli/images.ts), imported into the local cluster's node or pushed to a registry.
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { clusterHealthy } from '../cluster/controlplane.ts';
+import { clusterPaths, kfnVersion } from '../cluster/paths.ts';
+import { nonRootUid, type BuiltImage } from '../cluster/images.ts';
+import { defaultBase, defaultPlatform } from './oci-image.ts';
+import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, onBase, pushBundle, pushTo, registryTarget } from './images.ts';
+import { functionDirs } from './functions.ts';
+import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+
+const say = (line: string) => console.error(line);
+const version = kfnVersion;
+
+const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--base REF] [--platform P] [--out DIR]
+       kfn image push [bridge] [function dir …] [--all] --registry R [--base REF] [--platform P]
+
+Makes the container images of the bridge and of functions — no Docker, no Go:
+  bridge            <name> bridge: the kfn CLI bundled, run as \`node /app/kfn.mjs bridge\`
+                    (what the Helm chart charts/kfn and \`kubectl apply -k manifests/\` run)
+  functions/<name>  <name> fn-<name>: the function and the SDK bundled, run as node /app/fn.mjs
+  --all             the bridge and every function under functions/
+
+Each image is a base image plus the bundle as one layer in /app (as ko and jib build them),
+running as uid ${nonRootUid}:
+  --base REF        the base, from any registry (default: the "kfn": {"base": …} field of the
+                    project's package.json, else ${defaultBase}); it must have Node 24 (its
+                    entrypoint if that is a node binary, else node on its PATH)
+  --platform P      the platform taken from a multi-arch base (default ${defaultPlatform})
+
+\`kfn image push\` pushes them to R (\`local\`: the local cluster's registry, \`kfn cluster
+registry\`; or host[:port][/path]) as R/bridge:${version} and R/fn-<name>:${version}, the
+base's layers mounted or copied from its registry, and prints each one's reference by digest:
+what a manifest or the Helm chart (image.repository, image.digest) should run. Credentials
+for both registries come from the Docker config (~/.docker/config.json).
+
+\`kfn image build\` imports them into kfn's local cluster's node as kfn.local/bridge:${version}
+and kfn.local/fn-<name>:${version}, where pods use them with imagePullPolicy IfNotPresent:
+  --out DIR         also copy the image tarballs (docker-archive) into DIR; without a running
+                    local cluster, only this
+In kfn's own checkout, with no --base and no kfn.base, images are built on kfn's own Node image
+(from Debian packages, with the local cluster's tools, cached in ~/.cache/kfn/images/).`;
+
+const imagePushFlags = { all: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+const imageBuildFlags = { all: { type: 'boolean' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+
+async function pushCommand(argv: string[]): Promise<number> {
+  const parsed = parseCommandArgs('image push', argv, imagePushFlags, true);
+  const values = parsed.values;
+  const positionals: string[] = parsed.positionals;
+  if (!values.registry) throw new UsageError(`kfn image push: --registry is required\n\n${imageUsage}`);
+  const target = registryTarget(values.registry);
+  const { wantBridge, dirs } = whatToMake('push', values, positionals);
+  const on = onBase(values);
+  if (on) {
+    say(buildingOn(on));
+    for (const [name, app, main] of await bundles(wantBridge, dirs)) console.log((await pushBundle(on, target, name, app, main)).ref);
+    return 0;
+  }
+  for (const image of await nodeImages(wantBridge, dirs)) console.log(await pushTo(target, image, say));
+  return 0;
+}
+
+/** What `kfn image build` or `push` is asked to make: the bridge, and which function folders. */
+function whatToMake(sub: 'build' | 'push', values: { all?: boolean }, positionals: string[]): { wantBridge: boolean; dirs: string[] } {
+  const wantBridge = values.all || positionals.includes('bridge');
+  const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
+  if (!wantBridge && !dirs.length) throw new UsageError(`kfn image ${sub}: name what to ${sub}\n\n${imageUsage}`);
+  return { wantBridge, dirs };
+}
+
+export const imageCommand: Command = {
+  name: 'image',
+  summary: 'build the bridge and function images; import them into the local node or push them to a registry',
+  usage: imageUsage,
+  options: {},
+  subcommands: { build: { usage: imageUsage, options: imageBuildFlags }, push: { usage: imageUsage, options: imagePushFlags } },
+  async run(argv) {
+    if (argv[0] === 'push') return pushCommand(argv.slice(1));
+    if (wantsHelp(argv) || argv[0] !== 'build') return (console.log(imageUsage), wantsHelp(argv) ? 0 : 2);
+    const parsed = parseCommandArgs('image build', argv.slice(1), imageBuildFlags, true);
+    const values = parsed.values;
+    const positionals: string[] = parsed.positionals;
+    const { wantBridge, dirs } = whatToMake('build', values, positionals);
+    const socket = values.out && !(await clusterHealthy(clusterPaths())) ? undefined : await localNode();
+    const on = onBase(values);
+    const images: BuiltImage[] = [];
+    if (on) {
+      say(buildingOn(on));
+      for (const [name, app, main] of await bundles(wantBridge, dirs)) images.push(await bundleTarball(on, name, app, main));
+    } else {
+      images.push(...(await nodeImages(wantBridge, dirs)));
+    }
+    if (socket) imported(images, socket);
+    if (values.out) {
+      mkdirSync(values.out, { recursive: true });
+      for (const i of images) {
+        const name = `${i.ref.split('/').at(-1)!.replace(':', '-')}.tar`;
+        copyFileSync(i.tarball, join(values.out, name));
+        say(`  ${i.ref} → ${join(values.out, name)}`);
+      }
+    }
+    return 0;
+  },
+};

@@ -1,0 +1,120 @@
+// `kfn manifests`: write (and apply) what functions need in a cluster.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { stringify } from 'yaml';
+import { applyObject } from '../kube/api.ts';
+import { kfnVersion } from '../cluster/paths.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import { hasWebhooks } from '../functions/sdk/webhooks.ts';
+import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { chooseCluster } from './cluster-choice.ts';
+import { webhookSet, type WebhookCa } from './webhook-tls.ts';
+import { applyFunction, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
+import { reconcilerOwner, webhookTlsSecret } from './webhooks.ts';
+
+const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
+
+Writes, for each function (default: every folder under functions/), its CRD, its Reconciler,
+its ServiceAccount with least-privilege RBAC, and the bridge's list/watch grant; with --target,
+the function's workload; for a function with webhooks (default/validate, or a kind with
+previous versions), the Mutating/ValidatingWebhookConfigurations, the CRD's conversion webhook
+and the certificate they trust.
+
+Options:
+  --out DIR          write one YAML file per function into DIR (default: print to stdout)
+  --apply            apply them to the cluster, and create each function's auth Secret if missing
+${clusterFlagsUsage(18)}
+                     (the cluster for --apply)
+  -n, --namespace N  namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
+  --sink-uri URL     deliver to this URL instead of the function's Service (or Knative Service)
+  --target T         add the function's workload, the Reconciler's sink:
+                       deployment  a Deployment and Service kfn-fn-<function> (serves webhooks)
+                       knative     a Knative Service kfn-fn-<function>, scales to zero (no webhooks)
+  --image-prefix P   where the workload pulls the function's image from: P/fn-<function>:<version>
+                     (default kfn.local, the images \`kfn image build\` imports into the local node)
+  --webhook-ca C     who signs the webhook certificate the apiserver trusts:
+                       kfn           (default) a CA and certificate made here, in a TLS Secret, the
+                                     CA bundle in the configurations (with --apply, the Secret in
+                                     the cluster is kept while it is good for 30 more days)
+                       cert-manager  a cert-manager Certificate, the CA injected by its cainjector
+                                     (cert-manager.io/inject-ca-from)
+  --issuer K/NAME    with --webhook-ca cert-manager: the Issuer or ClusterIssuer to sign with
+                     (default: a self-signed Issuer kfn-selfsigned, written beside it)
+  -h, --help         show this help
+
+Webhooks with failurePolicy Fail (the default) refuse every write of their kind until the
+function answers: apply the configurations once its workload is ready (\`kfn deploy\` waits).`;
+
+const manifestsFlags = { out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } } as const;
+
+export const manifestsCommand: Command = {
+  name: 'manifests',
+  summary: 'write (and apply) CRDs, Reconcilers, RBAC, webhooks and workloads for the functions',
+  usage: manifestsUsage,
+  options: manifestsFlags,
+  async run(argv) {
+    if (wantsHelp(argv)) return (console.log(manifestsUsage), 0);
+    const { values, positionals } = parseCommandArgs(
+      'manifests',
+      argv,
+      manifestsFlags,
+      true,
+    );
+    const target = values.target;
+    if (target !== undefined && target !== 'knative' && target !== 'deployment') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
+    if (target && values['sink-uri']) throw new UsageError(`--target ${target} delivers to the function's workload; it cannot go with --sink-uri`);
+    const ca = webhookCaOption(values['webhook-ca'], values.issuer);
+    const dirs = positionals.length ? positionals : functionDirs();
+    const namespace = values.namespace ?? 'kfn-system';
+    const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
+    const image = (reconciler: Reconciler) => `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${kfnVersion}`;
+    for (const dir of dirs) {
+      const reconciler = await loadFunction(dir);
+      if (target === 'knative' && hasWebhooks(reconciler)) console.error(`${reconciler.name} has webhooks, which only a Deployment serves (Knative gives no TLS listener of the function's own): --target deployment`);
+      // kfn's certificate is kept from the cluster's Secret while good: an apply does not rotate it.
+      const existing = api && ca.kind === 'kfn' ? (await webhookTlsSecret(api, reconciler, namespace))?.data : undefined;
+      const hooks = target === 'knative' ? undefined : webhookSet(reconciler, { namespace, ca: ca.kind === 'kfn' ? { kind: 'kfn', existing } : ca });
+      const sinkUri = values['sink-uri'] ?? (target === 'deployment' ? functionServiceUrl(reconciler, namespace) : undefined);
+      const objects = [
+        ...functionManifests(reconciler, { namespace, sinkUri, ...(hooks?.conversion ? { conversion: hooks.conversion } : {}), ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) }),
+        ...(hooks?.tls ?? []),
+      ];
+      if (target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: image(reconciler) }));
+      if (target === 'deployment') objects.push(...functionWorkload(reconciler, { namespace, image: image(reconciler) }));
+      const all = [...objects, ...(hooks?.configurations ?? [])];
+      const text = all.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
+      if (values.out) {
+        mkdirSync(values.out, { recursive: true });
+        writeFileSync(join(values.out, `${basename(dir)}.yaml`), text);
+        console.error(`wrote ${join(values.out, `${basename(dir)}.yaml`)}`);
+      } else if (!api) {
+        process.stdout.write(`# ${reconciler.name}\n---\n${text}---\n`);
+      }
+      if (api) {
+        await applyFunction(api, reconciler.name, objects, namespace);
+        // Owned by the Reconciler, as kfn deploy registers them: deleting the function deletes them.
+        const owner = hooks?.configurations.length ? await reconcilerOwner(api, reconciler.name) : undefined;
+        for (const config of hooks?.configurations ?? []) {
+          const metadata = config.metadata as Record<string, unknown>;
+          metadata.ownerReferences = [owner!];
+          await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-manifests');
+        }
+      }
+    }
+    return 0;
+  },
+};
+
+/** --webhook-ca and --issuer, checked. */
+function webhookCaOption(ca: string | undefined, issuer: string | undefined): WebhookCa {
+  if (ca === undefined || ca === 'kfn') {
+    if (issuer) throw new UsageError('--issuer goes with --webhook-ca cert-manager');
+    return { kind: 'kfn' };
+  }
+  if (ca !== 'cert-manager') throw new UsageError(`--webhook-ca must be kfn or cert-manager, not "${ca}"`);
+  if (!issuer) return { kind: 'cert-manager' };
+  const [kind, name, ...rest] = issuer.split('/');
+  if ((kind !== 'Issuer' && kind !== 'ClusterIssuer') || !name || rest.length) throw new UsageError(`--issuer must be Issuer/<name> or ClusterIssuer/<name>, not "${issuer}"`);
+  return { kind: 'cert-manager', issuer: { kind, name } };
+}

@@ -1,0 +1,71 @@
+// Waiting until a deployed function runs: its Deployment available and its Service routed to
+// it, or its Knative Service Ready. Each wait ends at a deadline shared by the functions of one
+// deploy, and says what it last saw.
+import { Agent, fetch as undiciFetch } from 'undici';
+import type { KubeApi } from '../kube/api.ts';
+import { waitFor, WaitAbandoned } from '../core/clock.ts';
+import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
+import { functionLabel } from '../core/names.ts';
+
+/** Waits until the function's Deployment kfn-fn-<name> is available at its latest generation, then until its Service answers. */
+export async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number): Promise<void> {
+  const path = `/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`;
+  type Deployment = { metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } };
+  await waitFor(
+    `function ${name} to become available`,
+    async () => {
+      const d = await api.request<Deployment>('GET', path);
+      const s = d.status ?? {};
+      return s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas;
+    },
+    { deadline, intervalMs: 500, context: () => `See \`kubectl -n ${namespace} describe deployment kfn-fn-${name}\` and its pod's log.` },
+  );
+  // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
+  // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
+  const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`);
+  await waitFor(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) to answer /healthz`, () => answers(`http://${svc.spec.clusterIP}/healthz`), { deadline, intervalMs: 250 }).catch(async (err: Error) => {
+    // Whether the pod answers on its own tells kube-proxy's part from the pod's.
+    throw new Error(`${err.message}\n${await podAnswers(api, namespace, name)}; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+  });
+}
+
+/** Each look on a connection of its own: a connection attempt made before kube-proxy had the rules must not be the one every later look waits behind. */
+async function answers(url: string): Promise<boolean> {
+  const dispatcher = new Agent({ connect: { timeout: 1000 }, keepAliveTimeout: 1 });
+  try {
+    return await undiciFetch(url, { signal: AbortSignal.timeout(1500), dispatcher }).then((r) => r.ok, () => false);
+  } finally {
+    void dispatcher.destroy().catch(() => undefined);
+  }
+}
+
+async function podAnswers(api: KubeApi, namespace: string, name: string): Promise<string> {
+  const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${name}` } }).catch(() => ({ items: [] }));
+  const podIP = pods.items[0]?.status?.podIP;
+  if (!podIP) return 'no pod found';
+  return (await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`;
+}
+
+interface KnativeServiceObject {
+  metadata: { generation: number };
+  status?: { observedGeneration?: number; url?: string; conditions?: ReadCondition[] };
+}
+
+/** Waits until the Knative Service is Ready for its latest generation; a failed revision fails at once with Knative's reason. */
+export async function waitKnativeService(api: KubeApi, namespace: string, name: string, deadline: number): Promise<KnativeServiceObject> {
+  let ready: ReadCondition | undefined;
+  return waitFor(
+    `Knative Service ${namespace}/${name} to be Ready`,
+    async () => {
+      const ksvc = await api.request<KnativeServiceObject>('GET', `/apis/serving.knative.dev/v1/namespaces/${namespace}/services/${name}`);
+      ready = ksvc.status?.conditions?.find((c) => c.type === 'Ready');
+      const current = ksvc.status?.observedGeneration === ksvc.metadata.generation;
+      if (current && ready?.status === 'True') return ksvc;
+      // Knative says False only once a revision has failed (Unknown while it deploys).
+      const why = current ? whyNotReady(ksvc.status?.conditions) : undefined;
+      if (why) throw new WaitAbandoned(`Knative Service ${namespace}/${name} is not Ready: ${why}; see \`kubectl -n ${namespace} get ksvc,revisions,pods\` and the revision pod's log`);
+      return undefined;
+    },
+    { deadline, intervalMs: 500, context: () => `Ready=${ready?.status ?? 'unknown'}${ready?.reason ? `, ${ready.reason}: ${ready.message ?? ''}` : ''}` },
+  );
+}
