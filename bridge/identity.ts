@@ -70,30 +70,33 @@ export async function identityProblem(api: KubeApi, config: ReconcilerConfig, re
   if (!serviceAccountServes(account.metadata?.annotations, config.name)) {
     return `${who} does not agree to be the identity of Reconciler ${config.name}: if it should, annotate it (kubectl annotate serviceaccount -n ${sa.namespace} ${sa.name} ${identityForAnnotation}=${config.name})`;
   }
-  const refused: string[] = [];
-  for (const q of accessQuestions(config)) {
-    let plural: string;
-    let namespaced: boolean;
-    try {
-      ({ plural, namespaced } = await api.resource(q.kind.apiVersion, q.kind.kind));
-    } catch (err) {
-      // A kind not served (yet): no verdict — its watch says what is wrong, and nothing of it
-      // can be delivered meanwhile.
-      throw new Undecided(`cannot tell what ${q.kind.kind} (${q.kind.apiVersion}) is: ${(err as Error).message}`);
-    }
-    const namespace = namespaced ? q.namespace : '';
-    const review = await api
-      .request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subjectOf(sa), resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
-      })
-      .catch((err: Error) => {
-        // The bridge itself may not ask (its ClusterRole lacks create subjectaccessreviews): a
-        // verdict a person must act on. Anything else is passing.
-        if (err instanceof ApiError && err.status === 403) return { status: { allowed: false, reason: `the bridge may not review rights: ${err.message}` } };
-        throw new Undecided(`cannot review the rights of ${who}: ${err.message}`);
-      });
-    if (!review.status?.allowed) refused.push(`${q.verb} ${plural}${groupOf(q.kind.apiVersion) ? `.${groupOf(q.kind.apiVersion)}` : ''} ${namespace ? `in namespace ${namespace}` : namespaced ? 'in every namespace' : '(cluster-scoped)'}`);
-  }
+  // Every question at once: a Reconciler of many kinds and namespaces is reviewed in one round trip's time.
+  const answers = await Promise.all(
+    accessQuestions(config).map(async (q) => {
+      let plural: string;
+      let namespaced: boolean;
+      try {
+        ({ plural, namespaced } = await api.resource(q.kind.apiVersion, q.kind.kind));
+      } catch (err) {
+        // A kind not served (yet): no verdict — its watch says what is wrong, and nothing of it
+        // can be delivered meanwhile.
+        throw new Undecided(`cannot tell what ${q.kind.kind} (${q.kind.apiVersion}) is: ${(err as Error).message}`);
+      }
+      const namespace = namespaced ? q.namespace : '';
+      const review = await api
+        .request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+          body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subjectOf(sa), resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
+        })
+        .catch((err: Error) => {
+          // The bridge itself may not ask (its ClusterRole lacks create subjectaccessreviews): a
+          // verdict a person must act on. Anything else is passing.
+          if (err instanceof ApiError && err.status === 403) return { status: { allowed: false, reason: `the bridge may not review rights: ${err.message}` } };
+          throw new Undecided(`cannot review the rights of ${who}: ${err.message}`);
+        });
+      return review.status?.allowed ? undefined : `${q.verb} ${plural}${groupOf(q.kind.apiVersion) ? `.${groupOf(q.kind.apiVersion)}` : ''} ${namespace ? `in namespace ${namespace}` : namespaced ? 'in every namespace' : '(cluster-scoped)'}`;
+    }),
+  );
+  const refused = answers.filter((a): a is string => a !== undefined);
   if (refused.length) return `${who} may not ${refused.join(', nor ')}: nothing is delivered until it may (grant it with a Role or ClusterRole bound to it)`;
   return undefined;
 }

@@ -185,7 +185,7 @@ export interface StartedFunction {
  * from its mounted Secret (the function takes a rewritten file without a restart). Resolves once
  * it answers /healthz.
  */
-export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string } }): Promise<StartedFunction> {
+export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string }; /** Node's own options, before the CLI (e.g. --import of a test's preload). */ nodeOptions?: string[] }): Promise<StartedFunction> {
   const { dir, name, port, namespace, workDir } = options;
   const credentials = await functionCredentials(new KubeApi(connectionFromKubeconfig(options.adminKubeconfig)), options.adminKubeconfig, namespace, name);
   const kubeconfig = join(workDir, `${name}.kubeconfig`);
@@ -196,7 +196,7 @@ export async function startFunction(options: { dir: string; name: string; port: 
   const fd = openSync(log, 'a');
   const webhookArgs = options.webhooks ? [`--webhook-port=${options.webhooks.port}`, `--webhook-cert-dir=${options.webhooks.certDir}`] : [];
   // Owned: ended with the CLI however it ends (cli/signals.ts).
-  const child = ownChild(spawn(process.execPath, [codePath('cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
+  const child = ownChild(spawn(process.execPath, [...(options.nodeOptions ?? []), codePath('cli', 'kfn.ts'), 'serve', dir, `--port=${port}`, `--kubeconfig=${kubeconfig}`, ...webhookArgs], {
     stdio: ['ignore', fd, fd],
     env: { ...process.env, KFN_AUTH_SECRET_FILE: keyFile },
   }));

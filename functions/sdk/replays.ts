@@ -40,8 +40,4 @@ export class ReplayGuard {
       this.seen.delete(key);
     }
   }
-
-  get size(): number {
-    return this.seen.size;
-  }
 }

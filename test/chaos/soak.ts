@@ -16,7 +16,11 @@
 //   - 3 % of the functions' answers reach the bridge as a 200 that is not the contract's response
 //     (the function did the work; the bridge must retry), and 3 % of the requests are sent to the
 //     function a second time, as a captured request replayed (it must refuse them: 409),
-//   - a Reconciler whose identity may not list its kind (it must deliver nothing).
+//   - a Reconciler whose identity may not list its kind (it must deliver nothing),
+//   - the two functions' clocks are 50 s ahead and 50 s behind the bridges' (the deadline each
+//     event carries is counted down on the function's own monotonic clock),
+//   - Deployments forged in another namespace the MyApp Reconciler watches, each naming a live
+//     MyApp as its controller (no event may carry one as that MyApp's child).
 // Then the churn and the faults stop and the soak waits for the cluster to converge, and checks:
 // every live object Ready at its generation with exactly the children it wants, no orphans,
 // every finalizer ran, no object delivered twice at once (across all bridges), no hot loop once
@@ -74,7 +78,7 @@ log(`seed ${startSeed}, ${total} objects, ${churnMs / 1000} s of churn, namespac
 for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-chaos');
 
 // --- the functions, each behind a fault-injecting proxy -------------------------------------
-const figures = { malformed: 0, replays: 0, replaysRefused: 0, replaysRun: 0, noRightDeliveries: 0, deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, refused401: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, reconcilerEdits: 0, keyRotations: 0, shardRollouts: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
+const figures = { skewedFunctions: 0, forged: 0, forgedCarried: 0, malformed: 0, replays: 0, replaysRefused: 0, replaysRun: 0, noRightDeliveries: 0, deliveries: 0, failed500: 0, heldPastTimeout: 0, notFound: 0, refused401: 0, retries: 0, bridgeKills: 0, bridgeTerms: 0, bridgeExits: 0, reconcilerEdits: 0, keyRotations: 0, shardRollouts: 0, apiserverRestarts: 0, compactions: 0, creates: 0, createdWithFinalizer: 0, edits: 0, deletes: 0 };
 /**
  * Once armed, the next delivery opens a 5 s window in which the sinks answer 404 to everything
  * (a route being programmed): no change may be lost.
@@ -97,8 +101,14 @@ function faultProxy(target: number): Promise<number> {
       const body = Buffer.concat(chunks);
       let key = '?';
       try {
-        const data = JSON.parse(body.toString()) as { primary: { namespace?: string; name: string } };
+        const data = JSON.parse(body.toString()) as { primary: { namespace?: string; name: string }; observed?: { children: { metadata: { namespace?: string; name: string } }[] } };
         key = `${data.primary.namespace}/${data.primary.name}`;
+        // A child from another namespace, carried as this primary's: a forgery the bridge vouched for.
+        for (const c of data.observed?.children ?? []) {
+          if (c.metadata.namespace === data.primary.namespace) continue;
+          figures.forgedCarried++;
+          log(`an event for ${key} carried ${c.metadata.namespace}/${c.metadata.name} as its child`);
+        }
       } catch {
         /* not an event: forwarded as it is */
       }
@@ -188,6 +198,22 @@ const kinds: Record<'MyApp' | 'ReverseWordsApp', { path: string; name: string }>
   ReverseWordsApp: { path: `/apis/apps.example.com/v1beta1/namespaces/${ns}/reversewordsapps`, name: 'reversewordsapp' },
 };
 let rwFinalizer = '';
+// Where forged children are made: a namespace the MyApp Reconciler watches too, holding no MyApp.
+const elsewhere = `${ns}-elsewhere`;
+await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: elsewhere } } });
+// The functions' clocks, skewed both ways: a preload moves Date (the wall clock), not the monotonic one.
+const skews: Record<string, number> = { myapp: 50_000, reversewordsapp: -50_000 };
+const skewPreload = join(dir, 'clock-skew.mjs');
+writeFileSync(
+  skewPreload,
+  [
+    'const skew = Number(process.env.KFN_CHAOS_CLOCK_SKEW_MS ?? 0);',
+    'const Real = Date;',
+    'class Skewed extends Real { constructor(...args) { if (args.length === 0) super(Real.now() + skew); else super(...args); } static now() { return Real.now() + skew; } }',
+    'globalThis.Date = Skewed;',
+    '',
+  ].join('\n'),
+);
 for (const kind of Object.values(kinds)) {
   const fnDir = join(repoRoot, 'functions', kind.name);
   const reconciler = await loadFunction(fnDir);
@@ -195,10 +221,18 @@ for (const kind of Object.values(kinds)) {
   kind.path = `/apis/${reconciler.for.apiVersion}/namespaces/${ns}/${reconciler.for.plural}`;
   const port = await freePort();
   const proxyPort = await faultProxy(port);
-  const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${proxyPort}/`, namespaces: [ns], resyncPeriodSeconds: 30 });
+  const namespaces = kind.name === 'myapp' ? [ns, elsewhere] : [ns];
+  const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${proxyPort}/`, namespaces, resyncPeriodSeconds: 30 });
   for (const o of objects) if (o.kind === 'Reconciler') (o.spec as Record<string, unknown>).timeoutSeconds = timeoutSeconds;
   await applyFunction(api, reconciler.name, objects, ns);
-  const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir });
+  const skew = skews[reconciler.name] ?? 0;
+  process.env.KFN_CHAOS_CLOCK_SKEW_MS = String(skew);
+  const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir, nodeOptions: skew ? [`--import=${skewPreload}`] : [] });
+  delete process.env.KFN_CHAOS_CLOCK_SKEW_MS;
+  if (skew) {
+    figures.skewedFunctions++;
+    log(`function ${reconciler.name} runs with its clock ${Math.abs(skew) / 1000} s ${skew > 0 ? 'ahead' : 'behind'}`);
+  }
   children.push(fn.process);
   reconcilers.push(objects.find((o) => o.kind === 'Reconciler')!);
   functions.push({ name: reconciler.name, keyFile: fn.keyFile });
@@ -394,6 +428,28 @@ const reconfigure = (async () => {
   await sleep(Math.max(0, churnEnd - churnMs * 0.2 - Date.now()));
   await rotateKeys('function');
 })();
+/** Every 2 s, a Deployment in the other namespace naming a live MyApp as its controller. */
+const forging = (async () => {
+  while (Date.now() + 2000 < churnEnd) {
+    await sleep(2000);
+    const apps = live.filter((l) => l.kind === 'MyApp');
+    const target = apps[Math.floor(random() * apps.length)];
+    if (!target) continue;
+    const owner = await api.request<Obj>('GET', `${kinds.MyApp.path}/${target.name}`).catch(() => undefined);
+    if (!owner) continue;
+    const name = `forged-${++serial}`;
+    await api
+      .request('POST', `/apis/apps/v1/namespaces/${elsewhere}/deployments`, {
+        body: {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: target.name, labels: { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/owner-uid': owner.metadata.uid, forged: name }, ownerReferences: [{ apiVersion: 'app.example.com/v1', kind: 'MyApp', name: target.name, uid: owner.metadata.uid, controller: true }] },
+          spec: { replicas: 0, selector: { matchLabels: { forged: name } }, template: { metadata: { labels: { forged: name } }, spec: { containers: [{ name: 'x', image: 'kfn.local/nginx:1.22' }] } } },
+        },
+      })
+      .then(() => figures.forged++, () => undefined);
+  }
+})();
 const notFoundWindow = (async () => {
   await sleep(churnMs / 2);
   notFoundArmed = true; // the window opens with the next delivery (not in a takeover's gap)
@@ -423,7 +479,7 @@ while (Date.now() < churnEnd) {
   else if (live.length < total * 1.2) await create();
   await sleep(50);
 }
-await Promise.all([faults, kills, notFoundWindow, reconfigure]);
+await Promise.all([faults, kills, notFoundWindow, reconfigure, forging]);
 faultsOn = false;
 log(`churn over: ${figures.creates} creates, ${figures.edits} edits, ${figures.deletes} deletes; faults off, waiting to converge`);
 
@@ -500,6 +556,7 @@ const hottest = Math.max(0, ...[...deliveriesPerKey].map(([k, n]) => n - (idleKe
 soakOver = true;
 for (const c of children) c.kill('SIGTERM');
 await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+await api.request('DELETE', `/api/v1/namespaces/${elsewhere}`).catch(() => undefined);
 
 // No auth key in any log, journal or record the soak's bridges and functions wrote.
 const leaks = readdirSync(dir)
@@ -515,6 +572,7 @@ if (left.length) failures.push(`did not converge within ${values['converge-secon
 if (maxPerKey > 1) failures.push(`an object was delivered ${maxPerKey} times at once (across the bridges)`);
 if (hottest > 3) failures.push(`a hot loop: one object was delivered ${hottest} times in 20 idle seconds`);
 if (figures.replaysRun > 0) failures.push(`${figures.replaysRun} of ${figures.replays} replayed requests were run by the function`);
+if (figures.forgedCarried > 0) failures.push(`${figures.forgedCarried} children forged in another namespace were carried in a primary's event`);
 if (figures.noRightDeliveries > 0) failures.push(`${figures.noRightDeliveries} deliveries reached the sink of a Reconciler whose identity may not list its kind`);
 noRight.close();
 
@@ -528,6 +586,7 @@ console.log(`  faults injected              ${figures.failed500} × 500, ${figur
 console.log(`  more faults                  ${figures.reconcilerEdits} Reconciler edit, ${figures.keyRotations} key rotations (${figures.refused401} × 401 while they settled), ${figures.shardRollouts} rollout to 2 shards`);
 console.log(`  answers checked, requests replayed   ${figures.malformed} malformed answers retried; ${figures.replays} requests replayed, ${figures.replaysRefused} refused, ${figures.replaysRun} run`);
 console.log(`  Reconciler without the right ${figures.noRightDeliveries} deliveries`);
+console.log(`  clocks, forgeries            ${figures.skewedFunctions} functions 50 s off (one ahead, one behind); ${figures.forged} children forged in another namespace, ${figures.forgedCarried} carried`);
 console.log(`  files with an auth key       ${leaks.length} of ${readdirSync(dir).filter((n) => !n.endsWith('.key')).length}`);
 console.log(`  bridges that exited by themselves (restarted)   ${figures.bridgeExits}`);
 console.log(`  time to converge             ${left.length ? 'did not' : `${(convergeMs / 1000).toFixed(1)} s`}`);
