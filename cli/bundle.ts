@@ -1,8 +1,8 @@
 // Bundles by esbuild: of a function (with the adapter that runs it: a container's Node server,
 // a Lambda handler) and of the bridge (the `kfn` CLI). Images (cli/images.ts) and Lambda
 // packages (cli/build.ts) are made of these.
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { codePath, workRoot } from '../cluster/paths.ts';
 import { functionEntry, loadFunction } from './functions.ts';
@@ -21,10 +21,44 @@ export const requireBanner = "import { createRequire as kfnCreateRequire } from 
  * kubeconfigs with exec credential plugins) would otherwise be parsed at every cold start: one
  * file made a function take about twice as long to answer its first request. Returns the files.
  */
-export async function bundleFunction(entry: string, outdir: string, target = 'node24'): Promise<string[]> {
+export async function bundleFunction(entry: string, outdir: string, target = 'node24', options: { sourceMaps?: boolean } = {}): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });
-  await build({ entryPoints: [entry], bundle: true, splitting: true, platform: 'node', target, format: 'esm', outdir, outExtension: { '.js': '.mjs' }, chunkNames: 'chunk-[hash]', banner: { js: requireBanner }, logLevel: 'warning', legalComments: 'none' });
+  await build({
+    entryPoints: [entry],
+    bundle: true,
+    splitting: true,
+    platform: 'node',
+    target,
+    format: 'esm',
+    outdir,
+    outExtension: { '.js': '.mjs' },
+    chunkNames: 'chunk-[hash]',
+    banner: { js: requireBanner },
+    logLevel: 'warning',
+    legalComments: 'none',
+    // Without the sources: the maps only say where each line came from (the SDK reads them when a reconcile throws).
+    ...(options.sourceMaps ? { sourcemap: 'linked' as const, sourcesContent: false } : {}),
+  });
+  if (options.sourceMaps) for (const file of readdirSync(outdir)) if (file.endsWith('.map')) projectRelativeSources(join(outdir, file));
   return readdirSync(outdir);
+}
+
+/**
+ * Rewrites a source map's sources from relative to the bundle (`../../../functions/site/index.ts`,
+ * meaningless once the bundle is in an image) to relative to the project the bundle was built
+ * in (`functions/site/index.ts`, `node_modules/kfn/lib/functions/sdk/runtime.js`): what a stack
+ * of a deployed function then shows.
+ */
+function projectRelativeSources(mapFile: string, project = process.cwd()): void {
+  const map = JSON.parse(readFileSync(mapFile, 'utf8')) as { sources: string[]; sourceRoot?: string };
+  const dir = resolve(mapFile, '..');
+  map.sources = map.sources.map((s) => {
+    const absolute = resolve(dir, map.sourceRoot ?? '', s);
+    const inProject = relative(project, absolute);
+    return inProject.startsWith('..') || isAbsolute(inProject) ? absolute : inProject;
+  });
+  delete map.sourceRoot;
+  writeFileSync(mapFile, JSON.stringify(map));
 }
 
 /**
@@ -39,7 +73,8 @@ export async function bundleFunctionFolder(dir: string, work: string, entry: { f
   const file = join(work, entry.file);
   writeFileSync(file, `import reconciler from ${JSON.stringify(functionEntry(dir) ?? join(resolve(dir), 'index.ts'))};\n${entry.adapter}`);
   const outdir = join(work, out);
-  return { outdir, files: await bundleFunction(file, outdir, target) };
+  // With source maps: a reconcile that throws in a deployed function is logged at the user's lines.
+  return { outdir, files: await bundleFunction(file, outdir, target, { sourceMaps: true }) };
 }
 
 /** The bridge's bundle: the `kfn` CLI (as `npm run build` bundles it; from the checkout's sources or the package's compiled tree). */

@@ -2,6 +2,8 @@
 // first, then kfn's and its packages', Node's internals left out (counted). kfn dev, kfn serve
 // and deployed functions log a reconcile that throws this way; kfn's load errors point at the
 // first of the user's frames.
+import { existsSync, readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { dirname, join, sep } from 'node:path';
 
@@ -22,9 +24,9 @@ const kfnRooms = ['functions/sdk', 'kube', 'core', 'bridge', 'cli', 'cluster'].m
 /** Whether a file is the user's: not kfn's own rooms (the examples beside the SDK are user code), not a package, not Node's. */
 export function isUserFile(file: string): boolean {
   if (file.startsWith('node:') || !file.includes('/')) return false;
-  if (file.includes('/node_modules/')) return false;
-  // A bundle's source map names kfn's sources relative to the bundle (a deployed function).
-  if (file.includes('/functions/sdk/')) return false;
+  if (file.includes('/node_modules/') || file.startsWith('node_modules/')) return false;
+  // A bundle's source map names kfn's sources relative to the project it was built in (a deployed function).
+  if (file.includes('/functions/sdk/') || file.startsWith('functions/sdk/')) return false;
   return !kfnRooms.some((room) => file.startsWith(room));
 }
 
@@ -42,8 +44,35 @@ export function stackFrames(stack: string): Frame[] {
       const m = located.exec(place);
       if (!m) return { text, user: false };
       const file = m[1]!.startsWith('file://') ? fileURLToPath(m[1]!) : m[1]!;
-      return { text, file, line: Number(m[2]), column: Number(m[3]), user: isUserFile(file) };
+      const [line, column] = [Number(m[2]), Number(m[3])];
+      const origin = originOf(file, line, column);
+      if (origin) return { text: text.replace(place, `${origin.file}:${origin.line}:${origin.column}`), ...origin, user: isUserFile(origin.file) };
+      return { text, file, line, column, user: isUserFile(file) };
     });
+}
+
+/** Each bundle's source map, read the first time a stack passes through it (null: it has none). */
+const sourceMaps = new Map<string, SourceMap | null>();
+
+/**
+ * Where a place in a bundle (a deployed function's .mjs, built with its source map beside it)
+ * came from: the source file as the map names it, relative to the project it was built in, and
+ * its line and column. Read only when a stack is shown, so a function starts no slower for it.
+ */
+function originOf(file: string, line: number, column: number): { file: string; line: number; column: number } | undefined {
+  if (!/\.m?js$/.test(file) || file.includes('/node_modules/')) return undefined;
+  let map = sourceMaps.get(file);
+  if (map === undefined) {
+    try {
+      map = existsSync(`${file}.map`) ? new SourceMap(JSON.parse(readFileSync(`${file}.map`, 'utf8'))) : null;
+    } catch {
+      map = null;
+    }
+    sourceMaps.set(file, map);
+  }
+  const entry = map?.findEntry(line - 1, column - 1) as { originalSource?: string; originalLine?: number; originalColumn?: number } | undefined;
+  if (!entry?.originalSource || entry.originalLine === undefined || entry.originalColumn === undefined) return undefined;
+  return { file: entry.originalSource.replace(/^file:\/\//, ''), line: entry.originalLine + 1, column: entry.originalColumn + 1 };
 }
 
 /** The first frame in the user's code, if the error passed through it. */
