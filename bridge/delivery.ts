@@ -2,7 +2,7 @@
 // Uses undici's request API directly (not the CloudEvents SDK's transport, which hides the
 // status code; not fetch, whose WHATWG objects and web streams cost more than the rest of a
 // delivery) — the same client the bridge talks to the apiserver with, rather than a second copy.
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { authenticate, type Credentials, type HttpMessage } from '../core/authentication.ts';
 import { classifyResponse, maxAnswerBytes, type DeliveryOutcome } from '../core/response.ts';
 import type { RequestSigner } from './sigv4.ts';
@@ -27,6 +27,8 @@ export interface SendOptions {
   timeoutMs: number;
   /** Adds a signature for the sink's front door (AWS SigV4 for a Lambda Function URL with AWS_IAM). */
   signer?: RequestSigner;
+  /** The connections to use: an https sink with a caBundle trusts only that CA (bridge/sink.ts). Default: undici's global agent. */
+  dispatcher?: Dispatcher;
 }
 
 /**
@@ -47,8 +49,20 @@ async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, 
   return { text: Buffer.concat(chunks).toString('utf8'), truncated: size > max };
 }
 
+/** The TLS handshake refused the sink's certificate: nothing was sent, and the sink, not the object, needs a fix. */
+const certificateRefused = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
 /** Failures before the request could reach the function: nothing can be running. */
-const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ERR_INVALID_URL']);
+const neverSent = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ERR_INVALID_URL', ...certificateRefused]);
 
 /** POSTs the event; never throws: every failure becomes an outcome. */
 export async function sendReconcileEvent(options: SendOptions): Promise<DeliveryResult> {
@@ -66,7 +80,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
     // No redirect is followed (a sink that redirects is misconfigured; its 3xx is its answer).
     // The transport's own timeouts never cut a delivery shorter than the bridge's deadline.
     const transportTimeoutMs = options.timeoutMs + 1000;
-    const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal, headersTimeout: transportTimeoutMs, bodyTimeout: transportTimeoutMs });
+    const res = await request(options.url, { method: 'POST', headers, body, signal: deadline.signal, headersTimeout: transportTimeoutMs, bodyTimeout: transportTimeoutMs, ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}) });
     const { text, truncated } = await readCapped(res.body, maxAnswerBytes);
     const status = res.statusCode;
     if (options.signer && (status === 401 || status === 403)) {
@@ -92,6 +106,10 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
         ? `no AWS credentials to sign with (spec.sink.awsIam): ${e.message}`
         : `request failed: ${code ?? e.cause?.message ?? e.message}`;
     const mayBeRunning = timedOut || (e.name !== 'CredentialsProviderError' && !(code && neverSent.has(code)));
+    if (code && certificateRefused.has(code)) {
+      const sinkProblem = `the TLS certificate of ${new URL(options.url).host} was refused (${code}: ${e.cause?.message ?? e.message}): it is not signed by a CA of the Reconciler's spec.sink.caBundle (or, without one, a public root), or does not name the host; retrying`;
+      return { outcome: { kind: 'retry', why: sinkProblem, sinkProblem }, durationMs: now() - started };
+    }
     return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(mayBeRunning ? { mayBeRunning } : {}) };
   } finally {
     clearTimeout(timer);

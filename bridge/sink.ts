@@ -1,7 +1,9 @@
 // Where a Reconciler's events go, and with what: the sink's URL (given, or the address of the
-// object its ref names, once that is Ready), the credentials from the Reconciler's auth Secret
-// (read again after a 401, for key rotation), the SigV4 signer of a Lambda Function URL, and
-// the sink's health as the Reconciler's Ready condition shows it.
+// object its ref names, once that is Ready), the CA an https sink is trusted by (its caBundle),
+// the credentials from the Reconciler's auth Secret (read again after a 401, for key rotation),
+// the SigV4 signer of a Lambda Function URL, and the sink's health as the Reconciler's Ready
+// condition shows it.
+import { Agent, type Dispatcher } from 'undici';
 import type { Logger } from './log.ts';
 import type { ReconcilerConfig } from './config.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';
@@ -23,6 +25,7 @@ export class Sink {
   private url: string | undefined;
   private problem: string | undefined;
   private sigv4: RequestSigner | undefined;
+  private tls: Agent | undefined;
   private warnedUnsigned = false;
 
   /** `report` is told when the sink's health changes: a problem, or undefined once it works again. */
@@ -40,7 +43,7 @@ export class Sink {
     try {
       sink = await this.resolve();
       const credentials = await this.resolveCredentials();
-      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer() });
+      result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer(), dispatcher: this.dispatcher() });
     } catch (err) {
       if (err instanceof SinkError) this.setProblem(err.message);
       result = { outcome: { kind: 'retry', why: (err as Error).message }, durationMs: 0 };
@@ -105,6 +108,19 @@ export class Sink {
       this.sigv4 ??= sigv4Signer(aws);
     }
     return this.sigv4;
+  }
+
+  /**
+   * A sink with a caBundle is reached through connections of its own that trust those CAs and
+   * no other (not the system's roots, not another sink's CA): the function's own certificate,
+   * which a tenant on the pod network cannot present. Made once; a Reconciler whose bundle
+   * changes gets a new Sink.
+   */
+  private dispatcher(): Dispatcher | undefined {
+    const ca = this.config.sink.caBundle;
+    if (!ca) return undefined;
+    this.tls ??= new Agent({ connect: { ca } });
+    return this.tls;
   }
 
   /** Tells the owner when the sink's health changes (the Reconciler's status shows it). */

@@ -10,7 +10,7 @@ import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { knativeStatus } from '../cluster/knative.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
-import { hasWebhooks, webhookConfigurations } from '../functions/sdk/webhooks.ts';
+import { hasWebhooks, servesHttps, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
 import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, registryTarget, type OnBase, type RegistryTarget } from './images.ts';
@@ -142,14 +142,17 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
     if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
-    const caBundle = hasWebhooks(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
-    if (caBundle) webhooks.set(reconciler.name, { reconciler, caBundle });
+    // A certificate for a function that serves HTTPS: its webhooks, or its deliveries (deliveryTls).
+    const caBundle = servesHttps(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
+    if (caBundle && hasWebhooks(reconciler)) webhooks.set(reconciler.name, { reconciler, caBundle });
     const objects = functionManifests(reconciler, {
       namespace: options.namespace,
       sinkUri: knative ? undefined : functionServiceUrl(reconciler, options.namespace),
       namespaces: options.namespaces,
       resyncPeriodSeconds: options.resyncPeriodSeconds,
       scopeOf: await discoveredScopes(api, reconciler),
+      // With deliveryTls, the Reconciler trusts the function's CA for its deliveries.
+      ...(caBundle ? { deliveryCaBundle: caBundle } : {}),
       // The CRD names its conversion webhook: the function's Service, over TLS.
       ...(versions.length && caBundle ? { conversion: { client: { service: { namespace: options.namespace, name: `kfn-fn-${reconciler.name}` } }, caBundle } } : {}),
     });

@@ -77,11 +77,11 @@ export const manifestsCommand: Command = {
       const hooks = target === 'knative' ? undefined : webhookSet(reconciler, { namespace, ca: ca.kind === 'kfn' ? { kind: 'kfn', existing } : ca });
       const sinkUri = values['sink-uri'] ?? (target === 'deployment' ? functionServiceUrl(reconciler, namespace) : undefined);
       const objects = [
-        ...functionManifests(reconciler, { namespace, sinkUri, ...(hooks?.conversion ? { conversion: hooks.conversion } : {}), ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) }),
+        ...functionManifests(reconciler, { namespace, sinkUri, webhookCa: ca.kind, ...(hooks?.caBundle ? { deliveryCaBundle: hooks.caBundle } : {}), ...(hooks?.conversion ? { conversion: hooks.conversion } : {}), ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) }),
         ...(hooks?.tls ?? []),
       ];
       if (target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: image(reconciler) }));
-      if (target === 'deployment') objects.push(...functionWorkload(reconciler, { namespace, image: image(reconciler) }));
+      if (target === 'deployment') objects.push(...functionWorkload(reconciler, { namespace, image: image(reconciler), webhookCa: ca.kind }));
       const all = [...objects, ...(hooks?.configurations ?? [])];
       const text = all.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
       if (values.out) {

@@ -5,7 +5,8 @@ import { X509Certificate } from 'node:crypto';
 import { test } from 'node:test';
 import MyAppFunction from '../functions/myapp/index.ts';
 import { functionWorkload } from '../functions/sdk/manifests.ts';
-import { webhookRenewBeforeMs, webhookSet, webhookTls } from './webhook-tls.ts';
+import { webhookSet, webhookTls } from './webhook-tls.ts';
+import { renewBeforeMs } from '../functions/sdk/certificate.ts';
 import { crdOf, defineKind, defineReconciler, t } from '../functions/sdk/index.ts';
 
 const names = ['kfn-fn-myapp.kfn-system.svc', 'kfn-fn-myapp.kfn-system.svc.cluster.local'];
@@ -21,12 +22,12 @@ test('created when missing, kept while it names the Service with 30 days left, r
   assert.ok(x.verify(new X509Certificate(pem(first.data, 'ca.crt')).publicKey), 'signed by its CA');
   assert.equal(cas(first.caBundle).length, 1);
 
-  const later = new Date(Date.parse(x.validTo) - webhookRenewBeforeMs - 3600_000);
+  const later = new Date(Date.parse(x.validTo) - renewBeforeMs - 3600_000);
   const kept = webhookTls(first.data, 'kfn-fn-myapp', names, later);
   assert.equal(kept.renewed, false);
   assert.equal(kept.data, first.data);
 
-  const due = new Date(Date.parse(x.validTo) - webhookRenewBeforeMs + 3600_000);
+  const due = new Date(Date.parse(x.validTo) - renewBeforeMs + 3600_000);
   const renewed = webhookTls(first.data, 'kfn-fn-myapp', names, due);
   assert.equal(renewed.renewed, true);
   assert.match(renewed.why!, /expires/);
@@ -91,4 +92,15 @@ test('kfn manifests\' webhooks: kfn\'s own certificate in a TLS Secret and the C
   const byIssuer = webhookSet(shelves, { namespace: 'shop', ca: { kind: 'cert-manager', issuer: { kind: 'ClusterIssuer', name: 'corp-ca' } } })!;
   assert.deepEqual(byIssuer.tls.map((o) => o.kind), ['Certificate'], 'no Issuer of its own');
   assert.equal(webhookSet(defineReconciler({ name: 'plain', for: defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Plain', spec: t.Object({}), status: t.Object({}) }), reconcile: () => ({}) }), { namespace: 'shop', ca: { kind: 'kfn' } }), undefined);
+});
+
+test('a function with deliveryTls and no webhooks: its certificate Secret and the CA bundle for its Reconciler\'s sink, no configurations', () => {
+  const Crate = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Crate', spec: t.Object({}), status: t.Object({}) });
+  const crates = defineReconciler({ name: 'crates', for: Crate, deliveryTls: true, reconcile: () => ({}) });
+  const set = webhookSet(crates, { namespace: 'shop', ca: { kind: 'kfn' } })!;
+  const secret = set.tls[0] as { metadata: { name: string }; data: Record<string, string> };
+  assert.equal(secret.metadata.name, 'kfn-fn-crates-webhook-tls');
+  assert.deepEqual([set.configurations, set.conversion], [[], undefined]);
+  assert.equal(set.caBundle, pem(secret.data, 'ca.crt'));
+  assert.ok(new X509Certificate(pem(secret.data, 'tls.crt')).checkHost('kfn-fn-crates.shop.svc.cluster.local'), 'the host of its https sink');
 });

@@ -1,49 +1,32 @@
 // A function's webhook TLS and registrations, wherever they are made: `kfn deploy` (which
-// keeps the certificate in the cluster and renews it) and `kfn manifests` (which writes them for
-// a user to apply, with kfn's own certificate or cert-manager's).
-import { X509Certificate } from 'node:crypto';
-import { generateWebhookPki } from '../cluster/pki.ts';
+// keeps the certificate in the cluster, made or renewed as it deploys; the running function
+// renews it in between: functions/sdk/renewal.ts) and `kfn manifests` (which writes them for a
+// user to apply, with kfn's own certificate or cert-manager's).
+import { generateServingPki } from '../core/certificates.ts';
+import { caBundleAfter, renewalDue, secretPem, serviceDnsNames, tlsSecretData } from '../functions/sdk/certificate.ts';
 import type { ConversionClient } from '../functions/sdk/kind.ts';
 import { webhookTlsSecretName } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
-import { hasWebhooks, webhookConfigurations, type WebhookOwner } from '../functions/sdk/webhooks.ts';
+import { servesHttps, webhookConfigurations, type WebhookOwner } from '../functions/sdk/webhooks.ts';
 import { functionLabels } from '../core/names.ts';
-
-/** A webhook certificate is renewed when it has less than this left (or does not name the Service). */
-export const webhookRenewBeforeMs = 30 * 24 * 3600_000;
 
 /**
  * The webhook certificate of a deployed function, from its Secret's data: kept while it names
- * `dnsNames` and has 30 days left, else a new CA and certificate. The CA bundle to register holds
+ * `dnsNames` and has 30 days left (the rule the running function renews it by, too:
+ * functions/sdk/certificate.ts), else a new CA and certificate. The CA bundle to register holds
  * the current CA and, right after a renewal, the previous one too: until the kubelet has put the
  * new files in the pod (up to a minute), the apiserver still meets the old certificate.
  */
 export function webhookTls(existing: Record<string, string> | undefined, name: string, dnsNames: string[], now = new Date()): { data: Record<string, string>; caBundle: string; renewed: boolean; why?: string } {
-  const decode = (key: string) => (existing?.[key] ? Buffer.from(existing[key], 'base64').toString() : undefined);
-  const [cert, key, ca] = [decode('tls.crt'), decode('tls.key'), decode('ca.crt')];
-  let why: string | undefined;
-  let oldCa: string | undefined;
-  if (!cert || !key || !ca) why = 'no certificate yet';
-  else {
-    try {
-      const x = new X509Certificate(cert);
-      const names = (x.subjectAltName ?? '').split(', ').map((n) => n.replace(/^DNS:/, ''));
-      if (!dnsNames.every((n) => names.includes(n))) why = `it does not name ${dnsNames.find((n) => !names.includes(n))}`;
-      else if (Date.parse(x.validTo) - now.getTime() < webhookRenewBeforeMs) why = `it expires ${new Date(x.validTo).toISOString()}`;
-      if (Date.parse(new X509Certificate(ca).validTo) > now.getTime()) oldCa = ca;
-    } catch (err) {
-      why = `it cannot be read (${(err as Error).message})`;
-    }
-  }
+  const why = renewalDue(existing, { dnsNames }, now);
+  const ca = secretPem(existing, 'ca.crt');
   if (!why) return { data: existing!, caBundle: ca!, renewed: false };
-  const pki = generateWebhookPki(name, dnsNames, [], now);
-  const b64 = (v: string) => Buffer.from(v).toString('base64');
-  return { data: { 'tls.crt': b64(pki.cert), 'tls.key': b64(pki.key), 'ca.crt': b64(pki.caCert) }, caBundle: oldCa ? `${pki.caCert}${oldCa}` : pki.caCert, renewed: true, why };
+  const pki = generateServingPki(name, dnsNames, { now });
+  return { data: tlsSecretData(pki), caBundle: caBundleAfter(pki.caCert, ca, now), renewed: true, why };
 }
 
-
-/** The DNS names of a function's Service, which its webhook certificate must name. */
-export const webhookDnsNames = (service: string, namespace: string) => [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
+/** The DNS names of a function's Service, which its webhook certificate must name (`kfn deploy` asks here). */
+export const webhookDnsNames = (service: string, namespace: string) => serviceDnsNames(service, namespace);
 
 /** Who signs a function's webhook certificate in the manifests `kfn manifests` writes. */
 export type WebhookCa =
@@ -61,15 +44,18 @@ export interface WebhookSet {
   configurations: Record<string, unknown>[];
   /** With kfn's CA: true when the certificate was made now (not kept from `existing`). */
   renewed: boolean;
+  /** With kfn's CA: the bundle its clients trust (for a function with deliveryTls, its Reconciler's sink: ManifestOptions.deliveryCaBundle). */
+  caBundle?: string;
 }
 
 /**
  * Everything the apiserver needs to call a function's webhooks at its Service kfn-fn-<name> in
  * `namespace` (port 443, as `functionWorkload` serves them): the certificate, the CRD's
- * conversion client and the admission configurations. undefined for a function without webhooks.
+ * conversion client and the admission configurations. undefined for a function without an
+ * HTTPS listener (no webhooks, no deliveryTls).
  */
 export function webhookSet(reconciler: Reconciler, options: { namespace: string; ca: WebhookCa; namespaces?: string[]; owner?: WebhookOwner }): WebhookSet | undefined {
-  if (!hasWebhooks(reconciler)) return undefined;
+  if (!servesHttps(reconciler)) return undefined;
   const service = `kfn-fn-${reconciler.name}`;
   const client = { service: { namespace: options.namespace, name: service } };
   const secretName = webhookTlsSecretName(reconciler);
@@ -83,6 +69,7 @@ export function webhookSet(reconciler: Reconciler, options: { namespace: string;
       ...(previous ? { conversion: { client, caBundle: tls.caBundle } } : {}),
       configurations: webhookConfigurations(reconciler, { client, caBundle: tls.caBundle, namespaces: options.namespaces, owner: options.owner }),
       renewed: tls.renewed,
+      caBundle: tls.caBundle,
     };
   }
   const issuer = options.ca.issuer ?? { kind: 'Issuer' as const, name: 'kfn-selfsigned' };

@@ -6,7 +6,8 @@ import type { TSchema } from '@sinclair/typebox';
 import { parseReconciler } from '../bridge/config.ts';
 import { functionManifests, functionReconciler, type ManifestOptions } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
-import { isReconcilerObject, reconcilerObject, reconcilerSpec, reconcilerSpecSchema, type ReconcilerObject, type WrittenReconcilerSpec } from './reconciler-spec.ts';
+import { defaultedReconcilerSpec, isReconcilerObject, reconcilerObject, reconcilerSpec, reconcilerSpecSchema, type ReconcilerObject, type WrittenReconcilerSpec } from './reconciler-spec.ts';
+import { generateServingPki } from './certificates.ts';
 
 /** True only when A and B are one type: `npm run typecheck` refuses `sameType<A, B>(true)` otherwise. */
 type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -69,4 +70,20 @@ test('a written spec may leave out exactly the fields the schema requires but de
 test('a spec built by reconcilerSpec carries no field left undefined', () => {
   const spec = reconcilerSpec({ for: { apiVersion: 'v1', kind: 'Secret' }, owns: undefined, sink: { uri: 'http://127.0.0.1:1/' }, namespaces: undefined, timeoutSeconds: 5 });
   assert.deepEqual(Object.keys(spec), ['for', 'sink', 'timeoutSeconds'], 'in the order written');
+});
+
+test('a sink\'s caBundle: PEM certificates, each readable, with an https uri only', () => {
+  const [a, b] = [generateServingPki('a', ['a.example']), generateServingPki('b', ['b.example'])];
+  const problems = (sink: Record<string, unknown>) => defaultedReconcilerSpec({ for: { apiVersion: 'v1', kind: 'ConfigMap' }, sink }).problems;
+  assert.deepEqual(problems({ uri: 'https://kfn-fn-x.fns.svc.cluster.local/', caBundle: a.caCert }), []);
+  assert.deepEqual(problems({ uri: 'https://kfn-fn-x.fns.svc.cluster.local/', caBundle: `${a.caCert}${b.caCert}` }), [], 'the new CA and the old one around a renewal');
+  assert.deepEqual(problems({ uri: 'https://x/', caBundle: a.caCert.replace(/\r\n/g, '\n') }), [], 'as a YAML block scalar holds it');
+  assert.deepEqual(problems({ uri: 'http://kfn-fn-x.fns.svc.cluster.local/', caBundle: a.caCert }), ['spec.sink: sink.caBundle goes with an https:// uri: it is the CA the bridge trusts for that sink']);
+  assert.deepEqual(problems({ ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: 'x' }, caBundle: a.caCert }), ['spec.sink: sink.caBundle goes with an https:// uri: it is the CA the bridge trusts for that sink']);
+  const encoded = Buffer.from(a.caCert).toString('base64');
+  assert.deepEqual(problems({ uri: 'https://x/', caBundle: encoded }), [`spec.sink.caBundle must be PEM certificates (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----), as a ca.crt holds them, not base64-encoded, not ${JSON.stringify(encoded)}`], 'a webhook\'s base64 form is refused, saying which form');
+  const broken = a.caCert.replace(/(-----BEGIN CERTIFICATE-----\r\n)..../, '$1AAAA');
+  assert.match(problems({ uri: 'https://x/', caBundle: `${b.caCert}${broken}` }).join('\n'), /^spec\.sink\.caBundle: certificate 2 of 2 cannot be read \(/);
+  const crd = JSON.stringify(reconcilerSpecSchema.properties.sink);
+  assert.match(crd, /"rule":"!has\(self\.caBundle\) \|\| \(has\(self\.uri\) && self\.uri\.startsWith\('https:\/\/'\)\)"/, 'the apiserver refuses the same');
 });

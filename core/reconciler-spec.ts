@@ -5,6 +5,7 @@
 // TypeBox schema gives the TypeScript types, the validation in code and the CRD's OpenAPI
 // schema, so the apiserver and the bridge refuse the same specs with the same bounds, and a
 // field added here reaches every writer and reader as a type error until they agree.
+import { X509Certificate } from 'node:crypto';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { managedByKfnSelector, reconcilerApiVersion, reconcilerKind } from './names.ts';
@@ -79,6 +80,16 @@ const sinkSchema = withRules(
         { description: 'An addressable object (a Knative Service); its status.url is used.' },
       ),
     ),
+    caBundle: Type.Optional(
+      Type.String({
+        // PEM blocks alone, as a ca.crt holds them: base64 in the blocks, line breaks between.
+        pattern: '^(-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\\r\\n]+-----END CERTIFICATE-----[\\r\\n]*)+$',
+        maxLength: 65_536,
+        expected: 'PEM certificates (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----), as a ca.crt holds them, not base64-encoded',
+        description:
+          "With an https uri: the CA certificates (PEM) the bridge trusts for this sink, and no other: a function's own CA, whose certificate its Service serves (a function defined with deliveryTls, which keeps it current). Without it an https sink is checked against the system's public roots.",
+      }),
+    ),
     awsIam: Type.Optional(
       Type.Object(
         {
@@ -92,8 +103,31 @@ const sinkSchema = withRules(
       ),
     ),
   }),
-  [{ rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') }],
+  [
+    { rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') },
+    {
+      rule: "!has(self.caBundle) || (has(self.uri) && self.uri.startsWith('https://'))",
+      message: 'sink.caBundle goes with an https:// uri: it is the CA the bridge trusts for that sink',
+      holds: (s) => !has(s, 'caBundle') || (typeof s.uri === 'string' && s.uri.startsWith('https://')),
+    },
+  ],
 );
+
+/**
+ * The certificates of a sink's caBundle that cannot be read, each named; what the schema's
+ * pattern (PEM blocks) cannot tell. None for an absent bundle.
+ */
+export function caBundleProblems(bundle: string | undefined): string[] {
+  const blocks = bundle?.match(/-----BEGIN CERTIFICATE-----[^-]*-----END CERTIFICATE-----/g) ?? [];
+  return blocks.flatMap((pem, i) => {
+    try {
+      new X509Certificate(pem);
+      return [];
+    } catch (err) {
+      return [`spec.sink.caBundle: certificate ${i + 1} of ${blocks.length} cannot be read (${(err as Error).message})`];
+    }
+  });
+}
 
 /**
  * What contract 2 carries of an owned kind's children when the Reconciler does not say (`fields`
@@ -257,7 +291,8 @@ function specProblems(spec: unknown): string[] {
     const where = fieldName(error.path);
     if (!problems.has(where)) problems.set(where, error.value === undefined ? `${where} is required` : `${where} must be ${expectation(error.schema)}, not ${JSON.stringify(error.value)}`);
   }
-  return [...problems.values(), ...walk(reconcilerSpecSchema, spec, 'spec')];
+  const sink = isObject(spec) && isObject(spec.sink) ? spec.sink : {};
+  return [...problems.values(), ...walk(reconcilerSpecSchema, spec, 'spec'), ...(problems.has('spec.sink.caBundle') ? [] : caBundleProblems(typeof sink.caBundle === 'string' ? sink.caBundle : undefined))];
 }
 
 /** Unknown fields (the apiserver prunes them; in a file they are most likely typos) and broken cross-field rules. */

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
-import { generateWebhookPki } from '../cluster/pki.ts';
+import { generateServingPki } from '../core/certificates.ts';
 import { ApiError, KubeApi } from './api.ts';
 import { ClusterUnavailable, checkClusterAnswers, explainFailure } from './cluster-failures.ts';
 import { connectCluster, nodeTransportWith } from './connection.ts';
@@ -107,7 +107,7 @@ test('a server that takes the request and never answers fails within the first-a
 });
 
 test('a server whose certificate the kubeconfig does not trust says so, and to check certificate-authority', async (t) => {
-  const pki = generateWebhookPki('untrusted', [], ['127.0.0.1']);
+  const pki = generateServingPki('untrusted', [], { ips: ['127.0.0.1'] });
   const port = await listen(t, createHttpsServer({ cert: pki.cert, key: pki.key }, status(200, '', '')));
   const server = `https://127.0.0.1:${port}`;
   const { file, cluster } = kubeconfigFor(t, server);

@@ -4,7 +4,10 @@ import MyWebFunction from '../myweb/index.ts';
 import CertificateFunction from '../certificate/index.ts';
 import IssuerFunction from '../issuer/index.ts';
 import PodSetFunction from '../podset/index.ts';
-import { functionKnativeService, functionManifests, functionWorkload } from './manifests.ts';
+import MyAppFunction from '../myapp/index.ts';
+import { generateServingPki } from '../../core/certificates.ts';
+import { parseReconciler } from '../../bridge/config.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from './manifests.ts';
 import { pluralOf } from './kind.ts';
 import { defineKind, defineReconciler, Secret, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -134,4 +137,55 @@ test('rights a function limits to names become RBAC resourceNames, beside its ot
     { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'patch'], resourceNames: ['shelf-settings'] },
     { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
   ]);
+});
+
+test('a function with webhooks on its Deployment may renew its own certificate, and nothing more: its TLS Secret in its namespace, its webhook configurations, each by name', () => {
+  type Obj = { kind: string; metadata: { name: string; namespace?: string }; rules?: unknown[]; roleRef?: { name: string }; subjects?: { name: string; namespace: string }[] };
+  const certificateObjects = (options: Parameters<typeof functionManifests>[1]) => (functionManifests(MyAppFunction, options) as Obj[]).filter((o) => o.metadata.name.startsWith('kfn-fn-myapp-certificate'));
+  const deployment = { namespace: 'shop', sinkUri: functionServiceUrl(MyAppFunction, 'shop') };
+  const objs = certificateObjects(deployment);
+  assert.deepEqual(objs.map((o) => `${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name} ${o.roleRef?.name ?? ''}`.trim()), [
+    'ClusterRole kfn-fn-myapp-certificate-secret',
+    'RoleBinding shop/kfn-fn-myapp-certificate kfn-fn-myapp-certificate-secret',
+    'ClusterRole kfn-fn-myapp-certificate',
+    'ClusterRoleBinding kfn-fn-myapp-certificate:shop kfn-fn-myapp-certificate',
+  ], 'the Secret\'s right bound in its namespace only; the cluster-scoped configurations cluster-wide');
+  assert.deepEqual(objs[0]!.rules, [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'update'], resourceNames: ['kfn-fn-myapp-webhook-tls'] }]);
+  assert.deepEqual(objs[2]!.rules, [
+    { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], verbs: ['get', 'patch'], resourceNames: ['kfn-fn-myapp'] },
+    { apiGroups: ['admissionregistration.k8s.io'], resources: ['validatingwebhookconfigurations'], verbs: ['get', 'patch'], resourceNames: ['kfn-fn-myapp'] },
+  ], 'no CRD: MyApp has no previous versions');
+  assert.deepEqual(objs.flatMap((o) => o.subjects ?? []), [{ kind: 'ServiceAccount', name: 'kfn-fn-myapp', namespace: 'shop' }, { kind: 'ServiceAccount', name: 'kfn-fn-myapp', namespace: 'shop' }]);
+  assert.deepEqual(certificateObjects({ ...deployment, webhookCa: 'cert-manager' }), [], 'cert-manager renews it');
+  assert.deepEqual(certificateObjects({ namespace: 'shop' }), [], 'on Knative (no listener of its own)');
+  assert.deepEqual(certificateObjects({ namespace: 'shop', sinkUri: 'http://127.0.0.1:8080/' }), [], 'a local process');
+  assert.equal((functionManifests(MyWebFunction, { namespace: 'shop', sinkUri: functionServiceUrl(MyWebFunction, 'shop') }) as Obj[]).some((o) => o.metadata.name.includes('certificate')), false, 'no webhooks, no certificate');
+
+  const env = (options: { webhookCa?: 'kfn' | 'cert-manager' }) => (functionWorkload(MyAppFunction, { namespace: 'shop', image: 'i', ...options })[0] as { spec: { template: { spec: { containers: { env: { name: string; value: string }[] }[] } } } }).spec.template.spec.containers[0]!.env;
+  assert.deepEqual(env({}).find((e) => e.name === 'KFN_TLS_SECRET'), { name: 'KFN_TLS_SECRET', value: 'shop/kfn-fn-myapp-webhook-tls' }, 'the Secret the function renews');
+  assert.equal(env({ webhookCa: 'cert-manager' }).some((e) => e.name === 'KFN_TLS_SECRET'), false);
+});
+
+test('deliveryTls: the Deployment serves deliveries on its HTTPS port, the Reconciler\'s sink is that port with the function\'s CA, and the function may write that CA there', () => {
+  const Shelf = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Shelf', spec: t.Object({}), status: t.Object({}) });
+  const fn = defineReconciler({ name: 'shelves', for: Shelf, deliveryTls: true, reconcile: () => ({}) });
+  const url = functionServiceUrl(fn, 'shop');
+  assert.equal(url, 'https://kfn-fn-shelves.shop.svc.cluster.local/');
+  const ca = generateServingPki('kfn-fn-shelves', ['kfn-fn-shelves.shop.svc']).caCert;
+  const objs = functionManifests(fn, { namespace: 'shop', sinkUri: url, deliveryCaBundle: ca }) as { kind: string; metadata: { name: string }; rules?: unknown[]; spec?: { sink: unknown } }[];
+  const reconciler = objs.find((o) => o.kind === 'Reconciler')!;
+  assert.deepEqual(reconciler.spec!.sink, { uri: url, caBundle: ca });
+  assert.deepEqual(parseReconciler(reconciler).sink, { uri: url, caBundle: ca }, 'a spec the bridge takes');
+  assert.deepEqual(objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'kfn-fn-shelves-certificate')!.rules, [{ apiGroups: ['kfn.dev'], resources: ['reconcilers'], verbs: ['get', 'patch'], resourceNames: ['shelves'] }], 'its own Reconciler, to keep the CA current there');
+  assert.deepEqual((functionManifests(fn, { namespace: 'shop', sinkUri: url }).find((o) => o.kind === 'Reconciler') as { spec: { sink: unknown } }).spec.sink, { uri: url }, 'without the bundle: the function writes it when it starts');
+  assert.deepEqual((functionManifests(fn, { namespace: 'shop', sinkUri: 'https://elsewhere.example/', deliveryCaBundle: ca }).find((o) => o.kind === 'Reconciler') as { spec: { sink: unknown } }).spec.sink, { uri: 'https://elsewhere.example/' }, 'another sink keeps to its own certificate');
+
+  const [deployment, service] = functionWorkload(fn, { namespace: 'shop', image: 'i' }) as [
+    { spec: { template: { spec: { containers: { env: { name: string; value: string }[]; ports: { name: string }[] }[]; volumes: { name: string }[] } } } },
+    { spec: { ports: { name: string; port: number }[] } },
+  ];
+  const c = deployment.spec.template.spec.containers[0]!;
+  assert.deepEqual(c.ports.map((p) => p.name), ['http', 'webhook'], 'the HTTPS listener, without webhooks');
+  assert.ok(c.env.some((e) => e.name === 'KFN_TLS_SECRET' && e.value === 'shop/kfn-fn-shelves-webhook-tls'));
+  assert.deepEqual(service.spec.ports.map((p) => p.port), [80, 443]);
 });

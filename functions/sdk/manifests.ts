@@ -6,7 +6,8 @@ import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
 import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
 import { declaredAccess } from './access.ts';
-import { hasWebhooks } from './webhooks.ts';
+import { servesHttps } from './webhooks.ts';
+import { caBundleHolders, holderRules } from './renewal.ts';
 import { contractVersion } from '../../core/event.ts';
 import { functionLabels, identityForAnnotation, imageIdAnnotation } from '../../core/names.ts';
 import { reconcilerLimits, reconcilerObject, reconcilerSpec, type ReconcilerObject, type SinkSpec } from '../../core/reconciler-spec.ts';
@@ -33,6 +34,19 @@ export interface ManifestOptions {
    * built-in cluster-scoped kinds, and the scope a kind defined with defineKind declares.
    */
   scopeOf?: (ref: KindRef) => 'Namespaced' | 'Cluster' | undefined;
+  /**
+   * Who signs and renews the serving certificate of a function with an HTTPS listener (webhooks,
+   * deliveryTls) that runs as its Deployment (its Service is the sink): kfn (the default: the function renews it itself, and
+   * may write its TLS Secret and the CA bundles for that) or cert-manager (which renews it: no
+   * such rights).
+   */
+  webhookCa?: 'kfn' | 'cert-manager';
+  /**
+   * With `deliveryTls`, on the Deployment: the CA bundle of the function's certificate, written
+   * as its Reconciler's sink.caBundle (`kfn deploy` knows it). Without it the function writes it
+   * there when it starts, and deliveries are retried until then.
+   */
+  deliveryCaBundle?: string;
 }
 
 /** Whether `ref` is cluster-scoped: as discovery said, else as kfn knows built-in and defined kinds. */
@@ -63,16 +77,19 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
     crdOf(reconciler.for, { conversion: options.conversion }),
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: reconciler.name } } },
     ...functionRbac(reconciler, account, ns, labels, options),
+    ...(renewsOwnCertificate(reconciler, options) ? certificateRbac(reconciler, account, ns, labels) : []),
     ...bridgeRbac(reconciler, labels, ns, functionSink(reconciler, options).ref, options),
     // Last: by the time the bridge sees the Reconciler, its identity and rights exist.
     functionReconciler(reconciler, options),
   ];
 }
 
-/** Where the bridge delivers: the given URL, or the function's Knative Service. */
+/** Where the bridge delivers: the given URL (the function's own Service: with the CA it trusts there, for deliveryTls), or the function's Knative Service. */
 function functionSink(reconciler: Reconciler, options: ManifestOptions): SinkSpec {
   const ns = options.namespace ?? 'kfn-system';
-  return options.sinkUri ? { uri: options.sinkUri } : { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: `kfn-fn-${reconciler.name}`, namespace: ns } };
+  if (!options.sinkUri) return { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: `kfn-fn-${reconciler.name}`, namespace: ns } };
+  const ownTls = reconciler.deliveryTls && options.deliveryCaBundle && options.sinkUri === functionServiceUrl(reconciler, ns);
+  return { uri: options.sinkUri, ...(ownTls ? { caBundle: options.deliveryCaBundle } : {}) };
 }
 
 /**
@@ -193,6 +210,34 @@ function functionRbac(reconciler: Reconciler, account: string, ns: string, label
   return out;
 }
 
+/**
+ * Whether the function renews its serving certificate itself (functions/sdk/renewal.ts): it has
+ * an HTTPS listener (webhooks, deliveryTls), runs as the Deployment functionWorkload writes (its
+ * own Service is its sink), and kfn's own CA signs for it.
+ */
+function renewsOwnCertificate(reconciler: Reconciler, options: ManifestOptions): boolean {
+  return servesHttps(reconciler) && options.webhookCa !== 'cert-manager' && options.sinkUri === functionServiceUrl(reconciler, options.namespace);
+}
+
+/**
+ * What renewing its certificate takes, each object by name: get and update its TLS Secret, in
+ * its namespace only (a ClusterRole bound there by a RoleBinding); get and patch its webhook
+ * configurations and, with deliveryTls, its Reconciler; patch its CRD when it has a conversion
+ * webhook (caBundleHolders).
+ */
+function certificateRbac(reconciler: Reconciler, account: string, ns: string, labels: Record<string, string>): Record<string, unknown>[] {
+  const name = `${account}-certificate`;
+  const subjects = [{ kind: 'ServiceAccount', name: account, namespace: ns }];
+  const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });
+  const rbac = 'rbac.authorization.k8s.io/v1';
+  return [
+    { apiVersion: rbac, kind: 'ClusterRole', metadata: { name: `${name}-secret`, labels }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'update'], resourceNames: [webhookTlsSecretName(reconciler)] }] },
+    { apiVersion: rbac, kind: 'RoleBinding', metadata: { name, namespace: ns, labels }, roleRef: roleRef(`${name}-secret`), subjects },
+    { apiVersion: rbac, kind: 'ClusterRole', metadata: { name, labels }, rules: holderRules(caBundleHolders(reconciler)) },
+    { apiVersion: rbac, kind: 'ClusterRoleBinding', metadata: { name: `${name}:${ns}`, labels }, roleRef: roleRef(name), subjects },
+  ];
+}
+
 export interface WorkloadOptions {
   namespace?: string;
   /** The function's image, e.g. kfn.local/fn-myweb:0.1.0 (`kfn deploy` builds it). */
@@ -207,10 +252,12 @@ export interface WorkloadOptions {
   record?: boolean;
   /** Secrets (kubernetes.io/dockerconfigjson) the kubelet pulls the image with: a registry that asks for credentials. */
   imagePullSecrets?: string[];
+  /** Who renews the serving certificate (ManifestOptions.webhookCa): kfn, the function itself (default), or cert-manager. */
+  webhookCa?: 'kfn' | 'cert-manager';
 }
 
-/** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink. */
-export const functionServiceUrl = (reconciler: Reconciler, namespace = 'kfn-system') => `http://kfn-fn-${reconciler.name}.${namespace}.svc.cluster.local/`;
+/** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink (its HTTPS port with `deliveryTls`). */
+export const functionServiceUrl = (reconciler: Reconciler, namespace = 'kfn-system') => `${reconciler.deliveryTls ? 'https' : 'http'}://kfn-fn-${reconciler.name}.${namespace}.svc.cluster.local/`;
 
 /**
  * The function as a Deployment + Service (`kfn deploy`, clusters without Knative): its own
@@ -221,7 +268,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
   const ns = options.namespace ?? 'kfn-system';
   const account = `kfn-fn-${reconciler.name}`;
   const labels = functionLabels(reconciler.name);
-  const webhooks = hasWebhooks(reconciler);
+  const webhooks = servesHttps(reconciler);
   return [
     {
       apiVersion: 'apps/v1',
@@ -238,7 +285,7 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
             // On SIGTERM the function finishes the reconciles in flight: each may take timeoutSeconds.
             terminationGracePeriodSeconds: (reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds) + 10,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [webhooks ? withWebhooks(functionContainer(account, options, false)) : functionContainer(account, options, false)],
+            containers: [webhooks ? withWebhooks(functionContainer(account, options, false), options.webhookCa === 'cert-manager' ? undefined : `${ns}/${webhookTlsSecretName(reconciler)}`) : functionContainer(account, options, false)],
             volumes: [authVolume(account), ...(webhooks ? [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] : [])],
           },
         },
@@ -259,11 +306,15 @@ export const webhookTlsSecretName = (reconciler: Reconciler) => `kfn-fn-${reconc
 /** Where a deployed function's webhook listener takes its certificate from; rotated in place by the kubelet. */
 const webhookCertDir = '/var/run/kfn/webhook-tls';
 
-/** The container of a function with admission webhooks: the HTTPS listener on 9443, its certificate mounted. */
-function withWebhooks(container: ReturnType<typeof functionContainer>) {
+/**
+ * The container of a function with webhooks or deliveryTls: the HTTPS listener on 9443, its
+ * certificate mounted; and, when the function renews it itself, the Secret it is in
+ * (`<namespace>/<name>`, KFN_TLS_SECRET: functions/sdk/renewal.ts).
+ */
+function withWebhooks(container: ReturnType<typeof functionContainer>, renewedSecret: string | undefined) {
   return {
     ...container,
-    env: [...container.env, { name: 'KFN_WEBHOOK_CERT_DIR', value: webhookCertDir }, { name: 'KFN_WEBHOOK_PORT', value: '9443' }],
+    env: [...container.env, { name: 'KFN_WEBHOOK_CERT_DIR', value: webhookCertDir }, { name: 'KFN_WEBHOOK_PORT', value: '9443' }, ...(renewedSecret ? [{ name: 'KFN_TLS_SECRET', value: renewedSecret }] : [])],
     ports: [...container.ports, { name: 'webhook', containerPort: 9443 }],
     volumeMounts: [...container.volumeMounts, { name: 'webhook-tls', mountPath: webhookCertDir, readOnly: true }],
   };

@@ -165,6 +165,15 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   validate?(obj: ObjectOf<K>, old: ObjectOf<K> | undefined): Problem[] | void | Promise<Problem[] | void>;
   /** How the apiserver calls the webhooks: failurePolicy (default Fail: no write while the function cannot answer) and timeoutSeconds (default 10). */
   admission?: { failurePolicy?: 'Fail' | 'Ignore'; timeoutSeconds?: number };
+  /**
+   * Deliveries over HTTPS, on a Deployment (`kfn deploy`): the function's Service serves its
+   * reconcile endpoint on 443 with the certificate its webhooks use (kfn's own CA, which the
+   * function renews itself), and its Reconciler's sink is
+   * `https://kfn-fn-<name>.<namespace>.svc.cluster.local/` with that CA as `caBundle`: the bridge
+   * trusts no other. For a pod network that tenants share, where an event in plain HTTP could be
+   * read or a Service's address taken over (docs/deploy.md, "Deliveries over TLS").
+   */
+  deliveryTls?: boolean;
   /** How long a failing finalize is retried after its first failure (default 600 s). */
   finalizeTimeoutSeconds?: number;
   /**

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from 'node:tls';
 import { Hono } from 'hono';
-import { generateWebhookPki } from '../../cluster/pki.ts';
+import { generateServingPki } from '../../core/certificates.ts';
 import { serveWebhooks } from './webhooks.ts';
 
 /** The serial number of the certificate the server presents, trusting `ca`. */
@@ -24,11 +24,11 @@ function presented(port: number, ca: string): Promise<string> {
 test('webhooks are served over TLS with the folder\'s certificate, and a rotated one is picked up without a restart', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kfn-webhook-tls-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const write = (pki: ReturnType<typeof generateWebhookPki>) => {
+  const write = (pki: ReturnType<typeof generateServingPki>) => {
     writeFileSync(join(dir, 'tls.key'), pki.key);
     writeFileSync(join(dir, 'tls.crt'), pki.cert);
   };
-  const first = generateWebhookPki('t', ['localhost'], ['127.0.0.1']);
+  const first = generateServingPki('t', ['localhost'], { ips: ['127.0.0.1'] });
   write(first);
   const app = new Hono().post('/admission/validate', (c) => c.json({ ok: true }));
   let reloaded: (err?: Error) => void = () => {};
@@ -37,7 +37,7 @@ test('webhooks are served over TLS with the folder\'s certificate, and a rotated
   const port = (server.address() as { port: number }).port;
   const firstSerial = await presented(port, first.caCert);
 
-  const second = generateWebhookPki('t', ['localhost'], ['127.0.0.1']);
+  const second = generateServingPki('t', ['localhost'], { ips: ['127.0.0.1'] });
   const reload = new Promise<Error | undefined>((resolve) => (reloaded = resolve));
   write(second);
   assert.equal(await reload, undefined, 'the new pair loads');

@@ -78,8 +78,11 @@ export const ownWritesPass = [
 /** True when the reconciler has webhooks to serve: admission (default, validate) or conversion (a kind with previous versions). */
 export const hasWebhooks = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.validate || reconciler.for.options.previousVersions?.length);
 
+/** True when the function runs an HTTPS listener (serveWebhooks): for its webhooks, or for deliveries over TLS (`deliveryTls`). */
+export const servesHttps = (reconciler: Reconciler) => hasWebhooks(reconciler) || Boolean(reconciler.deliveryTls);
+
 /**
- * Serves `app` over HTTPS with the certificate in `certDir` (tls.crt, tls.key — a mounted
+ * Serves `app` (its webhooks, and the reconcile endpoint too) over HTTPS with the certificate in `certDir` (tls.crt, tls.key — a mounted
  * Secret, or files `kfn` wrote). A rotated certificate is picked up without a restart: the files
  * are checked every 2 s and a change swaps the TLS context for new connections.
  */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import pino from 'pino';
 import { applyObject } from '../../kube/api.ts';
-import { generateWebhookPki } from '../../cluster/pki.ts';
+import { generateServingPki } from '../../core/certificates.ts';
 import { crdOf, defineReconciler, serve } from '../../functions/sdk/index.ts';
 import { shirtKind } from '../../functions/sdk/testdata/shirt.ts';
 import { freePort } from '../support/bridge.ts';
@@ -23,7 +23,7 @@ test('a two-version kind: written at either version, read at both (get and list)
   const Shirt = shirtKind(group);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-conversion-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const pki = generateWebhookPki('shirts', ['localhost'], ['127.0.0.1']);
+  const pki = generateServingPki('shirts', ['localhost'], { ips: ['127.0.0.1'] });
   mkdirSync(join(dir, 'tls'));
   writeFileSync(join(dir, 'tls', 'tls.crt'), pki.cert);
   writeFileSync(join(dir, 'tls', 'tls.key'), pki.key);

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { Type as t, type TSchema } from '@sinclair/typebox';
-import { generateWebhookPki } from '../../cluster/pki.ts';
+import { generateServingPki } from '../../core/certificates.ts';
 import { functionDirs, loadFunction } from '../../cli/functions.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { ApiError, type KubeApi } from '../../kube/api.ts';
@@ -125,7 +125,7 @@ describe("what kfn writes, the apiserver accepts", () => {
 
   test("every example function's CRD", async () => {
     const api = kubeApi((await testCluster()).kc);
-    const pki = generateWebhookPki('crd-refusals', ['localhost'], ['127.0.0.1']);
+    const pki = generateServingPki('crd-refusals', ['localhost'], { ips: ['127.0.0.1'] });
     for (const dir of functionDirs()) {
       const kind = (await loadFunction(dir)).for;
       const crd = crdOf(kind, kind.options.previousVersions?.length ? { conversion: { client: { url: 'https://127.0.0.1:9443' }, caBundle: pki.caCert } } : {});

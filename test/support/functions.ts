@@ -13,7 +13,7 @@ import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { webhookConfigurations } from '../../functions/sdk/webhooks.ts';
-import { generateWebhookPki } from '../../cluster/pki.ts';
+import { generateServingPki } from '../../core/certificates.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { lambdaEnvironment, startLambda, unzipPackage, type LambdaOptions, type LocalLambda } from './lambda.ts';
 import { freePort, spawnBridge, type BridgeProcess } from './bridge.ts';
@@ -120,7 +120,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   } else {
     let tls: { port: number; certDir: string; caCert: string } | undefined;
     if (webhooks) {
-      const pki = generateWebhookPki(reconciler.name, ['localhost'], ['127.0.0.1']);
+      const pki = generateServingPki(reconciler.name, ['localhost'], { ips: ['127.0.0.1'] });
       tls = { port: await freePort(), certDir: join(dir, 'webhook-tls'), caCert: pki.caCert };
       mkdirSync(tls.certDir);
       writeFileSync(join(tls.certDir, 'tls.crt'), pki.cert);

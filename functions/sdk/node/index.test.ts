@@ -11,9 +11,9 @@ import { test, type TestContext } from 'node:test';
 import { encodeReconcileEvent } from '../../../core/event.ts';
 import { repoRoot } from '../../../cluster/paths.ts';
 import { freePort } from '../../../test/support/bridge.ts';
-import { waitFor } from '../../../core/clock.ts';
+import { FakeClock, waitFor } from '../../../core/clock.ts';
 import pino from 'pino';
-import { generateWebhookPki } from '../../../cluster/pki.ts';
+import { generateServingPki } from '../../../core/certificates.ts';
 import { defineKind, defineReconciler, t as t2 } from '../index.ts';
 import { memoryApi } from '../testing.ts';
 import { serve } from './index.ts';
@@ -89,12 +89,18 @@ test('SIGTERM with a kept-alive connection busy: its answer closes the connectio
   assert.equal(seen.output.split('reconcile started').length - 1, started, 'no reconcile started after the signal');
 });
 
-test('close() with an admission call in flight on a kept-alive HTTPS connection: the webhook listener answers it with Connection: close, then stops', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-webhook-close-'));
+/** A serving certificate for 127.0.0.1 in a folder of its own, as a listener reads it (tls.crt, tls.key). */
+function certificateFiles(t: TestContext, name: string) {
+  const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const pki = generateWebhookPki('close', ['localhost'], ['127.0.0.1']);
+  const pki = generateServingPki(name, ['localhost'], { ips: ['127.0.0.1'] });
   writeFileSync(join(dir, 'tls.crt'), pki.cert);
   writeFileSync(join(dir, 'tls.key'), pki.key);
+  return { dir, pki };
+}
+
+test('close() with an admission call in flight on a kept-alive HTTPS connection: the webhook listener answers it with Connection: close, then stops', async (t) => {
+  const { dir, pki } = certificateFiles(t, 'close');
   let release = () => {};
   let entered = () => {};
   const inValidate = new Promise<void>((r) => (entered = r));
@@ -127,4 +133,25 @@ test('close() with an admission call in flight on a kept-alive HTTPS connection:
   assert.equal(status, 200);
   assert.equal(connection, 'close', 'the call in flight at close() ends its connection');
   await closed;
+});
+
+test('with its HTTPS listener, the server checks its certificate at start and on its clock after, until it closes', async (t) => {
+  const { dir } = certificateFiles(t, 'renewing');
+  const Box = defineKind({ group: 'renewing.kfn.test', version: 'v1', kind: 'Box', spec: t2.Object({}), status: t2.Object({}) });
+  const reconciler = defineReconciler({ for: Box, reconcile: () => ({}), validate: () => [] });
+  const clock = new FakeClock();
+  const asked: string[] = [];
+  const lines: string[] = [];
+  // An apiserver that knows no Secret: each check fails, is logged, and is tried again.
+  const api = { request: async (method: string, path: string) => (asked.push(`${method} ${path}`), Promise.reject(new Error('no such Secret'))) };
+  const renewal = { secret: { namespace: 'ns', name: 'tls' }, names: { dnsNames: ['localhost'] }, issuer: 'renewing', holders: [], connect: () => api, clock, log: (l: string) => lines.push(l) };
+  const server = await serve(reconciler, { port: await freePort(), hostname: '127.0.0.1', webhooks: { port: await freePort(), certDir: dir }, renewal, credentials: { kind: 'none' }, log: pino({ level: 'silent' }), record: false });
+  clock.advance(0);
+  await waitFor('the first check', () => lines.length === 1);
+  assert.deepEqual(asked, ['GET /api/v1/namespaces/ns/secrets/tls']);
+  assert.match(lines[0]!, /could not be checked or renewed: no such Secret; trying again in 10 min/);
+  clock.advance(10 * 60_000);
+  await waitFor('the check after a failure, 10 minutes later', () => lines.length === 2);
+  await new Promise<void>((r) => server.close(() => r()));
+  assert.equal(clock.pendingTimers(), 0, 'closing stops the checks');
 });

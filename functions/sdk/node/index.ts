@@ -6,34 +6,65 @@ import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
-import { hasWebhooks, serveWebhooks } from '../webhooks.ts';
+import { CertificateRenewer, functionRenewal, type RenewalOptions } from '../renewal.ts';
+import { servesHttps, serveWebhooks } from '../webhooks.ts';
+import { KubeApi } from '../../../kube/api.ts';
+import { loadConnection } from '../../../kube/connection.ts';
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
   hostname?: string;
   /**
-   * Webhooks over HTTPS (the apiserver calls webhooks on TLS only): the port and the folder
-   * holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and $KFN_WEBHOOK_PORT (9443)
-   * when the reconciler has webhooks (`default`, `validate`, or a kind with previous versions).
+   * Webhooks over HTTPS (the apiserver calls webhooks on TLS only), and deliveries too: the port
+   * and the folder holding tls.crt and tls.key. Default: $KFN_WEBHOOK_CERT_DIR and
+   * $KFN_WEBHOOK_PORT (9443) when the reconciler has webhooks (`default`, `validate`, or a kind
+   * with previous versions) or `deliveryTls`.
    */
   webhooks?: { port: number; certDir: string };
+  /**
+   * Renewing the listener's certificate before it ends (renewal.ts), as a Deployment that kfn's
+   * own CA signs for does. Default: when $KFN_TLS_SECRET names the Secret (`<namespace>/<name>`,
+   * as `kfn deploy` sets it) and the HTTPS listener runs; false: never.
+   */
+  renewal?: RenewalOptions | false;
+}
+
+/** The renewal a deployed function's environment asks for: $KFN_TLS_SECRET, the Secret its listener serves from. */
+function renewalFromEnv(reconciler: Reconciler, options: ServeOptions): RenewalOptions | undefined {
+  const secret = process.env.KFN_TLS_SECRET;
+  if (!secret) return undefined;
+  const [namespace, name] = secret.split('/');
+  if (!namespace || !name) {
+    console.error(`kfn: KFN_TLS_SECRET must be <namespace>/<name>, not "${secret}": the serving certificate is not renewed`);
+    return undefined;
+  }
+  return functionRenewal(reconciler, { namespace, name }, () => options.api ?? (options.connect ? options.connect() : new KubeApi(loadConnection())));
 }
 
 /**
  * Runs the function as an HTTP server (Knative, `kfn serve`): port from options or $PORT; and,
- * for a reconciler with webhooks, an HTTPS listener for the apiserver. Closing the
+ * for a reconciler with webhooks or deliveryTls, an HTTPS listener, whose certificate it
+ * renews itself when its environment says which Secret holds it. Closing the
  * HTTP server closes both, and each connection ends once its answer in flight is out.
  */
 export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
   const app = createApp(reconciler, options);
   const port = options.port ?? Number(process.env.PORT ?? 8080);
   const hostname = options.hostname ?? '0.0.0.0';
-  const webhooks = options.webhooks ?? (hasWebhooks(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
+  const webhooks = options.webhooks ?? (servesHttps(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
   const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
+  const renewal = tls && options.renewal !== false ? (options.renewal ?? renewalFromEnv(reconciler, options)) : undefined;
+  const renewer = renewal && new CertificateRenewer(renewal);
   return new Promise((resolve, reject) => {
-    const server = serveNode({ fetch: app.fetch, port, hostname }, () => resolve(server));
+    const server = serveNode({ fetch: app.fetch, port, hostname }, () => {
+      renewer?.start();
+      resolve(server);
+    });
     server.once('error', reject);
-    endConnectionsOnClose(server as HttpServer, () => tls?.close());
+    endConnectionsOnClose(server as HttpServer, () => {
+      renewer?.stop();
+      tls?.close();
+    });
     if (tls) endConnectionsOnClose(tls);
   });
 }
