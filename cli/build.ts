@@ -1,7 +1,7 @@
 // `kfn build`: a function as a deployable artifact. `--target lambda` → a Lambda deployment
 // package (zip): one esbuild bundle, index.mjs, exporting `handler` (Function URL payload 2.0,
-// API Gateway v1/v2 and ALB events, through Hono's adapter). `--target image` → the container
-// image `kfn deploy` runs (as `kfn image build`).
+// API Gateway v1/v2 and ALB events, through Hono's adapter), the only target so far; container
+// images are `kfn image build`'s.
 import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { codePath } from '../cluster/paths.ts';
