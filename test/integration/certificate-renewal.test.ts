@@ -83,7 +83,7 @@ test('a function whose certificate is near its end renews it at start: the bundl
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: functionServiceUrl(reconciler, ns), namespaces: [ns], conversion: { client, caBundle: old.caCert } });
   const wanted = objects.filter((o) => ['CustomResourceDefinition', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'RoleBinding'].includes(o.kind as string) && !(o.metadata as { name: string }).name.startsWith('kfn-bridge-'));
   assert.deepEqual(
-    wanted.filter((o) => (o.metadata as { name: string }).name.includes('-certificate')).map((o) => o.kind),
+    wanted.filter((o) => (o.metadata as { name: string }).name.startsWith(`kfn-fn-${reconciler.name}-certificate`)).map((o) => o.kind),
     ['ClusterRole', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'],
     'the rights to renew it',
   );

@@ -1,23 +1,19 @@
 // Who can see what, on the real apiserver: a Reconciler's deliveries carry only what its
 // identity — a ServiceAccount that agreed to serve it — may read itself (bridge/identity.ts).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { startBridge } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/paths.ts';
 import { waitFor } from '../../core/clock.ts';
 import type { ReadCondition } from '../../core/conditions.ts';
 import { identityForAnnotation } from '../../core/names.ts';
-import { applyYaml, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { applyYaml, installReconcilerCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
 import { startReceiver } from '../support/receiver.ts';
 
 test("a Reconciler for Secrets delivers nothing its identity may not list, and says why; granting the Role starts deliveries, revoking it stops them; a powerful ServiceAccount that did not agree lends nothing", async (t) => {
   const cluster = await testCluster();
-  await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+  await installReconcilerCrd(cluster);
   const api = kubeApi(cluster.kc);
-  await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
   const ns = await testNamespace(t, cluster, 'identity');
   const name = uniqueName('secrets');
   const borrower = uniqueName('borrower');

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { objectPath } from '../../kube/api.ts';
 import { repoRoot } from '../../cluster/paths.ts';
-import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+import { installReconcilerCrd, kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> } };
 
@@ -22,6 +22,8 @@ function manifests(namespace: string, ...flags: string[]): Obj[] {
 
 test('kfn manifests --target deployment with webhooks: the apiserver admits every object, with kfn\'s CA or for cert-manager\'s', async (t) => {
   const cluster = await testCluster();
+  // The Reconciler is one of the objects put to the apiserver.
+  await installReconcilerCrd(cluster);
   const api = kubeApi(cluster.kc);
   const ns = await testNamespace(t, cluster, 'manifests-webhooks');
   const dryRun = async (obj: Obj) => {

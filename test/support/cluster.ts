@@ -6,12 +6,14 @@
 //   await waitFor('3 ready replicas', async () => …);   // poll with a useful timeout message
 //   await compactEtcd(); await restartApiserver();       // faults (serial tests only)
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { connectionFromOptions } from '../../kube/connection.ts';
 import { applyObject, KubeApi, servedResource } from '../../kube/api.ts';
 import { parseAllDocuments } from 'yaml';
-import { clusterPaths, type ClusterPaths } from '../../cluster/paths.ts';
+import { clusterPaths, repoRoot, type ClusterPaths } from '../../cluster/paths.ts';
 import { clusterUp, restartApiserver as restartApiserverProcess } from '../../cluster/controlplane.ts';
 import { type ClusterState } from '../../cluster/state.ts';
 import { waitFor } from '../../core/clock.ts';
@@ -99,6 +101,13 @@ export async function testNamespace(t: TestContext, cluster: TestCluster, prefix
     return true;
   });
   return name;
+}
+
+/** Installs the Reconciler CRD (manifests/crds/reconciler.yaml) and waits until the apiserver serves it: a test that writes Reconcilers needs it whatever ran before. */
+export async function installReconcilerCrd(cluster: TestCluster): Promise<void> {
+  await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+  const api = kubeApi(cluster.kc);
+  await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
 }
 
 /**
