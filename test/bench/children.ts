@@ -10,7 +10,9 @@
 // one with the owned kind's default projection (annotations and status), one with whole children
 // (fields [*]). Each is measured once every primary has been delivered, then changed and delivered
 // again (with its children in the event): RSS, heap after a forced GC, and whether it stayed up (a heap past its ceiling ends the process; in a pod, a restart).
-// Options: --children N, --primaries M, --node-options="…", --from-source.
+// Options: --children N, --primaries M, --node-options="…", --from-source. Its objects go with
+// their CRDs at the end; the controller-manager's garbage collector is busy with their deletion
+// for a few minutes after (tests run right after may wait longer for it).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
