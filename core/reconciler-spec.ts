@@ -167,6 +167,7 @@ export const reconcilerSpecSchema = Type.Object({
         fields: Type.Optional(
           Type.Array(Type.String({ pattern: '^([*]|[A-Za-z0-9_]+(\\.[A-Za-z0-9_]+)*)$', expected: 'a dotted field path such as status or spec.selector, or * for the whole object' }), {
             maxItems: 32,
+            default: [...defaultObservedFields],
             description:
               'Contract 2: the fields of these children its events carry besides their metadata (name, namespace, uid, resourceVersion, generation, labels, controller owner), e.g. [status, spec.selector]; [] for metadata alone; [*] for the whole object. Absent: metadata.annotations and status. The bridge keeps no more of them than this.',
           }),

@@ -64,6 +64,8 @@ test('a lagging watch of a child kind: no reconcile acts on a snapshot older tha
   const fn = defineReconciler({
     for: Site,
     owns: [ConfigMap],
+    // The page's data is what it reads of it.
+    observe: [{ kind: ConfigMap, fields: ['data'] }],
     reconcile(site, ctx) {
       const live = ctx.owned(ConfigMap, `${site.metadata.name}-page`);
       const childVersion = Number(live?.data?.version ?? 0);

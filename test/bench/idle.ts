@@ -1,0 +1,131 @@
+// npm run bench:idle — what the bridge does when nothing changes, on the real local cluster: the
+// twelve examples' Reconcilers (with their identities and rights, as `kfn deploy` writes them)
+// and their samples, served by two bridge processes with leader election (a leader and a standby,
+// as the Deployment runs them), each delivery answered at once by a local receiver. Once every
+// sample has been delivered and the bridges have settled, each bridge's CPU over an idle minute
+// (from /proc) and where the leader's went (a CPU profile through its inspector).
+// Options: --settle S (default 120), --idle S (default 60), --node-options="…", --from-source.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
+import { repoRoot } from '../../cluster/paths.ts';
+import { parseReconcileRequest } from '../../core/event.ts';
+import { applyObject } from '../../kube/api.ts';
+import { functionManifests } from '../../functions/sdk/manifests.ts';
+import { functionDirs, loadFunction } from '../../cli/functions.ts';
+import { freePort } from '../support/bridge.ts';
+import { applyYaml, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { bridgeMemoryLimitMiB, inspector, profilePlaces, rssMiB, type CpuProfile } from './common.ts';
+
+const { values } = parseArgs({
+  options: {
+    settle: { type: 'string', default: '120' },
+    idle: { type: 'string', default: '60' },
+    'node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
+    'from-source': { type: 'boolean', default: false },
+  },
+});
+const say = (line: string) => console.log(line);
+
+let entry = join(repoRoot, 'cli', 'kfn.ts');
+if (!values['from-source']) {
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
+  if (build.status !== 0) throw new Error('npm run build failed');
+  entry = join(repoRoot, 'dist', 'kfn.mjs');
+}
+
+const cluster = await testCluster();
+const api = kubeApi(cluster.kc);
+const ns = uniqueName('kfn-bench-idle');
+const dir = mkdtempSync(join(tmpdir(), 'kfn-bench-'));
+const delivered = new Set<string>();
+let deliveries = 0;
+const server = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c: Buffer) => (body += c));
+  req.on('end', () => {
+    const r = parseReconcileRequest(req.headers, body, { kind: 'none' });
+    deliveries++;
+    delivered.add(`${r.data.reconciler}/${r.data.primary.name}`);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}');
+  });
+});
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const sink = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+const bridges: (ChildProcess & { logFile: string; metrics: string })[] = [];
+
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+try {
+  await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+  const reconcilers: Record<string, unknown>[] = [];
+  let samples = 0;
+  for (const fnDir of functionDirs(join(repoRoot, 'functions'))) {
+    const reconciler = await loadFunction(fnDir);
+    const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `${sink}${reconciler.name}`, namespaces: [ns] });
+    // The CRD, the identity and its rights as deployed; the Reconciler from the bridges' file, without the auth its receiver does not check.
+    for (const o of objects.filter((o) => o.kind !== 'Reconciler')) await applyObject(api, o as never, 'kfn-bench');
+    const r = objects.find((o) => o.kind === 'Reconciler') as { spec: Record<string, unknown> };
+    delete r.spec.auth;
+    reconcilers.push(r);
+    samples += (await applyYaml(cluster.kc, readFileSync(join(fnDir, 'samples.yaml'), 'utf8'), ns)).length;
+  }
+  const config = join(dir, 'reconcilers.yaml');
+  writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
+  say(`${reconcilers.length} Reconcilers, ${samples} samples in ${ns}; two bridges (leader election): node ${values['node-options']}`);
+  for (const name of ['a', 'b']) {
+    const logFile = join(dir, `bridge-${name}.log`);
+    const log = openSync(logFile, 'a');
+    const port = await freePort();
+    const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=idle', `--metrics-addr=127.0.0.1:${port}`, '--log-level=warn'], { stdio: ['ignore', log, log] });
+    closeSync(log);
+    bridges.push(Object.assign(child, { logFile, metrics: `http://127.0.0.1:${port}/metrics` }));
+    await sleep(1000);
+  }
+  const deadline = Date.now() + 300_000;
+  while (delivered.size < samples) {
+    if (Date.now() > deadline) throw new Error(`only ${delivered.size} of ${samples} samples were delivered in 300 s`);
+    await sleep(500);
+  }
+  say(`every sample delivered; settling ${values.settle} s`);
+  await sleep(Number(values.settle) * 1000);
+  const leads = await Promise.all(bridges.map((b) => fetch(b.metrics).then((r) => r.text()).then((t) => /^leader_election_master_status\{[^}]*\} 1/m.test(t), () => false)));
+  const leader = bridges[leads.indexOf(true)];
+  if (!leader) throw new Error('neither bridge leads');
+  const profiler = await inspector(leader.logFile);
+  await profiler.call('Profiler.enable');
+  await profiler.call('Profiler.setSamplingInterval', { interval: 500 });
+  await profiler.call('Profiler.start');
+  const before = bridges.map((b) => cpuSeconds(b.pid!));
+  const deliveredBefore = deliveries;
+  const idleS = Number(values.idle);
+  await sleep(idleS * 1000);
+  const used = bridges.map((b, i) => cpuSeconds(b.pid!) - before[i]!);
+  const { profile } = await profiler.call<{ profile: CpuProfile }>('Profiler.stop');
+  profiler.close();
+  const perMinute = (s: number) => (s * 60) / idleS;
+  say('');
+  say(`Idle bridges over ${idleS} s (${deliveries - deliveredBefore} deliveries: resyncs)`);
+  for (const [i, b] of bridges.entries()) say(`  ${b === leader ? 'leader ' : 'standby'}  CPU ${perMinute(used[i]!).toFixed(2)} s per idle minute, RSS ${rssMiB(b.pid!).toFixed(0)} MiB`);
+  const { busyMs, places } = profilePlaces(profile, repoRoot);
+  say(`  leader's profile: ${busyMs.toFixed(0)} ms busy; where it went (self time):`);
+  for (const p of places.slice(0, 15)) say(`    ${p.ms.toFixed(0).padStart(6)} ms  ${p.where}`);
+} finally {
+  for (const b of bridges) b.kill('SIGTERM');
+  server.close();
+  await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  if (process.env.KFN_BENCH_KEEP) say(`files kept in ${dir}: ${readdirSync(dir).join(', ')}`);
+  else rmSync(dir, { recursive: true, force: true });
+}
+process.exit(0);
