@@ -1,13 +1,19 @@
 // A function's bundle (its image's and its Lambda zip's): what every cold start parses is the
 // function and the SDK, not @kubernetes/client-node, which only exec credential plugins need.
+// A shared host's bundle runs several functions in one process, each on its path.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { repoRoot } from '../cluster/paths.ts';
-import { bundleFunction } from './bundle.ts';
+import { authenticate } from '../core/authentication.ts';
+import { waitFor } from '../core/clock.ts';
+import { encodeReconcileEvent } from '../core/event.ts';
+import { freePort } from '../test/support/bridge.ts';
+import { bundleFunction, hostBundle } from './bundle.ts';
 
 test('a function bundle leaves @kubernetes/client-node to a chunk loaded on demand', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-'));
@@ -46,3 +52,43 @@ test("a deployed function's stack names the user's file and line: the bundle's s
   const stack = run();
   assert.match(stack.split('\n')[1]!, /at reconcile \(functions\/site\/index\.ts:3:\d+\)/, stack);
 });
+
+test("a shared host's bundle serves each function on its path under its own key, and stops on SIGTERM", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-host-bundle-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const app = await hostBundle('pair', [join(repoRoot, 'functions', 'podset'), join(repoRoot, 'functions', 'project')], () => undefined, join(dir, 'work'));
+  const keys = join(dir, 'keys');
+  mkdirSync(keys);
+  writeFileSync(join(keys, 'podset'), 'key-of-podset');
+  writeFileSync(join(keys, 'project'), 'key-of-project');
+  const port = await freePort();
+  // No cluster: each delivery is answered before a reconcile would read it.
+  const child = spawn(process.execPath, [join(app, 'fn.mjs')], { env: { ...process.env, PORT: String(port), KFN_AUTH_SECRET_DIR: keys, KUBECONFIG: join(dir, 'none') }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let output = '';
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  await waitFor('the host to listen', async () => output.includes('listening on') || undefined, { timeoutMs: 20_000, context: () => output });
+  assert.match(output, new RegExp(`kfn host pair listening on :${port}, serving podset \\(PodSet\\) on /podset/, project \\(Project\\) on /project/`));
+  assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  const event = (kind: 'PodSet' | 'Project', secret: string) => {
+    const apiVersion = kind === 'PodSet' ? 'apps.jicki.cn/v1alpha1' : 'xyz.com/v1';
+    const { message } = encodeReconcileEvent({ reconciler: kind.toLowerCase(), primary: { apiVersion, kind, namespace: 'demo', name: 'x', uid: `uid-${kind}` }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+    return authenticate(message, { kind: 'hmac', secret });
+  };
+  const post = async (path: string, m: { headers: Record<string, string>; body: string }) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: m.headers, body: m.body });
+    return { status: res.status, error: ((await res.json()) as { error?: string }).error ?? '' };
+  };
+  const refused = await post('/project/', event('PodSet', 'key-of-podset'));
+  assert.equal(refused.status, 401, "podset's delivery on project's path: project's key refuses it");
+  assert.deepEqual(await post('/project/', event('PodSet', 'key-of-project')), { status: 400, error: 'this function reconciles xyz.com/v1 Project, not apps.jicki.cn/v1alpha1 PodSet' }, '/project/ is the project function, with its key');
+  assert.deepEqual(await post('/podset/', event('Project', 'key-of-podset')), { status: 400, error: 'this function reconciles apps.jicki.cn/v1alpha1 PodSet, not xyz.com/v1 Project' }, '/podset/ is the podset function, with its key');
+  const rss = readFileSync(`/proc/${child.pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m)?.[1];
+  if (rss) t.diagnostic(`the host of two functions: ${(Number(rss) / 1024).toFixed(0)} MiB resident`);
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0);
+  assert.match(output, /kfn host pair: SIGTERM: taking no new requests[\s\S]*kfn host pair: stopped/);
+});
+

@@ -1,8 +1,8 @@
 // Bundles by esbuild: of a function (with the adapter that runs it: a container's Node server,
-// a Lambda handler) and of the bridge (the `kfn` CLI). Images (cli/images.ts) and Lambda
-// packages (cli/build.ts) are made of these.
+// a Lambda handler), of several functions as one shared host, and of the bridge (the `kfn`
+// CLI). Images (cli/images.ts) and Lambda packages (cli/build.ts) are made of these.
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { codePath, workRoot } from '../cluster/paths.ts';
 import { functionEntry, loadFunction } from './functions.ts';
@@ -68,13 +68,19 @@ function projectRelativeSources(mapFile: string, project = process.cwd()): void 
  * `work/<out>`. Returns that folder and its files.
  */
 export async function bundleFunctionFolder(dir: string, work: string, entry: { file: string; adapter: string }, out: string, target?: string): Promise<{ outdir: string; files: string[] }> {
+  return bundleEntryModule(work, entry.file, `import reconciler from ${JSON.stringify(entryOf(dir))};\n${entry.adapter}`, out, target);
+}
+
+const entryOf = (dir: string) => functionEntry(dir) ?? join(resolve(dir), 'index.ts');
+
+/** Writes `source` as `work/<file>` (`work` emptied first) and bundles it, with source maps, into `work/<out>`. */
+async function bundleEntryModule(work: string, file: string, source: string, out: string, target?: string): Promise<{ outdir: string; files: string[] }> {
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
-  const file = join(work, entry.file);
-  writeFileSync(file, `import reconciler from ${JSON.stringify(functionEntry(dir) ?? join(resolve(dir), 'index.ts'))};\n${entry.adapter}`);
+  writeFileSync(join(work, file), source);
   const outdir = join(work, out);
   // With source maps: a reconcile that throws in a deployed function is logged at the user's lines.
-  return { outdir, files: await bundleFunction(file, outdir, target, { sourceMaps: true }) };
+  return { outdir, files: await bundleFunction(join(work, file), outdir, target, { sourceMaps: true }) };
 }
 
 /** The bridge's bundle: the `kfn` CLI (as `npm run build` bundles it; from the checkout's sources or the package's compiled tree). */
@@ -92,4 +98,17 @@ export async function functionBundle(dir: string, log = say): Promise<{ name: st
   const adapter = `import { runInContainer } from ${JSON.stringify(codePath('functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`;
   const { outdir } = await bundleFunctionFolder(dir, join(buildDir, `fn-${reconciler.name}`), { file: 'fn.ts', adapter }, 'app');
   return { name: reconciler.name, app: outdir };
+}
+
+/**
+ * A shared host's bundle for its container: every function folder of `dirs` and the SDK, in
+ * `work`/app/ (fn.mjs, as a function's, so both images are made alike), running them in one
+ * process (runHostInContainer).
+ */
+export async function hostBundle(host: string, dirs: string[], log = say, work = join(buildDir, `host-${host}`)): Promise<string> {
+  log(`Bundling host ${host}: ${dirs.map((d) => basename(resolve(d))).join(', ')}`);
+  const imports = dirs.map((dir, i) => `import reconciler${i} from ${JSON.stringify(entryOf(dir))};`);
+  const run = `import { runHostInContainer } from ${JSON.stringify(codePath('functions', 'sdk', 'node', 'index.ts'))};\nawait runHostInContainer(${JSON.stringify(host)}, [${dirs.map((_, i) => `reconciler${i}`).join(', ')}]);\n`;
+  const { outdir } = await bundleEntryModule(work, 'fn.ts', `${imports.join('\n')}\n${run}`, 'app');
+  return outdir;
 }

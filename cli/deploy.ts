@@ -1,23 +1,26 @@
 // `kfn deploy`: functions run in a cluster, each as a Deployment + Service (or a Knative
 // Service) under its own ServiceAccount, its Reconciler delivering to it; its image built here
 // and imported into the local cluster's node, or pushed to a registry. deployFunctions is the
-// whole deploy, which `kfn demo` runs too; its steps live in cli/functions.ts (load, apply),
-// cli/images.ts, cli/webhooks.ts and cli/rollout.ts.
+// whole deploy, which `kfn demo` runs too; deployHost runs several functions as one shared host
+// (`--host`). Their steps live in cli/functions.ts (load, apply), cli/hosts.ts, cli/images.ts,
+// cli/webhooks.ts and cli/rollout.ts.
 import { connectionFromKubeconfig } from '../kube/connection.ts';
 import { applyObject, KubeApi } from '../kube/api.ts';
 import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { knativeStatus } from '../cluster/knative.ts';
-import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostResourceName, hostWorkload } from '../functions/sdk/manifests.ts';
+import { hostPath } from '../functions/sdk/host.ts';
 import { hasWebhooks, servesHttps, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
-import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, registryTarget, type OnBase, type RegistryTarget } from './images.ts';
-import { removeOtherTarget } from './targets.ts';
-import { applyFunction, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
+import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
+import { removeOtherTarget, removeOwnWorkload } from './targets.ts';
+import { applyFunction, applyHostFunctions, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
+import { hostFunctions, hostName, loadHostFunctions, releaseFromHost } from './hosts.ts';
 import { ensureWebhookTls, reconcilerOwner } from './webhooks.ts';
-import { waitDeployment, waitKnativeService } from './rollout.ts';
+import { waitDeployment, waitHost, waitKnativeService } from './rollout.ts';
 import { checkBridgeContract } from './incluster.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
@@ -26,6 +29,7 @@ import { systemClock } from '../core/clock.ts';
 const say = (line: string) => console.error(line);
 
 const deployUsage = `Usage: kfn deploy <function dir …> | --all [options]
+       kfn deploy --host H <function dir …> | --all [options]
 
 Runs functions in the local cluster: builds each one's image and imports it into the node,
 applies its CRD, least-privilege RBAC, ServiceAccount and auth Secret (as \`kfn manifests
@@ -33,11 +37,18 @@ applies its CRD, least-privilege RBAC, ServiceAccount and auth Secret (as \`kfn 
   --target deployment (default)  a Deployment + Service; the Reconciler's sink.uri is the Service
   --target knative               a Knative Service that scales to zero (needs \`kfn knative
                                  install\`); the Reconciler's sink.ref names it
+With --host H, the functions run as one shared host instead: one process in one Deployment
+and Service kfn-host-H, each function on its own path (/<function>/) with its own auth key,
+under one ServiceAccount that holds the union of their rights. For many small functions: one
+process at rest instead of one each. Deployment target only; functions with webhooks or
+deliveryTls need a TLS listener of their own and are refused. See docs/deploy.md.
+
 Waits until each function is available. The bridge must run in the cluster to deliver to it:
 \`kfn image build bridge && kubectl apply -k manifests/\`.
 
 Options:
   --target T       deployment or knative (default deployment)
+  --host H         run the functions as one shared host kfn-host-H (Deployment target only)
   --all            every function under functions/
   -n, --namespace N  where the functions run (default kfn-system)
   --watch-namespace N   only objects in N are reconciled (repeatable; default: every namespace)
@@ -57,7 +68,7 @@ Options:
 ${clusterFlagsUsage(16)}
   -h, --help       show this help`;
 
-const deployFlags = { all: { type: 'boolean' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
+const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
@@ -80,13 +91,17 @@ export const deployCommand: Command = {
     const namespace = values.namespace ?? 'kfn-system';
     const target = values.target ?? 'deployment';
     if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
+    const host = values.host === undefined ? undefined : hostName('deploy', values.host);
+    if (host && target === 'knative') throw new UsageError(`kfn deploy --host ${host}: a shared host is one always-up process serving several functions, so it runs on the Deployment target only; Knative scales each function on its own (to zero too): deploy them without --host for --target knative`);
     const registry = values.registry === undefined ? undefined : registryTarget(values.registry);
     const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
     if (!registry && !cluster.local) {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
     const on = onBase(values);
-    await deployFunctions(dirs, { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, target, record: values.record, registry, ...(on ? { base: on.base, platform: on.platform } : {}) });
+    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
+    if (host) await deployHost(host, dirs, options);
+    else await deployFunctions(dirs, { ...options, target });
     return 0;
   },
 };
@@ -117,9 +132,8 @@ export interface DeployOptions {
   log?: (line: string) => void;
 }
 
-/** Builds, imports and applies each function, then waits until it is available. */
-export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
-  const log = options.log ?? say;
+/** What every deploy does first: the bridges' contract checked, Knative there (for it), the namespace, the pull Secret, and how images are built. */
+async function prepareDeploy(options: DeployOptions, log: (line: string) => void): Promise<{ api: KubeApi; pullSecrets: string[]; placement: ImagePlacement }> {
   const knative = options.target === 'knative';
   const socket = options.registry ? undefined : await localNode();
   const api = options.api ?? new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
@@ -133,11 +147,19 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   const on: OnBase | undefined = options.base && { base: options.base, platform: options.platform ?? defaultPlatform };
   if (on) log(buildingOn(on));
   const binaries = on ? undefined : await ensureBinaries({ log });
+  return { api, pullSecrets, placement: { on, binaries, registry: options.registry, socket, knative, log } };
+}
+
+/** Builds, imports and applies each function, then waits until it is available. */
+export async function deployFunctions(dirs: string[], options: DeployOptions): Promise<void> {
+  const log = options.log ?? say;
+  const knative = options.target === 'knative';
+  const { api, pullSecrets, placement } = await prepareDeploy(options, log);
   const deployed: string[] = [];
   const webhooks = new Map<string, { reconciler: Reconciler; caBundle: string }>();
   for (const dir of dirs) {
     // From the registry by digest (the kubelet pulls it, as on every cluster), or imported into the node.
-    const { imageRef, imageId } = await placeFunctionImage(dir, { on, binaries, registry: options.registry, socket, knative, log });
+    const { imageRef, imageId } = await placeFunctionImage(dir, placement);
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
@@ -184,4 +206,27 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
     if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
   }
+}
+
+/**
+ * Runs the functions as one shared host (functions/sdk/host.ts): one image with all of them,
+ * their objects bound to the host's ServiceAccount (hostManifests), the host's Deployment and
+ * Service; a function that ran on its own before loses its own workload, and one the host
+ * served before and does not now loses its rights on the host's identity. Waits until it answers.
+ */
+export async function deployHost(host: string, dirs: string[], options: Omit<DeployOptions, 'target' | 'minScale' | 'retentionSeconds' | 'windowSeconds'>): Promise<void> {
+  const log = options.log ?? say;
+  const reconcilers = await loadHostFunctions('deploy', host, dirs);
+  const ns = options.namespace;
+  const { api, pullSecrets, placement } = await prepareDeploy({ ...options, target: 'deployment' }, log);
+  const { imageRef, imageId } = await placeHostImage(host, dirs, placement);
+  const names = reconcilers.map((r) => r.name);
+  const before = await hostFunctions(api, ns, host);
+  const objects = hostManifests(host, reconcilers, { namespace: ns, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds, scopeOf: await discoveredScopes(api, ...reconcilers) });
+  await applyHostFunctions(api, host, names, objects, ns);
+  for (const name of names) await removeOwnWorkload(api, ns, name, host, log);
+  for (const name of before.filter((n) => !names.includes(n))) await releaseFromHost(api, ns, host, name, log);
+  for (const obj of hostWorkload(host, reconcilers, { namespace: ns, image: imageRef, imageId, record: options.record, imagePullSecrets: pullSecrets })) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
+  await waitHost(api, ns, host, systemClock.now() + (options.timeoutSeconds ?? 120) * 1000);
+  log(`Host ${host} runs in the cluster: Deployment and Service ${ns}/${hostResourceName(host)}, serving ${names.map((n) => `${n} on ${hostPath(n)}`).join(', ')}`);
 }

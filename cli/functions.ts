@@ -1,9 +1,9 @@
 // The steps every command takes with a function, written once: find its folder
 // (functionEntry, functionDirs, functionInFolder, functionNamed), load it (loadFunction), put what
-// it needs in a cluster (applyFunction, with discoveredScopes for its grants), and run it as a
-// process of its own under its ServiceAccount (functionCredentials, startFunction). The
-// commands (kfn serve, manifests, deploy, dev, demo, diff, replay, undeploy, build, image) are
-// thin shells over these.
+// it needs in a cluster (applyFunction, or applyHostFunctions for a shared host's functions, with
+// discoveredScopes for its grants), and run it as a process of its own under its ServiceAccount
+// (functionCredentials, startFunction). The commands (kfn serve, manifests, deploy, dev, demo,
+// diff, replay, undeploy, build, image) are thin shells over these.
 import { ownChild } from './signals.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -84,12 +84,12 @@ export async function functionNamed(name: string): Promise<Reconciler | undefine
 }
 
 /**
- * The scope of each kind the function names, as the cluster's API discovery answers it (for
- * functionManifests' `scopeOf`): a cluster-scoped CRD it owns or watches is then granted
+ * The scope of each kind the functions name, as the cluster's API discovery answers it (for
+ * functionManifests' `scopeOf`): a cluster-scoped CRD one owns or watches is then granted
  * cluster-wide. A kind the cluster does not serve (yet) is left to kfn's own knowledge.
  */
-export async function discoveredScopes(api: KubeApi, reconciler: Reconciler): Promise<(ref: KindRef) => 'Namespaced' | 'Cluster' | undefined> {
-  const refs: KindRef[] = [reconciler.for, ...(reconciler.owns ?? []), ...(reconciler.watches ?? []), ...(reconciler.uses ?? []).map((u) => u.kind)];
+export async function discoveredScopes(api: KubeApi, ...reconcilers: Reconciler[]): Promise<(ref: KindRef) => 'Namespaced' | 'Cluster' | undefined> {
+  const refs: KindRef[] = reconcilers.flatMap((r) => [r.for, ...(r.owns ?? []), ...(r.watches ?? []), ...(r.uses ?? []).map((u) => u.kind)]);
   const scopes = new Map<string, 'Namespaced' | 'Cluster'>();
   for (const ref of refs) {
     const resource = await api.resource(ref.apiVersion, ref.kind).catch(() => undefined);
@@ -100,8 +100,35 @@ export async function discoveredScopes(api: KubeApi, reconciler: Reconciler): Pr
 
 /** Applies a function's manifests and makes sure its auth Secret exists (first: a workload among them may use it). */
 export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
+  await applyFunctions(api, [name], objects, namespace);
+  console.error(`applied ${objects.length} objects for ${name}`);
+}
+
+/**
+ * Applies the manifests of several functions that run together (a shared host's, hostManifests)
+ * and makes sure each one's auth Secret exists: the host mounts every one of them.
+ */
+export async function applyHostFunctions(api: KubeApi, host: string, names: string[], objects: Record<string, unknown>[], namespace: string): Promise<void> {
+  await applyFunctions(api, names, objects, namespace);
+  console.error(`applied ${objects.length} objects for host ${host} (${names.join(', ')})`);
+}
+
+/** The namespace there, each function's auth Secret, the objects in order, then each function's grants no longer written removed. */
+async function applyFunctions(api: KubeApi, names: string[], objects: Record<string, unknown>[], namespace: string): Promise<void> {
   const manager = 'kfn-manifests';
   await namespaceReady(api, namespace, { fieldManager: manager, say: (line) => console.error(line) });
+  for (const name of names) await ensureAuthSecret(api, name, namespace);
+  for (const obj of objects) {
+    const o = obj as { apiVersion: string; kind: string; metadata: { name: string } };
+    // Its CRD may have just been installed: wait until discovery serves it.
+    if (o.kind === 'Reconciler') await servedResource(api, o.apiVersion, o.kind, { timeoutMs: 10_000 });
+    await applyObject(api, o, manager);
+  }
+  for (const name of names) await removeStaleGrants(api, name, objects, namespace);
+}
+
+/** The function's auth Secret `kfn-fn-<name>`: created with a fresh key, or marked for its Reconciler when it is not. */
+async function ensureAuthSecret(api: KubeApi, name: string, namespace: string): Promise<void> {
   const secret = `kfn-fn-${name}`;
   // Marked for the function's Reconciler: the bridge sends a Secret's key for no other.
   const metadata = { name: secret, namespace, labels: functionLabels(name), annotations: { [authForAnnotation]: name } };
@@ -119,14 +146,6 @@ export async function applyFunction(api: KubeApi, name: string, objects: Record<
     });
     console.error(`created Secret ${namespace}/${secret} (the function's auth secret)`);
   }
-  for (const obj of objects) {
-    const o = obj as { apiVersion: string; kind: string; metadata: { name: string } };
-    // Its CRD may have just been installed: wait until discovery serves it.
-    if (o.kind === 'Reconciler') await servedResource(api, o.apiVersion, o.kind, { timeoutMs: 10_000 });
-    await applyObject(api, o, manager);
-  }
-  await removeStaleGrants(api, name, objects, namespace);
-  console.error(`applied ${objects.length} objects for ${name}`);
 }
 
 /**

@@ -1,5 +1,6 @@
 // `kfn image build` and `kfn image push`: the container images of the bridge and of functions
-// (cli/images.ts), imported into the local cluster's node or pushed to a registry.
+// (or of several functions as one shared host; cli/images.ts), imported into the local
+// cluster's node or pushed to a registry.
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { clusterHealthy } from '../cluster/controlplane.ts';
@@ -8,19 +9,22 @@ import { nonRootUid, type BuiltImage } from '../cluster/images.ts';
 import { defaultBase, defaultPlatform } from './oci-image.ts';
 import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, onBase, pushBundle, pushTo, registryTarget } from './images.ts';
 import { functionDirs } from './functions.ts';
+import { hostName, loadHostFunctions } from './hosts.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
 
-const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--base REF] [--platform P] [--out DIR]
-       kfn image push [bridge] [function dir …] [--all] --registry R [--base REF] [--platform P]
+const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--host H] [--base REF] [--platform P] [--out DIR]
+       kfn image push [bridge] [function dir …] [--all] [--host H] --registry R [--base REF] [--platform P]
 
 Makes the container images of the bridge and of functions — no Docker, no Go:
   bridge            <name> bridge: the kfn CLI bundled, run as \`node /app/kfn.mjs bridge\`
                     (what the Helm chart charts/kfn and \`kubectl apply -k manifests/\` run)
   functions/<name>  <name> fn-<name>: the function and the SDK bundled, run as node /app/fn.mjs
   --all             the bridge and every function under functions/
+  --host H          the functions named as one shared host's image host-H, run as node
+                    /app/fn.mjs (what \`kfn deploy --host\` and \`kfn manifests --host\` run)
 
 Each image is a base image plus the bundle as one layer in /app (as ko and jib build them),
 running as uid ${nonRootUid}:
@@ -42,8 +46,8 @@ and kfn.local/fn-<name>:${version}, where pods use them with imagePullPolicy IfN
 In kfn's own checkout, with no --base and no kfn.base, images are built on kfn's own Node image
 (from Debian packages, with the local cluster's tools, cached in ~/.cache/kfn/images/).`;
 
-const imagePushFlags = { all: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
-const imageBuildFlags = { all: { type: 'boolean' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+const imagePushFlags = { all: { type: 'boolean' }, host: { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+const imageBuildFlags = { all: { type: 'boolean' }, host: { type: 'string' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
 
 async function pushCommand(argv: string[]): Promise<number> {
   const parsed = parseCommandArgs('image push', argv, imagePushFlags, true);
@@ -51,23 +55,26 @@ async function pushCommand(argv: string[]): Promise<number> {
   const positionals: string[] = parsed.positionals;
   if (!values.registry) throw new UsageError(`kfn image push: --registry is required\n\n${imageUsage}`);
   const target = registryTarget(values.registry);
-  const { wantBridge, dirs } = whatToMake('push', values, positionals);
+  const { wantBridge, dirs, host } = await whatToMake('push', values, positionals);
   const on = onBase(values);
   if (on) {
     say(buildingOn(on));
-    for (const [name, app, main] of await bundles(wantBridge, dirs)) console.log((await pushBundle(on, target, name, app, main)).ref);
+    for (const [name, app, main] of await bundles(wantBridge, dirs, host)) console.log((await pushBundle(on, target, name, app, main)).ref);
     return 0;
   }
-  for (const image of await nodeImages(wantBridge, dirs)) console.log(await pushTo(target, image, say));
+  for (const image of await nodeImages(wantBridge, dirs, host)) console.log(await pushTo(target, image, say));
   return 0;
 }
 
-/** What `kfn image build` or `push` is asked to make: the bridge, and which function folders. */
-function whatToMake(sub: 'build' | 'push', values: { all?: boolean }, positionals: string[]): { wantBridge: boolean; dirs: string[] } {
+/** What `kfn image build` or `push` is asked to make: the bridge, which function folders, and whether as one shared host (checked: it can serve them). */
+async function whatToMake(sub: 'build' | 'push', values: { all?: boolean; host?: string }, positionals: string[]): Promise<{ wantBridge: boolean; dirs: string[]; host?: string }> {
   const wantBridge = values.all || positionals.includes('bridge');
   const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
   if (!wantBridge && !dirs.length) throw new UsageError(`kfn image ${sub}: name what to ${sub}\n\n${imageUsage}`);
-  return { wantBridge, dirs };
+  if (values.host === undefined) return { wantBridge, dirs };
+  const host = hostName(`image ${sub}`, values.host);
+  await loadHostFunctions(`image ${sub}`, host, dirs);
+  return { wantBridge, dirs, host };
 }
 
 export const imageCommand: Command = {
@@ -82,15 +89,15 @@ export const imageCommand: Command = {
     const parsed = parseCommandArgs('image build', argv.slice(1), imageBuildFlags, true);
     const values = parsed.values;
     const positionals: string[] = parsed.positionals;
-    const { wantBridge, dirs } = whatToMake('build', values, positionals);
+    const { wantBridge, dirs, host } = await whatToMake('build', values, positionals);
     const socket = values.out && !(await clusterHealthy(clusterPaths())) ? undefined : await localNode();
     const on = onBase(values);
     const images: BuiltImage[] = [];
     if (on) {
       say(buildingOn(on));
-      for (const [name, app, main] of await bundles(wantBridge, dirs)) images.push(await bundleTarball(on, name, app, main));
+      for (const [name, app, main] of await bundles(wantBridge, dirs, host)) images.push(await bundleTarball(on, name, app, main));
     } else {
-      images.push(...(await nodeImages(wantBridge, dirs)));
+      images.push(...(await nodeImages(wantBridge, dirs, host)));
     }
     if (socket) imported(images, socket);
     if (values.out) {

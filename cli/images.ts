@@ -12,7 +12,7 @@ import { nodePaths } from '../cluster/node.ts';
 import { localRegistry } from '../cluster/registry.ts';
 import { dockerCredentials, parseReference, pushImage, type RegistryCredentials } from './push.ts';
 import { chooseBase, defaultPlatform, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
-import { bridgeBundle, buildDir, functionBundle } from './bundle.ts';
+import { bridgeBundle, buildDir, functionBundle, hostBundle } from './bundle.ts';
 import { UsageError } from './command.ts';
 import { kfnInvocation } from './cluster-choice.ts';
 import { managedByKfn, managedByLabel } from '../core/names.ts';
@@ -31,15 +31,20 @@ export async function bridgeImage(binaries: BinarySet, log = say): Promise<Built
 /** A function's image on kfn's own Node image, built here with the local cluster's tools. */
 export async function functionImage(dir: string, binaries: BinarySet, log = say): Promise<BuiltImage & { name: string }> {
   const { name, app } = await functionBundle(dir, log);
+  return { ...processImage(`fn-${name}`, app, binaries, log), name };
+}
+
+/** The image `name` of a function's or a shared host's bundle (`app`, its main fn.mjs) on kfn's own Node image. */
+function processImage(name: string, app: string, binaries: BinarySet, log: (line: string) => void): BuiltImage {
   const node = nodeRecipe();
   const recipe: ImageRecipe = {
-    name: `fn-${name}`,
+    name,
     tag: version,
     base: node,
     files: [[app, '/app']],
     config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/fn.mjs'] },
   };
-  return { ...buildImage(recipe, binaries, log), name };
+  return buildImage(recipe, binaries, log);
 }
 
 /** Images built on a base: from what, for which platform. */
@@ -97,10 +102,14 @@ export async function bundleTarball(on: OnBase, name: string, app: string, main:
   return { ref, tarball, seconds, id: configDigest.slice(7, 23) };
 }
 
-/** What `kfn image` makes: the bridge's and the functions' bundles, as [image name, bundle folder, main module]. */
-export async function bundles(wantBridge: boolean, dirs: string[]): Promise<[string, string, string][]> {
+/**
+ * What `kfn image` makes: the bridge's and the functions' bundles, as [image name, bundle folder,
+ * main module]; with `host`, the functions as one shared host's bundle.
+ */
+export async function bundles(wantBridge: boolean, dirs: string[], host?: string): Promise<[string, string, string][]> {
   const out: [string, string, string][] = [];
   if (wantBridge) out.push(['bridge', await bridgeBundle(), 'kfn.mjs']);
+  if (host) return [...out, [`host-${host}`, await hostBundle(host, dirs), 'fn.mjs']];
   for (const dir of dirs) {
     const { name, app } = await functionBundle(dir);
     out.push([`fn-${name}`, app, 'fn.mjs']);
@@ -108,11 +117,12 @@ export async function bundles(wantBridge: boolean, dirs: string[]): Promise<[str
   return out;
 }
 
-/** The bridge's (`wantBridge`) and the functions' images on kfn's own Node image, its tools built (or found) first. */
-export async function nodeImages(wantBridge: boolean, dirs: string[]): Promise<BuiltImage[]> {
+/** The bridge's (`wantBridge`) and the functions' images (with `host`, one shared host's) on kfn's own Node image, its tools built (or found) first. */
+export async function nodeImages(wantBridge: boolean, dirs: string[], host?: string): Promise<BuiltImage[]> {
   const binaries = await ensureBinaries({ log: say });
   const images: BuiltImage[] = [];
   if (wantBridge) images.push(await bridgeImage(binaries));
+  if (host) return [...images, processImage(`host-${host}`, await hostBundle(host, dirs), binaries, say)];
   for (const dir of dirs) images.push(await functionImage(dir, binaries));
   return images;
 }
@@ -176,30 +186,50 @@ export async function ensurePullSecret(api: KubeApi, namespace: string, target: 
 /** What `kfn image` and `kfn deploy` say before they build on a base: which, from where, for which platform. */
 export const buildingOn = (on: OnBase) => `Building on ${on.base.ref} (${on.base.from}, ${on.platform})`;
 
+/** How and where a deployed process's image is built and placed (placeFunctionImage, placeHostImage). */
+export interface ImagePlacement {
+  on?: OnBase;
+  binaries?: BinarySet;
+  registry?: RegistryTarget;
+  socket?: string;
+  knative: boolean;
+  log: (line: string) => void;
+}
+
 /**
  * A function's image, built (on the base, else on kfn's own Node image with `binaries`) and
  * placed where its workload runs it from: pushed to the registry, or imported into the local
  * node (`socket`). Knative is given the tag: its controller resolves it to a digest from the
  * registry, as in production (the revision then runs that digest). A Deployment is given the digest.
  */
-export async function placeFunctionImage(dir: string, how: { on?: OnBase; binaries?: BinarySet; registry?: RegistryTarget; socket?: string; knative: boolean; log: (line: string) => void }): Promise<{ imageRef: string; imageId: string }> {
-  const { on, registry, socket, knative, log } = how;
-  return on ? placeOnBase(on, dir, registry, socket, knative, log) : placeBuilt(await functionImage(dir, how.binaries!, log), registry, socket, knative, log);
+export async function placeFunctionImage(dir: string, how: ImagePlacement): Promise<{ imageRef: string; imageId: string }> {
+  const { name, app } = await functionBundle(dir, how.log);
+  return placeImage(`fn-${name}`, app, how);
 }
 
-/** A function's image on the base: pushed to the registry, or (no registry) imported into the local node. */
-async function placeOnBase(on: OnBase, dir: string, registry: RegistryTarget | undefined, socket: string | undefined, knative: boolean, log: (line: string) => void): Promise<{ imageRef: string; imageId: string }> {
-  const { name, app } = await functionBundle(dir, log);
+/** A shared host's image (`host-<host>`: every function of `dirs` in one bundle), built and placed as a function's. */
+export async function placeHostImage(host: string, dirs: string[], how: ImagePlacement): Promise<{ imageRef: string; imageId: string }> {
+  return placeImage(`host-${host}`, await hostBundle(host, dirs, how.log), how);
+}
+
+/** The image `name` of the bundle in `app`: on the base, or on kfn's own Node image. */
+async function placeImage(name: string, app: string, how: ImagePlacement): Promise<{ imageRef: string; imageId: string }> {
+  const { on, registry, socket, knative, log } = how;
+  return on ? placeOnBase(on, name, app, registry, socket, knative, log) : placeBuilt(processImage(name, app, how.binaries!, log), registry, socket, knative, log);
+}
+
+/** A bundle's image on the base: pushed to the registry, or (no registry) imported into the local node. */
+async function placeOnBase(on: OnBase, name: string, app: string, registry: RegistryTarget | undefined, socket: string | undefined, knative: boolean, log: (line: string) => void): Promise<{ imageRef: string; imageId: string }> {
   if (registry) {
-    const pushed = await pushBundle(on, registry, `fn-${name}`, app, 'fn.mjs', log);
+    const pushed = await pushBundle(on, registry, name, app, 'fn.mjs', log);
     return { imageRef: knative ? pushed.tagged : pushed.ref, imageId: pushed.digest.slice(7, 23) };
   }
-  const image = await bundleTarball(on, `fn-${name}`, app, 'fn.mjs', log);
+  const image = await bundleTarball(on, name, app, 'fn.mjs', log);
   importImages(socket!, [image.tarball]);
   return { imageRef: image.ref, imageId: image.id };
 }
 
-/** A function's image built on kfn's own Node image: pushed to the registry, or imported into the local node. */
+/** An image built on kfn's own Node image: pushed to the registry, or imported into the local node. */
 async function placeBuilt(image: BuiltImage, registry: RegistryTarget | undefined, socket: string | undefined, knative: boolean, log: (line: string) => void): Promise<{ imageRef: string; imageId: string }> {
   const imageId = basename(image.tarball, '.tar');
   if (!registry) {

@@ -1,25 +1,31 @@
-// `kfn manifests`: write (and apply) what functions need in a cluster.
+// `kfn manifests`: write (and apply) what functions need in a cluster, each on its own or
+// several as one shared host (`--host`).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
 import { applyObject } from '../kube/api.ts';
 import { kfnVersion } from '../cluster/paths.ts';
-import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostWorkload } from '../functions/sdk/manifests.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { webhookSet, type WebhookCa } from './webhook-tls.ts';
-import { applyFunction, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
+import { applyFunction, applyHostFunctions, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
+import { hostName, loadHostFunctions } from './hosts.ts';
 import { reconcilerOwner, webhookTlsSecret } from './webhooks.ts';
 
 const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
+       kfn manifests --host H [function dir …] [options]
 
 Writes, for each function (default: every folder under functions/), its CRD, its Reconciler,
 its ServiceAccount with least-privilege RBAC, and the bridge's list/watch grant; with --target,
 the function's workload; for a function with webhooks (default/validate, or a kind with
 previous versions), the Mutating/ValidatingWebhookConfigurations, the CRD's conversion webhook
-and the certificate they trust.
+and the certificate they trust. With --host H, the functions as one shared host: its
+ServiceAccount kfn-host-H (the identity of every function's Reconciler, bound to each one's
+RBAC), each function's CRD, RBAC and Reconciler delivering to its path on the host, and the
+host's Deployment and Service (\`kfn deploy --host\` applies the same).
 
 Options:
   --out DIR          write one YAML file per function into DIR (default: print to stdout)
@@ -28,11 +34,15 @@ ${clusterFlagsUsage(18)}
                      (the cluster for --apply)
   -n, --namespace N  namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
   --sink-uri URL     deliver to this URL instead of the function's Service (or Knative Service)
+  --host H           the functions as one shared host kfn-host-H, its workload included (no
+                     functions with webhooks or deliveryTls; not with --target knative,
+                     --sink-uri or --webhook-ca); one file host-H.yaml with --out
   --target T         add the function's workload, the Reconciler's sink:
                        deployment  a Deployment and Service kfn-fn-<function> (serves webhooks)
                        knative     a Knative Service kfn-fn-<function>, scales to zero (no webhooks)
   --image-prefix P   where the workload pulls the function's image from: P/fn-<function>:<version>
-                     (default kfn.local, the images \`kfn image build\` imports into the local node)
+                     (default kfn.local, the images \`kfn image build\` imports into the local node);
+                     a shared host's from P/host-<host>:<version>
   --webhook-ca C     who signs the webhook certificate the apiserver trusts:
                        kfn           (default) a CA and certificate made here, in a TLS Secret, the
                                      CA bundle in the configurations (with --apply, the Secret in
@@ -46,7 +56,7 @@ ${clusterFlagsUsage(18)}
 Webhooks with failurePolicy Fail (the default) refuse every write of their kind until the
 function answers: apply the configurations once its workload is ready (\`kfn deploy\` waits).`;
 
-const manifestsFlags = { out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } } as const;
+const manifestsFlags = { host: { type: 'string' }, out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } } as const;
 
 export const manifestsCommand: Command = {
   name: 'manifests',
@@ -64,11 +74,26 @@ export const manifestsCommand: Command = {
     const target = values.target;
     if (target !== undefined && target !== 'knative' && target !== 'deployment') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
     if (target && values['sink-uri']) throw new UsageError(`--target ${target} delivers to the function's workload; it cannot go with --sink-uri`);
-    const ca = webhookCaOption(values['webhook-ca'], values.issuer);
     const dirs = positionals.length ? positionals : functionDirs();
     const namespace = values.namespace ?? 'kfn-system';
+    const imagePrefix = (values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '');
+    if (values.host !== undefined) {
+      const host = hostName('manifests', values.host);
+      const alone = [values.target === 'knative' && '--target knative', values['sink-uri'] && '--sink-uri', values['webhook-ca'] && '--webhook-ca', values.issuer && '--issuer'].filter(Boolean);
+      if (alone.length) throw new UsageError(`kfn manifests --host ${host}: a shared host is a Deployment serving each function on its own path over plain HTTP; ${alone.join(', ')} go${alone.length === 1 ? 'es' : ''} with functions on their own`);
+      const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
+      const reconcilers = await loadHostFunctions('manifests', host, dirs);
+      const objects = [
+        ...hostManifests(host, reconcilers, { namespace, ...(api ? { scopeOf: await discoveredScopes(api, ...reconcilers) } : {}) }),
+        ...hostWorkload(host, reconcilers, { namespace, image: `${imagePrefix}/host-${host}:${kfnVersion}` }),
+      ];
+      emit(`host ${host}`, `host-${host}`, objects, values.out, Boolean(api));
+      if (api) await applyHostFunctions(api, host, reconcilers.map((r) => r.name), objects, namespace);
+      return 0;
+    }
+    const ca = webhookCaOption(values['webhook-ca'], values.issuer);
     const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
-    const image = (reconciler: Reconciler) => `${(values['image-prefix'] ?? 'kfn.local').replace(/\/$/, '')}/fn-${reconciler.name}:${kfnVersion}`;
+    const image = (reconciler: Reconciler) => `${imagePrefix}/fn-${reconciler.name}:${kfnVersion}`;
     for (const dir of dirs) {
       const reconciler = await loadFunction(dir);
       if (target === 'knative' && hasWebhooks(reconciler)) console.error(`${reconciler.name} has webhooks, which only a Deployment serves (Knative gives no TLS listener of the function's own): --target deployment`);
@@ -82,15 +107,7 @@ export const manifestsCommand: Command = {
       ];
       if (target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: image(reconciler) }));
       if (target === 'deployment') objects.push(...functionWorkload(reconciler, { namespace, image: image(reconciler), webhookCa: ca.kind }));
-      const all = [...objects, ...(hooks?.configurations ?? [])];
-      const text = all.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
-      if (values.out) {
-        mkdirSync(values.out, { recursive: true });
-        writeFileSync(join(values.out, `${basename(dir)}.yaml`), text);
-        console.error(`wrote ${join(values.out, `${basename(dir)}.yaml`)}`);
-      } else if (!api) {
-        process.stdout.write(`# ${reconciler.name}\n---\n${text}---\n`);
-      }
+      emit(reconciler.name, basename(dir), [...objects, ...(hooks?.configurations ?? [])], values.out, Boolean(api));
       if (api) {
         await applyFunction(api, reconciler.name, objects, namespace);
         // Owned by the Reconciler, as kfn deploy registers them: deleting the function deletes them.
@@ -105,6 +122,18 @@ export const manifestsCommand: Command = {
     return 0;
   },
 };
+
+/** Writes the objects of `what` as YAML into `out`/`file`.yaml, or prints them when they are neither written nor applied. */
+function emit(what: string, file: string, objects: Record<string, unknown>[], out: string | undefined, applied: boolean): void {
+  const text = objects.map((o) => stringify(o, { aliasDuplicateObjects: false })).join('---\n');
+  if (out) {
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, `${file}.yaml`), text);
+    console.error(`wrote ${join(out, `${file}.yaml`)}`);
+  } else if (!applied) {
+    process.stdout.write(`# ${what}\n---\n${text}---\n`);
+  }
+}
 
 /** --webhook-ca and --issuer, checked. */
 function webhookCaOption(ca: string | undefined, issuer: string | undefined): WebhookCa {

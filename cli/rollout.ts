@@ -1,31 +1,49 @@
-// Waiting until a deployed function runs: its Deployment available and its Service routed to
-// it, or its Knative Service Ready. Each wait ends at a deadline shared by the functions of one
-// deploy, and says what it last saw.
+// Waiting until a deployed function (or a shared host) runs: its Deployment available and its
+// Service routed to it, or its Knative Service Ready. Each wait ends at a deadline shared by the
+// functions of one deploy, and says what it last saw.
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { KubeApi } from '../kube/api.ts';
 import { waitFor, WaitAbandoned } from '../core/clock.ts';
 import { whyNotReady, type ReadCondition } from '../core/conditions.ts';
-import { functionLabel } from '../core/names.ts';
+import { functionLabel, hostLabel } from '../core/names.ts';
+import { hostResourceName } from '../functions/sdk/manifests.ts';
 
 /** Waits until the function's Deployment kfn-fn-<name> is available at its latest generation, then until its Service answers. */
 export async function waitDeployment(api: KubeApi, namespace: string, name: string, deadline: number): Promise<void> {
-  const path = `/apis/apps/v1/namespaces/${namespace}/deployments/kfn-fn-${name}`;
+  await waitWorkload(api, namespace, { what: `function ${name}`, name: `kfn-fn-${name}`, pods: `${functionLabel}=${name}` }, deadline);
+}
+
+/** Waits until a shared host's Deployment kfn-host-<host> is available, then until its Service answers. */
+export async function waitHost(api: KubeApi, namespace: string, host: string, deadline: number): Promise<void> {
+  await waitWorkload(api, namespace, { what: `host ${host}`, name: hostResourceName(host), pods: `${hostLabel}=${host}` }, deadline);
+}
+
+/** The Deployment and Service `name` (the same name), and the label selector of its pods. */
+interface Workload {
+  what: string;
+  name: string;
+  pods: string;
+}
+
+async function waitWorkload(api: KubeApi, namespace: string, workload: Workload, deadline: number): Promise<void> {
+  const { what, name } = workload;
+  const path = `/apis/apps/v1/namespaces/${namespace}/deployments/${name}`;
   type Deployment = { metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } };
   await waitFor(
-    `function ${name} to become available`,
+    `${what} to become available`,
     async () => {
       const d = await api.request<Deployment>('GET', path);
       const s = d.status ?? {};
       return s.observedGeneration === d.metadata.generation && s.updatedReplicas === 1 && s.availableReplicas === 1 && !s.unavailableReplicas;
     },
-    { deadline, intervalMs: 500, context: () => `See \`kubectl -n ${namespace} describe deployment kfn-fn-${name}\` and its pod's log.` },
+    { deadline, intervalMs: 500, context: () => `See \`kubectl -n ${namespace} describe deployment ${name}\` and its pod's log.` },
   );
   // Available pods are not yet a routed Service: wait until kube-proxy sends the Service's
   // address to them (this machine reaches ClusterIPs too), so the first delivery succeeds.
-  const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/kfn-fn-${name}`);
-  await waitFor(`the Service kfn-fn-${name} (${svc.spec.clusterIP}) to answer /healthz`, () => answers(`http://${svc.spec.clusterIP}/healthz`), { deadline, intervalMs: 250 }).catch(async (err: Error) => {
+  const svc = await api.request<{ spec: { clusterIP: string } }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`);
+  await waitFor(`the Service ${name} (${svc.spec.clusterIP}) to answer /healthz`, () => answers(`http://${svc.spec.clusterIP}/healthz`), { deadline, intervalMs: 250 }).catch(async (err: Error) => {
     // Whether the pod answers on its own tells kube-proxy's part from the pod's.
-    throw new Error(`${err.message}\n${await podAnswers(api, namespace, name)}; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
+    throw new Error(`${err.message}\n${await podAnswers(api, namespace, workload.pods)}; see \`kubectl -n ${namespace} get endpointslices\` and .kfn/cluster/logs/kube-proxy.log`);
   });
 }
 
@@ -39,8 +57,8 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-async function podAnswers(api: KubeApi, namespace: string, name: string): Promise<string> {
-  const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${name}` } }).catch(() => ({ items: [] }));
+async function podAnswers(api: KubeApi, namespace: string, selector: string): Promise<string> {
+  const pods = await api.request<{ items: { status?: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: selector } }).catch(() => ({ items: [] }));
   const podIP = pods.items[0]?.status?.podIP;
   if (!podIP) return 'no pod found';
   return (await answers(`http://${podIP}:8080/healthz`)) ? `its pod ${podIP} answers directly, so the Service is not routed yet` : `its pod ${podIP} does not answer either`;

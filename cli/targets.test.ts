@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeClock } from '../core/clock.ts';
-import type { Connection } from '../kube/connection.ts';
-import { ApiError, KubeApi, type KubeObject, type Method } from '../kube/api.ts';
-import { isKfnsOwn, removeOtherTarget } from './targets.ts';
+import type { KubeObject } from '../kube/api.ts';
+import { ObjectsByPath } from '../test/support/objects-by-path.ts';
+import { isKfnsOwn, removeOtherTarget, removeOwnWorkload } from './targets.ts';
 
 const ns = 'kfn-system';
 const kfnLabels = { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/function': 'myweb' };
@@ -15,6 +15,7 @@ const paths = {
   deployment: `/apis/apps/v1/namespaces/${ns}/deployments/kfn-fn-myweb`,
   service: `/api/v1/namespaces/${ns}/services/kfn-fn-myweb`,
   ksvc: `/apis/serving.knative.dev/v1/namespaces/${ns}/services/kfn-fn-myweb`,
+  account: `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-myweb`,
 };
 
 /** kfn deploy's Deployment of myweb (as functionWorkload writes it). */
@@ -54,28 +55,11 @@ describe('which objects under a function\'s names are kfn\'s own', () => {
   });
 });
 
-/** An apiserver holding objects by path; deleting a Knative Service takes the Service its Route made with it. */
-class FakeObjects extends KubeApi {
-  readonly objects = new Map<string, KubeObject>();
-  readonly deleted: string[] = [];
-
-  constructor(objects: Record<string, KubeObject>) {
-    super({ server: 'https://apiserver.invalid', source: 'a fake apiserver' } as Connection);
-    for (const [path, obj] of Object.entries(objects)) this.objects.set(path, obj);
-  }
-
-  override async request<T>(method: Method, path: string): Promise<T> {
-    const obj = this.objects.get(path);
-    if (!obj) throw new ApiError(404, `${path} not found`, 'NotFound');
-    if (method === 'GET') return structuredClone(obj) as T;
-    if (method === 'DELETE') {
-      this.deleted.push(path);
-      this.objects.delete(path);
-      const made = this.objects.get(paths.service);
-      if (path === paths.ksvc && made?.metadata.ownerReferences?.some((r) => r.kind === 'Route')) this.objects.delete(paths.service);
-      return structuredClone(obj) as T;
-    }
-    throw new Error(`the fake apiserver does not answer ${method} ${path}`);
+/** Deleting a Knative Service takes the Service its Route made with it. */
+class FakeObjects extends ObjectsByPath {
+  protected override afterDelete(path: string): void {
+    const made = this.objects.get(paths.service);
+    if (path === paths.ksvc && made?.metadata.ownerReferences?.some((r) => r.kind === 'Route')) this.objects.delete(paths.service);
   }
 }
 
@@ -119,3 +103,32 @@ describe('what a deploy removes from the other target', () => {
     assert.deepEqual(api.deleted, [paths.deployment]);
   });
 });
+
+describe('what joining a shared host removes', () => {
+  const kfnAccount: KubeObject = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'kfn-fn-myweb', namespace: ns, uid: 'a1', labels: { ...kfnLabels } } };
+
+  test("the function's own Deployment, Service and ServiceAccount go; nothing waits for them", async () => {
+    const api = new FakeObjects({ [paths.deployment]: kfnDeployment, [paths.service]: kfnService, [paths.account]: kfnAccount });
+    const said: string[] = [];
+    const removed = await removeOwnWorkload(api, ns, 'myweb', 'ops', (l) => said.push(l));
+    assert.deepEqual(removed.map((r) => r.kind), ['Deployment', 'Service', 'ServiceAccount']);
+    assert.deepEqual(said, ["Removing myweb's Deployment, Service and ServiceAccount (it runs in host ops now)"]);
+    assert.equal(api.objects.size, 0);
+  });
+
+  test('from Knative: its Knative Service goes (Knative\'s own Service with it); an account kfn did not make stays', async () => {
+    const users = { ...kfnAccount, metadata: { name: 'kfn-fn-myweb', namespace: ns, uid: 'u2' } };
+    const api = new FakeObjects({ [paths.ksvc]: kfnKnativeService, [paths.service]: knativeService, [paths.account]: users });
+    const removed = await removeOwnWorkload(api, ns, 'myweb', 'ops', () => undefined);
+    assert.deepEqual(removed.map((r) => r.kind), ['Knative Service']);
+    assert.deepEqual(api.deleted, [paths.ksvc]);
+    assert.equal(api.objects.get(paths.account)?.metadata.uid, 'u2');
+  });
+
+  test('a second deploy of the host finds nothing of its own and says nothing', async () => {
+    const said: string[] = [];
+    assert.deepEqual(await removeOwnWorkload(new FakeObjects({}), ns, 'myweb', 'ops', (l) => said.push(l)), []);
+    assert.deepEqual(said, []);
+  });
+});
+

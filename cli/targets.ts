@@ -1,8 +1,8 @@
 // A deployed function's workload on one of its two targets — a Deployment and Service, or a
-// Knative Service — and moving it from one to the other. Both use the name kfn-fn-<name>, and
-// so does the Kubernetes Service Knative makes for each Knative Service (owned by its Route).
-// Only what kfn made for the other target is removed: a redeploy to the same target finds
-// nothing of kfn's on the other and changes nothing.
+// Knative Service — and moving it from one to the other, or into a shared host. Both use the
+// name kfn-fn-<name>, and so does the Kubernetes Service Knative makes for each Knative Service
+// (owned by its Route). Only what kfn made for the other target is removed: a redeploy to the
+// same target finds nothing of kfn's on the other and changes nothing.
 import { ApiError, type KubeApi, type KubeObject } from '../kube/api.ts';
 import { waitFor, type Clock } from '../core/clock.ts';
 import { functionLabel, managedByKfn, managedByLabel } from '../core/names.ts';
@@ -59,17 +59,9 @@ async function readIfPresent(api: KubeApi, path: string): Promise<KubeObject | u
  */
 export async function removeOtherTarget(api: KubeApi, namespace: string, name: string, target: DeployTarget, log: (line: string) => void, options: { clock?: Clock; timeoutMs?: number } = {}): Promise<TargetObject[]> {
   const from = otherTarget(target);
-  const removing: TargetObject[] = [];
-  for (const ref of targetObjects(from, namespace, name)) {
-    const obj = await readIfPresent(api, ref.path);
-    if (obj && isKfnsOwn(obj, name)) removing.push(ref);
-  }
+  const removing = await removeKfnsOwn(api, name, targetObjects(from, namespace, name), `first (it moves to ${targetName(target)})`, log);
   if (!removing.length) return [];
   const what = `${name}'s ${removing.map((r) => r.kind).join(' and ')}`;
-  log(`Removing ${what} first (it moves to ${targetName(target)})`);
-  for (const ref of removing) await api.request('DELETE', ref.path, { query: { propagationPolicy: 'Foreground' } }).catch((err: unknown) => {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-  });
   // Leaving Knative, the Service Knative made under the function's name goes with the Knative
   // Service; the Deployment target's own Service takes that name, so it is waited for too.
   const awaited = from === 'knative' ? [...removing.map((r) => r.path), ...targetObjects('deployment', namespace, name).filter((r) => r.kind === 'Service').map((r) => r.path)] : removing.map((r) => r.path);
@@ -78,5 +70,31 @@ export async function removeOtherTarget(api: KubeApi, namespace: string, name: s
   await waitFor(`${what} to be gone`, async () => (await Promise.all(awaited.map((p) => readIfPresent(api, p)))).every((o) => !o), { timeoutMs, clock: options.clock }).catch(() =>
     log(`${what} is still being removed after ${Math.round(timeoutMs / 1000)} s; going on (the new one takes the name once it is gone)`),
   );
+  return removing;
+}
+
+/**
+ * When the function `name` joins a shared host: removes the workload kfn made for it on either
+ * target, and its own ServiceAccount, which nothing uses any more (the host runs it under its
+ * own). Nothing waits for them: the host's objects have names of their own.
+ */
+export async function removeOwnWorkload(api: KubeApi, namespace: string, name: string, host: string, log: (line: string) => void): Promise<TargetObject[]> {
+  const own = [...targetObjects('deployment', namespace, name), ...targetObjects('knative', namespace, name), { kind: 'ServiceAccount', path: `/api/v1/namespaces/${namespace}/serviceaccounts/kfn-fn-${name}` }];
+  return removeKfnsOwn(api, name, own, `(it runs in host ${host} now)`, log);
+}
+
+/** Deletes those of `refs` that are kfn's own for the function `name` (isKfnsOwn), saying so and `why`; answers them. */
+async function removeKfnsOwn(api: KubeApi, name: string, refs: TargetObject[], why: string, log: (line: string) => void): Promise<TargetObject[]> {
+  const removing: TargetObject[] = [];
+  for (const ref of refs) {
+    const obj = await readIfPresent(api, ref.path);
+    if (obj && isKfnsOwn(obj, name)) removing.push(ref);
+  }
+  if (!removing.length) return [];
+  const kinds = removing.map((r) => r.kind);
+  log(`Removing ${name}'s ${kinds.length > 1 ? `${kinds.slice(0, -1).join(', ')} and ${kinds.at(-1)}` : kinds[0]} ${why}`);
+  for (const ref of removing) await api.request('DELETE', ref.path, { query: { propagationPolicy: 'Foreground' } }).catch((err: unknown) => {
+    if (!(err instanceof ApiError && err.status === 404)) throw err;
+  });
   return removing;
 }

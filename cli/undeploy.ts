@@ -1,9 +1,12 @@
 // `kfn undeploy`: removes from the cluster what `kfn deploy` (and `kfn manifests --apply`)
 // created for a function — its Reconciler first, so the bridge stops delivering, then its
-// webhook configurations, workload, identity, grants and Secrets. Its CRD and the objects of
-// its kind are the user's data: they stay unless --crds is given.
+// webhook configurations, workload, identity, grants and Secrets — or for a shared host and
+// every function it serves. Its CRD and the objects of its kind are the user's data: they stay
+// unless --crds is given.
 import { ApiError, collectionPath, deleteIfPresent, listAll, type KubeApi } from '../kube/api.ts';
 import { functionInFolder, labelled } from './functions.ts';
+import { hostFunctions, hostName, servingHost } from './hosts.ts';
+import { hostResourceName } from '../functions/sdk/manifests.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { isKfnFinalizer, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
@@ -11,13 +14,18 @@ import { pluralOf } from '../functions/sdk/kind.ts';
 import { groupOf, objectKey, type KindRef } from '../core/objects.ts';
 
 const usage = `Usage: kfn undeploy <function dir | name> … [options]
+       kfn undeploy --host H [options]
 
 Removes what \`kfn deploy\` created for each function: its Reconciler (the bridge stops
 delivering), its admission webhook configurations, its Deployment and Service or Knative
 Service, its ServiceAccount, RBAC and the bridge's grant, its auth and webhook Secrets.
-The CRD of its kind and the objects of that kind stay: they are your data.
+The CRD of its kind and the objects of that kind stay: they are your data. A function that a
+shared host serves goes with its host (--host), or once the host is deployed again without it.
 
 Options:
+  --host H           remove the shared host H (\`kfn deploy --host\`): every function its
+                     ServiceAccount serves, as above, then its Deployment, Service and
+                     ServiceAccount kfn-host-H
   -n, --namespace N  where the function was deployed (default kfn-system)
   --crds             also delete the CRD of its kind, and with it every object of that kind;
                      refused while objects still carry kfn's finalizer (nothing would remove it)
@@ -33,6 +41,8 @@ export interface UndeployOptions {
   crds?: boolean;
   /** The function's kind, when known from its folder (else read from its Reconciler). */
   kind?: KindRef;
+  /** The shared host being removed with the function (undeployHost); a function a host still serves is otherwise refused. */
+  host?: string;
   log?: (line: string) => void;
 }
 
@@ -45,10 +55,15 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   const ns = options.namespace;
   const account = `kfn-fn-${name}`;
   const reconcilerPath = `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}`;
-  const reconciler = await api.request<{ spec: { for: KindRef } }>('GET', reconcilerPath).catch((err) => {
+  const reconciler = await api.request<{ spec: { for: KindRef; serviceAccount?: { name: string } } }>('GET', reconcilerPath).catch((err) => {
     if (err instanceof ApiError && err.status === 404) return undefined;
     throw err;
   });
+  // A host mounts the auth Secret of every function it serves: without it, the host would not start again.
+  const host = options.host === undefined ? await servingHost(api, ns, reconciler?.spec.serviceAccount?.name, name) : undefined;
+  if (host) {
+    throw new UsageError(`kfn undeploy: ${name} is served by the shared host ${host}, which mounts its auth Secret and would not start again without it. Deploy the host without it first (\`kfn deploy --host ${host}\` with its other functions), then undeploy ${name}; or remove the whole host: \`kfn undeploy --host ${host}\``, 1);
+  }
   const kind = options.kind ?? reconciler?.spec.for;
   // Objects that carry kfn's finalizer would wait for a function that is gone.
   const finalized = kind ? await objectsWithFinalizer(api, kind) : [];
@@ -85,6 +100,30 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   return removed;
 }
 
+/**
+ * Removes a shared host: each function it serves (its ServiceAccount says which), as
+ * undeployFunction does, then the host's own Deployment, Service and ServiceAccount.
+ */
+export async function undeployHost(api: KubeApi, host: string, options: Omit<UndeployOptions, 'kind' | 'host'>): Promise<string[]> {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const ns = options.namespace;
+  const removed: string[] = [];
+  for (const name of await hostFunctions(api, ns, host)) removed.push(...(await undeployFunction(api, name, { ...options, host, log: (line) => log(`${name}: ${line}`) })));
+  const account = hostResourceName(host);
+  const own: [string, string][] = [
+    ['Deployment', `/apis/apps/v1/namespaces/${ns}/deployments/${account}`],
+    ['Service', `/api/v1/namespaces/${ns}/services/${account}`],
+    ['ServiceAccount', `/api/v1/namespaces/${ns}/serviceaccounts/${account}`],
+  ];
+  for (const [what, path] of own) {
+    if (!(await deleteIfPresent(api, path))) continue;
+    removed.push(`${what} ${ns}/${account}`);
+    log(`removed ${what} ${ns}/${account}`);
+  }
+  if (!removed.length) log(`nothing of host ${host} was found in the cluster (namespace ${ns})`);
+  return removed;
+}
+
 /** `namespace/name` of the objects of `kind` that carry a kfn finalizer. */
 async function objectsWithFinalizer(api: KubeApi, kind: KindRef): Promise<string[]> {
   let resource;
@@ -97,18 +136,24 @@ async function objectsWithFinalizer(api: KubeApi, kind: KindRef): Promise<string
   return items.filter((o) => o.metadata.finalizers?.some(isKfnFinalizer)).map((o) => objectKey(o.metadata));
 }
 
-const flags = { namespace: { type: 'string', short: 'n' }, crds: { type: 'boolean' }, ...clusterFlags } as const;
+const flags = { host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, crds: { type: 'boolean' }, ...clusterFlags } as const;
 
 export const undeployCommand: Command = {
   name: 'undeploy',
-  summary: 'remove what kfn deploy created for functions (their CRDs and objects stay unless --crds)',
+  summary: 'remove what kfn deploy created for functions or a shared host (their CRDs and objects stay unless --crds)',
   usage,
   options: flags,
   async run(argv) {
     if (wantsHelp(argv)) return (console.log(usage), 0);
     const { values, positionals } = parseCommandArgs('undeploy', argv, flags, true);
-    if (!positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name)\n\n${usage}`);
+    const host = values.host === undefined ? undefined : hostName('undeploy', values.host);
+    if (host && positionals.length) throw new UsageError(`kfn undeploy --host ${host} removes the host and every function it serves; it takes no function names (${positionals.join(' ')})`);
+    if (!host && !positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name), or --host\n\n${usage}`);
     const { api } = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
+    if (host) {
+      await undeployHost(api, host, { namespace: values.namespace ?? 'kfn-system', crds: values.crds, log: (line) => console.error(`host ${host}: ${line}`) });
+      return 0;
+    }
     for (const target of positionals) {
       const reconciler = await functionInFolder(target);
       const name = reconciler?.name ?? target;

@@ -49,6 +49,14 @@ export function functionLabels(name: string): Record<string, string> {
   return { [managedByLabel]: managedByKfn, [functionLabel]: name };
 }
 
+/** On what `kfn deploy --host` creates for a shared host (its ServiceAccount, Deployment, Service): the host's name. */
+export const hostLabel = 'kfn.dev/host';
+
+/** The labels of an object kfn creates for the shared host `name`, which serves several functions in one process. */
+export function hostLabels(name: string): Record<string, string> {
+  return { [managedByLabel]: managedByKfn, [hostLabel]: name };
+}
+
 /** On a function's Deployment and Service: the id of the image it runs (a new image rolls it). */
 export const imageIdAnnotation = 'kfn.dev/image-id';
 
@@ -81,9 +89,14 @@ export function secretServes(annotations: Record<string, string> | undefined, na
  */
 export const identityForAnnotation = 'kfn.dev/identity-for';
 
+/** The Reconcilers a ServiceAccount agrees to be the identity of (kfn.dev/identity-for). */
+export function identityFor(annotations: Record<string, string> | undefined): string[] {
+  return names(annotations?.[identityForAnnotation]).filter(Boolean);
+}
+
 /** Whether a ServiceAccount with these annotations agrees to be the identity of Reconciler `name`. */
 export function serviceAccountServes(annotations: Record<string, string> | undefined, name: string): boolean {
-  return names(annotations?.[identityForAnnotation]).includes(name);
+  return identityFor(annotations).includes(name);
 }
 
 const names = (list: string | undefined) => (list ?? '').split(',').map((n) => n.trim());

@@ -28,7 +28,8 @@ export {
 export { explainedFields, explainWorkload, whyNotAvailable } from './workloads.ts';
 export { defaultObservedFields } from '../../core/reconciler-spec.ts';
 export { createApp } from './app.ts';
-export { serve } from './node/index.ts';
+export { createHostApp } from './host.ts';
+export { serve, serveHost } from './node/index.ts';
 export { lambdaHandler } from './lambda/index.ts';
 export { parseQuantity } from '../../kube/quantity.ts';
 export { objectKey, type KindRef } from '../../core/objects.ts';

@@ -11,6 +11,8 @@ export interface KeyFileOptions {
   /** How long the previous key is still accepted after a change (default 10 minutes). */
   previousForMs?: number;
   now?: () => number;
+  /** The setting that named the file, for the error that says it cannot be read (default KFN_AUTH_SECRET_FILE). */
+  setBy?: string;
 }
 
 /** Credentials read from `path` (HMAC), as fresh as the file: a getter, called per request. */
@@ -24,7 +26,7 @@ export function keyFileCredentials(path: string, options: KeyFileOptions = {}): 
       if (!key) throw new Error('the file is empty');
       return key;
     } catch (err) {
-      throw new Error(`cannot read the auth key from ${path} (KFN_AUTH_SECRET_FILE): ${(err as Error).message}`);
+      throw new Error(`cannot read the auth key from ${path} (${options.setBy ?? 'KFN_AUTH_SECRET_FILE'}): ${(err as Error).message}`);
     }
   };
   let key = read();

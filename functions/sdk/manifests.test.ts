@@ -5,9 +5,11 @@ import CertificateFunction from '../certificate/index.ts';
 import IssuerFunction from '../issuer/index.ts';
 import PodSetFunction from '../podset/index.ts';
 import MyAppFunction from '../myapp/index.ts';
+import ProjectFunction from '../project/index.ts';
 import { generateServingPki } from '../../core/certificates.ts';
 import { parseReconciler } from '../../bridge/config.ts';
-import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload } from './manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostWorkload } from './manifests.ts';
+import { serviceAccountServes } from '../../core/names.ts';
 import { pluralOf } from './kind.ts';
 import { defineKind, defineReconciler, Secret, t } from './index.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -189,3 +191,55 @@ test('deliveryTls: the Deployment serves deliveries on its HTTPS port, the Recon
   assert.ok(c.env.some((e) => e.name === 'KFN_TLS_SECRET' && e.value === 'shop/kfn-fn-shelves-webhook-tls'));
   assert.deepEqual(service.spec.ports.map((p) => p.port), [80, 443]);
 });
+
+type Manifest = { kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; roleRef?: { name: string }; subjects?: { kind: string; name: string; namespace: string }[]; spec?: Record<string, unknown> };
+
+test('a shared host: one ServiceAccount serving every Reconciler, each function\'s RBAC bound to it, each sink on the function\'s path', () => {
+  const objs = hostManifests('pair', [PodSetFunction, ProjectFunction], { namespace: 'fns' }) as Manifest[];
+  const accounts = objs.filter((o) => o.kind === 'ServiceAccount');
+  assert.deepEqual(accounts.map((o) => `${o.metadata.namespace}/${o.metadata.name}`), ['fns/kfn-host-pair'], 'one identity, and none of the functions\' own');
+  assert.deepEqual(accounts[0]!.metadata.labels, { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/host': 'pair' });
+  assert.equal(accounts[0]!.metadata.annotations?.['kfn.dev/identity-for'], 'podset,project');
+  assert.ok(['podset', 'project'].every((name) => serviceAccountServes(accounts[0]!.metadata.annotations, name)), 'it agrees to be the identity of both Reconcilers');
+  assert.equal(objs[0]!.kind, 'ServiceAccount', 'first: it exists when the bridge sees the Reconcilers');
+  const functionBindings = objs.filter((o) => /RoleBinding$/.test(o.kind) && o.metadata.name.startsWith('kfn-fn-'));
+  assert.deepEqual(functionBindings.map((o) => `${o.metadata.name} → ${o.roleRef!.name}`), ['kfn-fn-podset:fns → kfn-fn-podset', 'kfn-fn-project:fns → kfn-fn-project'], 'each function\'s own rights, named for it');
+  assert.ok(functionBindings.every((o) => JSON.stringify(o.subjects) === JSON.stringify([{ kind: 'ServiceAccount', name: 'kfn-host-pair', namespace: 'fns' }])), 'bound to the host\'s account: its identity is the union of its functions\' rights');
+  const bridgeRoles = objs.filter((o) => o.kind === 'ClusterRole' && o.metadata.labels?.['kfn.dev/aggregate-to-bridge'] === 'true');
+  assert.deepEqual(bridgeRoles.map((o) => o.metadata.name), ['kfn-bridge-podset', 'kfn-bridge-project'], 'the bridge\'s grants as for functions on their own');
+  const reconcilers = objs.filter((o) => o.kind === 'Reconciler');
+  assert.deepEqual(reconcilers.map((o) => o.spec!.serviceAccount), [{ name: 'kfn-host-pair', namespace: 'fns' }, { name: 'kfn-host-pair', namespace: 'fns' }]);
+  assert.deepEqual(reconcilers.map((o) => o.spec!.sink), [{ uri: 'http://kfn-host-pair.fns.svc.cluster.local/podset/' }, { uri: 'http://kfn-host-pair.fns.svc.cluster.local/project/' }]);
+  assert.deepEqual(reconcilers.map((o) => o.spec!.auth), [{ secretRef: { name: 'kfn-fn-podset', namespace: 'fns' } }, { secretRef: { name: 'kfn-fn-project', namespace: 'fns' } }], 'each function keeps its own key');
+  for (const r of reconcilers) assert.equal(parseReconciler(r).sink.uri, (r.spec!.sink as { uri: string }).uri, 'a spec the bridge takes');
+  assert.equal(objs.at(-1)!.kind, 'Reconciler');
+  const limited = hostManifests('pair', [PodSetFunction, ProjectFunction], { namespace: 'fns', namespaces: ['team-a'] }) as Manifest[];
+  const roleBindings = limited.filter((o) => o.kind === 'RoleBinding' && o.metadata.name.startsWith('kfn-fn-'));
+  assert.deepEqual(roleBindings.map((o) => `${o.metadata.namespace}/${o.metadata.name} → ${o.subjects![0]!.name}`), ['team-a/kfn-fn-podset:fns → kfn-host-pair', 'team-a/kfn-fn-project:fns → kfn-host-pair'], 'limited to namespaces: RoleBindings there, to the host');
+  assert.throws(() => hostManifests('pair', [PodSetFunction, MyAppFunction]), /myapp \(default, validate\) needs a TLS listener of its own/);
+});
+
+test("a shared host's workload: one Deployment and Service, every function's auth Secret mounted as a file named by the function", () => {
+  const slow = { ...ProjectFunction, timeoutSeconds: 90 } as unknown as Reconciler;
+  const objs = hostWorkload('pair', [PodSetFunction, slow], { namespace: 'fns', image: 'kfn.local/host-pair:1', imageId: 'abc', imagePullSecrets: ['kfn-registry'] }) as Manifest[];
+  assert.deepEqual(objs.map((o) => `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`), ['Deployment fns/kfn-host-pair', 'Service fns/kfn-host-pair']);
+  type Pod = { serviceAccountName: string; terminationGracePeriodSeconds: number; imagePullSecrets: { name: string }[]; volumes: { name: string; projected: { sources: { secret: { name: string; items: { key: string; path: string }[] } }[] } }[]; containers: { image: string; env: { name: string; value: string }[]; volumeMounts: { name: string; mountPath: string; readOnly: boolean }[]; readinessProbe: { httpGet: { path: string } } }[] };
+  const deployment = objs[0]!.spec as { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: Pod } };
+  const pod = deployment.template.spec;
+  assert.equal(pod.serviceAccountName, 'kfn-host-pair');
+  assert.equal(pod.terminationGracePeriodSeconds, 100, 'the longest of the functions\' timeouts, and 10 s to exit');
+  assert.deepEqual(pod.imagePullSecrets, [{ name: 'kfn-registry' }]);
+  assert.deepEqual(deployment.template.metadata.annotations, { 'kfn.dev/image-id': 'abc' });
+  const c = pod.containers[0]!;
+  assert.equal(c.image, 'kfn.local/host-pair:1');
+  assert.deepEqual(c.env, [{ name: 'PORT', value: '8080' }, { name: 'KFN_AUTH_SECRET_DIR', value: '/var/run/kfn/auth' }]);
+  assert.deepEqual(c.volumeMounts, [{ name: 'auth', mountPath: '/var/run/kfn/auth', readOnly: true }]);
+  assert.equal(c.readinessProbe.httpGet.path, '/healthz');
+  assert.deepEqual(pod.volumes, [{ name: 'auth', projected: { sources: [{ secret: { name: 'kfn-fn-podset', items: [{ key: 'secret', path: 'podset' }] } }, { secret: { name: 'kfn-fn-project', items: [{ key: 'secret', path: 'project' }] } }] } }], 'every function\'s key, each in the file the host reads it from');
+  const service = objs[1]!.spec as { selector: Record<string, string>; ports: unknown[] };
+  assert.deepEqual(service.selector, deployment.template.metadata.labels);
+  assert.deepEqual(deployment.selector.matchLabels, { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/host': 'pair' }, 'no function\'s Service selects the host\'s pods (they carry no kfn.dev/function)');
+  assert.deepEqual(service.ports, [{ name: 'http', port: 80, targetPort: 'http' }]);
+  assert.throws(() => hostWorkload('pair', [MyAppFunction], { image: 'i' }), /myapp \(default, validate\) needs a TLS listener/);
+});
+

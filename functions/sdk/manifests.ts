@@ -1,15 +1,18 @@
 // Everything a function needs in a cluster, derived from what it declares: its CRD, the
 // Reconciler that tells the bridge what to watch and where to deliver, the function's own
 // ServiceAccount with least-privilege RBAC (its kind, status, finalizers, owned and watched
-// kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge.
+// kinds, Events), and the list/watch grant the bridge needs, aggregated into kfn-bridge; its
+// workload (a Deployment and Service, or a Knative Service); and the same for several functions
+// served by one shared host (hostManifests, hostWorkload).
 import { crdOf, pluralOf, type ConversionClient } from './kind.ts';
 import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
 import { declaredAccess } from './access.ts';
 import { servesHttps } from './webhooks.ts';
+import { hostPath, sharedHostProblem } from './host.ts';
 import { caBundleHolders, holderRules } from './renewal.ts';
 import { contractVersion } from '../../core/event.ts';
-import { functionLabels, identityForAnnotation, imageIdAnnotation } from '../../core/names.ts';
+import { functionLabels, hostLabels, identityForAnnotation, imageIdAnnotation } from '../../core/names.ts';
 import { reconcilerLimits, reconcilerObject, reconcilerSpec, type ReconcilerObject, type SinkSpec } from '../../core/reconciler-spec.ts';
 
 /** The bridge's defaults for what a Reconciler does not say: a function's workload is sized by the same numbers. */
@@ -47,6 +50,12 @@ export interface ManifestOptions {
    * there when it starts, and deliveries are retried until then.
    */
   deliveryCaBundle?: string;
+  /**
+   * The ServiceAccount the function runs as when it is not its own `kfn-fn-<name>`: a shared
+   * host's (hostManifests). Its rights are bound to that account, its Reconciler names it as its
+   * identity, and no ServiceAccount of its own is written.
+   */
+  serviceAccount?: string;
 }
 
 /** Whether `ref` is cluster-scoped: as discovery said, else as kfn knows built-in and defined kinds. */
@@ -75,7 +84,7 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
   const labels = functionLabels(reconciler.name);
   return [
     crdOf(reconciler.for, { conversion: options.conversion }),
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: reconciler.name } } },
+    ...(options.serviceAccount ? [] : [{ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels, annotations: { [identityForAnnotation]: reconciler.name } } }]),
     ...functionRbac(reconciler, account, ns, labels, options),
     ...(renewsOwnCertificate(reconciler, options) ? certificateRbac(reconciler, account, ns, labels) : []),
     ...bridgeRbac(reconciler, labels, ns, functionSink(reconciler, options).ref, options),
@@ -117,7 +126,7 @@ export function functionReconciler(reconciler: Reconciler, options: ManifestOpti
       sink: functionSink(reconciler, options),
       auth: { secretRef: { name: account, namespace: ns } },
       // The bridge delivers only what this identity may read; the ServiceAccount agrees to it.
-      serviceAccount: { name: account, namespace: ns },
+      serviceAccount: { name: options.serviceAccount ?? account, namespace: ns },
       namespaces: options.namespaces?.length ? options.namespaces : undefined,
       // A Knative Service rests at zero between changes: its resyncs come rarely (10 h, as
       // controller-runtime's default), in one batch; a function that must look sooner asks with
@@ -171,7 +180,8 @@ function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, func
 }
 
 /**
- * The function's own permissions. Limited to namespaces (the Reconciler's `namespaces`), its
+ * The function's own permissions, named for it and bound to the account it runs as (its own, or
+ * its shared host's). Limited to namespaces (the Reconciler's `namespaces`), its
  * namespaced rights are granted by a RoleBinding in each of them, so it is refused elsewhere;
  * only what cannot be granted per namespace — a cluster-scoped primary or child kind — is
  * bound cluster-wide.
@@ -191,7 +201,7 @@ function functionRbac(reconciler: Reconciler, account: string, ns: string, label
   const perNamespace = scoped ? rules.filter((r) => !isCluster(r.ref)).map((r) => r.rule) : [];
   const clusterWide = scoped ? rules.filter((r) => isCluster(r.ref)).map((r) => r.rule) : rules.map((r) => r.rule);
   const roleRef = (role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role });
-  const subjects = [{ kind: 'ServiceAccount', name: account, namespace: ns }];
+  const subjects = [{ kind: 'ServiceAccount', name: options.serviceAccount ?? account, namespace: ns }];
   const out: Record<string, unknown>[] = [];
   if (clusterWide.length) {
     out.push(
@@ -267,26 +277,99 @@ export const functionServiceUrl = (reconciler: Reconciler, namespace = 'kfn-syst
 export function functionWorkload(reconciler: Reconciler, options: WorkloadOptions): Record<string, unknown>[] {
   const ns = options.namespace ?? 'kfn-system';
   const account = `kfn-fn-${reconciler.name}`;
-  const labels = functionLabels(reconciler.name);
   const webhooks = servesHttps(reconciler);
+  const container = functionContainer(options, false);
+  return deploymentAndService({
+    name: account,
+    namespace: ns,
+    labels: functionLabels(reconciler.name),
+    graceSeconds: graceSeconds([reconciler]),
+    container: webhooks ? withWebhooks(container, options.webhookCa === 'cert-manager' ? undefined : `${ns}/${webhookTlsSecretName(reconciler)}`) : container,
+    volumes: [authVolume(account), ...(webhooks ? [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] : [])],
+    ports: [{ name: 'http', port: 80, targetPort: 'http' }, ...(webhooks ? [{ name: 'webhook', port: 443, targetPort: 'webhook' }] : [])],
+  }, options);
+}
+
+/** The name of a shared host's ServiceAccount, Deployment and Service. */
+export const hostResourceName = (host: string) => `kfn-host-${host}`;
+
+/** Where a shared host serves the function: its Service, on the function's path; the function's Reconciler's sink. */
+export const hostServiceUrl = (host: string, reconciler: Reconciler, namespace = 'kfn-system') => `http://${hostResourceName(host)}.${namespace}.svc.cluster.local${hostPath(reconciler.name)}`;
+
+/**
+ * What a shared host's functions need in a cluster (see host.ts): one ServiceAccount
+ * `kfn-host-<host>` that agrees to be the identity of every function's Reconciler, then each
+ * function's objects as functionManifests writes them — its own RBAC bound to that account, its
+ * own auth Secret's key, its Reconciler delivering to its path on the host's Service. The host's
+ * identity is the union of its functions' rights.
+ */
+export function hostManifests(host: string, reconcilers: Reconciler[], options: Omit<ManifestOptions, 'sinkUri' | 'serviceAccount' | 'conversion' | 'webhookCa' | 'deliveryCaBundle'> = {}): Record<string, unknown>[] {
+  const problem = sharedHostProblem(reconcilers);
+  if (problem) throw new Error(problem);
+  const ns = options.namespace ?? 'kfn-system';
+  const account = hostResourceName(host);
+  const identity = { [identityForAnnotation]: reconcilers.map((r) => r.name).join(',') };
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels: hostLabels(host), annotations: identity } },
+    ...reconcilers.flatMap((r) => functionManifests(r, { ...options, serviceAccount: account, sinkUri: hostServiceUrl(host, r, ns) })),
+  ];
+}
+
+/**
+ * A shared host as a Deployment + Service `kfn-host-<host>`: one process serving every function
+ * on its path, under the host's ServiceAccount, each function's auth Secret mounted as a file
+ * named by the function (KFN_AUTH_SECRET_DIR), given the longest of their timeouts to finish on SIGTERM.
+ */
+export function hostWorkload(host: string, reconcilers: Reconciler[], options: WorkloadOptions): Record<string, unknown>[] {
+  const problem = sharedHostProblem(reconcilers);
+  if (problem) throw new Error(problem);
+  const name = hostResourceName(host);
+  // One volume: each function's Secret, its key at the function's name (refreshed by the kubelet as a rotation changes it).
+  const keys = { name: 'auth', projected: { sources: reconcilers.map((r) => ({ secret: { name: `kfn-fn-${r.name}`, items: [{ key: 'secret', path: r.name }] } })) } };
+  return deploymentAndService({
+    name,
+    namespace: options.namespace ?? 'kfn-system',
+    labels: hostLabels(host),
+    graceSeconds: graceSeconds(reconcilers),
+    container: functionContainer(options, false, { name: 'KFN_AUTH_SECRET_DIR', value: authKeyDir }),
+    volumes: [keys],
+    ports: [{ name: 'http', port: 80, targetPort: 'http' }],
+  }, options);
+}
+
+/** On SIGTERM a process finishes the reconciles in flight: each may take its function's timeoutSeconds. */
+const graceSeconds = (reconcilers: Reconciler[]) => Math.max(...reconcilers.map((r) => r.timeoutSeconds ?? reconcileDefaults.timeoutSeconds)) + 10;
+
+/** What a Deployment of `kfn deploy` is made of: one process (a function, or a shared host) under the account of its name. */
+interface DeployedProcess {
+  name: string;
+  namespace: string;
+  labels: Record<string, string>;
+  graceSeconds: number;
+  container: ReturnType<typeof functionContainer>;
+  volumes: Record<string, unknown>[];
+  ports: { name: string; port: number; targetPort: string }[];
+}
+
+/** One replica, non-root, under the ServiceAccount of its name, its pods rolled when the image changes; and its Service. */
+function deploymentAndService(p: DeployedProcess, options: WorkloadOptions): Record<string, unknown>[] {
   return [
     {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
-      metadata: { name: account, namespace: ns, labels },
+      metadata: { name: p.name, namespace: p.namespace, labels: p.labels },
       spec: {
         replicas: 1,
-        selector: { matchLabels: labels },
+        selector: { matchLabels: p.labels },
         template: {
-          metadata: { labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },
+          metadata: { labels: p.labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },
           spec: {
-            serviceAccountName: account,
+            serviceAccountName: p.name,
             ...(options.imagePullSecrets?.length ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) } : {}),
-            // On SIGTERM the function finishes the reconciles in flight: each may take timeoutSeconds.
-            terminationGracePeriodSeconds: (reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds) + 10,
+            terminationGracePeriodSeconds: p.graceSeconds,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [webhooks ? withWebhooks(functionContainer(account, options, false), options.webhookCa === 'cert-manager' ? undefined : `${ns}/${webhookTlsSecretName(reconciler)}`) : functionContainer(account, options, false)],
-            volumes: [authVolume(account), ...(webhooks ? [{ name: 'webhook-tls', secret: { secretName: webhookTlsSecretName(reconciler) } }] : [])],
+            containers: [p.container],
+            volumes: p.volumes,
           },
         },
       },
@@ -294,8 +377,8 @@ export function functionWorkload(reconciler: Reconciler, options: WorkloadOption
     {
       apiVersion: 'v1',
       kind: 'Service',
-      metadata: { name: account, namespace: ns, labels },
-      spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 'http' }, ...(webhooks ? [{ name: 'webhook', port: 443, targetPort: 'webhook' }] : [])] },
+      metadata: { name: p.name, namespace: p.namespace, labels: p.labels },
+      spec: { selector: p.labels, ports: p.ports },
     },
   ];
 }
@@ -329,14 +412,17 @@ const authKeyDir = '/var/run/kfn/auth';
 
 const authVolume = (account: string) => ({ name: 'auth', secret: { secretName: account, items: [{ key: 'secret', path: 'secret' }] } });
 
-/** The function's container, the same on a Deployment and on Knative (which sets PORT itself). */
-function functionContainer(account: string, options: WorkloadOptions, knative: boolean) {
+/**
+ * The function's container, the same on a Deployment and on Knative (which sets PORT itself);
+ * `auth` says where its key is (a shared host's: a folder of keys, one per function).
+ */
+function functionContainer(options: WorkloadOptions, knative: boolean, auth = { name: 'KFN_AUTH_SECRET_FILE', value: `${authKeyDir}/secret` }) {
   const probe = { httpGet: { path: '/healthz', ...(knative ? {} : { port: 'http' }) } };
   return {
     name: 'function',
     image: options.image,
     imagePullPolicy: 'IfNotPresent',
-    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), { name: 'KFN_AUTH_SECRET_FILE', value: `${authKeyDir}/secret` }, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
+    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), auth, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     volumeMounts: [{ name: 'auth', mountPath: authKeyDir, readOnly: true }],
     readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
@@ -378,7 +464,7 @@ export function functionKnativeService(reconciler: Reconciler, options: KnativeW
           ...(options.imagePullSecrets?.length ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) } : {}),
           containerConcurrency: reconciler.maxConcurrentReconciles ?? reconcileDefaults.maxConcurrentReconciles,
           timeoutSeconds: reconciler.timeoutSeconds ?? reconcileDefaults.timeoutSeconds,
-          containers: [functionContainer(account, options, true)],
+          containers: [functionContainer(options, true)],
           volumes: [authVolume(account)],
         },
       },

@@ -1,10 +1,13 @@
 // The function as a Node HTTP server (Hono's Node adapter): what Knative, a Deployment and
-// `kfn serve` run, with the webhooks' HTTPS listener beside it when the function has webhooks.
+// `kfn serve` run, with the webhooks' HTTPS listener beside it when the function has webhooks;
+// and several functions as one server (a shared host, `kfn deploy --host`).
 import { serve as serveNode, type ServerType } from '@hono/node-server';
 import type { Server as HttpServer, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import type { Hono } from 'hono';
 import { createApp, type FunctionOptions } from '../app.ts';
+import { createHostApp, hostPath, type HostOptions } from '../host.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { CertificateRenewer, functionRenewal, type RenewalOptions } from '../renewal.ts';
 import { servesHttps, serveWebhooks } from '../webhooks.ts';
@@ -49,23 +52,46 @@ function renewalFromEnv(reconciler: Reconciler, options: ServeOptions): RenewalO
  */
 export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
   const app = createApp(reconciler, options);
-  const port = options.port ?? Number(process.env.PORT ?? 8080);
   const hostname = options.hostname ?? '0.0.0.0';
   const webhooks = options.webhooks ?? (servesHttps(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
   const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
   const renewal = tls && options.renewal !== false ? (options.renewal ?? renewalFromEnv(reconciler, options)) : undefined;
   const renewer = renewal && new CertificateRenewer(renewal);
+  if (tls) endConnectionsOnClose(tls);
+  return listen(app, { port: portOf(options), hostname }, {
+    started: () => renewer?.start(),
+    closing: () => {
+      renewer?.stop();
+      tls?.close();
+    },
+  });
+}
+
+/**
+ * Runs several functions as one HTTP server (a shared host, ../host.ts): each on `/<name>/`,
+ * one /healthz, each function's key from $KFN_AUTH_SECRET_DIR/<name>. No HTTPS listener: a
+ * function with webhooks or deliveryTls is refused.
+ */
+export async function serveHost(reconcilers: Reconciler[], options: HostServeOptions = {}): Promise<ServerType> {
+  return listen(createHostApp(reconcilers, options), { port: portOf(options), hostname: options.hostname ?? '0.0.0.0' });
+}
+
+export interface HostServeOptions extends HostOptions {
+  port?: number;
+  hostname?: string;
+}
+
+const portOf = (options: { port?: number }) => options.port ?? Number(process.env.PORT ?? 8080);
+
+/** Serves `app` over HTTP: `started` runs once it listens, `closing` when it is closed, and each connection then ends once its answer in flight is out. */
+function listen(app: Hono, address: { port: number; hostname: string }, hooks: { started?: () => void; closing?: () => void } = {}): Promise<ServerType> {
   return new Promise((resolve, reject) => {
-    const server = serveNode({ fetch: app.fetch, port, hostname }, () => {
-      renewer?.start();
+    const server = serveNode({ fetch: app.fetch, ...address }, () => {
+      hooks.started?.();
       resolve(server);
     });
     server.once('error', reject);
-    endConnectionsOnClose(server as HttpServer, () => {
-      renewer?.stop();
-      tls?.close();
-    });
-    if (tls) endConnectionsOnClose(tls);
+    endConnectionsOnClose(server as HttpServer, hooks.closing);
   });
 }
 
@@ -110,12 +136,22 @@ function endConnectionsOnClose(server: HttpServer | HttpsServer, alsoClose?: () 
  */
 export async function runInContainer(reconciler: Reconciler, options: ServeOptions = {}): Promise<void> {
   const server = await serve(reconciler, { hostname: '0.0.0.0', ...options });
-  const port = options.port ?? process.env.PORT ?? 8080;
-  console.error(`kfn function ${reconciler.name} (${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${port}`);
+  await runUntilStopped(server, `kfn function ${reconciler.name}`, `(${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${portOf(options)}`);
+}
+
+/** A shared host as its container runs it (`kfn deploy --host`): as runInContainer, for every function it serves. */
+export async function runHostInContainer(host: string, reconcilers: Reconciler[], options: HostServeOptions = {}): Promise<void> {
+  const server = await serveHost(reconcilers, { hostname: '0.0.0.0', ...options });
+  await runUntilStopped(server, `kfn host ${host}`, `listening on :${portOf(options)}, serving ${reconcilers.map((r) => `${r.name} (${r.for.kind}) on ${hostPath(r.name)}`).join(', ')}`);
+}
+
+/** Says the server listens, then on SIGTERM or SIGINT closes it and resolves once what was in flight has answered. */
+async function runUntilStopped(server: ServerType, who: string, listening: string): Promise<void> {
+  console.error(`${who} ${listening}`);
   const signal = await new Promise<NodeJS.Signals>((done) => {
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => done(s));
   });
-  console.error(`kfn function ${reconciler.name}: ${signal}: taking no new requests, finishing those in flight`);
+  console.error(`${who}: ${signal}: taking no new requests, finishing those in flight`);
   await new Promise<void>((done) => server.close(() => done()));
-  console.error(`kfn function ${reconciler.name}: stopped`);
+  console.error(`${who}: stopped`);
 }
