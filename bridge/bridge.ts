@@ -14,6 +14,7 @@ import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
 import type { WorkQueue } from './workqueue.ts';
+import { RbacChanges } from './rbac-changes.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { Journal } from '../core/journal.ts';
 import { objectKey, sameKind, type KindRef } from '../core/objects.ts';
@@ -104,6 +105,8 @@ export class Bridge {
    */
   private readonly unserved = new Set<string>();
   private stopTimeoutMs = 30_000;
+  /** The watches of RBAC, once a Reconciler has an identity to review. */
+  private rbac: RbacChanges | undefined;
 
   constructor(options: BridgeOptions) {
     this.options = options;
@@ -115,7 +118,7 @@ export class Bridge {
       const runtime = this.runtimes.get(reconciler);
       if (runtime && runtime !== by) runtime.wake(key);
     };
-    this.context = { ...options, clock: this.clock, source: this.source, holds: this.holds, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message) };
+    this.context = { ...options, clock: this.clock, source: this.source, holds: this.holds, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message), rbacWatched: () => this.rbac?.watching ?? false };
   }
 
   /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */
@@ -209,6 +212,14 @@ export class Bridge {
   }
 
   private async addReconciler(config: ReconcilerConfig, previous?: Controller): Promise<void> {
+    // The first Reconciler with an identity: RBAC changes are watched from now on, and each one
+    // has every Reconciler's rights reviewed again.
+    if ((config.serviceAccount || this.options.requireIdentity) && !this.rbac) {
+      this.rbac = new RbacChanges(this.options.api, this.clock, this.options.log, () => {
+        for (const runtime of this.runtimes.values()) runtime.reviewSoon();
+      }, this.options.watcher);
+      void this.rbac.start();
+    }
     const runtime = new Controller(this.context, config);
     if (previous) runtime.inherit(previous);
     this.runtimes.set(config.name, runtime);
@@ -340,5 +351,7 @@ export class Bridge {
     this.runtimes.clear();
     await Promise.all([...this.watches.values()].map((w) => (w.unsubscribe(), w.watcher.stop())));
     this.watches.clear();
+    await this.rbac?.stop();
+    this.rbac = undefined;
   }
 }

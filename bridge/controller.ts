@@ -12,7 +12,7 @@ import type { DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
-import { identityProblem, identityRecheckMs } from './identity.ts';
+import { identityProblem, identityRecheckMs, identityRecheckWatchedMs } from './identity.ts';
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
@@ -44,7 +44,10 @@ export interface ControllerContext {
   recordWarning(obj: KubeObject, reason: string, message: string): Promise<void>;
   /** A Reconciler without an identity is not delivered for (bridge/identity.ts). */
   requireIdentity?: boolean;
+  /** How often rights are reviewed again: fixed (tests); else long while RBAC changes are watched, identityRecheckMs while not. */
   identityRecheckMs?: number;
+  /** True while the bridge sees every RBAC change (bridge/rbac-changes.ts): rights are reviewed on a change, not polled. */
+  rbacWatched?: () => boolean;
 }
 
 
@@ -109,8 +112,37 @@ export class Controller {
   private cancelReview: (() => void) | undefined;
   private stopped = false;
 
+  /** A review in flight, and whether another was asked for meanwhile (RBAC changed again). */
+  private reviewing = false;
+  private reviewAgain = false;
+
+  /** RBAC changed: the identity's rights are reviewed now, not at the next period. */
+  reviewSoon(): void {
+    if (this.stopped || !(this.config.serviceAccount || this.bridge.requireIdentity)) return;
+    if (this.reviewing) {
+      this.reviewAgain = true;
+      return;
+    }
+    this.cancelReview?.();
+    void this.reviewAccess();
+  }
+
   /** Reviews the identity's rights now and again every recheck period; delivers everything again once allowed. */
   private async reviewAccess(): Promise<void> {
+    this.reviewing = true;
+    try {
+      await this.reviewOnce();
+    } finally {
+      this.reviewing = false;
+    }
+    if (this.reviewAgain && !this.stopped) {
+      this.reviewAgain = false;
+      this.cancelReview?.();
+      void this.reviewAccess();
+    }
+  }
+
+  private async reviewOnce(): Promise<void> {
     let problem: string | undefined;
     try {
       problem = await identityProblem(this.bridge.api, this.config, this.bridge.requireIdentity ?? false);
@@ -142,9 +174,13 @@ export class Controller {
    * first delivery should not wait a whole period for them.
    */
   private scheduleReview(): void {
-    const period = this.bridge.identityRecheckMs ?? identityRecheckMs;
+    // Allowed: again after the period, long while RBAC changes are watched (each one has the rights
+    // reviewed at once). Not allowed: sooner, up to identityRecheckMs — what is missing may be the
+    // ServiceAccount or its consent, which no RBAC watch shows.
+    const fixed = this.bridge.identityRecheckMs;
+    const period = fixed ?? (this.bridge.rbacWatched?.() ? identityRecheckWatchedMs : identityRecheckMs);
     this.reviewsFailed = this.access === 'allowed' ? 0 : this.reviewsFailed + 1;
-    const delay = this.access === 'allowed' ? period : Math.min(period, 1000 * 2 ** (this.reviewsFailed - 1));
+    const delay = this.access === 'allowed' ? period : Math.min(fixed ?? identityRecheckMs, 1000 * 2 ** (this.reviewsFailed - 1));
     this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), delay);
   }
 

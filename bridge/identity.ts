@@ -17,8 +17,15 @@ import { identityForAnnotation, serviceAccountServes } from '../core/names.ts';
 import { groupOf, type KindRef } from '../core/objects.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
 
-/** How often a Reconciler's rights are reviewed again (RBAC changes take effect within it). */
+/** How often a Reconciler's rights are reviewed again while the bridge cannot watch RBAC (changes take effect within it). */
 export const identityRecheckMs = 30_000;
+
+/**
+ * How often they are reviewed again while it watches RBAC (bridge/rbac-changes.ts), which
+ * reviews them at each change: a safety net for what no RBAC object shows (an authorizer
+ * other than RBAC, a webhook's verdict changing).
+ */
+export const identityRecheckWatchedMs = 10 * 60_000;
 
 /** The rights could not be reviewed now (a kind not served, the apiserver away): no verdict either way. */
 export class Undecided extends Error {}

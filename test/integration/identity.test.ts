@@ -23,7 +23,8 @@ test("a Reconciler for Secrets delivers nothing its identity may not list, and s
   // Its own source: other tests' bridges, which also serve every Reconciler of the cluster, review
   // rights on their own schedule; what this test asserts is this bridge's.
   const source = `kfn://${uniqueName('identity')}/bridge`;
-  const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, identityRecheckMs: 500, source });
+  // The default review period: a grant or a revocation is seen through the bridge's watch of RBAC, not by polling.
+  const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, source });
   const ours = (object: string) => receiver.of(object).filter((d) => d.received.event.source === source);
   t.after(() => running.stop());
   t.after(async () => {
@@ -69,8 +70,11 @@ test("a Reconciler for Secrets delivers nothing its identity may not list, and s
   await ready(name, 'True', 'Running');
 
   // Revoked: Ready=False again; a Secret made meanwhile is delivered only once it is granted again.
+  const revoked = Date.now();
   await api.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/read-secrets`);
   await ready(name, 'False', 'IdentityForbidden');
+  // Seen through the bridge's watch of RBAC: not at the next review period (30 s when it cannot watch, 10 min when it can).
+  assert.ok(Date.now() - revoked < 10_000, `the revocation took effect ${Date.now() - revoked} ms after it was made`);
   await api.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'later' }, stringData: { password: 'swordfish' } } });
   const regranted = Date.now();
   await applyYaml(cluster.kc, stringify(binding));

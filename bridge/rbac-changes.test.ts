@@ -1,0 +1,49 @@
+// The bridge's watch of RBAC: a change has the Reconcilers' rights reviewed (after a quiet second),
+// not the first lists; without the right to watch it, nothing is claimed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
+import { FakeClock } from '../core/clock.ts';
+import { ApiError } from '../kube/api.ts';
+import { RbacChanges, rbacQuietMs } from './rbac-changes.ts';
+
+const quiet = { info: () => {}, warn: () => {}, error: () => {} };
+
+test('RBAC watched: its first lists are no change; changes in a burst are one review, a quiet second after the last', async (t) => {
+  const server = new FakeApiServer({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', plural: 'rolebindings' });
+  server.put('existing');
+  const clock = new FakeClock();
+  let reviews = 0;
+  const rbac = new RbacChanges(server.api(), clock, quiet, () => reviews++, { backoffMs: [1000, 2000] });
+  // The fake serves one resource whatever kind is asked: the four RBAC watches each see every change.
+  const seen = (changes: number) => () => (rbac.changesSeen >= changes * 4 ? true : undefined);
+  t.after(() => rbac.stop());
+  assert.equal(rbac.watching, false, 'nothing claimed before the watches have listed');
+  await rbac.start();
+  await until('every RBAC watch listed', () => (rbac.watching ? true : undefined));
+  clock.advance(rbacQuietMs * 2);
+  assert.equal(reviews, 0, 'what was there at the start is no change');
+  server.put('granted');
+  await until('the grant seen', seen(1));
+  clock.advance(rbacQuietMs / 2);
+  server.put('granted-too');
+  await until('the second grant seen', seen(2));
+  clock.advance(rbacQuietMs - 1);
+  assert.equal(reviews, 0, 'not while RBAC is still changing');
+  clock.advance(1);
+  assert.equal(reviews, 1, 'one review for the burst');
+  server.remove('granted');
+  await until('the revocation seen', seen(3));
+  clock.advance(rbacQuietMs);
+  assert.equal(reviews, 2, 'a revocation is a change too');
+});
+
+test('RBAC not watchable (the bridge may not list it): not watching, so the Controllers keep polling', async (t) => {
+  const server = new FakeApiServer({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', plural: 'rolebindings' });
+  const api = server.api();
+  (api as { resource: unknown }).resource = async () => Promise.reject(new ApiError(403, 'forbidden'));
+  const rbac = new RbacChanges(api, new FakeClock(), quiet, () => assert.fail('no change can be seen'));
+  t.after(() => rbac.stop());
+  await rbac.start();
+  assert.equal(rbac.watching, false);
+});

@@ -1,0 +1,95 @@
+// When the cluster's RBAC changes: the Reconcilers' rights are reviewed again then, not polled.
+//
+//   Roles, RoleBindings, ClusterRoles, ClusterRoleBindings (metadata-only watches)
+//     ─▶ any change after their first lists ─▶ (1 s quiet) ─▶ onChange: every Controller reviews
+//
+// An idle bridge then reviews its Reconcilers' identities (one SubjectAccessReview per kind,
+// verb and namespace) once in a long while instead of every 30 s: twelve Reconcilers asked
+// about 100 questions a minute of the apiserver, most of an idle leader's CPU. A grant or a
+// revocation takes effect within about a second. Without the right to watch RBAC (a bridge
+// installed with an older ClusterRole), `watching` stays false and the Controllers poll as before.
+import type { Clock } from '../core/clock.ts';
+import type { KubeApi, ResourceInfo } from '../kube/api.ts';
+import type { Logger } from './log.ts';
+import { Watcher, type WatcherOptions } from './watcher.ts';
+
+/** The kinds whose changes can change what a ServiceAccount may do. */
+const rbacKinds = ['Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'] as const;
+const rbacGroupVersion = 'rbac.authorization.k8s.io/v1';
+
+/** How long RBAC must be quiet after a change before the rights are reviewed (a deploy applies several objects at once). */
+export const rbacQuietMs = 1000;
+
+export class RbacChanges {
+  private readonly watchers: Watcher[] = [];
+  private readonly unsubscribes: (() => void)[] = [];
+  private cancelPending: (() => void) | undefined;
+  private stopped = false;
+  /** Changes seen since the watches listed (each restarts the quiet second). */
+  changesSeen = 0;
+
+  private readonly api: KubeApi;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly onChange: () => void;
+  private readonly watcherOptions: Partial<WatcherOptions>;
+
+  constructor(api: KubeApi, clock: Clock, log: Logger, onChange: () => void, watcherOptions: Partial<WatcherOptions> = {}) {
+    this.api = api;
+    this.clock = clock;
+    this.log = log;
+    this.onChange = onChange;
+    this.watcherOptions = watcherOptions;
+  }
+
+  /** Starts the four watches (their first lists are not changes). */
+  async start(): Promise<void> {
+    for (const kind of rbacKinds) {
+      let resource: ResourceInfo;
+      try {
+        resource = await this.api.resource(rbacGroupVersion, kind);
+      } catch (err) {
+        this.log.warn({ kind, error: (err as Error).message }, 'cannot watch RBAC: the identities of Reconcilers are reviewed every 30 s instead');
+        return;
+      }
+      if (this.stopped) return;
+      const watcher = new Watcher(this.api, resource, {
+        clock: this.clock,
+        projection: 'metadata',
+        onProblem: (problem) => {
+          if (problem) this.log.warn({ kind, problem }, 'cannot watch RBAC: the identities of Reconcilers are reviewed every 30 s meanwhile');
+        },
+        ...this.watcherOptions,
+      });
+      this.unsubscribes.push(
+        watcher.subscribe((event) => {
+          if (event.type === 'synced' || !watcher.hasSynced) return;
+          this.changed();
+        }),
+      );
+      this.watchers.push(watcher);
+      watcher.start();
+    }
+  }
+
+  /** True while every RBAC watch has listed and none is failing: a change would be seen. */
+  get watching(): boolean {
+    return !this.stopped && this.watchers.length === rbacKinds.length && this.watchers.every((w) => w.hasSynced && !w.failing);
+  }
+
+  private changed(): void {
+    this.changesSeen++;
+    this.cancelPending?.();
+    this.cancelPending = this.clock.setTimer(() => {
+      this.cancelPending = undefined;
+      if (!this.stopped) this.onChange();
+    }, rbacQuietMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.cancelPending?.();
+    for (const u of this.unsubscribes) u();
+    await Promise.all(this.watchers.map((w) => w.stop()));
+  }
+}
