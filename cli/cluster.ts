@@ -9,8 +9,7 @@ import { clusterPaths, displayPath } from '../cluster/paths.ts';
 import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
 import { defaultNetwork, defaultNodePorts, installCommand, installNodePackages, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
 import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../kube/serviceaccount.ts';
-import { parseCommandArgs, parsePort, UsageError, wantsHelp, type Command, type Options } from './command.ts';
-import { closest } from './suggest.ts';
+import { parseCommandArgs, parsePort, unknownCommand, UsageError, wantsHelp, type Command, type Options } from './command.ts';
 
 const usage = `Usage: kfn cluster <command> [options]
 
@@ -290,8 +289,7 @@ export const clusterCommand: Command = {
     if (!sub || sub === '--help' || sub === '-h' || sub === 'help') return (console.log(usage), sub ? 0 : 2);
     const fn = subcommands[sub];
     if (!fn) {
-      const meant = closest(sub, Object.keys(subcommands));
-      throw new UsageError(meant ? `kfn cluster: unknown command "${sub}" — did you mean "${meant}"?\nRun 'kfn cluster --help' for its commands.` : `kfn cluster: unknown command "${sub}"\n\n${usage}`);
+      throw unknownCommand('kfn cluster', sub, Object.keys(subcommands), usage);
     }
     return fn(rest);
   },

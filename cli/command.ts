@@ -27,6 +27,15 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * The error for a command `kfn <command> <name>` (or `kfn <name>`) does not have: the one it most
+ * likely meant, else the usage. `command` is how it is invoked (`kfn`, `kfn cluster`).
+ */
+export function unknownCommand(command: string, name: string, known: readonly string[], usage: string): UsageError {
+  const meant = closest(name, known);
+  return new UsageError(meant ? `${command}: unknown command "${name}" — did you mean "${meant}"?\nRun '${command} --help' for ${command === 'kfn' ? 'the commands' : 'its commands'}.` : `${command}: unknown command "${name}"\n\n${usage}`);
+}
+
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
 export function wantsHelp(argv: string[]): boolean {

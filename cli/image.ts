@@ -10,7 +10,7 @@ import { defaultBase, defaultPlatform } from './oci-image.ts';
 import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, onBase, pushBundle, pushTo, registryTarget } from './images.ts';
 import { functionDirs } from './functions.ts';
 import { hostName, loadHostFunctions } from './hosts.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { parseCommandArgs, unknownCommand, UsageError, wantsHelp, type Command } from './command.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -85,7 +85,8 @@ export const imageCommand: Command = {
   subcommands: { build: { usage: imageUsage, options: imageBuildFlags }, push: { usage: imageUsage, options: imagePushFlags } },
   async run(argv) {
     if (argv[0] === 'push') return pushCommand(argv.slice(1));
-    if (wantsHelp(argv) || argv[0] !== 'build') return (console.log(imageUsage), wantsHelp(argv) ? 0 : 2);
+    if (!argv.length || wantsHelp(argv)) return (console.log(imageUsage), argv.length ? 0 : 2);
+    if (argv[0] !== 'build') throw unknownCommand('kfn image', argv[0]!, ['build', 'push'], imageUsage);
     const parsed = parseCommandArgs('image build', argv.slice(1), imageBuildFlags, true);
     const values = parsed.values;
     const positionals: string[] = parsed.positionals;

@@ -2,9 +2,8 @@
 // The `kfn` command. In the repository: `npm run kfn -- <command> [options]`.
 // Running this module runs the CLI: the bin shim imports it in its own process.
 import { commands } from './commands.ts';
-import { UsageError } from './command.ts';
+import { unknownCommand, UsageError } from './command.ts';
 import { handleStopSignals } from './signals.ts';
-import { closest } from './suggest.ts';
 
 function topUsage(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -34,8 +33,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const entry = commands.find((c) => c.name === name);
   if (!entry) {
-    const meant = closest(name, commands.map((c) => c.name));
-    throw new UsageError(meant ? `kfn: unknown command "${name}" — did you mean "${meant}"?\nRun 'kfn --help' for the commands.` : `kfn: unknown command "${name}"\n\n${topUsage()}`);
+    throw unknownCommand('kfn', name, commands.map((c) => c.name), topUsage());
   }
   return (await entry.load()).run(rest);
 }

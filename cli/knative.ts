@@ -6,8 +6,7 @@ import { clusterHealthy } from '../cluster/controlplane.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
-import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { closest } from './suggest.ts';
+import { parseCommandArgs, unknownCommand, UsageError, wantsHelp, type Command } from './command.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -79,8 +78,7 @@ export const knativeCommand: Command = {
       say('Knative Serving and Traefik removed.');
       return 0;
     }
-    const meant = closest(sub, ['install', 'build', 'status', 'uninstall']);
-    throw new UsageError(meant ? `kfn knative: unknown command "${sub}" — did you mean "${meant}"?\nRun 'kfn knative --help' for its commands.` : `kfn knative: unknown command "${sub}"\n\n${usage}`);
+    throw unknownCommand('kfn knative', sub, ['install', 'build', 'status', 'uninstall'], usage);
   },
 };
 

@@ -55,3 +55,13 @@ test('kfn with an unknown command suggests the one it most likely meant', () => 
   assert.equal(unknown.status, 2);
   assert.match(unknown.stderr, /^kfn: unknown command "frobnicate"\n[\s\S]*Commands:/);
 });
+
+test('a command with commands of its own suggests the one it most likely meant: kfn image, kfn cluster', () => {
+  const run = (...args: string[]) => spawnSync(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { encoding: 'utf8' });
+  const image = run('image', 'buidl');
+  assert.equal(image.status, 2);
+  assert.equal(image.stderr.split('\n')[0], 'kfn image: unknown command "buidl" — did you mean "build"?');
+  const cluster = run('cluster', 'dwon');
+  assert.equal(cluster.status, 2);
+  assert.equal(cluster.stderr.split('\n')[0], 'kfn cluster: unknown command "dwon" — did you mean "down"?');
+});
