@@ -135,14 +135,16 @@ project its own (the devDependency \`node\`, about 190 MB, as kfn itself has), s
 \`npx kfn\` run on it whatever Node the machine has. npm may warn \`EBADENGINE\` while installing with
 an older Node; \`npm test\` says in one line if the project's Node is missing.
 
-\`kfn dev\` uses the cluster of \`$KUBECONFIG\`, or starts kfn's local one (built on first use,
-with progress; it needs root and Linux). Then apply the samples: \`kubectl apply -f ${fn}/samples.yaml\`.
+\`kfn dev\` uses your cluster as kubectl does (\`--kubeconfig\`, else \`$KUBECONFIG\`, else
+\`~/.kube/config\`; \`--context\` picks another context) and says which in its first line. With no
+cluster of your own, \`npx kfn cluster up\` starts kfn's local one (built on first use, with
+progress; it needs root and Linux). Then apply the samples: \`kubectl apply -f ${fn}/samples.yaml\`.
 
 | | |
 | --- | --- |
 | a new function | \`npx kfn new <name> --group <group> --kind <Kind>\` |
 | its CRD, RBAC and Reconciler, as YAML | \`npx kfn manifests ${fn}\` |
-| deploy it to the cluster as a pod | \`npx kfn deploy ${fn}\` |
+| deploy it to your cluster as a pod, its image pushed to your registry | \`npx kfn deploy ${fn} --registry <registry>\` |
 | type-check | \`npm run typecheck\` |
 `,
   );
