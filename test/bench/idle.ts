@@ -1,19 +1,18 @@
 // npm run bench:idle — what the bridge does when nothing changes, on the real local cluster: the
-// twelve examples' Reconcilers (with their identities and rights, as `kfn deploy` writes them)
-// and their samples, served by two bridge processes with leader election (a leader and a standby,
+// twelve examples' Reconcilers in the cluster (with their identities and rights, as `kfn deploy`
+// writes them) and their samples, served by two bridge processes with leader election (a leader and a standby,
 // as the Deployment runs them), each delivery answered at once by a local receiver. Once every
 // sample has been delivered and the bridges have settled, each bridge's CPU over an idle minute
 // (from /proc) and where the leader's went (a CPU profile through its inspector).
 // Options: --settle S (default 120), --idle S (default 60), --node-options="…", --from-source.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
 import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { parseReconcileRequest } from '../../core/event.ts';
@@ -21,7 +20,7 @@ import { applyObject } from '../../kube/api.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { functionDirs, loadFunction } from '../../cli/functions.ts';
 import { freePort } from '../support/bridge.ts';
-import { applyYaml, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
+import { applyYaml, installReconcilerCrd, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
 import { bridgeMemoryLimitMiB, inspector, profilePlaces, rssMiB, type CpuProfile } from './common.ts';
 
 const { values } = parseArgs({
@@ -60,6 +59,7 @@ const server = createServer((req, res) => {
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 const sink = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 const bridges: (ChildProcess & { logFile: string; metrics: string })[] = [];
+const reconcilers: { metadata: { name: string }; spec: Record<string, unknown> }[] = [];
 
 /** CPU seconds (user + system) a process has used, from /proc/<pid>/stat. */
 function cpuSeconds(pid: number): number {
@@ -68,27 +68,25 @@ function cpuSeconds(pid: number): number {
 }
 
 try {
+  await installReconcilerCrd(cluster);
   await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
-  const reconcilers: Record<string, unknown>[] = [];
   let samples = 0;
   for (const fnDir of functionDirs(join(repoRoot, 'functions'))) {
     const reconciler = await loadFunction(fnDir);
     const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `${sink}${reconciler.name}`, namespaces: [ns] });
-    // The CRD, the identity and its rights as deployed; the Reconciler from the bridges' file, without the auth its receiver does not check.
-    for (const o of objects.filter((o) => o.kind !== 'Reconciler')) await applyObject(api, o as never, 'kfn-bench');
-    const r = objects.find((o) => o.kind === 'Reconciler') as { spec: Record<string, unknown> };
+    // Everything as deployed, the Reconciler last and without the auth its receiver does not check.
+    const r = objects.find((o) => o.kind === 'Reconciler') as { metadata: { name: string }; spec: Record<string, unknown> };
     delete r.spec.auth;
+    for (const o of [...objects.filter((o) => o.kind !== 'Reconciler'), r]) await applyObject(api, o as never, 'kfn-bench');
     reconcilers.push(r);
     samples += (await applyYaml(cluster.kc, readFileSync(join(fnDir, 'samples.yaml'), 'utf8'), ns)).length;
   }
-  const config = join(dir, 'reconcilers.yaml');
-  writeFileSync(config, reconcilers.map((r) => stringify(r)).join('---\n'));
   say(`${reconcilers.length} Reconcilers, ${samples} samples in ${ns}; two bridges (leader election): node ${values['node-options']}`);
   for (const name of ['a', 'b']) {
     const logFile = join(dir, `bridge-${name}.log`);
     const log = openSync(logFile, 'a');
     const port = await freePort();
-    const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=idle', `--metrics-addr=127.0.0.1:${port}`, '--log-level=warn'], { stdio: ['ignore', log, log] });
+    const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=idle', `--metrics-addr=127.0.0.1:${port}`, '--log-level=warn'], { stdio: ['ignore', log, log] });
     closeSync(log);
     bridges.push(Object.assign(child, { logFile, metrics: `http://127.0.0.1:${port}/metrics` }));
     await sleep(1000);
@@ -128,6 +126,7 @@ try {
 } finally {
   for (const b of bridges) b.kill('SIGTERM');
   server.close();
+  for (const r of reconcilers) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${r.metadata.name}`).catch(() => undefined);
   await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
   if (process.env.KFN_BENCH_KEEP) say(`files kept in ${dir}: ${readdirSync(dir).join(', ')}`);
   else rmSync(dir, { recursive: true, force: true });
