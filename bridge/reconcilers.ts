@@ -88,6 +88,8 @@ export class FixedReconcilers implements ReconcilerSource {
  */
 export class ClusterReconcilers implements ReconcilerSource {
   loaded = false;
+  /** Whether the last apply left a Reconciler that could not start: retried every retrySeconds. */
+  private failing = false;
   private readonly bridge: Bridge;
   private readonly api: KubeApi;
   private readonly log: Logger;
@@ -119,8 +121,11 @@ export class ClusterReconcilers implements ReconcilerSource {
     this.watcher.start();
     await this.watcher.waitForSync();
     this.schedule(0);
-    // Reconcilers whose kinds are not served yet (CRD installed later) are retried.
-    this.retry = setInterval(() => this.schedule(0), retrySeconds * 1000);
+    // Reconcilers whose kinds are not served yet (CRD installed later) are retried; when none
+    // failed, nothing is done (an idle bridge parsed every Reconciler every 5 s).
+    this.retry = setInterval(() => {
+      if (this.failing) this.schedule(0);
+    }, retrySeconds * 1000);
     this.retry.unref();
   }
 
@@ -173,6 +178,7 @@ export class ClusterReconcilers implements ReconcilerSource {
       await this.writeStatus(obj, config, error ? { reason: 'WatchFailed', message: error.message } : undefined);
     }
     logFailures(this.log, failed);
+    this.failing = failed.size > 0;
     this.loaded = true;
   }
 
