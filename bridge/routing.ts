@@ -4,6 +4,7 @@
 // by a label selector stored in a field of the primary, or by a field of the primary naming it).
 import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import { type ReconcileReason } from '../core/event.ts';
+import { valueAt, valuesAt } from '../core/paths.ts';
 import { selectorMatches, type LabelSelector } from '../kube/selectors.ts';
 import type { ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
@@ -30,17 +31,6 @@ export function primaryChanged(old: KubeObject, cur: KubeObject): boolean {
   const b = cur.metadata;
   return a.uid !== b.uid || a.generation !== b.generation || a.deletionTimestamp !== b.deletionTimestamp || changeDigest(old) !== changeDigest(cur);
 }
-
-/** Reads a dotted path (`spec.selector`) from an object. */
-export function fieldAt(obj: unknown, path: string): unknown {
-  let cur: unknown = obj;
-  for (const part of path.split('.')) {
-    if (typeof cur !== 'object' || cur === null) return undefined;
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return cur;
-}
-
 
 /** Primary keys filed under names (a selector's key=value pair, a referenced name): add, remove, look up. */
 class Filing {
@@ -116,7 +106,7 @@ export class SelectorIndex extends PrimaryIndex<{ selector: unknown; namespace?:
   private readonly unfiled = new Set<string>();
 
   protected entryOf(primary: KubeObject) {
-    const selector = fieldAt(primary, this.field);
+    const selector = valueAt(primary, this.field);
     if (typeof selector !== 'object' || selector === null || Array.isArray(selector)) return undefined; // selects nothing
     const s = selector as LabelSelector & Record<string, unknown>;
     const labels = 'matchLabels' in s || 'matchExpressions' in s ? (s.matchLabels ?? {}) : (s as Record<string, string>);
@@ -150,19 +140,6 @@ export class SelectorIndex extends PrimaryIndex<{ selector: unknown; namespace?:
   }
 }
 
-/** Every value at a dotted path, a list on the way standing for each of its items. */
-export function valuesAt(obj: unknown, path: string): unknown[] {
-  let cur: unknown[] = [obj];
-  for (const part of path.split('.')) {
-    const next: unknown[] = [];
-    for (const v of cur.flatMap((c) => (Array.isArray(c) ? c : [c]))) {
-      if (typeof v === 'object' && v !== null && part in v) next.push((v as Record<string, unknown>)[part]);
-    }
-    cur = next;
-  }
-  return cur.flatMap((c) => (Array.isArray(c) ? c : [c]));
-}
-
 /**
  * The primaries' references (one field of theirs naming another object), indexed by the name
  * they hold: the primaries naming a watched object are found without looking at the others —
@@ -172,7 +149,7 @@ export class ReferenceIndex extends PrimaryIndex<{ names: string[]; namespace?: 
   private readonly byName = new Filing();
 
   protected entryOf(primary: KubeObject) {
-    const names = [...new Set(valuesAt(primary, this.field).filter((v): v is string => typeof v === 'string' && v !== ''))];
+    const names = [...new Set(valuesAt(primary, this.field, { eachItem: true }).filter((v): v is string => typeof v === 'string' && v !== ''))];
     return names.length ? { names, namespace: primary.metadata.namespace } : undefined;
   }
 

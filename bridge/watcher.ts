@@ -21,7 +21,8 @@
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
 import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
-import { objectKey, pickFields } from '../core/objects.ts';
+import { objectKey } from '../core/objects.ts';
+import { pickFields } from '../core/paths.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
 import { Interned, keptKey, kfnManagedFields, recordOf, rememberKey } from './records.ts';
 

@@ -14,7 +14,8 @@
 // for every event and on the function at every cold start. core/contract.test.ts checks the
 // result against that SDK.
 import { createHash } from 'node:crypto';
-import { objectKey, pickFields, type ObjectRef } from './objects.ts';
+import { objectKey, type ObjectRef } from './objects.ts';
+import { pickFields } from './paths.ts';
 import { authenticationProblem, type Credentials, type HttpMessage } from './authentication.ts';
 
 /** The newest contract this kfn speaks: the bridge sends it to Reconcilers that ask for it (spec.contract), and 1 to the others. */

@@ -108,24 +108,3 @@ export function groupKind(ref: { apiVersion: string; kind: string }): string {
 export function isClusterScopedKind(ref: KindRef): boolean {
   return clusterScopedKinds.has(groupKind(ref));
 }
-
-/**
- * Copies the value at each dotted path of `source` (`status`, `spec.selector`,
- * `metadata.annotations`) into `target`, making the objects on the way: a projection of an
- * object to the fields a function declares it reads. A path absent in `source` is left out.
- */
-export function pickFields<T extends Record<string, unknown>>(target: T, source: Record<string, unknown>, paths: readonly string[]): T {
-  for (const path of paths) {
-    const parts = path.split('.');
-    let from: unknown = source;
-    for (const part of parts) from = from !== null && typeof from === 'object' ? (from as Record<string, unknown>)[part] : undefined;
-    if (from === undefined) continue;
-    let into = target as Record<string, unknown>;
-    for (const part of parts.slice(0, -1)) {
-      const next = into[part];
-      into = (into[part] = next !== null && typeof next === 'object' ? { ...(next as Record<string, unknown>) } : {}) as Record<string, unknown>;
-    }
-    into[parts.at(-1)!] = from;
-  }
-  return target;
-}

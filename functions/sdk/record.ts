@@ -16,6 +16,7 @@ import type { JournalEntry } from '../../core/journal.ts';
 import { Journal } from '../../core/journal.ts';
 import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
 import { groupKind, type KindRef } from '../../core/objects.ts';
+import { mapValuesAt, valuesAt } from '../../core/paths.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 
 export const recordFormat = 1;
@@ -79,7 +80,7 @@ export interface InvocationRecord {
   replay?: { of: string; mode: 'live' | 'dry-run' | 'offline' };
 }
 
-/** Sees how the runtime decided about each child and the status (runtime.ts calls it). */
+/** Sees how the runtime decided about each child (children.ts calls it) and the status (runtime.ts). */
 export interface InvocationObserver {
   child(desired: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }, live: unknown, written: boolean): void;
   status(desired: unknown, written: boolean): void;
@@ -122,26 +123,6 @@ export function sensitiveFieldsOf(reconciler: { for: KindRef; owns?: readonly Ki
   return out;
 }
 
-/** The values at `path` in `obj` (`*`: every item or value). */
-function valuesAt(obj: unknown, path: string[]): unknown[] {
-  if (!path.length) return obj === undefined ? [] : [obj];
-  if (typeof obj !== 'object' || obj === null) return [];
-  const [head, ...rest] = path;
-  const next = head === '*' ? Object.values(obj) : [(obj as Record<string, unknown>)[head!]];
-  return next.flatMap((v) => valuesAt(v, rest));
-}
-
-/** A copy of `obj` with the values at `path` hashed; `found` gets the fields hashed. */
-function hashAt(obj: unknown, path: string[], found: string[], at: string[] = []): unknown {
-  if (!path.length) return obj === undefined ? obj : (found.push(at.join('.')), hashed(typeof obj === 'string' ? obj : JSON.stringify(obj)));
-  if (typeof obj !== 'object' || obj === null) return obj;
-  const [head, ...rest] = path;
-  if (Array.isArray(obj)) return head === '*' ? obj.map((v, i) => hashAt(v, rest, found, [...at, String(i)])) : obj;
-  const o = obj as Record<string, unknown>;
-  const keys = head === '*' ? Object.keys(o) : head! in o ? [head!] : [];
-  return keys.length ? { ...o, ...Object.fromEntries(keys.map((k) => [k, hashAt(o[k], rest, found, [...at, k])])) } : o;
-}
-
 /** The strings found at an object's sensitive fields: what no message may show. */
 export function sensitiveValues(obj: unknown, fields: SensitiveFields): string[] {
   const o = obj as { apiVersion?: string; kind?: string } | undefined;
@@ -156,14 +137,15 @@ export function scrub(text: string, values: readonly string[]): string {
   return out;
 }
 
-/** A copy of an object with its kind's sensitive fields hashed (`kind`: when the object does not say, as list items). */
+/** A copy of an object with its kind's sensitive fields hashed, each named in `found` (`kind`: when the object does not say, as list items). */
 function redactFields(obj: unknown, fields: SensitiveFields, found: string[], kind?: { apiVersion?: string; kind?: string }): unknown {
   if (!isObject(obj) || !fields.size) return obj;
   const apiVersion = (obj.apiVersion as string | undefined) ?? kind?.apiVersion;
   const k = (obj.kind as string | undefined) ?? kind?.kind;
   const paths = apiVersion && k ? fields.get(groupKind({ apiVersion, kind: k })) : undefined;
   let out: unknown = obj;
-  for (const p of paths ?? []) out = hashAt(out, p, found);
+  const hash = (value: unknown, at: string[]) => (found.push(at.join('.')), hashed(typeof value === 'string' ? value : JSON.stringify(value)));
+  for (const p of paths ?? []) out = mapValuesAt(out, p, hash);
   return out;
 }
 

@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { ObservedObject, ObservedState } from '../../core/event.ts';
 import { controllerUid, describeObject, objectId, sameKind, type KindRef } from '../../core/objects.ts';
+import { pathTree, type PathTree } from '../../core/paths.ts';
 import type { KubeObject } from '../../kube/api.ts';
 
 /** The hash of a desired child, as the function reports it and the bridge carries it back. */
@@ -19,30 +20,13 @@ export function desiredHash(desired: unknown): string {
 /** Property names any object answers (inspection, promises, JSON): never refused. */
 const alwaysReadable = new Set(['toJSON', 'then', 'constructor', 'valueOf', 'toString', 'inspect', 'asymmetricMatch', 'nodeType', '$$typeof']);
 
-type Tree = { [field: string]: Tree | true };
-
-/** The carried paths as a tree: `['status', 'spec.selector']` → {status: true, spec: {selector: true}}. */
-function treeOf(fields: string[]): Tree {
-  const tree: Tree = { apiVersion: true, kind: true, metadata: true };
-  for (const path of fields) {
-    const parts = path.split('.');
-    let node = tree;
-    for (const [i, part] of parts.entries()) {
-      if (node[part] === true) break;
-      if (i === parts.length - 1) node[part] = true;
-      else node = (node[part] = (node[part] as Tree | undefined) ?? {}) as Tree;
-    }
-  }
-  return tree;
-}
-
 /**
  * `obj`, where reading a field its projection does not carry throws an error that says so (a
  * field carried but absent reads undefined, as usual). `fields` undefined: the whole object.
  */
 export function guarded<T extends object>(obj: T, fields: string[] | undefined, what: string): T {
   if (!fields) return obj;
-  const wrap = (target: Record<string, unknown>, tree: Tree, path: string): Record<string, unknown> =>
+  const wrap = (target: Record<string, unknown>, tree: PathTree, path: string): Record<string, unknown> =>
     new Proxy(target, {
       get(t, prop, receiver) {
         if (typeof prop !== 'string' || alwaysReadable.has(prop)) return Reflect.get(t, prop, receiver);
@@ -54,7 +38,7 @@ export function guarded<T extends object>(obj: T, fields: string[] | undefined, 
         return node === true || value === null || typeof value !== 'object' ? value : wrap(value as Record<string, unknown>, node, `${path}${prop}.`);
       },
     });
-  return wrap(obj as Record<string, unknown>, treeOf(fields), '') as T;
+  return wrap(obj as Record<string, unknown>, pathTree(['apiVersion', 'kind', 'metadata', ...fields]), '') as T;
 }
 
 /** The observed state of one event, as the runtime asks it. */
