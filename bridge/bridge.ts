@@ -36,6 +36,8 @@ export interface BridgeOptions {
    * deleted — or the watch is forbidden).
    */
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
+  /** Told when a Reconciler's deliveries in flight at once (its adaptive limit, bridge/concurrency.ts) change. */
+  onConcurrency?: (reconciler: string, concurrency: number) => void;
   /**
    * Sharding: whether this bridge delivers `key` (an object key, as the store's). Asked when a
    * key is observed; the keys of other shards are neither queued nor delivered here. Default:

@@ -25,7 +25,7 @@ test('a valid Reconciler gets the defaults', () => {
   assert.equal(c.name, 'myweb');
   assert.equal(c.generation, 2);
   assert.equal(c.resyncPeriodSeconds, 300);
-  assert.equal(c.maxConcurrentReconciles, 1);
+  assert.equal(c.maxConcurrentReconciles, 8, 'a ceiling: the bridge starts at 1 and adapts (bridge/concurrency.ts)');
   assert.equal(c.timeoutSeconds, 30);
   assert.deepEqual(c.backoff, { baseDelayMs: 5, maxDelayMs: 1_000_000 });
   assert.deepEqual(c.rateLimit, { qps: 10, burst: 100 }, 'controller-runtime\'s overall bucket');

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { defaultedReconcilerSpec, observedFields, reconcilerSpecSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
+import { defaultedReconcilerSpec, observedFields, reconcilerSpecSchema, reconcilerStatusSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
 import { customResourceDefinition } from '../kube/crd.ts';
 
 /**
@@ -73,9 +73,10 @@ export function reconcilerCrd(): Record<string, unknown> {
       { name: 'For', type: 'string', jsonPath: '.spec.for.kind' },
       { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
       { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+      { name: 'Concurrency', type: 'integer', jsonPath: '.status.concurrency' },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],
-    versions: [{ name: reconcilerApiVersion.split('/')[1]!, spec: reconcilerSpecSchema, storage: true }],
+    versions: [{ name: reconcilerApiVersion.split('/')[1]!, spec: reconcilerSpecSchema, status: reconcilerStatusSchema, storage: true }],
   });
 }
 

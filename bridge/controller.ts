@@ -7,6 +7,7 @@
 //   watch event ─▶ onEvent ─▶ route() ─▶ observe(key) ─▶ WorkQueue ─▶ Workers ─▶ deliver(key)
 //   ResyncSchedule ─────────── low-priority keys ──┘        ▲                      │
 //                                                          └── carryOut(settle()) ◀┘
+import { AdaptiveLimit } from './concurrency.ts';
 import type { ReconcilerConfig } from './config.ts';
 import type { DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
@@ -37,6 +38,8 @@ export interface ControllerContext {
   journal?: Journal;
   metrics?: BridgeMetrics;
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
+  /** Told when a Reconciler's deliveries in flight at once (its adaptive limit) change. */
+  onConcurrency?: (reconciler: string, concurrency: number) => void;
   owns?: (key: string) => boolean;
   /** The bridge's holds: keys whose deliveries may still be running, here or in a replica before. */
   holds: Holds;
@@ -66,6 +69,7 @@ export class Controller {
   readonly config: ReconcilerConfig;
   readonly queue: WorkQueue;
   private readonly workers: Workers;
+  private readonly limit: AdaptiveLimit;
   private readonly resync: ResyncSchedule;
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
@@ -98,7 +102,10 @@ export class Controller {
     this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.snapshots = config.contract === 2 ? new Snapshots(config) : undefined;
-    this.workers = new Workers(this.queue, config.maxConcurrentReconciles, (key) => this.deliver(key), bridge.clock);
+    // Deliveries in flight: learnt from the function's answers, up to maxConcurrentReconciles.
+    this.limit = new AdaptiveLimit(config.maxConcurrentReconciles, bridge.clock);
+    metrics?.concurrency.set({ controller: config.name }, this.limit.current);
+    this.workers = new Workers(this.queue, () => this.limit.current, (key) => this.deliver(key), bridge.clock);
     this.resync.start();
     if (config.serviceAccount || bridge.requireIdentity) void this.reviewAccess();
     else this.access = 'allowed';
@@ -395,6 +402,10 @@ export class Controller {
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
     const sent = await this.send(message, reason);
     const { sink } = sent;
+    if (this.limit.answered({ status: sent.result.status, durationMs: sent.result.durationMs, inFlight: this.workers.busy })) {
+      this.bridge.metrics?.concurrency.set({ controller: this.config.name }, this.limit.current);
+      this.bridge.onConcurrency?.(this.config.name, this.limit.current);
+    }
     const now = this.bridge.clock.now();
     const result = this.noteAnswer(key, sent.result, now);
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));

@@ -214,6 +214,7 @@ function newBridge(
       later.reconcilers?.onProblem(name, source, problem);
       options.onProblem?.(name, source, problem);
     },
+    onConcurrency: (name, concurrency) => later.reconcilers?.onConcurrency(name, concurrency),
   });
 }
 

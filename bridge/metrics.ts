@@ -46,6 +46,12 @@ export class BridgeMetrics {
     labelNames: ['controller'],
     registers: [this.registry],
   });
+  readonly concurrency = new Gauge({
+    name: 'kfn_bridge_concurrency_limit',
+    help: 'Deliveries a Reconciler may have in flight now, learnt from its function\'s answers (at most controller_runtime_max_concurrent_reconciles).',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
   readonly depth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of workqueue.', labelNames: ['name'], registers: [this.registry] });
   readonly adds = new Counter({ name: 'workqueue_adds_total', help: 'Total number of adds handled by workqueue.', labelNames: ['name'], registers: [this.registry] });
   readonly retries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'], registers: [this.registry] });

@@ -11,6 +11,8 @@ import type { KubeApi, KubeObject } from '../kube/api.ts';
 
 /** How often Reconcilers that could not start (their kind not served yet) are tried again. */
 export const retrySeconds = 5;
+/** The least time between two writes of one Reconciler's status.concurrency. */
+export const concurrencyStatusMs = 10_000;
 
 /** What gives the bridge its Reconcilers, once this replica may deliver. */
 export interface ReconcilerSource {
@@ -19,6 +21,8 @@ export interface ReconcilerSource {
   readonly loaded: boolean;
   /** Told when a Reconciler's sink or a watch stops working (`problem`), and when it works again. */
   onProblem(name: string, source: string, problem: string | undefined): void;
+  /** Told when a Reconciler's deliveries in flight at once change (its status says the latest). */
+  onConcurrency(name: string, concurrency: number): void;
   stop(): Promise<void>;
 }
 
@@ -62,6 +66,8 @@ export class FixedReconcilers implements ReconcilerSource {
 
   onProblem(): void {}
 
+  onConcurrency(): void {}
+
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retry);
@@ -101,6 +107,9 @@ export class ClusterReconcilers implements ReconcilerSource {
   private stopped = false;
   /** What keeps each Reconciler from working, by source (`sink`, `watch <kind>`), until it works again. */
   private readonly problems = new Map<string, Map<string, string>>();
+  /** Each Reconciler's deliveries in flight at once, not written to its status yet. */
+  private readonly concurrency = new Map<string, number>();
+  private concurrencyTimer: NodeJS.Timeout | undefined;
 
   constructor(bridge: Bridge, api: KubeApi, log: Logger, watcherOptions?: Partial<WatcherOptions>) {
     this.bridge = bridge;
@@ -145,9 +154,32 @@ export class ClusterReconcilers implements ReconcilerSource {
     void this.writeStatus(obj, config);
   }
 
+  onConcurrency(name: string, concurrency: number): void {
+    // The limit moves with every few answers while it learns: the status says the latest, written
+    // at most once per concurrencyStatusMs per Reconciler.
+    this.concurrency.set(name, concurrency);
+    if (this.concurrencyTimer) return;
+    this.concurrencyTimer = setTimeout(() => {
+      this.concurrencyTimer = undefined;
+      const latest = [...this.concurrency];
+      this.concurrency.clear();
+      for (const [reconciler, value] of latest) void this.writeConcurrency(reconciler, value);
+    }, concurrencyStatusMs);
+    this.concurrencyTimer.unref();
+  }
+
+  private async writeConcurrency(name: string, concurrency: number): Promise<void> {
+    const obj = this.watcher?.store.get(name);
+    if (!obj || this.stopped || (obj.status as { concurrency?: number } | undefined)?.concurrency === concurrency) return;
+    await this.api
+      .request('PATCH', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}/status`, { body: { status: { concurrency } }, contentType: 'application/merge-patch+json' })
+      .catch((e) => this.log.warn({ reconciler: name, error: String(e) }, 'could not write the Reconciler\'s concurrency to its status'));
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.concurrencyTimer);
     clearInterval(this.retry);
     await this.watcher?.stop();
   }

@@ -194,6 +194,34 @@ describe('Workers', () => {
     assert.equal(await workers.stop(1000), true);
   });
 
+  test('a limit that moves (the adaptive one) is asked at each start: more keys at once as it grows, fewer started as it falls', async () => {
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const { calls, handle } = controlledHandler();
+    let limit = 1;
+    const workers = new Workers(q, () => limit, handle);
+    for (const k of ['a', 'b', 'c', 'd', 'e', 'f']) q.add(k);
+    await flush();
+    assert.deepEqual(calls.map((c) => c.key), ['a']);
+    limit = 3;
+    calls[0]!.finish();
+    await flush();
+    assert.deepEqual(calls.map((c) => c.key), ['a', 'b', 'c', 'd'], 'three at once after the first answer');
+    limit = 1;
+    calls[1]!.finish();
+    calls[2]!.finish();
+    await flush();
+    assert.equal(calls.length, 4, 'none started while more than the limit are in flight');
+    calls[3]!.finish();
+    await flush();
+    assert.deepEqual(calls.map((c) => c.key), ['a', 'b', 'c', 'd', 'e']);
+    assert.equal(workers.busy, 1);
+    calls[4]!.finish();
+    await flush();
+    calls[5]!.finish();
+    await flush();
+    assert.equal(await workers.stop(1000), true);
+  });
+
   test('a change during a delivery causes exactly one more delivery, after it', async () => {
     const q = new WorkQueue({ clock: new FakeClock() });
     const { calls, handle } = controlledHandler();

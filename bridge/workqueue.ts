@@ -283,14 +283,15 @@ export class Workers {
   private readonly unsubscribe: () => void;
   private stopped = false;
   private readonly queue: WorkQueue;
-  private readonly concurrency: number;
+  /** Handlers at once: fixed, or asked at each start (an adaptive limit, bridge/concurrency.ts). */
+  private readonly concurrency: () => number;
   private readonly handle: (key: string) => Promise<void>;
   private readonly clock: Clock;
 
-  constructor(queue: WorkQueue, concurrency: number, handle: (key: string) => Promise<void>, clock: Clock = systemClock) {
+  constructor(queue: WorkQueue, concurrency: number | (() => number), handle: (key: string) => Promise<void>, clock: Clock = systemClock) {
     this.queue = queue;
     this.clock = clock;
-    this.concurrency = Math.max(1, concurrency);
+    this.concurrency = typeof concurrency === 'number' ? () => Math.max(1, concurrency) : () => Math.max(1, concurrency());
     this.handle = handle;
     this.unsubscribe = queue.onReady(() => this.pump());
     this.pump();
@@ -301,7 +302,7 @@ export class Workers {
   }
 
   private pump(): void {
-    while (!this.stopped && this.running < this.concurrency) {
+    while (!this.stopped && this.running < this.concurrency()) {
       const key = this.queue.get();
       if (key === undefined) return;
       this.running++;

@@ -16,13 +16,18 @@ import { managedByKfnSelector, reconcilerApiVersion, reconcilerKind } from './na
  */
 export const reconcilerLimits = {
   resyncPeriodSeconds: { minimum: 0, maximum: 86_400, default: 300 },
-  maxConcurrentReconciles: { minimum: 1, maximum: 1_000, default: 1 },
+  maxConcurrentReconciles: { minimum: 1, maximum: 1_000, default: 8 },
   timeoutSeconds: { minimum: 1, maximum: 900, default: 30 },
   baseDelayMs: { minimum: 1, maximum: 3_600_000, default: 5 },
   maxDelayMs: { minimum: 1, maximum: 86_400_000, default: 1_000_000 },
   qps: { minimum: 1, maximum: 10_000, default: 10 },
   burst: { minimum: 1, maximum: 100_000, default: 100 },
 } as const;
+
+/** The status the bridge writes besides observedGeneration and conditions. */
+export const reconcilerStatusSchema = Type.Object({
+  concurrency: Type.Optional(Type.Integer({ minimum: 1, description: 'Deliveries the bridge lets be in flight at once now, learnt from the function\'s answers (at most spec.maxConcurrentReconciles).' })),
+});
 
 /** A whole number within its bounds, with its default. */
 const bounded = (limits: { minimum: number; maximum: number; default: number }, description?: string) => Type.Optional(Type.Integer({ ...limits, ...(description ? { description } : {}) }));
@@ -208,7 +213,7 @@ export const reconcilerSpecSchema = Type.Object({
         'spread: each object at its own time in the period (no burst on a sink that is always up); batch: every object at once, once a period (a sink that scales to zero is woken once). Default: batch for a Knative Service or a Lambda, spread otherwise.',
     }),
   ),
-  maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles),
+  maxConcurrentReconciles: bounded(reconcilerLimits.maxConcurrentReconciles, 'The most deliveries in flight at once (each object still one at a time): the bridge starts at 1 and adapts to the function\'s answers up to this ceiling (status.concurrency says where it is); 1 for one reconcile at a time.'),
   timeoutSeconds: bounded(reconcilerLimits.timeoutSeconds, 'How long one delivery may take; a second delivery of the object waits until then.'),
   backoff: Type.Optional(
     withRules(Type.Object({ baseDelayMs: bounded(reconcilerLimits.baseDelayMs), maxDelayMs: bounded(reconcilerLimits.maxDelayMs) }, { default: {} }), [

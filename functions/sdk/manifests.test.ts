@@ -64,7 +64,7 @@ test('a function as a Knative Service: its account, concurrency and timeout from
   assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 8080 }]);
   assert.deepEqual(c.readinessProbe.httpGet, { path: '/healthz' }, 'Knative probes the serving port itself');
   const defaults = functionKnativeService(MyWebFunction, { image: 'i' }) as typeof ksvc;
-  assert.deepEqual([defaults.spec.template.spec.containerConcurrency, defaults.spec.template.spec.timeoutSeconds], [1, 30]);
+  assert.deepEqual([defaults.spec.template.spec.containerConcurrency, defaults.spec.template.spec.timeoutSeconds], [8, 30]);
   const reconciler = functionManifests(fn).find((o) => o.kind === 'Reconciler') as { spec: { maxConcurrentReconciles: number; timeoutSeconds: number } };
   assert.deepEqual([reconciler.spec.maxConcurrentReconciles, reconciler.spec.timeoutSeconds], [4, 45], 'the bridge honours the same numbers');
 });

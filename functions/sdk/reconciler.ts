@@ -177,8 +177,9 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
   /** How long a failing finalize is retried after its first failure (default 600 s). */
   finalizeTimeoutSeconds?: number;
   /**
-   * Reconciles the bridge runs at once for this function (default 1; never two for one object).
-   * On Knative it is also the Service's containerConcurrency.
+   * The most reconciles the bridge runs at once for this function (default 8; never two for one
+   * object): it starts at one and adapts to the function's answers up to this. 1 for one at a
+   * time. On Knative it is also the Service's containerConcurrency.
    */
   maxConcurrentReconciles?: number;
   /** Seconds one reconcile may take before the bridge retries it (default 30); Knative's timeoutSeconds too. */

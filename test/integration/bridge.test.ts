@@ -440,6 +440,41 @@ describe('bridge lifecycle', { concurrency: true }, () => {
     assert.equal(second.deliveries.length, before, 'a deleted Reconciler delivers nothing');
   });
 
+  test('deliveries in flight adapt to the function: a prompt one is given several at once, up to maxConcurrentReconciles, one that pushes back (503) one at a time; the Reconciler\'s status says which', async (t) => {
+    const cluster = await testCluster();
+    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    const api = kubeApi(cluster.kc);
+    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    let inFlight = 0;
+    let most = 0;
+    let status = 200;
+    // A function that takes 40 ms per reconcile, or refuses at once with 503 when told to.
+    f.receiver.answer = async (_d, res) => {
+      if (status === 503) return void res.writeHead(503).end();
+      most = Math.max(most, ++inFlight);
+      await sleep(40);
+      inFlight--;
+      answerDone(_d, res);
+    };
+    const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'error', shutdownTimeoutMs: 5000, requireIdentity: false });
+    t.after(() => running.stop());
+    const name = uniqueName('adaptive');
+    await applyYaml(cluster.kc, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink: { uri: f.receiver.url }, namespaces: [f.ns], maxConcurrentReconciles: 4 } }));
+    t.after(() => api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined));
+    const concurrency = async () => (await api.request<{ status?: { concurrency?: number } }>('GET', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`)).status?.concurrency;
+    const widgets = Array.from({ length: 60 }, (_, i) => `w${i}`);
+    await Promise.all(widgets.map((w) => f.createWidget(w)));
+    await waitFor('every Widget delivered', async () => widgets.every((w) => f.receiver.of(w).length) || undefined, { timeoutMs: 60_000 });
+    assert.ok(most > 1 && most <= 4, `several deliveries at once, never more than the ceiling: at most ${most} were`);
+    assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'each object still one at a time');
+    await waitFor('the Reconciler\'s status to say more than one at once', async () => ((await concurrency()) ?? 0) > 1 || undefined, { timeoutMs: 30_000 });
+
+    status = 503;
+    for (const w of widgets.slice(0, 20)) await api.request('PATCH', `/apis/${f.apiVersion}/namespaces/${f.ns}/widgets/${w}`, { body: { spec: { n: 1 } }, contentType: 'application/merge-patch+json' });
+    await waitFor('the Reconciler\'s status to say one at a time', async () => (await concurrency()) === 1 || undefined, { timeoutMs: 30_000 });
+  });
+
   test('the Reconciler CRD takes each watch mapping alone and refuses two at once, saying which', async () => {
     const cluster = await testCluster();
     await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
