@@ -3,6 +3,7 @@
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
 export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
+export type { Rule } from './rules.ts';
 export { Terminal, defineReconciler, type Child, type ConditionResult, type ReconcileContext, type ReconcileResult, type Reconciler } from './reconciler.ts';
 export {
   ConfigMap,

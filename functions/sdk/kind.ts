@@ -4,6 +4,7 @@ import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox
 import type { KubeObject } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
 import { CrdRefused, crdRefusals, customResourceDefinition, type CrdOptions, type PrinterColumn } from '../../kube/crd.ts';
+import type { Rule } from './rules.ts';
 
 export interface KindOptions<Spec extends TObject, Status extends TObject> {
   group: string;
@@ -17,6 +18,13 @@ export interface KindOptions<Spec extends TObject, Status extends TObject> {
   spec: Spec;
   status: Status;
   printerColumns?: PrinterColumn[];
+  /**
+   * Rules the apiserver checks itself on every create and update (CEL, in the CRD's
+   * x-kubernetes-validations): `self` is the spec, `oldSelf` the spec before an update. They hold
+   * with the function down or scaled to zero; `checkRules` (kfn/sdk/testing) evaluates them in a
+   * unit test. A rule deeper in the schema goes on its field: `t.Integer({ 'x-kubernetes-validations': [...] })`.
+   */
+  rules?: Rule[];
   /**
    * Earlier versions still served (v1alpha1 while `version` is v1): their schemas and how an
    * object converts to the current version (`up`) and back (`down`). The apiserver stores the
@@ -138,8 +146,20 @@ function crdOptions(kind: Kind): CrdOptions {
     shortNames: o.shortNames,
     categories: o.categories,
     printerColumns: o.printerColumns,
-    versions: [{ name: kind.version, spec: o.spec, status: o.status, storage: true }, ...(o.previousVersions ?? []).map((p) => ({ name: p.version, spec: p.spec, status: p.status, storage: false }))],
+    versions: [{ name: kind.version, spec: o.rules?.length ? withRules(o.spec, o.rules) : o.spec, status: o.status, storage: true }, ...(o.previousVersions ?? []).map((p) => ({ name: p.version, spec: p.spec, status: p.status, storage: false }))],
   };
+}
+
+/** `schema` with `rules` added to its own (a copy: the kind's TypeBox schema is left as it is). */
+function withRules(schema: TSchema, rules: Rule[]): TSchema {
+  const own = (schema as { 'x-kubernetes-validations'?: Rule[] })['x-kubernetes-validations'] ?? [];
+  return { ...schema, 'x-kubernetes-validations': [...own, ...rules] } as TSchema;
+}
+
+/** The OpenAPI schema the apiserver holds objects of the kind's current version to (the CRD's). */
+export function kindSchema(kind: Kind): Record<string, unknown> {
+  const crd = customResourceDefinition(crdOptions(kind), { check: false }) as { spec: { versions: { name: string; schema: { openAPIV3Schema: Record<string, unknown> } }[] } };
+  return crd.spec.versions.find((v) => v.name === kind.version)!.schema.openAPIV3Schema;
 }
 
 /** The paths of the sub-schemas marked `sensitive: true`. */

@@ -6,9 +6,10 @@
 //   assert.equal(out.child(Deployment, 'site')?.spec?.replicas, 1);   // typed by the kind
 //   assert.equal(out.ready?.status, 'True');
 //   assert.deepEqual(checkSamples(MyWeb, readFileSync('samples.yaml', 'utf8')), []);
+//   assert.deepEqual(checkRules(MyApp, { spec: { replicas: 11, image: 'nginx' } }), ['spec.replicas: …']);
 //
-// What it does not do: the apiserver's validation, defaulting and admission (use the local
-// cluster for those), and server-side apply's field ownership (every desired child counts as
+// What it does not do: the apiserver's defaulting and admission webhooks (use the local cluster
+// for those; a kind's CEL rules, checkRules evaluates as the apiserver does), and server-side apply's field ownership (every desired child counts as
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
 import { Kind as TypeKind, Type, type TSchema } from '@sinclair/typebox';
@@ -27,8 +28,9 @@ import { Recorder, type InvocationRecord } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
 import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
+import { checkRules } from './rules.ts';
 
-export { labelSelectorMatches };
+export { checkRules, labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
 import { reconcileEvent } from './runtime.ts';
 import { childLabels, isKfnFinalizer } from '../../core/names.ts';
@@ -451,7 +453,10 @@ export function checkSamples(kind: Kind, yamlText: string): string[] {
       problems.push(`${which}: spec is required`);
       continue;
     }
-    problems.push(...specProblems(kind.kind, checkable(schema), obj.spec).map((p) => `${which} ${p}`));
+    const wrong = specProblems(kind.kind, checkable(schema), obj.spec);
+    problems.push(...wrong.map((p) => `${which} ${p}`));
+    // The kind's CEL rules too, on the spec as stored (defaults applied), as the apiserver checks them.
+    if (!wrong.length && version === kind.version) problems.push(...checkRules(kind, { spec: Value.Default(schema, structuredClone(obj.spec)) }).map((p) => `${which} ${p}`));
   }
   if (!found && !problems.length) problems.push(`no ${kind.kind} (${kind.apiVersion}) among the samples`);
   return problems;

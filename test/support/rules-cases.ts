@@ -1,0 +1,52 @@
+// A kind with CEL rules, and objects with what the apiserver answers them: the unit test
+// (functions/sdk/rules.test.ts) holds checkRules to these answers without a cluster, the
+// integration test (test/integration/rules.test.ts) holds the real apiserver to the same.
+import { defineKind, t } from '../../functions/sdk/index.ts';
+
+export const Shop = defineKind({
+  group: 'rules.kfn.test',
+  version: 'v1',
+  kind: 'Shop',
+  spec: t.Object({
+    replicas: t.Integer({ minimum: 0 }),
+    minReplicas: t.Optional(t.Integer()),
+    port: t.Optional(t.Integer({ 'x-kubernetes-validations': [{ rule: 'self >= 1024', message: 'must not be privileged' }] })),
+    image: t.String({ maxLength: 256 }),
+    region: t.Optional(t.String({ maxLength: 32, 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'is immutable' }] })),
+    tags: t.Optional(t.Array(t.String({ maxLength: 16, 'x-kubernetes-validations': [{ rule: 'self.lowerAscii() == self', message: 'must be lowercase' }] }), { maxItems: 8 })),
+  }),
+  status: t.Object({}),
+  rules: [
+    { rule: 'self.replicas <= 10', message: 'must be at most 10', fieldPath: '.replicas' },
+    // int arithmetic: a JSON number would be a CEL double, and double + int has no overload.
+    { rule: '!has(self.minReplicas) || self.minReplicas + 1 <= self.replicas + 1', message: 'minReplicas must not exceed replicas', fieldPath: '.minReplicas', reason: 'FieldValueForbidden' },
+    { rule: "self.image.matches('^[a-z0-9./-]+(:[A-Za-z0-9._-]+)?$')" },
+  ],
+});
+
+export interface RuleCase {
+  name: string;
+  spec: Record<string, unknown>;
+  /** The spec before, for an update. */
+  old?: Record<string, unknown>;
+  /** Each refusal, as the apiserver words it; none: allowed. */
+  refusals: string[];
+}
+
+export const ruleCases: RuleCase[] = [
+  { name: 'valid', spec: { replicas: 3, minReplicas: 2, image: 'kfn.local/nginx:1.22', tags: ['a', 'b'] }, refusals: [] },
+  {
+    name: 'every rule broken at once',
+    spec: { replicas: 11, minReplicas: 12, image: 'Nginx', tags: ['ok', 'NotOk'] },
+    refusals: [
+      'spec.replicas: Invalid value: must be at most 10',
+      'spec.minReplicas: Forbidden: minReplicas must not exceed replicas',
+      'spec: Invalid value: failed rule: self.image.matches(\'^[a-z0-9./-]+(:[A-Za-z0-9._-]+)?$\')',
+      'spec.tags[1]: Invalid value: "NotOk": must be lowercase',
+    ],
+  },
+  { name: 'a rule on an integer field', spec: { replicas: 1, image: 'nginx', port: 80 }, refusals: ['spec.port: Invalid value: 80: must not be privileged'] },
+  { name: 'a transition rule on a create', spec: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: [] },
+  { name: 'an immutable field set for the first time', spec: { replicas: 1, image: 'nginx', region: 'eu' }, old: { replicas: 1, image: 'nginx' }, refusals: [] },
+  { name: 'an immutable field changed', spec: { replicas: 1, image: 'nginx', region: 'us' }, old: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: ['spec.region: Invalid value: "us": is immutable'] },
+];
