@@ -22,6 +22,8 @@ export interface Rule {
   rule: string;
   /** What the refusal says (default: "failed rule: <rule>"). */
   message?: string;
+  /** CEL giving what the refusal says, from `self`: `'must be ≤ 10 (got ' + string(self.replicas) + ')'`; wins over message. */
+  messageExpression?: string;
   /** The field the refusal names, relative to where the rule is: `.replicas`. */
   fieldPath?: string;
   /** How the apiserver words the refusal (default FieldValueInvalid). */
@@ -75,6 +77,14 @@ function refusal(path: string, value: unknown, rule: Rule, detail: string): stri
   return `${path}: Invalid value: ${value !== null && typeof value === 'object' ? '' : `${JSON.stringify(value)}: `}${detail}`;
 }
 
+/** A failed rule's message: its messageExpression's (the apiserver falls back to message when that fails or is empty), or its message. */
+function messageOf(rule: Rule, self: CelInput): string {
+  const fallback = rule.message ?? `failed rule: ${rule.rule}`;
+  if (!rule.messageExpression) return fallback;
+  const said = compiled(rule.messageExpression)({ self });
+  return typeof said === 'string' && said.trim() ? said : fallback;
+}
+
 /** `.replicas`, `.a.b` or `['odd.name']` appended to a field path as the apiserver writes it. */
 const joinPath = (base: string, relative: string | undefined) =>
   !relative ? base : `${base}${relative.replace(/\['([^']*)'\]/g, (_m, name: string) => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? `.${name}` : `[${name}]`))}`;
@@ -88,7 +98,7 @@ function check(schema: Schema, value: unknown, old: unknown, path: string, updat
     if (transition && (!update || old === undefined)) continue;
     const result = compiled(rule.rule)({ self: celValue(value, schema), ...(transition ? { oldSelf: celValue(old, schema) } : {}) });
     if (result === true) continue;
-    const detail = isCelError(result) ? `${rule.rule}: ${result.message}` : (rule.message ?? `failed rule: ${rule.rule}`);
+    const detail = isCelError(result) ? `${rule.rule}: ${result.message}` : messageOf(rule, celValue(value, schema));
     out.push(refusal(joinPath(path, rule.fieldPath), value, rule, detail));
   }
   if (Array.isArray(value)) {

@@ -13,7 +13,7 @@ export const Shop = defineKind({
     port: t.Optional(t.Integer({ 'x-kubernetes-validations': [{ rule: 'self >= 1024', message: 'must not be privileged' }] })),
     image: t.String({ maxLength: 256 }),
     region: t.Optional(t.String({ maxLength: 32, 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'is immutable' }] })),
-    tags: t.Optional(t.Array(t.String({ maxLength: 16, 'x-kubernetes-validations': [{ rule: 'self.lowerAscii() == self', message: 'must be lowercase' }] }), { maxItems: 8 })),
+    tags: t.Optional(t.Array(t.String({ maxLength: 16, 'x-kubernetes-validations': [{ rule: 'self.lowerAscii() == self', messageExpression: "'must be lowercase: ' + self.lowerAscii()" }] }), { maxItems: 8 })),
   }),
   status: t.Object({}),
   rules: [
@@ -42,7 +42,7 @@ export const ruleCases: RuleCase[] = [
       'spec.replicas: Invalid value: must be at most 10',
       'spec.minReplicas: Forbidden: minReplicas must not exceed replicas',
       'spec: Invalid value: failed rule: self.image.matches(\'^[a-z0-9./-]+(:[A-Za-z0-9._-]+)?$\')',
-      'spec.tags[1]: Invalid value: "NotOk": must be lowercase',
+      'spec.tags[1]: Invalid value: "NotOk": must be lowercase: notok',
     ],
   },
   { name: 'a rule on an integer field', spec: { replicas: 1, image: 'nginx', port: 80 }, refusals: ['spec.port: Invalid value: 80: must not be privileged'] },
