@@ -16,6 +16,8 @@ import { namespaceReady } from '../kube/namespace.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../kube/serviceaccount.ts';
 import { codePath, compiled, repoRoot } from '../cluster/paths.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
+import type { Kind } from '../functions/sdk/kind.ts';
+import { ruleProblems } from '../functions/sdk/rules.ts';
 import { UsageError } from './command.ts';
 import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
 import { describeLoadError } from './load-errors.ts';
@@ -54,7 +56,12 @@ export async function loadFunction(dir: string): Promise<Reconciler> {
   } catch (err) {
     throw new UsageError(`kfn: ${dir} does not load\n${await describeLoadError(err, entry)}`, 1);
   }
-  return defaultReconciler(mod, entry);
+  const reconciler = defaultReconciler(mod, entry);
+  // Rules that are not CEL: said here, with the file, not by the apiserver at deploy time.
+  const kind = reconciler.for as Partial<Kind>;
+  const problems = kind.options ? ruleProblems(kind as Kind) : [];
+  if (problems.length) throw new UsageError(`kfn: ${entry}: the rules of ${reconciler.for.kind} are not what the apiserver takes:\n  ${problems.join('\n  ')}`, 1);
+  return reconciler;
 }
 
 /**

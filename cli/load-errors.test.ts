@@ -9,6 +9,7 @@ import { after, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
+import { loadFunction } from './functions.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'kfn-load-errors-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -98,6 +99,16 @@ test('a kind the apiserver would refuse is refused where it is defined', async (
     'index.ts': `import { defineKind, t } from '${sdk}';\nexport const Thing = defineKind({\n  group: 'demo.example.com', version: 'v1', kind: 'Thing',\n  spec: t.Object({ replicas: t.Integer({ minimum: 1, default: 0 }) }),\n  status: t.Object({}),\n});\n`,
   });
   assert.match(text, new RegExp(`^${root}/badkind/index\\.ts:2:22: the apiserver would refuse the CRD of Thing \\(demo\\.example\\.com\\):\n  spec\\.properties\\.replicas\\.default: 0 is below minimum 1\n {4}2 \\| export const Thing = defineKind\\(\\{\n {6}\\| {22}\\^$`));
+});
+
+test('a rule that is not CEL is refused when the function loads, with its file and its place in the schema', async () => {
+  const entry = folder('badrule', {
+    'index.ts': `import { defineKind, defineReconciler, t } from '${sdk}';\nexport const Thing = defineKind({\n  group: 'demo.example.com', version: 'v1', kind: 'Thing',\n  spec: t.Object({ n: t.Integer({ 'x-kubernetes-validations': [{ rule: 'self >= 0', messageExpression: "'got ' +" }] }) }),\n  status: t.Object({}),\n  rules: [{ rule: 'self.n >' }],\n});\nexport default defineReconciler({ name: 'thing', for: Thing, reconcile: () => ({}) });\n`,
+  });
+  await assert.rejects(loadFunction(join(entry, '..')), (err: Error) => {
+    assert.match(err.message, new RegExp(`^kfn: ${root}/badrule/index\\.ts: the rules of Thing are not what the apiserver takes:\n  spec\\.x-kubernetes-validations\\[0\\]\\.rule: \`self\\.n >\` is not CEL: .+\n  spec\\.properties\\.n\\.x-kubernetes-validations\\[0\\]\\.messageExpression: \`'got ' \\+\` is not CEL`));
+    return true;
+  });
 });
 
 test('kfn serve and kfn manifests say where, by default, and exit non-zero', () => {

@@ -23,5 +23,5 @@ for (const c of ruleCases) {
 
 test('a rule that is not CEL is named', () => {
   const Broken = defineKind({ group: 'rules.kfn.test', version: 'v1', kind: 'Broken', spec: t.Object({ n: t.Integer() }), status: t.Object({}), rules: [{ rule: 'self.n >' }] });
-  assert.throws(() => checkRules(Broken, { spec: { n: 1 } }), /the rule `self\.n >` is not CEL/);
+  assert.throws(() => checkRules(Broken, { spec: { n: 1 } }), /`self\.n >` is not CEL/);
 });

@@ -48,7 +48,7 @@ function compiled(rule: string): ReturnType<typeof plan> {
     try {
       p = plan(env, parse(rule));
     } catch (err) {
-      throw new Error(`the rule \`${rule}\` is not CEL: ${(err as Error).message}`);
+      throw new Error(`\`${rule}\` is not CEL: ${(err as Error).message}`);
     }
     planned.set(rule, p);
   }
@@ -112,6 +112,39 @@ function check(schema: Schema, value: unknown, old: unknown, path: string, updat
     const sub = schema.properties?.[k] ?? (typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined);
     if (sub) check(sub, v, before?.[k], path ? `${path}.${k}` : k, update, out);
   }
+}
+
+/** Every rule of `schema` and below it, with where it is (`spec.properties.region`). */
+function rulesIn(schema: Schema, at: string, out: { at: string; rule: Rule }[]): void {
+  for (const rule of schema['x-kubernetes-validations'] ?? []) out.push({ at, rule });
+  for (const [k, sub] of Object.entries(schema.properties ?? {})) rulesIn(sub, `${at}.properties.${k}`, out);
+  if (schema.items) rulesIn(schema.items, `${at}.items`, out);
+  if (typeof schema.additionalProperties === 'object') rulesIn(schema.additionalProperties, `${at}.additionalProperties`, out);
+}
+
+/**
+ * The kind's rules that are not CEL (a rule or a messageExpression that does not parse), each at
+ * its place in the schema, as the apiserver would refuse the CRD: none when all parse.
+ */
+export function ruleProblems(kind: Kind): string[] {
+  const found: { at: string; rule: Rule }[] = [];
+  const schema = kindSchema(kind) as Schema;
+  for (const part of ['spec', 'status']) if (schema.properties?.[part]) rulesIn(schema.properties[part]!, part, found);
+  const problems: string[] = [];
+  const counts = new Map<string, number>();
+  for (const { at, rule } of found) {
+    const i = counts.get(at) ?? 0;
+    counts.set(at, i + 1);
+    for (const [field, expression] of [['rule', rule.rule], ['messageExpression', rule.messageExpression]] as const) {
+      if (expression === undefined) continue;
+      try {
+        compiled(expression);
+      } catch (err) {
+        problems.push(`${at}.x-kubernetes-validations[${i}].${field}: ${(err as Error).message}`);
+      }
+    }
+  }
+  return problems;
 }
 
 /**
