@@ -47,3 +47,16 @@ test('RBAC not watchable (the bridge may not list it): not watching, so the Cont
   await rbac.start();
   assert.equal(rbac.watching, false);
 });
+
+test('RBAC watchable in part (a kind not served or not allowed): the watches already started are stopped, none is left open', async (t) => {
+  const server = new FakeApiServer({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', plural: 'rolebindings' });
+  const api = server.api();
+  const resource = api.resource.bind(api);
+  let asked = 0;
+  (api as { resource: unknown }).resource = async (apiVersion: string, kind: string) => (++asked === 3 ? Promise.reject(new ApiError(403, 'forbidden')) : resource(apiVersion, kind));
+  const rbac = new RbacChanges(api, new FakeClock(), quiet, () => assert.fail('no change can be seen'));
+  t.after(() => rbac.stop());
+  await rbac.start();
+  assert.equal(rbac.watching, false);
+  await until('the two started watches to end', () => (server.openWatches === 0 ? true : undefined));
+});

@@ -50,6 +50,9 @@ export class RbacChanges {
         resource = await this.api.resource(rbacGroupVersion, kind);
       } catch (err) {
         this.log.warn({ kind, error: (err as Error).message }, 'cannot watch RBAC: the identities of Reconcilers are reviewed every 30 s instead');
+        // Without every kind a change could go unseen: the watches already started serve nothing.
+        for (const u of this.unsubscribes.splice(0)) u();
+        await Promise.all(this.watchers.splice(0).map((w) => w.stop()));
         return;
       }
       if (this.stopped) return;

@@ -264,7 +264,7 @@ export class Snapshots {
     return { baselines, children };
   }
 
-  /** How much the bookkeeping holds (for the metrics, and to see the sweep work). */
+  /** How much the bookkeeping holds: what the tests read to see the sweep work. */
   held(): { baselines: number; children: number; waits: number } {
     let children = 0;
     for (const kinds of this.children.values()) for (const keys of kinds.values()) children += keys.size;
