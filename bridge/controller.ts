@@ -204,7 +204,7 @@ export class Controller {
   private readonly otherWatches = new Map<string, Watcher[]>();
   /** Contract 2: what deliveries carry of the watches, and the writes they wait for. */
   private readonly snapshots: Snapshots | undefined;
-  /** When the snapshots' bookkeeping was last swept (at most once every sweepEveryMs, on a delivery). */
+  /** When the snapshots' bookkeeping was last swept (at most once every sweepEveryMs, after a delivery). */
   private sweptAt = 0;
 
   /**
@@ -450,9 +450,13 @@ export class Controller {
     const snapshots = this.snapshots!;
     const now = this.bridge.clock.now();
     if (now - this.sweptAt >= sweepEveryMs) {
+      // Due with a delivery (an idle bridge is not woken for it), run after it: the sweep walks
+      // every child the Reconciler holds, which this delivery need not wait for.
       this.sweptAt = now;
-      const released = snapshots.sweep(this.watchesOf, now);
-      if (released.baselines || released.children) this.bridge.log.info({ reconciler: this.config.name, ...released }, 'released the bookkeeping of children no watch holds');
+      this.bridge.clock.setTimer(() => {
+        const released = snapshots.sweep(this.watchesOf, this.bridge.clock.now());
+        if (released.baselines || released.children) this.bridge.log.info({ reconciler: this.config.name, ...released }, 'released the bookkeeping of children no watch holds');
+      }, 0);
     }
     const readiness = snapshots.readiness(key, this.watchesOf, now);
     if (readiness.kind === 'wait') {
