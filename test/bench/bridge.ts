@@ -7,8 +7,7 @@
 // 200), --memory-objects N (default 10000), --skip-memory, --node-options="…" (the V8 flags
 // the bridge runs with; default: those of the shipped Deployment; "" for Node's defaults),
 // --from-source (run cli/kfn.ts instead of the esbuild bundle that a deployment runs).
-import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,7 +19,7 @@ import { parseReconcileRequest } from '../../core/event.ts';
 import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';
-import { bridgeMemoryLimitMiB, inParallel, percentile, rssMiB, untilServed } from './common.ts';
+import { bridgeMemoryLimitMiB, inParallel, kfnEntry, percentile, rssMiB, spawnBridge, untilServed } from './common.ts';
 
 const { values } = parseArgs({
   options: {
@@ -42,12 +41,7 @@ const memoryObjects = Number(values['memory-objects']);
 
 const say = (line: string) => console.log(line);
 
-let entry = join(repoRoot, 'cli', 'kfn.ts');
-if (!values['from-source']) {
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('npm run build failed');
-  entry = join(repoRoot, 'dist', 'kfn.mjs');
-}
+const entry = kfnEntry(values['from-source']);
 
 const cluster = await testCluster();
 const api = kubeApi(cluster.kc);
@@ -102,10 +96,8 @@ async function memoryBreakdown(port: number): Promise<string> {
 function startBridgeProcess(name: string, extra: Record<string, unknown> = {}) {
   const config = join(dir, `${name}.yaml`);
   writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name }, spec: { for: { apiVersion, kind: 'Widget' }, sink: { uri: sink }, namespaces: [ns], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0, ...extra } }));
-  const log = openSync(join(dir, `${name}.log`), 'a');
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--metrics-addr=127.0.0.1:${port}`, '--log-level=error'], { stdio: ['ignore', log, log] });
-  closeSync(log);
+  const child = spawnBridge(entry, values['node-options'], [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--metrics-addr=127.0.0.1:${port}`, '--log-level=error'], join(dir, `${name}.log`));
   return Object.assign(child, { metricsPort: port });
 }
 

@@ -13,8 +13,8 @@
 // Options: --children N, --primaries M, --node-options="…", --from-source. Its objects go with
 // their CRDs at the end; the controller-manager's garbage collector is busy with their deletion
 // for a few minutes after (tests run right after may wait longer for it).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,9 +24,8 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { parseReconcileRequest } from '../../core/event.ts';
 import { bridgeNodeOptionsAt } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, testCluster, uniqueName, kubeApi } from '../support/cluster.ts';
-import { bridgeMemoryLimitMiB, heapAfterGc, inParallel, rssMiB, untilServed } from './common.ts';
+import { bridgeMemoryLimitMiB, heapAfterGc, inParallel, kfnEntry, rssMiB, spawnBridge, untilServed } from './common.ts';
 
 const limitMiB = bridgeMemoryLimitMiB();
 const { values } = parseArgs({
@@ -41,12 +40,7 @@ const childCount = Number(values.children);
 const primaryCount = Number(values.primaries);
 const say = (line: string) => console.log(line);
 
-let entry = join(repoRoot, 'cli', 'kfn.ts');
-if (!values['from-source']) {
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('npm run build failed');
-  entry = join(repoRoot, 'dist', 'kfn.mjs');
-}
+const entry = kfnEntry(values['from-source']);
 
 const cluster = await testCluster();
 const api = kubeApi(cluster.kc);
@@ -160,9 +154,7 @@ function startBridge(label: string, namespace: string, fields: string[] | undefi
   const owns = [{ apiVersion, kind: 'Part', ...(fields ? { fields } : {}) }];
   writeFileSync(config, stringify({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: label }, spec: { for: { apiVersion, kind: 'Widget' }, contract: 2, owns, sink: { uri: sink }, namespaces: [namespace], maxConcurrentReconciles: 8, resyncPeriodSeconds: 0 } }));
   const logFile = join(dir, `${label}.log`);
-  const log = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--metrics-addr=0', '--log-level=error'], { stdio: ['ignore', log, log] });
-  closeSync(log);
+  const child = spawnBridge(entry, `${values['node-options']} --inspect=127.0.0.1:0`, [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, '--metrics-addr=0', '--log-level=error'], logFile);
   return Object.assign(child, { logFile });
 }
 

@@ -1,6 +1,7 @@
 // What the benchmarks share: percentiles, bounded parallel requests, a process's resident set,
 // and waiting for a new kind to be served.
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -165,4 +166,23 @@ export async function heapAfterGc(logFile: string): Promise<number> {
   } finally {
     node.close();
   }
+}
+
+/**
+ * The kfn entry a bench runs its bridges from: the esbuild bundle a deployment runs (built now),
+ * or with `fromSource` cli/kfn.ts itself.
+ */
+export function kfnEntry(fromSource: boolean): string {
+  if (fromSource) return join(repoRoot, 'cli', 'kfn.ts');
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
+  if (build.status !== 0) throw new Error('npm run build failed (the bridge bundle a deployment runs)');
+  return join(repoRoot, 'dist', 'kfn.mjs');
+}
+
+/** `kfn bridge` with `args`, under the V8 flags `nodeOptions`, its output in `logFile`. */
+export function spawnBridge(entry: string, nodeOptions: string, args: string[], logFile: string): ChildProcess {
+  const log = openSync(logFile, 'a');
+  const child = spawn(process.execPath, [...nodeOptions.split(' ').filter(Boolean), entry, 'bridge', ...args], { stdio: ['ignore', log, log] });
+  closeSync(log);
+  return child;
 }

@@ -5,8 +5,8 @@
 // sample has been delivered and the bridges have settled, each bridge's CPU over an idle minute
 // (from /proc) and where the leader's went (a CPU profile through its inspector).
 // Options: --settle S (default 120), --idle S (default 60), --node-options="…", --from-source.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,7 +21,7 @@ import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { functionDirs, loadFunction } from '../../cli/functions.ts';
 import { freePort } from '../support/bridge.ts';
 import { applyYaml, installReconcilerCrd, kubeApi, testCluster, uniqueName } from '../support/cluster.ts';
-import { bridgeMemoryLimitMiB, inspector, profilePlaces, rssMiB, type CpuProfile } from './common.ts';
+import { bridgeMemoryLimitMiB, inspector, kfnEntry, profilePlaces, rssMiB, spawnBridge, type CpuProfile } from './common.ts';
 
 const { values } = parseArgs({
   options: {
@@ -33,12 +33,7 @@ const { values } = parseArgs({
 });
 const say = (line: string) => console.log(line);
 
-let entry = join(repoRoot, 'cli', 'kfn.ts');
-if (!values['from-source']) {
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('npm run build failed');
-  entry = join(repoRoot, 'dist', 'kfn.mjs');
-}
+const entry = kfnEntry(values['from-source']);
 
 const cluster = await testCluster();
 const api = kubeApi(cluster.kc);
@@ -84,10 +79,8 @@ try {
   say(`${reconcilers.length} Reconcilers, ${samples} samples in ${ns}; two bridges (leader election): node ${values['node-options']}`);
   for (const name of ['a', 'b']) {
     const logFile = join(dir, `bridge-${name}.log`);
-    const log = openSync(logFile, 'a');
     const port = await freePort();
-    const child = spawn(process.execPath, [...values['node-options'].split(' ').filter(Boolean), '--inspect=127.0.0.1:0', entry, 'bridge', `--kubeconfig=${cluster.paths.kubeconfig}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=idle', `--metrics-addr=127.0.0.1:${port}`, '--log-level=warn'], { stdio: ['ignore', log, log] });
-    closeSync(log);
+    const child = spawnBridge(entry, `${values['node-options']} --inspect=127.0.0.1:0`, [`--kubeconfig=${cluster.paths.kubeconfig}`, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=idle', `--metrics-addr=127.0.0.1:${port}`, '--log-level=warn'], logFile);
     bridges.push(Object.assign(child, { logFile, metrics: `http://127.0.0.1:${port}/metrics` }));
     await sleep(1000);
   }
