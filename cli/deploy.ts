@@ -13,6 +13,8 @@ import { knativeStatus } from '../cluster/knative.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostResourceName, hostWorkload } from '../functions/sdk/manifests.ts';
 import { hostPath } from '../functions/sdk/host.ts';
 import { hasWebhooks, servesHttps, webhookConfigurations } from '../functions/sdk/webhooks.ts';
+import { rulesOf } from '../functions/sdk/rules.ts';
+import type { Kind } from '../functions/sdk/kind.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
 import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
@@ -163,7 +165,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     const reconciler = await loadFunction(dir);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
-    if (hasWebhooks(reconciler) && knative) log(`${reconciler.name} has admission webhooks, which are served by a Deployment only (Knative gives no TLS listener of the function's own): deploy it with --target deployment to use them`);
+    if (knative) for (const note of rulesAtZero(reconciler)) log(note);
     // A certificate for a function that serves HTTPS: its webhooks, or its deliveries (deliveryTls).
     const caBundle = servesHttps(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
     if (caBundle && hasWebhooks(reconciler)) webhooks.set(reconciler.name, { reconciler, caBundle });
@@ -206,6 +208,20 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
     if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
   }
+}
+
+/** On a target that scales to zero: which of a function's rules hold with it at zero (CEL in its CRD), and which need it up (webhooks), and the way to have those. */
+export function rulesAtZero(reconciler: Reconciler): string[] {
+  const kind = reconciler.for as Partial<Kind>;
+  const cel = kind.options ? rulesOf(kind as Kind).length : 0;
+  const hooks = [reconciler.default && 'default', reconciler.validate && 'validate'].filter(Boolean);
+  const notes: string[] = [];
+  if (cel) notes.push(`${reconciler.name}: ${cel} rule${cel > 1 ? 's' : ''} of ${reconciler.for.kind} run${cel > 1 ? '' : 's'} in the apiserver (CEL in its CRD), with the function at zero too`);
+  if (hooks.length) {
+    const many = hooks.length > 1;
+    notes.push(`${reconciler.name}: ${hooks.join(' and ')} ${many ? 'are webhooks' : 'is a webhook'}, which need${many ? '' : 's'} the function up and a TLS listener of its own: on Knative ${many ? 'they are' : 'it is'} not served. Deploy ${reconciler.name} with --target deployment to have ${many ? 'them' : 'it'}, or say the rule in CEL (docs/functions.md, "Rules the apiserver runs")`);
+  }
+  return notes;
 }
 
 /**

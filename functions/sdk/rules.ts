@@ -122,14 +122,20 @@ function rulesIn(schema: Schema, at: string, out: { at: string; rule: Rule }[]):
   if (typeof schema.additionalProperties === 'object') rulesIn(schema.additionalProperties, `${at}.additionalProperties`, out);
 }
 
+/** Every CEL rule of the kind's current version, with where it is in the schema. */
+export function rulesOf(kind: Kind): { at: string; rule: Rule }[] {
+  const found: { at: string; rule: Rule }[] = [];
+  const schema = kindSchema(kind) as Schema;
+  for (const part of ['spec', 'status']) if (schema.properties?.[part]) rulesIn(schema.properties[part]!, part, found);
+  return found;
+}
+
 /**
  * The kind's rules that are not CEL (a rule or a messageExpression that does not parse), each at
  * its place in the schema, as the apiserver would refuse the CRD: none when all parse.
  */
 export function ruleProblems(kind: Kind): string[] {
-  const found: { at: string; rule: Rule }[] = [];
-  const schema = kindSchema(kind) as Schema;
-  for (const part of ['spec', 'status']) if (schema.properties?.[part]) rulesIn(schema.properties[part]!, part, found);
+  const found = rulesOf(kind);
   const problems: string[] = [];
   const counts = new Map<string, number>();
   for (const { at, rule } of found) {
