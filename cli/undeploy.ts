@@ -73,8 +73,10 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   const removed: string[] = [];
   const did = (what: string) => (removed.push(what), log(`removed ${what}`));
   if (await deleteIfPresent(api, reconcilerPath)) did(`Reconciler ${name}`);
-  for (const k of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
-    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${k.replace(/s$/, '')} ${o.metadata.name}`);
+  // Its webhooks, and its guards (policies the apiserver runs).
+  const admission = { mutatingwebhookconfigurations: 'MutatingWebhookConfiguration', validatingwebhookconfigurations: 'ValidatingWebhookConfiguration', validatingadmissionpolicybindings: 'ValidatingAdmissionPolicyBinding', validatingadmissionpolicies: 'ValidatingAdmissionPolicy' };
+  for (const [k, kind] of Object.entries(admission)) {
+    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${kind} ${o.metadata.name}`);
   }
   const namespaced: [string, string][] = [
     ['Knative Service', `/apis/serving.knative.dev/v1/namespaces/${ns}/services/${account}`],

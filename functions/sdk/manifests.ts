@@ -9,6 +9,7 @@ import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
 import { declaredAccess } from './access.ts';
 import { servesHttps } from './webhooks.ts';
+import { policyManifests } from './policies.ts';
 import { hostPath, sharedHostProblem } from './host.ts';
 import { caBundleHolders, holderRules } from './renewal.ts';
 import { contractVersion } from '../../core/event.ts';
@@ -88,6 +89,8 @@ export function functionManifests(reconciler: Reconciler, options: ManifestOptio
     ...functionRbac(reconciler, account, ns, labels, options),
     ...(renewsOwnCertificate(reconciler, options) ? certificateRbac(reconciler, account, ns, labels) : []),
     ...bridgeRbac(reconciler, labels, ns, functionSink(reconciler, options).ref, options),
+    // Its guards: rules the apiserver runs on other kinds' requests, with no function up.
+    ...policyManifests(reconciler, options.namespaces),
     // Last: by the time the bridge sees the Reconciler, its identity and rights exist.
     functionReconciler(reconciler, options),
   ];

@@ -20,6 +20,7 @@ import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, Live } from './types.ts';
 import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
+import type { Guard } from './policies.ts';
 import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
 
@@ -163,6 +164,13 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
    * the user sees each one (kubectl prints them). Nothing returned: allowed.
    */
   validate?(obj: ObjectOf<K>, old: ObjectOf<K> | undefined): Problem[] | void | Promise<Problem[] | void>;
+  /**
+   * Rules on requests for other kinds (or for its own, where a rule needs `oldObject` or the
+   * request), in CEL: the apiserver runs them itself as a ValidatingAdmissionPolicy and its
+   * binding, which `kfn deploy` and `kfn manifests` write; no webhook, so they hold with the
+   * function at zero. `checkAdmission` (kfn/sdk/testing) evaluates them in a unit test.
+   */
+  guards?: Guard[];
   /** How the apiserver calls the webhooks: failurePolicy (default Fail: no write while the function cannot answer) and timeoutSeconds (default 10). */
   admission?: { failurePolicy?: 'Fail' | 'Ignore'; timeoutSeconds?: number };
   /**

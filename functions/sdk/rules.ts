@@ -41,8 +41,8 @@ interface Schema {
 const env = celEnv({ funcs: strings });
 const planned = new Map<string, ReturnType<typeof plan>>();
 
-/** A rule's expression, parsed once; a syntax error names the rule. */
-function compiled(rule: string): ReturnType<typeof plan> {
+/** A CEL expression, parsed once (rules and policies share them); a syntax error names it. */
+export function compiled(rule: string): ReturnType<typeof plan> {
   let p = planned.get(rule);
   if (!p) {
     try {

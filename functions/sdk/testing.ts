@@ -29,8 +29,9 @@ import type { Reconciler } from './reconciler.ts';
 import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
 import { checkRules } from './rules.ts';
+import { checkAdmission } from './policies.ts';
 
-export { checkRules, labelSelectorMatches };
+export { checkAdmission, checkRules, labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
 import { reconcileEvent } from './runtime.ts';
 import { childLabels, isKfnFinalizer } from '../../core/names.ts';

@@ -1,4 +1,5 @@
-// A kind's CEL rules on the real apiserver give the answers checkRules gives without a cluster
+// A kind's CEL rules, and a function's guards on other kinds (ValidatingAdmissionPolicies), on the
+// real apiserver give the answers checkRules and checkAdmission give without a cluster
 // (test/support/rules-cases.ts): the CRD that defineKind writes is accepted with its rules, each
 // case's object is refused with each refusal checkRules names (a server-side dry run: nothing is
 // stored) or accepted when it names none; an update is tried against an object stored as `old`.
@@ -8,7 +9,10 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { checkRules } from '../../functions/sdk/testing.ts';
 import { ApiError, applyObject, servedResource } from '../../kube/api.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { ruleCases, Shop } from '../support/rules-cases.ts';
+import { guardCases, guarding, ruleCases, Shop } from '../support/rules-cases.ts';
+import { policyManifests } from '../../functions/sdk/policies.ts';
+import { checkAdmission } from '../../functions/sdk/testing.ts';
+import { waitFor } from '../../core/clock.ts';
 
 test('the apiserver refuses and accepts what checkRules says it would, in the same words', async (t) => {
   const cluster = await testCluster();
@@ -38,5 +42,44 @@ test('the apiserver refuses and accepts what checkRules says it would, in the sa
     assert.ok(answer instanceof ApiError && answer.status === 422, `${c.name}: refused as invalid (${String(answer)})`);
     for (const refusal of c.refusals) assert.ok(answer.message.includes(refusal), `${c.name}: the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
     t.diagnostic(`${c.name}: ${answer.message}`);
+  }
+});
+
+test("a function's guards, as the apiserver runs them, refuse and allow what checkAdmission says, in the same words", async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  const ns = await testNamespace(t, cluster, 'guards');
+  const policies = policyManifests(guarding, [ns]);
+  for (const p of policies) await applyObject(api, p as never, 'kfn-test');
+  t.after(async () => {
+    for (const p of policies as { kind: string; metadata: { name: string } }[]) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${p.kind === 'ValidatingAdmissionPolicy' ? 'validatingadmissionpolicies' : 'validatingadmissionpolicybindings'}/${p.metadata.name}`).catch(() => undefined);
+  });
+  const path = (o: { apiVersion: string; kind: string }) => (o.kind === 'Deployment' ? `/apis/apps/v1/namespaces/${ns}/deployments` : `/api/v1/namespaces/${ns}/configmaps`);
+  // The apiserver takes a moment to load a new policy: until then it lets everything through.
+  const probe = guardCases.find((c) => c.refusals.length && c.operation === 'CREATE')!;
+  await waitFor('the policies to be in force', () => api.request('POST', path(probe.object!), { query: { dryRun: 'All' }, body: { ...probe.object!, metadata: { name: uniqueName('probe') } } }).then(() => undefined, () => true), { timeoutMs: 30_000 });
+  for (const c of guardCases) {
+    const local = checkAdmission(guarding, { operation: c.operation, object: c.object, oldObject: c.oldObject });
+    assert.equal(local.length, c.refusals.length, `${c.name}: checkAdmission`);
+    const target = (c.object ?? c.oldObject)!;
+    const name = uniqueName(target.metadata.name);
+    const at = `${path(target)}/${name}`;
+    const named = <T extends { metadata: object }>(o: T) => ({ ...o, metadata: { ...o.metadata, name } });
+    let stored: { metadata: { resourceVersion: string } } | undefined;
+    if (c.oldObject) stored = await api.request('POST', path(c.oldObject), { body: named(c.oldObject) });
+    const attempt =
+      c.operation === 'CREATE' ? api.request('POST', path(target), { query: { dryRun: 'All' }, body: named(c.object!) })
+      : c.operation === 'UPDATE' ? api.request('PUT', at, { query: { dryRun: 'All' }, body: { ...named(c.object!), metadata: { ...named(c.object!).metadata, resourceVersion: stored!.metadata.resourceVersion } } })
+      : api.request('DELETE', at, { query: { dryRun: 'All' } });
+    const answer = await attempt.then(() => undefined, (err: unknown) => err);
+    if (!c.refusals.length) {
+      assert.equal(answer, undefined, `${c.name}: the apiserver allows it too (${String(answer)})`);
+      continue;
+    }
+    assert.ok(answer instanceof ApiError, `${c.name}: refused (${String(answer)})`);
+    for (const line of local) {
+      assert.ok(answer.message.includes(line), `${c.name}: the apiserver says ${JSON.stringify(line)} too; it said: ${answer.message}`);
+    }
+    t.diagnostic(`${c.name}: ${answer.status} ${answer.message}`);
   }
 });

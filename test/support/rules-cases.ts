@@ -1,7 +1,7 @@
 // A kind with CEL rules, and objects with what the apiserver answers them: the unit test
 // (functions/sdk/rules.test.ts) holds checkRules to these answers without a cluster, the
 // integration test (test/integration/rules.test.ts) holds the real apiserver to the same.
-import { defineKind, t } from '../../functions/sdk/index.ts';
+import { defineKind, defineReconciler, t } from '../../functions/sdk/index.ts';
 
 export const Shop = defineKind({
   group: 'rules.kfn.test',
@@ -49,4 +49,49 @@ export const ruleCases: RuleCase[] = [
   { name: 'a transition rule on a create', spec: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: [] },
   { name: 'an immutable field set for the first time', spec: { replicas: 1, image: 'nginx', region: 'eu' }, old: { replicas: 1, image: 'nginx' }, refusals: [] },
   { name: 'an immutable field changed', spec: { replicas: 1, image: 'nginx', region: 'us' }, old: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: ['spec.region: Invalid value: "us": is immutable'] },
+];
+
+// A function's guards on other kinds (ValidatingAdmissionPolicies), and requests with what the
+// apiserver answers them: functions/sdk/policies.test.ts and test/integration/rules.test.ts.
+export const guarding = defineReconciler({
+  name: 'guard-test',
+  for: Shop,
+  reconcile: () => ({}),
+  guards: [
+    {
+      kind: { apiVersion: 'apps/v1', kind: 'Deployment' },
+      rules: [
+        { expression: 'object.spec.replicas <= 5', messageExpression: "'at most 5 replicas, not ' + string(object.spec.replicas)" },
+        { expression: "request.operation != 'UPDATE' || object.spec.template.spec.containers[0].image == oldObject.spec.template.spec.containers[0].image", message: 'the image is set once', reason: 'Forbidden' },
+      ],
+    },
+    { kind: { apiVersion: 'v1', kind: 'ConfigMap' }, operations: ['DELETE'], rules: [{ expression: "!has(oldObject.metadata.labels) || !('protect' in oldObject.metadata.labels)", message: 'is protected' }] },
+  ],
+});
+
+type Manifest = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string> } } & Record<string, unknown>;
+const deployment = (name: string, replicas: number, image: string): Manifest => ({
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name, labels: { app: name } },
+  spec: { replicas, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } } },
+});
+const configMap = (name: string, labels?: Record<string, string>): Manifest => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, ...(labels ? { labels } : {}) }, data: { a: '1' } });
+
+export interface GuardCase {
+  name: string;
+  operation: 'CREATE' | 'UPDATE' | 'DELETE';
+  object?: Manifest;
+  /** What is stored before (UPDATE, DELETE). */
+  oldObject?: Manifest;
+  /** The guard's refusals (the part after "denied request: "), in order; none: allowed. */
+  refusals: string[];
+}
+
+export const guardCases: GuardCase[] = [
+  { name: 'a Deployment within the guard', operation: 'CREATE', object: deployment('small', 2, 'nginx:1'), refusals: [] },
+  { name: 'too many replicas', operation: 'CREATE', object: deployment('big', 7, 'nginx:1'), refusals: ['at most 5 replicas, not 7'] },
+  { name: 'the image changed on an update', operation: 'UPDATE', oldObject: deployment('web', 1, 'nginx:1'), object: deployment('web', 1, 'nginx:2'), refusals: ['the image is set once'] },
+  { name: 'an unprotected ConfigMap deleted', operation: 'DELETE', oldObject: configMap('loose'), refusals: [] },
+  { name: 'a protected ConfigMap deleted', operation: 'DELETE', oldObject: configMap('kept', { protect: 'yes' }), refusals: ['is protected'] },
 ];
