@@ -42,3 +42,15 @@ test('the chart is an SVG document with the contenders\' bars in their colours, 
   assert.equal(barWidths(svg, '#16a34a').length, 1, 'ApiServerSource in P4');
   assert.match(svg, /2 × &lt;test&gt; CPU &amp; co/);
 });
+
+test('the fleet at rest is a panel of its own: memory to scale, each side beside the twelve controller-runtime operators', () => {
+  const fleet = [
+    { side: 'controller-runtime ×12 operators', memoryMiB: 400, cpuPerMinute: 0.24, pods: 12 },
+    { side: 'kfn on Knative', memoryMiB: 200, cpuPerMinute: 2, pods: 9.5 },
+  ];
+  const panel = comparePanels({ ...result, fleet }).at(-1)!;
+  assert.match(panel.title, /^P7 the fleet at rest/);
+  const bars = panel.bars as Bar[];
+  assert.deepEqual(bars.map((b) => [b.contender, b.value]), [['controller-runtime', 400], ['kfn', 200]]);
+  assert.match(bars[1]!.text!, /200 MiB {2}0\.50× {2}2\.00 CPU s {2}9\.5 pods/);
+});

@@ -1,4 +1,4 @@
-// The chart of a `bench:compare` run: one SVG with a panel per part (P1–P6), each contender a
+// The chart of a `bench:compare` run: one SVG with a panel per part (P1–P7), each contender a
 // bar, kfn in blue. SVG is text: no browser, native module or font is needed to write it, and
 // any browser or the repository's web view draws it.
 //
@@ -107,18 +107,20 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.le
 export function comparePanels(results: Record<string, unknown>): Panel[] {
   const panels: Panel[] = [];
   const conv = results.convergence as { contender: string; concurrency: number; seconds: number; readsPerObject: number; idle?: { reads: number; writes: number } }[] | undefined;
+  // Concurrency 0 is a contender on its defaults (kfn's adaptive limit).
+  const labelOf = (r: { contender: string; concurrency: number }) => (r.contender === 'floor' ? 'floor (16 writers)' : r.concurrency ? `${r.contender} ×${r.concurrency}` : `${r.contender} defaults`);
   const who = (contender: string): Bar['contender'] => (contender === 'floor' ? 'floor' : contender === 'kfn' ? 'kfn' : 'controller-runtime');
   if (conv?.length) {
     const floor = conv[0]!.seconds;
     panels.push({
       title: `P1 convergence: ${results.objects} MyWebs created -> all Ready (seconds; shorter is better)`,
-      bars: conv.map((r) => ({ label: r.contender === 'floor' ? 'floor (16 writers)' : `${r.contender} ×${r.concurrency}`, value: r.seconds, text: `${fixed(r.seconds)} s  ${fixed(r.seconds / floor, 2)}× floor`, contender: who(r.contender) })),
+      bars: conv.map((r) => ({ label: labelOf(r), value: r.seconds, text: `${fixed(r.seconds)} s  ${fixed(r.seconds / floor, 2)}× floor`, contender: who(r.contender) })),
     });
     const idle = conv.filter((r) => r.idle);
     if (idle.length) {
       panels.push({
         title: 'P3 idle: API requests in one resync period of kfn (fewer is better)',
-        bars: idle.map((r) => ({ label: `${r.contender} ×${r.concurrency}`, value: r.idle!.reads + r.idle!.writes, text: `${r.idle!.reads} reads, ${r.idle!.writes} writes`, contender: who(r.contender) })),
+        bars: idle.map((r) => ({ label: labelOf(r), value: r.idle!.reads + r.idle!.writes, text: `${r.idle!.reads} reads, ${r.idle!.writes} writes`, contender: who(r.contender) })),
       });
     }
   }
@@ -165,6 +167,14 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
         { label: 'kfn bridge: delivered', value: rel.after410.kfn!, text: `${rel.after410.kfn}  (never delivered: ${rel.missed.kfn})`, contender: 'kfn' },
         { label: 'ApiServerSource: delivered', value: rel.after410.adapter!, text: `${rel.after410.adapter}  (never delivered: ${rel.missed.adapter})`, contender: 'ApiServerSource' },
       ],
+    });
+  }
+  const fleet = results.fleet as { side: string; memoryMiB: number; cpuPerMinute: number; pods: number }[] | undefined;
+  if (fleet?.length) {
+    const peer = fleet[0]!;
+    panels.push({
+      title: 'P7 the fleet at rest: twelve operators, memory (MiB; smaller is better), CPU per idle minute',
+      bars: fleet.map((f) => ({ label: f.side.slice(0, 30), value: f.memoryMiB, text: `${fixed(f.memoryMiB, 0)} MiB  ${fixed(f.memoryMiB / peer.memoryMiB, 2)}×  ${fixed(f.cpuPerMinute, 2)} CPU s  ${fixed(f.pods)} pods`, contender: f.side.startsWith('kfn') ? 'kfn' : 'controller-runtime' })),
     });
   }
   return panels;

@@ -17,6 +17,9 @@
 //   reconcile cost  during P1: kfn's delivery → answer against controller-runtime's Reconcile.
 //   cpu             one more kfn ×1 convergence with the bridge and the function profiled:
 //                   CPU per delivery on each side and where it goes.
+//   P7 fleet        twelve operators at rest, from the kubelet's figures: twelve controller-runtime
+//                   operators, one manager of twelve controllers, kfn's twelve examples as
+//                   Deployments, as a shared host and on Knative (test/bench/fleet.ts).
 //
 // Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
@@ -25,6 +28,7 @@
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
 //                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
+//                            [--fleet-settle 120] [--fleet-idle 180]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -52,6 +56,8 @@ import { bridgeMemoryLimitMiB, heapAfterGc, histogramOf, inspector, histogramQua
 import { bundleFunction } from '../../cli/bundle.ts';
 import { encodeReconcileEvent } from '../../core/event.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
+import { reconcilerLimits } from '../../core/reconciler-spec.ts';
+import { fleetAtRest, fleetCleanup, type FleetSide } from './fleet.ts';
 
 const { values } = parseArgs({
   options: {
@@ -61,7 +67,9 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000,20000,40000' },
     'snapshot-objects': { type: 'string', default: '10000' },
-    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu' },
+    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu,p7' },
+    'fleet-settle': { type: 'string', default: '120' },
+    'fleet-idle': { type: 'string', default: '180' },
     'relist-objects': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
@@ -213,7 +221,7 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
   const ns = await createNamespace(`kfn-compare-${contender === 'controller-runtime' ? 'cr' : contender}`);
   let child: ChildProcess | undefined;
   const after: (() => unknown)[] = [];
-  const label = contender === 'floor' ? contender : `${contender} ×${concurrency}`;
+  const label = contender === 'floor' ? contender : concurrency ? `${contender} ×${concurrency}` : `${contender}, its defaults`;
   log(`P1 ${label}: ${objects} MyWebs in ${ns}`);
   // Ends the readiness watch and the time limit, however the round ends.
   const abort = new AbortController();
@@ -226,7 +234,8 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
     } else if (contender === 'kfn') {
       // kfn's function process and bridge as the tests run them, resync once per idle window.
       const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
-      stack = await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds, maxConcurrentReconciles: concurrency });
+      // Concurrency 0: the Reconciler's default (deliveries in flight adapt, up to its ceiling).
+      stack = await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: idleSeconds, maxConcurrentReconciles: concurrency || undefined });
     } else {
       child = startProcess(`floor-${ns}`, peers.floor, ['converge', '--kubeconfig', kubeconfig, '--namespace', ns, '--count', String(objects)]);
     }
@@ -746,6 +755,8 @@ try {
         rows.push(await convergence('controller-runtime', c));
         rows.push(await convergence('kfn', c));
       }
+      // Both sides untuned: controller-runtime's default is one reconcile at a time (×1 above).
+      rows.push(await convergence('kfn', 0));
       results.convergence = rows;
     } finally {
       await restore();
@@ -772,6 +783,18 @@ try {
   if (only.has('p6')) results.relists = await relists(Number(values['relist-objects']));
   if (only.has('p4')) results.memory = await memory();
   if (only.has('p4') && Number(values['snapshot-objects']) > 0) results.snapshotMemory = await snapshotMemory(Number(values['snapshot-objects']));
+  if (only.has('p7')) {
+    cleanups.push(() => fleetCleanup(api));
+    // P7 is last and long: a failure there says so and keeps the figures of the parts before it.
+    const fleet: FleetSide[] = [];
+    results.fleet = fleet;
+    try {
+      await fleetAtRest({ api, cluster, operator: peers.operator, settleSeconds: Number(values['fleet-settle']), idleSeconds: Number(values['fleet-idle']), log, into: fleet });
+    } catch (err) {
+      results.fleetError = (err as Error).message;
+      log(`P7 stopped: ${(err as Error).message}`);
+    }
+  }
 } finally {
   for (const fn of cleanups.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });
@@ -786,20 +809,23 @@ if (conv) {
   say();
   say(`P1 convergence: ${objects} MyWebs bulk-created → all Ready (pods on fake nodes); ×N = reconciles at once`);
   say('  contender                 seconds   ×floor   writes/MyWeb   reads/MyWeb');
-  const name = (r: Convergence) => (r.contender === 'floor' ? 'floor (16 writers)' : `${r.contender} ×${r.concurrency}`);
+  const name = (r: Convergence) => (r.contender === 'floor' ? 'floor (16 writers)' : r.concurrency ? `${r.contender} ×${r.concurrency}` : `${r.contender} defaults`);
   for (const r of conv) say(`  ${name(r).padEnd(24)} ${r.seconds.toFixed(1).padStart(8)}   ${x(r.seconds, floor.seconds).padStart(6)}   ${r.writesPerObject.toFixed(2).padStart(12)}   ${r.readsPerObject.toFixed(2).padStart(11)}`);
-  for (const c of new Set(conv.filter((r) => r.contender === 'kfn').map((r) => r.concurrency))) {
+  for (const c of new Set(conv.filter((r) => r.contender === 'kfn' && r.concurrency).map((r) => r.concurrency))) {
     const kfn = conv.find((r) => r.contender === 'kfn' && r.concurrency === c)!;
     const cr = conv.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)!;
     say(`  ×${c}: kfn / controller-runtime ${x(kfn.seconds, cr.seconds)} (goal ≤ 1.0×); kfn / floor ${x(kfn.seconds, floor.seconds)} (goal ≤ 1.3×)`);
   }
+  const untuned = conv.find((r) => r.contender === 'kfn' && !r.concurrency);
+  const crDefault = conv.find((r) => r.contender === 'controller-runtime' && r.concurrency === 1);
+  if (untuned && crDefault) say(`  both untuned: kfn (adaptive, up to ${reconcilerLimits.maxConcurrentReconciles.default}) / controller-runtime (one at a time) ${x(untuned.seconds, crDefault.seconds)} (goal ≤ 0.6×)`);
   const timed = conv.filter((r) => r.reconcile);
   if (timed.length) {
     say();
     say('Reconcile cost over P1 (ms): kfn delivery → answer (its journal), controller-runtime Reconcile (its histogram); p50 through the same buckets');
     say('  contender                 reconciles      p50     mean   total (s)');
     for (const r of timed) say(`  ${name(r).padEnd(24)} ${String(r.reconcile!.count).padStart(10)}   ${r.reconcile!.p50Ms.toFixed(1).padStart(6)}   ${r.reconcile!.meanMs.toFixed(1).padStart(6)}   ${((r.reconcile!.count * r.reconcile!.meanMs) / 1000).toFixed(1).padStart(9)}`);
-    for (const c of new Set(timed.filter((r) => r.contender === 'kfn').map((r) => r.concurrency))) {
+    for (const c of new Set(timed.filter((r) => r.contender === 'kfn' && r.concurrency).map((r) => r.concurrency))) {
       const kfn = timed.find((r) => r.contender === 'kfn' && r.concurrency === c)?.reconcile;
       const cr = timed.find((r) => r.contender === 'controller-runtime' && r.concurrency === c)?.reconcile;
       if (kfn && cr) say(`  ×${c}: kfn / controller-runtime p50 ${x(kfn.p50Ms, cr.p50Ms)} (goal ≤ 1.5×), mean ${x(kfn.meanMs, cr.meanMs)}, total ${x(kfn.count * kfn.meanMs, cr.count * cr.meanMs)}`);
@@ -875,6 +901,23 @@ if (cpu) {
     say(`  ${name}, self time by place (share of its busy CPU):`);
     for (const p of side.places.slice(0, 8)) say(`    ${((p.ms / side.busyMs) * 100).toFixed(1).padStart(5)}%  ${p.where}`);
   }
+}
+const fleet = results.fleet as FleetSide[] | undefined;
+if (fleet?.length) {
+  const [operators, manager] = [fleet[0]!, fleet[1] ?? fleet[0]!];
+  say();
+  say(`P7 the fleet at rest: twelve operators, ${values['fleet-settle']} s settled, then ${values['fleet-idle']} s idle (the kubelet's working sets, mean of looks every 5 s; CPU over the idle period)`);
+  say('  side                                              MiB   ×12 c-r   CPU s/idle min   ×12 c-r    pods   one more operator (MiB)');
+  for (const f of fleet) say(`  ${f.side.padEnd(46)} ${f.memoryMiB.toFixed(0).padStart(6)}   ${x(f.memoryMiB, operators.memoryMiB).padStart(7)}   ${f.cpuPerMinute.toFixed(2).padStart(14)}   ${x(f.cpuPerMinute, operators.cpuPerMinute).padStart(7)}   ${f.pods.toFixed(1).padStart(5)}   ${f.marginalMiB.toFixed(1).padStart(8)}`);
+  for (const f of fleet.filter((f) => f.side.startsWith('kfn'))) {
+    const parts = Object.entries(f.parts).map(([name, p]) => `${name} ${p.memoryMiB.toFixed(0)} MiB / ${p.cpuPerMinute.toFixed(2)} s / ${p.pods.toFixed(1)} pods${name === 'functions' ? ` (none up in ${(p.atZero * 100).toFixed(0)}% of looks)` : ''}`);
+    say(`  ${f.side}: ${parts.join('; ')}`);
+  }
+  const knative = fleet.find((f) => f.side === 'kfn on Knative');
+  const host = fleet.find((f) => f.side.startsWith('kfn, shared host'));
+  if (knative) say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${x(knative.memoryMiB, operators.memoryMiB)} (goal ≤ 0.5×), idle CPU ${x(knative.cpuPerMinute, operators.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${knative.marginalMiB.toFixed(1)} MiB (goal ≤ 5)`);
+  if (results.fleetError) say(`  P7 stopped before its last sides: ${results.fleetError}`);
+  if (host) say(`  shared host: ${x(host.memoryMiB, manager.memoryMiB)} one controller-runtime manager of twelve (goal ≤ 1.0×), one more operator ${host.marginalMiB.toFixed(1)} MiB (goal ≤ 5)`);
 }
 const table = lines.join('\n');
 console.log(table);

@@ -7,10 +7,13 @@
 // client-side rate limit).
 //
 //	myweb-operator --kubeconfig FILE [--namespace NS] [--metrics-bind-address ADDR]
-//	               [--max-concurrent-reconciles N] [--watch-only]
+//	               [--max-concurrent-reconciles N] [--watch-only] [--team T] [--controllers N]
 //
 // --watch-only keeps the cache and the watches but returns from every reconcile at once (for
 // measuring what holding N objects costs). The first reconcile prints `first-reconcile <unix ns>`.
+// --team T reconciles only the MyWebs labelled kfn.bench/team=T (one of twelve operators, each a
+// team's); --controllers N runs N such controllers in one manager, controller i for team i, as
+// one kubebuilder manager runs several controllers over one shared cache (the fleet at rest).
 package main
 
 import (
@@ -33,20 +36,25 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 type reconciler struct {
 	client.Client
 	scheme    *runtime.Scheme
 	watchOnly bool
+	team      string
 	first     atomic.Bool
 }
+
+const teamLabel = "kfn.bench/team"
 
 func labelsOf(web *MyWeb) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": "myweb", "app.kubernetes.io/instance": web.Name}
@@ -62,6 +70,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	web := &MyWeb{}
 	if err := r.Get(ctx, req.NamespacedName, web); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// A child's event enqueues its owner whatever its team: the team is checked here too.
+	if r.team != "" && web.Labels[teamLabel] != r.team {
+		return ctrl.Result{}, nil
 	}
 	labels := labelsOf(web)
 
@@ -137,13 +149,15 @@ func (s MyWebStatus) DeepCopy() *MyWebStatus {
 }
 
 func main() {
-	var namespace, metricsAddr string
+	var namespace, metricsAddr, team string
 	var watchOnly bool
-	var workers int
+	var workers, controllers int
 	flag.StringVar(&namespace, "namespace", "", "watch this namespace only (default: all)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where to serve /metrics (0: nowhere)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 1, "reconciles at once")
 	flag.BoolVar(&watchOnly, "watch-only", false, "cache and watch, but do nothing in reconcile")
+	flag.StringVar(&team, "team", "", "reconcile only the MyWebs labelled "+teamLabel+"=TEAM (default: all)")
+	flag.IntVar(&controllers, "controllers", 0, "run N controllers in this manager, controller i for team i (default: one, for --team)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -158,15 +172,25 @@ func main() {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), options)
 	must(err)
-	r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly}
-	must(ctrl.NewControllerManagedBy(mgr).
-		For(&MyWeb{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Named("myweb").
-		Complete(r))
+	add := func(name, team string) {
+		r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly, team: team}
+		ofTeam := predicate.NewPredicateFuncs(func(o client.Object) bool { return team == "" || o.GetLabels()[teamLabel] == team })
+		must(ctrl.NewControllerManagedBy(mgr).
+			For(&MyWeb{}, builder.WithPredicates(ofTeam)).
+			Owns(&corev1.ConfigMap{}).
+			Owns(&appsv1.Deployment{}).
+			Owns(&corev1.Service{}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+			Named(name).
+			Complete(r))
+	}
+	if controllers > 0 {
+		for i := range controllers {
+			add(fmt.Sprintf("myweb-%d", i), fmt.Sprint(i))
+		}
+	} else {
+		add("myweb", team)
+	}
 	must(mgr.Start(ctrl.SetupSignalHandler()))
 }
 

@@ -1,0 +1,42 @@
+// The fleet at rest is read from the kubelet's resource metrics: what one look holds, and what a
+// series of looks says of each part (pods coming and going, as Knative's do).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { figuresOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
+
+test('a look holds each pod\'s working set and CPU, by namespace/pod, and nothing of containers or the node', () => {
+  const look = parseResourceMetrics(
+    [
+      '# HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds',
+      'container_memory_working_set_bytes{container="bridge",namespace="kfn-system",pod="kfn-bridge-1"} 9e+07 1764100000000',
+      'node_memory_working_set_bytes 1e+09 1764100000000',
+      'pod_cpu_usage_seconds_total{namespace="kfn-system",pod="kfn-bridge-1"} 12.5 1764100000000',
+      'pod_memory_working_set_bytes{namespace="kfn-system",pod="kfn-bridge-1"} 1.048576e+08 1764100000000',
+      'pod_memory_working_set_bytes{namespace="knative-serving",pod="activator-x"} 2097152 1764100000000',
+    ].join('\n'),
+  );
+  assert.deepEqual([...look], [
+    ['kfn-system/kfn-bridge-1', { memory: 104857600, cpu: 12.5 }],
+    ['knative-serving/activator-x', { memory: 2097152, cpu: 0 }],
+  ]);
+});
+
+test('over a series of looks: memory and pods are means, CPU is each pod\'s last less its first (a pod born in the period from zero), at zero the share of looks with none up', () => {
+  const MiB = 2 ** 20;
+  const look = (pods: Record<string, [number, number]>): Look => new Map(Object.entries(pods).map(([k, [memory, cpu]]) => [k, { memory: memory * MiB, cpu }]));
+  const looks = [
+    look({ 'sys/kfn-bridge-a': [50, 10], 'other/nginx': [5, 1] }),
+    look({ 'sys/kfn-bridge-a': [52, 10.5], 'sys/kfn-fn-myweb-1': [40, 0.3] }),
+    look({ 'sys/kfn-bridge-a': [54, 11], 'sys/kfn-fn-myweb-1': [42, 0.5] }),
+    look({ 'sys/kfn-bridge-a': [54, 11.5] }),
+  ];
+  const partOf = (key: string): Part | undefined => (!key.startsWith('sys/') ? undefined : key.includes('bridge') ? 'bridge' : 'functions');
+  const parts = figuresOf(looks, partOf, 120);
+  assert.deepEqual(parts.get('bridge'), { memoryMiB: 52.5, cpuPerMinute: 0.75, pods: 1, atZero: 0 });
+  const fns = parts.get('functions')!;
+  assert.equal(fns.memoryMiB, 20.5);
+  assert.equal(fns.pods, 0.5);
+  assert.equal(fns.cpuPerMinute, 0.25, 'the function pod came up during the period: all its 0.5 s count');
+  assert.equal(fns.atZero, 0.5, 'no function pod in the first and last looks');
+  assert.equal(parts.size, 2, 'pods of no part are left out');
+});
