@@ -11,7 +11,7 @@ import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './c
 import { Controller, type ControllerContext } from './controller.ts';
 import { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
-import type { BridgeMetrics } from './metrics.ts';
+import type { BridgeMetrics, WatchState } from './metrics.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
 import type { WorkQueue } from './workqueue.ts';
 import { RbacChanges } from './rbac-changes.ts';
@@ -121,6 +121,15 @@ export class Bridge {
       if (runtime && runtime !== by) runtime.wake(key);
     };
     this.context = { ...options, clock: this.clock, source: this.source, holds: this.holds, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message), rbacWatched: () => this.rbac?.watching ?? false };
+    options.metrics?.trackWatches(() => this.watchStates());
+  }
+
+  /** Each watch's kind and state, for kfn_bridge_watches. */
+  *watchStates(): Iterable<{ kind: string; state: WatchState }> {
+    for (const shared of this.watches.values()) {
+      const state: WatchState = shared.problem ? 'failing' : shared.watcher?.hasSynced ? 'synced' : 'listing';
+      yield { kind: shared.ref.kind, state };
+    }
   }
 
   /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */
@@ -318,6 +327,7 @@ export class Bridge {
       },
       ...this.options.watcher,
     });
+    metrics?.watchStarted(ref.kind);
     const unsubscribe = watcher.subscribe((event) => {
       const initial = !watcher.hasSynced;
       if (event.type === 'synced') {

@@ -9,13 +9,14 @@
 //                                                          └── carryOut(settle()) ◀┘
 import { AdaptiveLimit } from './concurrency.ts';
 import type { ReconcilerConfig } from './config.ts';
-import type { DeliveryResult } from './delivery.ts';
+import { sinkFailureOf, type DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { identityProblem, identityRecheckMs, identityRecheckWatchedMs } from './identity.ts';
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
+import { TimeToReady } from './ready-time.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import { Sink } from './sink.ts';
 import { maxSnapshotWaitMs, Snapshots } from './snapshot.ts';
@@ -71,6 +72,8 @@ export class Controller {
   private readonly workers: Workers;
   private readonly limit: AdaptiveLimit;
   private readonly resync: ResyncSchedule;
+  /** How long its primaries take from a change to Ready (kfn_bridge_change_to_ready_seconds). */
+  private readonly readyTime = new TimeToReady((seconds) => this.bridge.metrics?.changeToReady.observe({ controller: this.config.name }, seconds));
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
   private readonly tombstones = new Map<string, KubeObject>();
@@ -100,6 +103,7 @@ export class Controller {
       if ('referenceField' in w.mapping) this.references.set(w.mapping.referenceField, new ReferenceIndex(w.mapping.referenceField));
     }
     this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
+    metrics?.controllerStarted(config.name);
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.snapshots = config.contract === 2 ? new Snapshots(config) : undefined;
     // Deliveries in flight: learnt from the function's answers, up to maxConcurrentReconciles.
@@ -325,10 +329,12 @@ export class Controller {
         // (and this shard delivers).
         if (this.inNamespaces(event.object) && this.owns(key)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
+        this.readyTime.gone(key);
         for (const index of this.primaryIndexes) index.delete(key);
       } else {
         this.tombstones.delete(key);
         if (this.inNamespaces(event.object)) this.resync.track(key);
+        if (this.inNamespaces(event.object) && this.owns(key)) this.readyTime.seen(key, event.object, this.bridge.clock.now());
         for (const index of this.primaryIndexes) index.set(key, event.object);
       }
     }
@@ -479,6 +485,7 @@ export class Controller {
   private heldBack(key: string): boolean {
     const until = this.bridge.holds.until(this.config.name, key, this.config.timeoutSeconds * 1000);
     if (until === undefined) return false;
+    this.bridge.metrics?.heldBack.inc({ controller: this.config.name });
     this.queue.addAfter(key, until - this.bridge.clock.now());
     return true;
   }
@@ -491,6 +498,8 @@ export class Controller {
     const sent = await this.sink.send(message, this.config.timeoutSeconds * 1000).finally(() => metrics?.activeWorkers.dec({ controller }));
     metrics?.reconcileTime.observe({ controller }, sent.result.durationMs / 1000);
     metrics?.deliveries.inc({ controller, reason, code: sent.result.status === undefined ? 'none' : String(sent.result.status) });
+    const failure = sinkFailureOf(sent.result);
+    if (failure) metrics?.sinkFailures.inc({ controller, reason: failure });
     return sent;
   }
 

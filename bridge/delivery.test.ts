@@ -5,7 +5,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { parseReconcileRequest, encodeReconcileEvent, type Observation } from '../core/event.ts';
 import { type Credentials } from '../core/authentication.ts';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { sendReconcileEvent } from './delivery.ts';
+import { sendReconcileEvent, sinkFailureOf } from './delivery.ts';
 import { settle } from './outcome.ts';
 
 const observation: Observation = {
@@ -93,6 +93,52 @@ describe('sendReconcileEvent', () => {
     const result = await sendReconcileEvent({ url: closed, message, credentials, timeoutMs: 2000 });
     assert.equal(result.outcome.kind, 'retry');
     assert.match(result.outcome.kind === 'retry' ? result.outcome.why : '', /ECONNREFUSED/);
+  });
+});
+
+test("a delivery's sink failure is named by its reason, and the function's own answers (done, requeue, its refusals and errors) are none", async (t) => {
+  const answers: Record<string, (res: ServerResponse) => void> = {
+    done: (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'),
+    requeue: (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"requeue","changes":[]}'),
+    refused: (res) => res.writeHead(422).end('no'),
+    error: (res) => res.writeHead(500).end('boom'),
+    throttled: (res) => res.writeHead(429).end('busy'),
+    unavailable: (res) => res.writeHead(503).end('cold'),
+    gateway: (res) => res.writeHead(502).end('bad gateway'),
+    duplicate: (res) => res.writeHead(409).end('have it'),
+    misrouted: (res) => res.writeHead(404).end('no route'),
+    unauthorized: (res) => res.writeHead(401).end('signature'),
+    invalid: (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"maybe"}'),
+    silent: () => {},
+  };
+  let answer = 'done';
+  const r = await receiver(t, (res) => answers[answer]!(res));
+  const signer = async (_url: string, headers: Record<string, string>) => headers;
+  const seen: Record<string, string | undefined> = {};
+  for (const name of Object.keys(answers)) {
+    answer = name;
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: name === 'silent' ? 100 : 2000, ...(name === 'unauthorized' ? { signer } : {}) });
+    seen[name] = sinkFailureOf(result);
+  }
+  const probe = createServer();
+  await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
+  const closed = `http://127.0.0.1:${(probe.address() as AddressInfo).port}/`;
+  await new Promise((done) => probe.close(done));
+  seen.closed = sinkFailureOf(await sendReconcileEvent({ url: closed, message, credentials, timeoutMs: 2000 }));
+  assert.deepEqual(seen, {
+    done: undefined,
+    requeue: undefined,
+    refused: undefined,
+    error: undefined,
+    throttled: 'throttled',
+    unavailable: 'unavailable',
+    gateway: 'gateway',
+    duplicate: 'duplicate',
+    misrouted: 'misrouted',
+    unauthorized: 'unauthorized',
+    invalid: 'invalid_answer',
+    silent: 'timeout',
+    closed: 'connection',
   });
 });
 

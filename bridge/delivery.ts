@@ -115,3 +115,32 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
     clearTimeout(timer);
   }
 }
+
+/** Why a delivery got no answer of the function's own, as kfn_bridge_sink_failures_total counts it; undefined when the function answered. */
+export const sinkFailureReasons = ['timeout', 'connection', 'tls', 'credentials', 'unauthorized', 'throttled', 'unavailable', 'gateway', 'duplicate', 'misrouted', 'invalid_answer'] as const;
+export type SinkFailure = (typeof sinkFailureReasons)[number];
+
+/**
+ * The sink failure a delivery's result shows, if any. A function's own answers are not sink
+ * failures: done, requeue, its refusals (4xx, terminal) and its errors (500 with or without
+ * writes) are reconciles, counted by controller_runtime_reconcile_*.
+ */
+export function sinkFailureOf(result: DeliveryResult): SinkFailure | undefined {
+  const { outcome, status } = result;
+  if (outcome.kind !== 'retry') return undefined;
+  if (outcome.invalidAnswer) return 'invalid_answer';
+  if (status === undefined) {
+    if (outcome.why.startsWith('no answer within')) return 'timeout';
+    if (outcome.why.startsWith('no AWS credentials')) return 'credentials';
+    if (outcome.sinkProblem) return 'tls';
+    return 'connection';
+  }
+  if (status === 401 || status === 403) return 'unauthorized';
+  if (status === 429) return 'throttled';
+  if (status === 503) return 'unavailable';
+  if (status === 502 || status === 504) return 'gateway';
+  if (status === 409) return 'duplicate';
+  if (status >= 500) return undefined;
+  // A redirect, 404 or 405: the sink's URL does not reach the function.
+  return 'misrouted';
+}

@@ -15,3 +15,18 @@ test("the journal's failed writes and dropped lines are exported as counters", a
   await metrics.registry.metrics();
   assert.equal(await value('kfn_bridge_journal_failures_total'), 1, 'a scrape counts each failure once');
 });
+
+test("the watches are counted by kind and state when scraped, and a state no watch is in any more is gone from the next scrape", async () => {
+  const metrics = new BridgeMetrics({ defaultMetrics: false });
+  let states: { kind: string; state: 'synced' | 'listing' | 'failing' }[] = [
+    { kind: 'MyWeb', state: 'synced' },
+    { kind: 'Deployment', state: 'synced' },
+    { kind: 'Deployment', state: 'synced' },
+    { kind: 'Service', state: 'failing' },
+  ];
+  metrics.trackWatches(() => states);
+  const lines = async () => (await metrics.registry.getSingleMetricAsString('kfn_bridge_watches')).split('\n').filter((l) => !l.startsWith('#')).sort();
+  assert.deepEqual(await lines(), ['kfn_bridge_watches{kind="Deployment",state="synced"} 2', 'kfn_bridge_watches{kind="MyWeb",state="synced"} 1', 'kfn_bridge_watches{kind="Service",state="failing"} 1']);
+  states = [{ kind: 'Service', state: 'synced' }];
+  assert.deepEqual(await lines(), ['kfn_bridge_watches{kind="Service",state="synced"} 1']);
+});

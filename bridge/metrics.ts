@@ -3,6 +3,9 @@
 // `name` the work queue's), so existing dashboards and alerts work unchanged.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { QueueObserver } from './workqueue.ts';
+import { sinkFailureReasons } from './delivery.ts';
+
+export type WatchState = 'synced' | 'listing' | 'failing';
 
 /** How often the event loop's delay is sampled for nodejs_eventloop_lag_p50/p90/p99 (ms). */
 export const eventLoopSampleMs = 1000;
@@ -121,6 +124,40 @@ export class BridgeMetrics {
     registers: [this.registry],
   });
 
+  readonly sinkFailures = new Counter({
+    name: 'kfn_bridge_sink_failures_total',
+    help: "Deliveries that got no answer of the function's own, by Reconciler and reason (timeout, connection, tls, credentials, unauthorized, throttled, unavailable, gateway, duplicate, misrouted, invalid_answer).",
+    labelNames: ['controller', 'reason'],
+    registers: [this.registry],
+  });
+  readonly heldBack = new Counter({
+    name: 'kfn_bridge_held_back_total',
+    help: 'Deliveries postponed because an earlier delivery of the same object may still be running (one that timed out, one of a replaced controller or of the previous Lease holder).',
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly changeToReady = new Histogram({
+    name: 'kfn_bridge_change_to_ready_seconds',
+    help: "Time from the bridge seeing a primary's new generation (or the object created) to its Ready condition True for that generation.",
+    labelNames: ['controller'],
+    buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800],
+    registers: [this.registry],
+  });
+  private watchStates: () => Iterable<{ kind: string; state: WatchState }> = () => [];
+  readonly watches = (() => {
+    const metrics = this;
+    return new Gauge({
+      name: 'kfn_bridge_watches',
+      help: "The bridge's watches by kind and state: synced (listed and watching), listing (its first list not in yet) or failing (cannot work: the kind not served, forbidden; retrying).",
+      labelNames: ['kind', 'state'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { kind, state } of metrics.watchStates()) this.inc({ kind, state });
+      },
+    });
+  })();
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     // The event loop's delay sampled once a second, not prom-client's default every 10 ms: that
     // timer alone woke an idle bridge 100 times a second (about 0.26 s of CPU a minute).
@@ -144,8 +181,32 @@ export class BridgeMetrics {
     counter('kfn_bridge_journal_dropped_lines_total', 'Journal lines dropped unwritten because the volume did not keep up (the queue is bounded).', 'dropped');
   }
 
+  /** Where kfn_bridge_watches reads the watches from when scraped. */
+  trackWatches(states: () => Iterable<{ kind: string; state: WatchState }>): void {
+    this.watchStates = states;
+  }
+
+  /**
+   * Starts a Reconciler's counters at zero, as controller-runtime does for its own: a dashboard's
+   * rate of errors reads 0, not "no data", before the first error, and an alert on an increase
+   * sees the first one.
+   */
+  controllerStarted(controller: string): void {
+    for (const result of ['success', 'error', 'requeue', 'requeue_after']) this.reconcileTotal.inc({ controller, result }, 0);
+    for (const counter of [this.reconcileErrors, this.terminalErrors, this.heldBack, this.invalidAnswers, this.staleSnapshotSkips, this.snapshotLagFallbacks]) counter.inc({ controller }, 0);
+    for (const reason of sinkFailureReasons) this.sinkFailures.inc({ controller, reason }, 0);
+  }
+
+  /** A watch of `kind` started: its relists count from zero. */
+  watchStarted(kind: string): void {
+    this.relists.inc({ kind }, 0);
+  }
+
   /** The observer a Reconciler's work queue reports to. */
   queueObserver(name: string): QueueObserver {
+    this.retries.inc({ name }, 0);
+    this.adds.inc({ name }, 0);
+    this.depth.set({ name }, 0);
     return {
       added: () => this.adds.inc({ name }),
       depth: (d) => this.depth.set({ name }, d),

@@ -196,7 +196,8 @@ export interface BuildSpec {
   moduleDirs: string[];
   /** Every file whose content decides the build (hashed into the entry's name). */
   inputs: string[];
-  steps: { name: string; pkg: string; moduleDir: string; ldflags: string }[];
+  /** `tags`: Go build tags (comma-separated), e.g. to leave out a program's optional parts. */
+  steps: { name: string; pkg: string; moduleDir: string; ldflags: string; tags?: string }[];
   /** Adds files beside the binaries once they are built (e.g. manifests from the modules). */
   finish?: (dir: string, go: string) => void;
 }
@@ -262,7 +263,7 @@ export async function ensureBuild(spec: BuildSpec, options: BuildOptions = {}): 
       log(`[${i + 1}/${spec.steps.length}] building ${step.name}`);
       await runGo(
         go,
-        ['build', '-ldflags', step.ldflags, '-o', join(tmp, step.name), step.pkg],
+        ['build', ...(step.tags ? ['-tags', step.tags] : []), '-ldflags', step.ldflags, '-o', join(tmp, step.name), step.pkg],
         step.moduleDir,
         logFile,
         () => log(`      still building ${step.name} (${formatDuration(Date.now() - stepStart)}; ${formatDuration(Date.now() - started)} in all)`),

@@ -54,3 +54,18 @@ export function whyNotReady(conditions: readonly ReadCondition[] | undefined): s
   const text = (c: ReadCondition) => `${c.reason ?? 'NotReady'}${c.message ? `: ${c.message.trim()}` : ''}`;
   return `${text(ready)}${cause ? ` (${cause.type}: ${text(cause)})` : ''}`;
 }
+
+/**
+ * Whether an object's Ready condition is True for its current generation: the condition's own
+ * observedGeneration, else the status', has reached metadata.generation (a condition and status
+ * without one count as current). The object as a watch holds it: its status is not trusted.
+ */
+export function readyForGeneration(obj: { metadata: { generation?: number }; status?: unknown }): boolean {
+  const status = obj.status as { conditions?: unknown; observedGeneration?: unknown } | undefined;
+  if (!status || !Array.isArray(status.conditions)) return false;
+  const ready = (status.conditions as (Partial<ReadCondition> & { observedGeneration?: unknown } | null)[]).find((c) => c?.type === 'Ready');
+  if (!ready || ready.status !== 'True') return false;
+  const observed = typeof ready.observedGeneration === 'number' ? ready.observedGeneration : typeof status.observedGeneration === 'number' ? status.observedGeneration : undefined;
+  const generation = obj.metadata.generation;
+  return observed === undefined || generation === undefined || observed >= generation;
+}

@@ -12,6 +12,7 @@ import { lambdaHandler } from './lambda/index.ts';
 import { FakeClock } from '../../core/clock.ts';
 import { defineReconciler } from './reconciler.ts';
 import { memoryApi } from './testing.ts';
+import { FunctionMetrics } from './metrics.ts';
 
 const silent = pino({ level: 'silent' });
 const credentials = { kind: 'hmac', secret: 'k' } as const;
@@ -189,5 +190,34 @@ describe('a captured event cannot be replayed', () => {
     assert.match(((await again.json()) as { error: string }).error, /already received.*replayed/);
     const retry = authenticate(encodeReconcileEvent(observation, 2, 'kfn://test', Date.now() + 30_000).message, credentials);
     assert.equal((await app.request('/', { method: 'POST', headers: retry.headers, body: retry.body })).status, 200);
+  });
+});
+
+describe('GET /metrics', () => {
+  test("counts the function's reconciles by kind and result, their writes and time, and the requests it refused, in Prometheus' text format", async () => {
+    const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+    const clock = new FakeClock();
+    const metrics = new FunctionMetrics();
+    const api = memoryApi(MyWebFunction, { object: web });
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, clock, metrics, api });
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + 30_000).message, credentials);
+    assert.equal((await app.request('/', { method: 'POST', headers, body })).status, 200);
+    assert.equal((await app.request('/', { method: 'POST', headers, body })).status, 409, 'a replay, refused');
+    const res = await app.request('/metrics');
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    const text = await res.text();
+    const series = (name: string) => text.split('\n').filter((l) => l.startsWith(name));
+    assert.deepEqual(series('kfn_function_reconcile_total'), ['success 1', 'requeue 0', 'requeue_after 0', 'error 0'].map((r) => `kfn_function_reconcile_total{function="myweb",kind="MyWeb",result="${r.split(' ')[0]}"} ${r.split(' ')[1]}`));
+    assert.deepEqual(series('kfn_function_info'), ['kfn_function_info{function="myweb",kind="MyWeb"} 1']);
+    const writes = series('kfn_function_writes_total');
+    assert.equal(writes.length, 1);
+    assert.match(writes[0]!, /^kfn_function_writes_total\{function="myweb",kind="MyWeb"\} [1-9]\d*$/, 'its Deployment, Service, ConfigMap and status');
+    assert.deepEqual(series('kfn_function_refused_requests_total'), ['kfn_function_refused_requests_total{function="myweb",status="409"} 1']);
+    // On the fake clock no time passed: the reconcile is in the first bucket and every one after.
+    assert.ok(series('kfn_function_reconcile_time_seconds_bucket').every((l) => l.endsWith(' 1')), text);
+    assert.deepEqual(series('kfn_function_reconcile_time_seconds_count'), ['kfn_function_reconcile_time_seconds_count{function="myweb",kind="MyWeb"} 1']);
+    assert.match(text, /^process_resident_memory_bytes \d+$/m);
+    assert.match(text, /^process_cpu_seconds_total [\d.]+$/m);
   });
 });

@@ -17,6 +17,7 @@ import type { Reconciler } from './reconciler.ts';
 import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from './record.ts';
 import { reconcileEvent, writesOf } from './runtime.ts';
 import { groupOf } from '../../core/objects.ts';
+import { metricsContentType, processMetrics, type FunctionMetrics } from './metrics.ts';
 
 export interface FunctionOptions {
   /** Fixed, or a getter asked on every request (a key file that the kubelet refreshes). */
@@ -33,6 +34,8 @@ export interface FunctionOptions {
   maxBodyBytes?: Partial<BodyLimits>;
   /** The monotonic clock a delivery's time is counted on (tests pass a fake one). */
   clock?: Clock;
+  /** Where its reconciles are counted for GET /metrics (default: the process' own, which a shared host's functions share). */
+  metrics?: FunctionMetrics;
 }
 
 export interface BodyLimits {
@@ -85,6 +88,9 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   const limits = { ...defaultBodyLimits, ...options.maxBodyBytes };
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
+  const metrics = options.metrics ?? processMetrics;
+  metrics.serving(current().name, current().for.kind);
+  app.get('/metrics', (c) => c.body(metrics.text(), 200, { 'content-type': metricsContentType }));
   app.use('/convert', limited(limits.review, 'conversion review', log));
   app.use('/admission/*', limited(limits.review, 'admission review', log));
   app.post('/', limited(limits.event, 'reconcile event', log), reconcileHandler(current, credentials, log, options));
@@ -141,6 +147,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
   const now = options.now ?? (() => new Date());
   const clock = options.clock ?? systemClock;
   const replays = new ReplayGuard(clock);
+  const metrics = options.metrics ?? processMetrics;
   let api = options.api;
   return async (c: Context) => {
     // The event's time (kfntimeleft) runs from here, on this machine's monotonic clock.
@@ -157,6 +164,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
       }
     } catch (err) {
       if (err instanceof ContractError) {
+        metrics.refusedRequest(current().name, err.status);
         log.warn({ status: err.status, error: err.message }, 'refused a request');
         return c.json({ error: err.message }, err.status as 400);
       }
@@ -165,6 +173,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     const reconciler = current();
     const kind = received.data.primary;
     if (kind.kind !== reconciler.for.kind || groupOf(kind.apiVersion) !== reconciler.for.group) {
+      metrics.refusedRequest(reconciler.name, 400);
       return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
     }
     const recorder = record ? new Recorder(reconciler, received, now()) : undefined;
@@ -173,12 +182,15 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
       api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
       const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
       if (recorder) record!(recorder.finish({ result }));
+      const outcome = result.result === 'done' ? 'success' : result.requeueAfterSeconds ? 'requeue_after' : 'requeue';
+      metrics.reconciled(reconciler.name, reconciler.for.kind, outcome, (clock.now() - arrivedAt) / 1000, result.changes.length);
       return c.json(result);
     } catch (err) {
       invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
       if (recorder) record!(recorder.finish({ error: err }));
       // What it wrote before failing: the bridge's retry waits until its watches have seen it.
       const changes = writesOf(err);
+      metrics.reconciled(reconciler.name, reconciler.for.kind, 'error', (clock.now() - arrivedAt) / 1000, changes.length);
       return c.json({ error: (err as Error).message, ...(changes.length ? { changes } : {}) }, 500);
     }
   };

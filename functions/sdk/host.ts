@@ -10,6 +10,7 @@ import type { Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { loadConnection } from '../../kube/connection.ts';
 import { createApp, type FunctionOptions } from './app.ts';
+import { metricsContentType, processMetrics } from './metrics.ts';
 import { keyFileCredentials } from './keys.ts';
 import type { Reconciler } from './reconciler.ts';
 import { servesHttps } from './webhooks.ts';
@@ -65,6 +66,9 @@ export function createHostApp(reconcilers: Reconciler[], options: HostOptions = 
   // Not strict: `/<name>` and `/<name>/` are the same function.
   const app = new Hono({ strict: false });
   app.get('/healthz', (c) => c.text('ok'));
+  // Every function's reconciles, each by its name: one scrape for the process.
+  const metrics = options.metrics ?? processMetrics;
+  app.get('/metrics', (c) => c.body(metrics.text(), 200, { 'content-type': metricsContentType }));
   const base = options.log ?? pino();
   for (const reconciler of reconcilers) {
     const log = base.child({ component: `kfn-fn-${reconciler.name}` });

@@ -52,6 +52,18 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   const fromFile = await render('reconcilers[0].apiVersion=kfn.dev/v1alpha1', 'reconcilers[0].kind=Reconciler', 'reconcilers[0].metadata.name=web', 'reconcilers[0].spec.sink.uri=http://fn/');
   assert.ok(deployment(fromFile).spec.template.spec.containers[0]!.args.includes('--config=/etc/kfn/reconcilers.yaml'));
   assert.match(String((fromFile.find((o) => o.kind === 'ConfigMap') as unknown as { data: Record<string, string> }).data['reconcilers.yaml']), /kind: Reconciler\n\s*metadata:\n\s*name: web/);
+  // The dashboard and alerts: the same files the chart's monitoring/ folder holds, and monitors for the bridge and functions.
+  const monitored = await render('monitoring.dashboard.enabled=true', 'monitoring.prometheusRule.enabled=true', 'monitoring.serviceMonitor.enabled=true');
+  const files = join(chart, 'monitoring');
+  const { readFile } = await import('node:fs/promises');
+  const dashboard = monitored.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'kfn-dashboard') as unknown as { metadata: { labels: Record<string, string> }; data: Record<string, string> };
+  assert.deepEqual(JSON.parse(dashboard.data['kfn-dashboard.json']!), JSON.parse(await readFile(join(files, 'kfn-dashboard.json'), 'utf8')));
+  assert.equal(dashboard.metadata.labels.grafana_dashboard, '1', "labelled for Grafana's dashboard sidecar");
+  const rule = monitored.find((o) => o.kind === 'PrometheusRule')!;
+  assert.deepEqual(rule.spec, parse(await readFile(join(files, 'kfn-alerts.yaml'), 'utf8'))[0], 'the PrometheusRule holds the plain rule file');
+  assert.deepEqual(monitored.filter((o) => o.kind === 'ServiceMonitor' || o.kind === 'PodMonitor').map(key).sort(), ['PodMonitor/kfn-system/kfn-functions', 'ServiceMonitor/kfn-system/kfn-bridge']);
+  assert.ok(monitored.some((o) => o.kind === 'Service' && o.metadata.name === 'kfn-bridge-metrics'), 'the ServiceMonitor has a Service to select');
+  assert.equal(rendered.filter((o) => o.apiVersion.startsWith('monitoring.coreos.com/')).length, 0, 'nothing of the Prometheus Operator by default');
   await assert.rejects(render('leaderElection=false'), /replicas > 1 needs leaderElection: true/);
   await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
 });
