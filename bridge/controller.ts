@@ -17,6 +17,9 @@ import { identityProblem, identityRecheckMs, identityRecheckWatchedMs } from './
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { TimeToReady } from './ready-time.ts';
+import { DeliveryTraces, type ObservationTrace } from './traces.ts';
+import { inSpan, tracing, withTraceHeaders } from '../core/tracing.ts';
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import { Sink } from './sink.ts';
 import { maxSnapshotWaitMs, Snapshots } from './snapshot.ts';
@@ -24,7 +27,8 @@ import type { Watcher, WatchEvent } from './watcher.ts';
 import { WorkQueue, Workers, type Priority } from './workqueue.ts';
 import type { HttpMessage } from '../core/authentication.ts';
 import type { Clock } from '../core/clock.ts';
-import { encodeReconcileEvent, eventBudgetBytes, fitObserved, type Observation, type ObservedState, type ReconcileReason } from '../core/event.ts';
+import { encodeReconcileEvent, eventBudgetBytes, fitObserved, type Observation, type ObservedState, type ReconcileCloudEvent, type ReconcileReason } from '../core/event.ts';
+import type { Change, DeliveryOutcome } from '../core/response.ts';
 import type { Journal } from '../core/journal.ts';
 import { groupKind, objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import { collectionPath, type KubeApi, type KubeObject } from '../kube/api.ts';
@@ -64,6 +68,8 @@ interface PendingObservation {
   reason: ReconcileReason;
   trigger?: ObjectRef;
   observedAt: number;
+  /** With tracing on: the span of the event that made the object pending, and its time queued. */
+  trace?: ObservationTrace;
 }
 
 export class Controller {
@@ -73,6 +79,7 @@ export class Controller {
   private readonly limit: AdaptiveLimit;
   private readonly resync: ResyncSchedule;
   /** How long its primaries take from a change to Ready (kfn_bridge_change_to_ready_seconds). */
+  private readonly traces: DeliveryTraces;
   private readonly readyTime = new TimeToReady((seconds) => this.bridge.metrics?.changeToReady.observe({ controller: this.config.name }, seconds));
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
@@ -89,13 +96,14 @@ export class Controller {
   constructor(bridge: ControllerContext, config: ReconcilerConfig) {
     this.bridge = bridge;
     this.config = config;
+    this.traces = new DeliveryTraces(config.name);
     this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem));
     const metrics = bridge.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
     this.resync = new ResyncSchedule({
       periodMs: config.resyncPeriodSeconds * 1000,
       clock: bridge.clock,
-      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
+      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now(), ...this.traced(key, undefined, 'resync') }, 'low', false),
       batch: config.resyncBatch,
     });
     for (const w of config.watches) {
@@ -286,9 +294,27 @@ export class Controller {
 
   /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
   private observe(key: string, obs: PendingObservation, priority: Priority, override = true): void {
-    if (!this.owns(key)) return; // another shard's
-    if (override || !this.pending.has(key)) this.pending.set(key, obs);
+    if (!this.owns(key)) {
+      obs.trace?.queued?.end();
+      return; // another shard's
+    }
+    const waiting = this.pending.get(key);
+    if (obs.trace && waiting?.trace?.queued) {
+      // Still waiting for its delivery: the trace stays the first event's, the one that made
+      // the object wait, and the later one is linked. (One in flight already has left the queue:
+      // an event now starts a trace of its own.)
+      this.traces.alsoReceived(waiting.trace, obs.trace);
+      obs = { ...obs, trace: waiting.trace };
+    }
+    if (override || !waiting) this.pending.set(key, obs);
+    else if (obs.trace !== waiting.trace) obs.trace?.queued?.end();
     this.queue.add(key, priority);
+  }
+
+  /** With tracing on, the trace an observation of `key` starts (core/tracing.ts); nothing otherwise. */
+  private traced(key: string, cause: { type: string; object: KubeObject; kind: KindRef } | undefined, reason: string): { trace?: ObservationTrace } {
+    if (!tracing.on) return {};
+    return { trace: this.traces.received(key, cause, reason) };
   }
 
   private owns(key: string): boolean {
@@ -307,7 +333,7 @@ export class Controller {
     for (const w of this.primaryWatches) {
       for (const [key, obj] of w.store) {
         if (!which(key) || !this.inNamespaces(obj)) continue;
-        this.observe(key, { reason: 'resync', observedAt: now }, 'low', false);
+        this.observe(key, { reason: 'resync', observedAt: now, ...this.traced(key, undefined, 'resync') }, 'low', false);
         n++;
       }
     }
@@ -341,7 +367,7 @@ export class Controller {
     const now = this.bridge.clock.now();
     const primaryWatch = this.primaryWatches[0];
     for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
-      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority);
+      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now, ...this.traced(e.key, { type: event.type, object: event.object, kind }, e.reason) }, e.priority);
     }
   }
 
@@ -406,7 +432,7 @@ export class Controller {
     const { event, message } = encoded;
     // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
-    const sent = await this.send(message, reason);
+    const sent = tracing.on ? await this.sendTraced(message, reason, event, attempt, pending.trace) : await this.send(message, reason);
     const { sink } = sent;
     if (this.limit.answered({ status: sent.result.status, durationMs: sent.result.durationMs, inFlight: this.workers.busy })) {
       this.bridge.metrics?.concurrency.set({ controller: this.config.name }, this.limit.current);
@@ -414,6 +440,7 @@ export class Controller {
     }
     const now = this.bridge.clock.now();
     const result = this.noteAnswer(key, sent.result, now);
+    if (tracing.on) this.traces.answered(writtenBy(result.outcome));
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
     const { outcome } = result;
     const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
@@ -503,6 +530,29 @@ export class Controller {
     return sent;
   }
 
+  /** send(), in a span of the delivery attempt whose traceparent travels with the event: the function's spans continue its trace. */
+  private sendTraced(message: HttpMessage, reason: ReconcileReason, event: ReconcileCloudEvent, attempt: number, t: ObservationTrace | undefined): Promise<{ result: DeliveryResult; sink: string }> {
+    if (t) this.traces.dequeued(t);
+    const attributes = {
+      'messaging.system': 'cloudevents',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': this.config.name,
+      'cloudevents.event_id': event.id,
+      'cloudevents.event_type': event.type,
+      'cloudevents.event_source': event.source,
+      ...(event.subject ? { 'cloudevents.event_subject': event.subject } : {}),
+      'kfn.reason': reason,
+      'kfn.attempt': attempt,
+    };
+    return inSpan(`send ${this.config.name}`, attributes, async (span) => {
+      const sent = await this.send({ ...message, headers: withTraceHeaders(message.headers, context.active()) }, reason);
+      const { result } = sent;
+      span?.setAttributes({ 'kfn.outcome': result.outcome.kind, ...(result.status !== undefined ? { 'http.response.status_code': result.status } : {}), 'server.address': sent.sink });
+      if (result.outcome.kind === 'retry' || result.outcome.kind === 'terminal') span?.setStatus({ code: SpanStatusCode.ERROR, message: result.outcome.why });
+      return sent;
+    }, { parent: t?.context ?? ROOT_CONTEXT, kind: SpanKind.PRODUCER });
+  }
+
   /** Carries out what settle() decided for the key; answers the backoff's delay when it chose one. */
   private carryOut(key: string, pending: PendingObservation, deleted: boolean, s: Settlement): number | undefined {
     const metrics = this.bridge.metrics;
@@ -543,3 +593,10 @@ export class Controller {
   }
 }
 
+
+/** The writes an answer names: a done or requeue answer's changes, or those a failure reports. */
+function writtenBy(outcome: DeliveryOutcome): readonly Change[] {
+  if (outcome.kind === 'done' || outcome.kind === 'requeue') return outcome.response?.changes ?? [];
+  if (outcome.kind === 'retry') return outcome.written ?? [];
+  return [];
+}

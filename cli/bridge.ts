@@ -1,5 +1,6 @@
 // `kfn bridge`: run the watch → CloudEvents bridge.
 import { startBridge } from '../bridge/main.ts';
+import { startTracing } from '../core/tracing.ts';
 import { KubeApi } from '../kube/api.ts';
 import { connectCluster } from '../kube/connection.ts';
 import { describeCluster } from '../kube/kubeconfig.ts';
@@ -64,6 +65,8 @@ export const bridgeCommand: Command = {
     // Its one line goes to standard error; standard output is its JSON log.
     const cluster = connectCluster(values, { transport: undiciTransport, explain: false });
     console.error(`kfn bridge: ${describeCluster(cluster)}`);
+    // Spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or …_TRACES_ENDPOINT) says where.
+    const tracing = await startTracing('kfn-bridge');
     const running = await startBridge({
       api: new KubeApi(cluster.connection),
       configFile: values.config,
@@ -83,6 +86,7 @@ export const bridgeCommand: Command = {
     const keepAlive = setInterval(() => {}, 1 << 30);
     await running.done;
     clearInterval(keepAlive);
+    await tracing?.shutdown();
     // Deliveries still in flight after --shutdown-timeout are abandoned, not waited for: their
     // objects were handed over as held (bridge/holds.ts), and the pod's grace period is bounded.
     process.exit(0);

@@ -58,6 +58,8 @@ Options:
   --record         write an invocation record to the function's log on every reconcile, for
                    \`kfn replay cluster:<function>\` (off by default: a record holds what the
                    function read, and so any secret a spec carries)
+  --otlp-endpoint U  send the functions' traces over OTLP/HTTP to U (OTEL_EXPORTER_OTLP_ENDPOINT
+                   in their containers; docs/operations.md); off by default
   --registry R     push the images to R and run them from it by digest, pulled by the node as
                    on any cluster, instead of importing them into the node: \`local\` (the local
                    cluster's registry, \`kfn cluster registry\`) or host[:port][/path], with
@@ -70,7 +72,7 @@ Options:
 ${clusterFlagsUsage(16)}
   -h, --help       show this help`;
 
-const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
+const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, 'otlp-endpoint': { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
@@ -101,7 +103,7 @@ export const deployCommand: Command = {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
     const on = onBase(values);
-    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
+    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, otlpEndpoint: values['otlp-endpoint'], registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
     if (host) await deployHost(host, dirs, options);
     else await deployFunctions(dirs, { ...options, target });
     return 0;
@@ -125,6 +127,8 @@ export interface DeployOptions {
   timeoutSeconds?: number;
   /** KFN_RECORD=stdout in the function's container (off by default). */
   record?: boolean;
+  /** OTEL_EXPORTER_OTLP_ENDPOINT in the function's container: where its spans go (off by default). */
+  otlpEndpoint?: string;
   /** Push the images to this registry and run them from it by digest, instead of importing them into the node. */
   registry?: RegistryTarget;
   /** Build the images on this base image (with the bundle as one more layer) rather than on kfn's own Node image. */
@@ -182,7 +186,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, objects, options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative ? 'knative' : 'deployment', log);
-    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, imagePullSecrets: pullSecrets };
+    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
@@ -242,7 +246,7 @@ export async function deployHost(host: string, dirs: string[], options: Omit<Dep
   await applyHostFunctions(api, host, names, objects, ns);
   for (const name of names) await removeOwnWorkload(api, ns, name, host, log);
   for (const name of before.filter((n) => !names.includes(n))) await releaseFromHost(api, ns, host, name, log);
-  for (const obj of hostWorkload(host, reconcilers, { namespace: ns, image: imageRef, imageId, record: options.record, imagePullSecrets: pullSecrets })) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
+  for (const obj of hostWorkload(host, reconcilers, { namespace: ns, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets })) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
   await waitHost(api, ns, host, systemClock.now() + (options.timeoutSeconds ?? 120) * 1000);
   log(`Host ${host} runs in the cluster: Deployment and Service ${ns}/${hostResourceName(host)}, serving ${names.map((n) => `${n} on ${hostPath(n)}`).join(', ')}`);
 }

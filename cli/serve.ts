@@ -6,6 +6,7 @@ import { serve } from '../functions/sdk/node/index.ts';
 import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { loadFunction } from './functions.ts';
+import { startTracing } from '../core/tracing.ts';
 
 const serveUsage = `Usage: kfn serve <function dir> [options]
 
@@ -41,6 +42,7 @@ export const serveCommand: Command = {
     const cluster = connectCluster(values, { explain: false });
     console.error(`kfn serve: ${describeCluster(cluster)}`);
     const api = new KubeApi(cluster.connection);
+    const tracing = await startTracing(`kfn-fn-${reconciler.name}`);
     const certDir = values['webhook-cert-dir'];
     const webhookPort = parsePort('--webhook-port', values['webhook-port']) ?? 9443;
     if (certDir && !hasWebhooks(reconciler)) throw new UsageError(`kfn serve: ${reconciler.name} has no webhooks (no default(), validate() or previous versions of its kind); drop --webhook-cert-dir`);
@@ -49,6 +51,7 @@ export const serveCommand: Command = {
     await new Promise<void>((done) => {
       for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => server.close(() => done()));
     });
+    await tracing?.shutdown();
     return 0;
   },
 };

@@ -10,6 +10,8 @@ export interface Change {
   action: 'applied' | 'pruned' | 'status' | 'event' | 'finalizer';
   ref: ObjectRef;
   detail?: string;
+  /** The W3C traceparent of the span that made the write, when the function traces: the bridge links the deliveries it causes to it. */
+  traceparent?: string;
 }
 
 /**
@@ -131,6 +133,7 @@ export function parseReconcileResponse(status: number, body: string, truncated =
       const change = c as Record<string, unknown>;
       if (typeof change.action !== 'string' || !actions.has(change.action)) return `${at}.action is ${JSON.stringify(change.action)}, not one of ${[...actions].join(', ')}`;
       if (change.detail !== undefined && typeof change.detail !== 'string') return `${at}.detail is not a string`;
+      if (change.traceparent !== undefined && typeof change.traceparent !== 'string') return `${at}.traceparent is not a string`;
       return refProblem(change.ref, `${at}.ref`);
     }) ??
     listProblem(r.children, 'children', (c, at) => {

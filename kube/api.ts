@@ -6,6 +6,8 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import type { Connection } from './connection.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
+import { inSpan, tracing } from '../core/tracing.ts';
+import { trace } from '@opentelemetry/api';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -153,8 +155,20 @@ export class KubeApi {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  /** The response body as text (e.g. a pod's log), or an ApiError. */
+  /** The response body as text (e.g. a pod's log), or an ApiError. Within a traced reconcile, in a span of its own. */
   async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
+    if (!tracing.on || !trace.getActiveSpan()) return this.untracedText(method, path, options);
+    return inSpan(`${method} ${resourceOfPath(path)}`, { 'http.request.method': method, 'url.path': path, 'server.address': this.connection.server }, async (span) => {
+      try {
+        return await this.untracedText(method, path, options);
+      } catch (err) {
+        if (err instanceof ApiError) span?.setAttribute('http.response.status_code', err.status);
+        throw err;
+      }
+    });
+  }
+
+  private async untracedText(method: Method, path: string, options: RequestOptions): Promise<string> {
     let status = 0;
     let text: string | undefined;
     try {
@@ -487,4 +501,16 @@ export function apiError(status: number, body: string, what: string): ApiError {
   } catch {
     return new ApiError(status, `${what}: HTTP ${status} ${body.slice(0, 200)}`);
   }
+}
+
+/** What a request path asks about, for a span's name: the resource's plural (and subresource), never an object's name. */
+export function resourceOfPath(path: string): string {
+  const parts = path.split('?')[0]!.split('/').filter(Boolean);
+  // /api/v1/… or /apis/<group>/<version>/…, then maybe namespaces/<ns>/, then <plural>[/<name>[/<subresource>]].
+  let i = parts[0] === 'api' ? 2 : parts[0] === 'apis' ? 3 : parts.length;
+  if (parts[i] === 'namespaces' && parts.length > i + 2) i += 2;
+  const plural = parts[i];
+  if (!plural) return path.split('?')[0]!;
+  const sub = parts[i + 2];
+  return sub ? `${plural}/${sub}` : plural;
 }

@@ -20,6 +20,7 @@ import { ensureKnativeBinaries } from '../cluster/knative.ts';
 import { ensureRegistryBinaries } from '../cluster/registry.ts';
 import { ensureHelm } from '../cluster/helm.ts';
 import { ensurePrometheus } from '../cluster/prometheus.ts';
+import { ensureJaeger } from '../cluster/jaeger.ts';
 import { testClusterOptions } from './support/cluster.ts';
 import { ensureChromium } from './support/browser.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
@@ -122,6 +123,7 @@ try {
   if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
   if (selected.some((f) => /incluster\.serial|package\.serial|knative\.serial|\/registry\./.test(f))) await ensureRegistryBinaries({ log: (line) => console.error(`[registry] ${line}`) });
   if (selected.some((f) => /\/helm\.|package\.serial/.test(f))) await ensureHelm({ log: (line) => console.error(`[helm] ${line}`) });
+  if (selected.some((f) => /\/tracing\./.test(f))) await ensureJaeger({ log: (line) => console.error(`[jaeger] ${line}`) });
   if (selected.some((f) => /observability\./.test(f))) await ensurePrometheus({ log: (line) => console.error(`[prometheus] ${line}`) });
   if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
   if (selected.some((f) => f.includes('/e2e/dev'))) ensureChromium((line) => console.error(`[chromium] ${line}`));

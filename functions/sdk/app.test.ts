@@ -13,6 +13,7 @@ import { FakeClock } from '../../core/clock.ts';
 import { defineReconciler } from './reconciler.ts';
 import { memoryApi } from './testing.ts';
 import { FunctionMetrics } from './metrics.ts';
+import { traceInMemory } from '../../test/support/tracing.ts';
 
 const silent = pino({ level: 'silent' });
 const credentials = { kind: 'hmac', secret: 'k' } as const;
@@ -219,5 +220,42 @@ describe('GET /metrics', () => {
     assert.deepEqual(series('kfn_function_reconcile_time_seconds_count'), ['kfn_function_reconcile_time_seconds_count{function="myweb",kind="MyWeb"} 1']);
     assert.match(text, /^process_resident_memory_bytes \d+$/m);
     assert.match(text, /^process_cpu_seconds_total [\d.]+$/m);
+  });
+});
+
+describe('tracing', () => {
+  test("a reconcile continues the bridge's trace (its traceparent header): a span per step under the reconcile span, and each write named by its span in the answer", async (t) => {
+    const exported = traceInMemory(t);
+    const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, metrics: new FunctionMetrics(), api: memoryApi(MyWebFunction, { object: web }) });
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + 30_000).message, credentials);
+    const bridgeSpan = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7' };
+    const res = await app.request('/', { method: 'POST', headers: { ...headers, traceparent: `00-${bridgeSpan.traceId}-${bridgeSpan.spanId}-01` }, body });
+    assert.equal(res.status, 200);
+    const answer = (await res.json()) as { changes: { action: string; ref: { kind: string }; traceparent?: string }[] };
+    const spans = exported.getFinishedSpans();
+    const reconcile = spans.find((s) => s.name === 'reconcile MyWeb')!;
+    assert.ok(reconcile, spans.map((s) => s.name).join(', '));
+    assert.equal(reconcile.spanContext().traceId, bridgeSpan.traceId, "the bridge's trace");
+    assert.equal(reconcile.parentSpanContext?.spanId, bridgeSpan.spanId, "under the bridge's delivery span");
+    assert.deepEqual([reconcile.attributes['cloudevents.event_type'], reconcile.attributes['kfn.reason'], reconcile.attributes['kfn.object.name'], reconcile.attributes['kfn.result']], ['dev.kfn.reconcile.v1', 'created', 'site', 'success']);
+    const steps = spans.filter((s) => s.parentSpanContext?.spanId === reconcile.spanContext().spanId).map((s) => s.name);
+    for (const step of ['reconcile', 'applying Deployment demo/site', 'applying Service demo/site', 'writing the status']) assert.ok(steps.includes(step), `a span for ${step} (${steps.join(', ')})`);
+    // Each write in the answer names the span that made it.
+    for (const change of answer.changes.filter((c) => c.action === 'applied' || c.action === 'status')) {
+      const span = spans.find((s) => change.traceparent === `00-${s.spanContext().traceId}-${s.spanContext().spanId}-01`);
+      assert.ok(span, `${change.action} ${change.ref.kind}: ${change.traceparent}`);
+      assert.match(span.name, change.action === 'status' ? /^writing the status$/ : new RegExp(`^applying ${change.ref.kind} `));
+    }
+  });
+
+  test('with tracing off the answer carries no traceparent and nothing is recorded', async () => {
+    const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, metrics: new FunctionMetrics(), api: memoryApi(MyWebFunction, { object: web }) });
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + 30_000).message, credentials);
+    const res = await app.request('/', { method: 'POST', headers: { ...headers, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' }, body });
+    const answer = (await res.json()) as { changes: { traceparent?: string }[] };
+    assert.ok(answer.changes.length > 0);
+    assert.ok(answer.changes.every((c) => c.traceparent === undefined));
   });
 });

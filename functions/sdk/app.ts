@@ -18,6 +18,9 @@ import { capturingLogger, Recorder, recordSinkFromEnv, type RecordSink } from '.
 import { reconcileEvent, writesOf } from './runtime.ts';
 import { groupOf } from '../../core/objects.ts';
 import { metricsContentType, processMetrics, type FunctionMetrics } from './metrics.ts';
+import { contextFromHeaders, inSpan, SpanKind } from '../../core/tracing.ts';
+import { SpanStatusCode, type Attributes, type Span } from '@opentelemetry/api';
+import type { ReceivedReconcile } from '../../core/event.ts';
 
 export interface FunctionOptions {
   /** Fixed, or a getter asked on every request (a key file that the kubelet refreshes). */
@@ -155,8 +158,9 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     const body = await c.req.text();
     let received;
     const using = credentials();
+    const headers = Object.fromEntries(c.req.raw.headers);
     try {
-      received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), body, using, now().getTime());
+      received = parseReconcileRequest(headers, body, using, now().getTime());
       // A signed event is taken once: a captured request sent again is refused. 409 tells the
       // bridge the function has this delivery already (it may still be at work on it).
       if (using.kind !== 'none' && !replays.admit(received.event.id, received.attempt, received.timeLeftMs ?? maxDeliveryMs)) {
@@ -178,20 +182,44 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     }
     const recorder = record ? new Recorder(reconciler, received, now()) : undefined;
     const invocationLog = recorder ? capturingLogger(log, (entry) => recorder.log(entry)) : log;
-    try {
-      api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
-      const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
-      if (recorder) record!(recorder.finish({ result }));
-      const outcome = result.result === 'done' ? 'success' : result.requeueAfterSeconds ? 'requeue_after' : 'requeue';
-      metrics.reconciled(reconciler.name, reconciler.for.kind, outcome, (clock.now() - arrivedAt) / 1000, result.changes.length);
-      return c.json(result);
-    } catch (err) {
-      invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
-      if (recorder) record!(recorder.finish({ error: err }));
-      // What it wrote before failing: the bridge's retry waits until its watches have seen it.
-      const changes = writesOf(err);
-      metrics.reconciled(reconciler.name, reconciler.for.kind, 'error', (clock.now() - arrivedAt) / 1000, changes.length);
-      return c.json({ error: (err as Error).message, ...(changes.length ? { changes } : {}) }, 500);
-    }
+    const reconcile = async (span?: Span): Promise<Response> => {
+      try {
+        api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
+        const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
+        if (recorder) record!(recorder.finish({ result }));
+        const outcome = result.result === 'done' ? 'success' : result.requeueAfterSeconds ? 'requeue_after' : 'requeue';
+        metrics.reconciled(reconciler.name, reconciler.for.kind, outcome, (clock.now() - arrivedAt) / 1000, result.changes.length);
+        span?.setAttributes({ 'kfn.result': outcome, 'kfn.writes': result.changes.length });
+        return c.json(result);
+      } catch (err) {
+        invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
+        if (recorder) record!(recorder.finish({ error: err }));
+        // What it wrote before failing: the bridge's retry waits until its watches have seen it.
+        const changes = writesOf(err);
+        metrics.reconciled(reconciler.name, reconciler.for.kind, 'error', (clock.now() - arrivedAt) / 1000, changes.length);
+        span?.setAttributes({ 'kfn.result': 'error', 'kfn.writes': changes.length });
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        return c.json({ error: (err as Error).message, ...(changes.length ? { changes } : {}) }, 500);
+      }
+    };
+    // The bridge's delivery span is the parent (its traceparent header): one trace from the watch event to the writes.
+    return inSpan(`reconcile ${kind.kind}`, () => reconcileAttributes(reconciler.name, received), reconcile, { parent: contextFromHeaders(headers), kind: SpanKind.SERVER });
+  };
+}
+
+/** A reconcile span's attributes, after OpenTelemetry's CloudEvents conventions and kfn's own. */
+function reconcileAttributes(reconciler: string, received: ReceivedReconcile): Attributes {
+  const { event, data } = received;
+  return {
+    'cloudevents.event_id': event.id,
+    'cloudevents.event_type': event.type,
+    'cloudevents.event_source': event.source,
+    ...(event.subject ? { 'cloudevents.event_subject': event.subject } : {}),
+    'kfn.reconciler': reconciler,
+    'kfn.reason': received.reason,
+    'kfn.attempt': received.attempt,
+    'kfn.object.kind': data.primary.kind,
+    'kfn.object.name': data.primary.name,
+    ...(data.primary.namespace ? { 'k8s.namespace.name': data.primary.namespace } : {}),
   };
 }

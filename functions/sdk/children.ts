@@ -18,6 +18,7 @@ import { ReconcileError, type InvocationScope } from './invocation.ts';
 import type { InvocationObserver } from './record.ts';
 import type { Child, ReconcileContext } from './reconciler.ts';
 import { desiredHash, type Snapshot } from './snapshot.ts';
+import { activeTraceparent } from '../../core/tracing.ts';
 
 /**
  * Children are known by group, kind and name — never by version: the same object read as
@@ -126,7 +127,7 @@ export class Children {
           continue;
         }
         const ref = { ...refOf(s.value.written ?? d), apiVersion: d.apiVersion!, kind: d.kind! };
-        this.run.changes.push({ action: 'applied', ref });
+        this.run.changes.push({ action: 'applied', ref, ...(s.value.traceparent ? { traceparent: s.value.traceparent } : {}) });
         this.states.push({ ref, hash: hashes.get(d)! });
       }
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
@@ -164,10 +165,12 @@ export class Children {
   }
 
   /** One server-side apply: the object as written, or a refusal (422) instead of an error. */
-  private async applyChild(desired: KubeObject): Promise<{ written?: KubeObject } | { refused: Refusal }> {
+  private async applyChild(desired: KubeObject): Promise<{ written?: KubeObject; traceparent?: string } | { refused: Refusal }> {
     const { api, reconciler } = this.run;
+    let traceparent: string | undefined;
     try {
       const written = await this.run.step(`applying ${describeObject(desired)}`, async () => {
+        traceparent = activeTraceparent();
         const resource = await api.resource(desired.apiVersion!, desired.kind!);
         return api.request<KubeObject | undefined>('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
@@ -175,7 +178,7 @@ export class Children {
           query: { fieldManager: reconciler.fieldManager, force: true },
         });
       });
-      return { written: written?.metadata ? written : undefined };
+      return { written: written?.metadata ? written : undefined, ...(traceparent ? { traceparent } : {}) };
     } catch (err) {
       const cause = (err as Error).cause;
       const apiErr = cause instanceof ApiError ? cause : undefined;
@@ -195,7 +198,9 @@ export class Children {
     const { api } = this.run;
     for (const [key, child] of this.found) {
       if (desired.has(key)) continue;
+      let traceparent: string | undefined;
       await this.run.step(`pruning ${describeObject(child)}`, async () => {
+        traceparent = activeTraceparent();
         const resource = await api.resource(child.apiVersion!, child.kind!);
         try {
           // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
@@ -206,7 +211,7 @@ export class Children {
           if (!(err instanceof ApiError && (err.status === 404 || err.status === 409))) throw err;
         }
       });
-      this.run.changes.push({ action: 'pruned', ref: refOf(child) });
+      this.run.changes.push({ action: 'pruned', ref: refOf(child), ...(traceparent ? { traceparent } : {}) });
     }
   }
 }

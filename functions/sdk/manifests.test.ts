@@ -61,6 +61,8 @@ test('a function as a Knative Service: its account, concurrency and timeout from
   assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE'], 'PORT is Knative\'s to set; no records unless asked for (they would put what the function reads in its log)');
   const recorded = functionKnativeService(fn, { namespace: 'fns', image: 'i', record: true }) as typeof ksvc;
   assert.deepEqual(recorded.spec.template.spec.containers[0]!.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE', 'KFN_RECORD'], 'kfn deploy --record: records to stdout');
+  const traced = functionKnativeService(fn, { namespace: 'fns', image: 'i', otlpEndpoint: 'http://collector.observability:4318' }) as typeof ksvc & { spec: { template: { spec: { containers: { env: { name: string; value: string }[] }[] } } } };
+  assert.deepEqual(traced.spec.template.spec.containers[0]!.env.at(-1), { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://collector.observability:4318' }, 'kfn deploy --otlp-endpoint: traces over OTLP');
   assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 8080 }]);
   assert.deepEqual(c.readinessProbe.httpGet, { path: '/healthz' }, 'Knative probes the serving port itself');
   const defaults = functionKnativeService(MyWebFunction, { image: 'i' }) as typeof ksvc;

@@ -263,6 +263,8 @@ export interface WorkloadOptions {
    * any secret a spec carries, in the pod's log.
    */
   record?: boolean;
+  /** Where the function sends its spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT): tracing, off by default. */
+  otlpEndpoint?: string;
   /** Secrets (kubernetes.io/dockerconfigjson) the kubelet pulls the image with: a registry that asks for credentials. */
   imagePullSecrets?: string[];
   /** Who renews the serving certificate (ManifestOptions.webhookCa): kfn, the function itself (default), or cert-manager. */
@@ -425,7 +427,12 @@ function functionContainer(options: WorkloadOptions, knative: boolean, auth = { 
     name: 'function',
     image: options.image,
     imagePullPolicy: 'IfNotPresent',
-    env: [...(knative ? [] : [{ name: 'PORT', value: '8080' }]), auth, ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : [])],
+    env: [
+      ...(knative ? [] : [{ name: 'PORT', value: '8080' }]),
+      auth,
+      ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : []),
+      ...(options.otlpEndpoint ? [{ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: options.otlpEndpoint }] : []),
+    ],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     volumeMounts: [{ name: 'auth', mountPath: authKeyDir, readOnly: true }],
     readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },

@@ -34,6 +34,7 @@ import { Terminal, type Child, type ReconcileContext, type ReconcileResult, type
 import { Children } from './children.ts';
 import { addFinalizer, finalize } from './finalizer.ts';
 import { ReconcileError, type InvocationScope } from './invocation.ts';
+import { activeTraceparent, inSpan } from '../../core/tracing.ts';
 
 /** The resource (plural) a request path names: `/apis/apps/v1/namespaces/ns/deployments/x` → `deployments`. */
 function resourceOf(path: string): string {
@@ -217,7 +218,7 @@ class Invocation implements InvocationScope {
   async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
       this.signal.throwIfAborted();
-      return await fn();
+      return await inSpan(what, { 'kfn.step': what }, fn);
     } catch (err) {
       if (err instanceof ReconcileError) throw err;
       // An aborted request reports the abort, not the deadline: say what really happened.
@@ -337,14 +338,16 @@ class Invocation implements InvocationScope {
     if (!needed) return condition;
     const precondition = this.snapshot && obj.metadata.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {};
     let written: KubeObject | undefined;
+    let traceparent: string | undefined;
     try {
-      written = await this.step('writing the status', () =>
-        this.api.request<KubeObject | undefined>('PATCH', `${this.primaryPath}/status`, {
+      written = await this.step('writing the status', () => {
+        traceparent = activeTraceparent();
+        return this.api.request<KubeObject | undefined>('PATCH', `${this.primaryPath}/status`, {
           body: { ...statusBody, metadata: { ...statusBody.metadata, ...precondition } },
           contentType: 'application/apply-patch+yaml',
           query: { fieldManager: this.reconciler.fieldManager, force: true },
-        }),
-      );
+        });
+      });
     } catch (err) {
       const cause = (err as Error).cause;
       if (!(precondition.resourceVersion && cause instanceof ApiError && cause.status === 409)) throw err;
@@ -352,7 +355,7 @@ class Invocation implements InvocationScope {
       this.stale.push(refOf(obj));
       return undefined;
     }
-    this.changes.push({ action: 'status', ref: refOf(written?.metadata ? { ...written, apiVersion: obj.apiVersion, kind: obj.kind } : obj), detail: `Ready=${condition.status} (${condition.reason})` });
+    this.changes.push({ action: 'status', ref: refOf(written?.metadata ? { ...written, apiVersion: obj.apiVersion, kind: obj.kind } : obj), detail: `Ready=${condition.status} (${condition.reason})`, ...(traceparent ? { traceparent } : {}) });
     return condition;
   }
 }

@@ -64,6 +64,9 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   assert.deepEqual(monitored.filter((o) => o.kind === 'ServiceMonitor' || o.kind === 'PodMonitor').map(key).sort(), ['PodMonitor/kfn-system/kfn-functions', 'ServiceMonitor/kfn-system/kfn-bridge']);
   assert.ok(monitored.some((o) => o.kind === 'Service' && o.metadata.name === 'kfn-bridge-metrics'), 'the ServiceMonitor has a Service to select');
   assert.equal(rendered.filter((o) => o.apiVersion.startsWith('monitoring.coreos.com/')).length, 0, 'nothing of the Prometheus Operator by default');
+  const env = (objs: Obj[]) => (deployment(objs).spec.template.spec.containers[0] as unknown as { env: { name: string; value?: string }[] }).env;
+  assert.deepEqual(env(await render('tracing.otlpEndpoint=http://collector.observability:4318')).find((e) => e.name === 'OTEL_EXPORTER_OTLP_ENDPOINT'), { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://collector.observability:4318' });
+  assert.equal(env(rendered).some((e) => e.name.startsWith('OTEL_')), false, 'no tracing by default');
   await assert.rejects(render('leaderElection=false'), /replicas > 1 needs leaderElection: true/);
   await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
 });

@@ -1,13 +1,12 @@
 // A real Prometheus (built from its Go module, cluster/prometheus.ts) on 127.0.0.1, for the
 // observability tests: it scrapes the given targets every second, evaluates the given rule files
 // every second, and answers through its HTTP API. Stopped when the test ends.
-import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
-import { waitFor } from '../../core/clock.ts';
 import { freePort } from './bridge.ts';
+import { startService } from './service.ts';
 
 export interface Sample {
   metric: Record<string, string>;
@@ -48,24 +47,7 @@ export async function startPrometheus(t: TestContext, binary: string, dir: strin
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const log = join(dir, 'prometheus.log');
-  const fd = openSync(log, 'a');
-  const child = spawn(binary, [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], { stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(killer);
-    }
-  });
-  const tail = () => readFileSync(log, 'utf8').trimEnd().split('\n').slice(-10).join('\n');
-  await waitFor('Prometheus to be ready', () => fetch(`${url}/-/ready`).then((r) => r.ok), {
-    timeoutMs: 60_000,
-    abandon: () => (child.exitCode !== null ? `Prometheus exited with ${child.exitCode}:\n${tail()}` : undefined),
-    context: tail,
-  });
+  await startService(t, 'Prometheus', binary, [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], log, () => fetch(`${url}/-/ready`).then((r) => r.ok));
   const api = async <T>(path: string): Promise<T> => {
     const res = await fetch(`${url}${path}`);
     const body = (await res.json()) as { status: string; data: T; error?: string; errorType?: string };

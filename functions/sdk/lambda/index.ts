@@ -6,6 +6,7 @@ import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { connectionFromKubeconfigText, loadConnection } from '../../../kube/connection.ts';
+import { startTracing, type Tracing } from '../../../core/tracing.ts';
 
 /**
  * The Kubernetes connection of a function running outside any cluster (a Lambda): the kubeconfig
@@ -20,10 +21,18 @@ export function lambdaConnection(env: NodeJS.ProcessEnv = process.env) {
 /** The function as an AWS Lambda handler (Function URLs, API Gateway, ALB): `export const handler = lambdaHandler(reconciler)`. */
 export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions = {}) {
   let app: Hono | undefined;
+  let tracing: Promise<Tracing | undefined> | undefined;
   // Built on the first invocation, so that a configuration error is that invocation's error (and
   // in the function's log) rather than an init failure Lambda retries without saying why.
-  return (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
+  return async (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
+    // Spans over OTLP when the environment says where; sent before the answer, since Lambda
+    // freezes the process between invocations (a batch left for later may never go).
+    const traced = await (tracing ??= startTracing(`kfn-fn-${reconciler.name}`));
     app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
-    return handle(app)(event, context);
+    try {
+      return await handle(app)(event, context);
+    } finally {
+      await traced?.flush();
+    }
   };
 }

@@ -13,6 +13,7 @@ import { CertificateRenewer, functionRenewal, type RenewalOptions } from '../ren
 import { servesHttps, serveWebhooks } from '../webhooks.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { loadConnection } from '../../../kube/connection.ts';
+import { startTracing } from '../../../core/tracing.ts';
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
@@ -135,14 +136,19 @@ function endConnectionsOnClose(server: HttpServer | HttpsServer, alsoClose?: () 
  * bridge, to another pod or to this function's next start.
  */
 export async function runInContainer(reconciler: Reconciler, options: ServeOptions = {}): Promise<void> {
+  // Spans over OTLP when the environment says where (`kfn deploy` passes OTEL_* on).
+  const tracing = await startTracing(`kfn-fn-${reconciler.name}`);
   const server = await serve(reconciler, { hostname: '0.0.0.0', ...options });
   await runUntilStopped(server, `kfn function ${reconciler.name}`, `(${reconciler.for.apiVersion} ${reconciler.for.kind}) listening on :${portOf(options)}`);
+  await tracing?.shutdown();
 }
 
 /** A shared host as its container runs it (`kfn deploy --host`): as runInContainer, for every function it serves. */
 export async function runHostInContainer(host: string, reconcilers: Reconciler[], options: HostServeOptions = {}): Promise<void> {
+  const tracing = await startTracing(`kfn-host-${host}`);
   const server = await serveHost(reconcilers, { hostname: '0.0.0.0', ...options });
   await runUntilStopped(server, `kfn host ${host}`, `listening on :${portOf(options)}, serving ${reconcilers.map((r) => `${r.name} (${r.for.kind}) on ${hostPath(r.name)}`).join(', ')}`);
+  await tracing?.shutdown();
 }
 
 /** Says the server listens, then on SIGTERM or SIGINT closes it and resolves once what was in flight has answered. */
