@@ -8,7 +8,7 @@
 //   ResyncSchedule ─────────── low-priority keys ──┘        ▲                      │
 //                                                          └── carryOut(settle()) ◀┘
 import { AdaptiveLimit } from './concurrency.ts';
-import type { ReconcilerConfig } from './config.ts';
+import { watchedKinds, type ReconcilerConfig } from './config.ts';
 import { sinkFailureOf, type DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
@@ -80,7 +80,7 @@ export class Controller {
   private readonly resync: ResyncSchedule;
   /** How long its primaries take from a change to Ready (kfn_bridge_change_to_ready_seconds). */
   private readonly traces: DeliveryTraces;
-  private readonly readyTime = new TimeToReady((seconds) => this.bridge.metrics?.changeToReady.observe({ controller: this.config.name }, seconds));
+  private readonly readyTime: TimeToReady | undefined;
   private readonly pending = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
   private readonly tombstones = new Map<string, KubeObject>();
@@ -97,6 +97,8 @@ export class Controller {
     this.bridge = bridge;
     this.config = config;
     this.traces = new DeliveryTraces(config.name);
+    // Only where the primary's watch keeps its status (contract 2, or a field-mapped watch).
+    this.readyTime = watchedKinds(config)[0]?.full ? new TimeToReady((seconds) => bridge.metrics?.changeToReady.observe({ controller: config.name }, seconds)) : undefined;
     this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem));
     const metrics = bridge.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
@@ -111,7 +113,7 @@ export class Controller {
       if ('referenceField' in w.mapping) this.references.set(w.mapping.referenceField, new ReferenceIndex(w.mapping.referenceField));
     }
     this.primaryIndexes.push(...this.selectors.values(), ...this.references.values());
-    metrics?.controllerStarted(config.name);
+    metrics?.controllerStarted(config.name, bridge.clock.wall() / 1000);
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.snapshots = config.contract === 2 ? new Snapshots(config) : undefined;
     // Deliveries in flight: learnt from the function's answers, up to maxConcurrentReconciles.
@@ -298,22 +300,32 @@ export class Controller {
       obs.trace?.queued?.end();
       return; // another shard's
     }
-    const waiting = this.pending.get(key);
-    if (obs.trace && waiting?.trace?.queued) {
-      // Still waiting for its delivery: the trace stays the first event's, the one that made
-      // the object wait, and the later one is linked. (One in flight already has left the queue:
-      // an event now starts a trace of its own.)
-      this.traces.alsoReceived(waiting.trace, obs.trace);
-      obs = { ...obs, trace: waiting.trace };
-    }
-    if (override || !waiting) this.pending.set(key, obs);
-    else if (obs.trace !== waiting.trace) obs.trace?.queued?.end();
+    if (override || !this.pending.has(key)) this.setPending(key, obs);
+    else this.joinPending(key, obs);
     this.queue.add(key, priority);
   }
 
-  /** With tracing on, the trace an observation of `key` starts (core/tracing.ts); nothing otherwise. */
+  /** `obs` becomes what `key` waits for; a trace still waiting in the queue carries on (with tracing on). */
+  private setPending(key: string, obs: PendingObservation): void {
+    this.pending.set(key, this.joinPending(key, obs));
+  }
+
+  /**
+   * With tracing on: an observation of `key` while an earlier one still waits in the queue joins
+   * its trace (the first event's, the one that made the object wait; the later one is linked),
+   * and answers the observation carrying that trace. One in flight has left the queue already:
+   * an event now starts a trace of its own.
+   */
+  private joinPending(key: string, obs: PendingObservation): PendingObservation {
+    const waiting = this.pending.get(key)?.trace;
+    if (!waiting?.queued) return obs;
+    if (obs.trace) this.traces.alsoReceived(waiting, obs.trace);
+    return { ...obs, trace: waiting };
+  }
+
+  /** With tracing on, the trace an observation of `key` starts (core/tracing.ts); nothing otherwise, nor for another shard's key. */
   private traced(key: string, cause: { type: string; object: KubeObject; kind: KindRef } | undefined, reason: string): { trace?: ObservationTrace } {
-    if (!tracing.on) return {};
+    if (!tracing.on || !this.owns(key)) return {};
     return { trace: this.traces.received(key, cause, reason) };
   }
 
@@ -355,12 +367,12 @@ export class Controller {
         // (and this shard delivers).
         if (this.inNamespaces(event.object) && this.owns(key)) this.tombstones.set(key, event.object);
         this.resync.untrack(key);
-        this.readyTime.gone(key);
+        this.readyTime?.gone(key);
         for (const index of this.primaryIndexes) index.delete(key);
       } else {
         this.tombstones.delete(key);
         if (this.inNamespaces(event.object)) this.resync.track(key);
-        if (this.inNamespaces(event.object) && this.owns(key)) this.readyTime.seen(key, event.object, this.bridge.clock.now());
+        if (this.inNamespaces(event.object) && this.owns(key)) this.readyTime?.seen(key, event.object, this.bridge.clock.now(), event.type === 'apply' ? event.old : undefined);
         for (const index of this.primaryIndexes) index.set(key, event.object);
       }
     }
@@ -394,6 +406,7 @@ export class Controller {
     const primary = live ?? this.tombstones.get(key);
     if (!primary) {
       // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
+      if (pending.trace) this.traces.dequeued(pending.trace);
       this.finish(key, pending);
       this.queue.forget(key);
       this.snapshots?.forget(key);
@@ -526,7 +539,10 @@ export class Controller {
     metrics?.reconcileTime.observe({ controller }, sent.result.durationMs / 1000);
     metrics?.deliveries.inc({ controller, reason, code: sent.result.status === undefined ? 'none' : String(sent.result.status) });
     const failure = sinkFailureOf(sent.result);
-    if (failure) metrics?.sinkFailures.inc({ controller, reason: failure });
+    if (failure) {
+      metrics?.sinkFailures.inc({ controller, reason: failure });
+      metrics?.lastSinkFailure.set({ controller }, this.bridge.clock.wall() / 1000);
+    } else metrics?.lastAnswer.set({ controller }, this.bridge.clock.wall() / 1000);
     return sent;
   }
 
@@ -561,7 +577,7 @@ export class Controller {
     if (s.error === 'retry') metrics?.reconcileErrors.inc({ controller });
     if (s.error === 'terminal') metrics?.terminalErrors.inc({ controller });
     if (s.finished) this.finish(key, pending, deleted);
-    if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.pending.set(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
+    if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.setPending(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
     this.bridge.holds.release(this.config.name, key, s.holdUntil, this);
     switch (s.queue.kind) {
       case 'forget':
@@ -589,6 +605,8 @@ export class Controller {
     this.resync.stop();
     const finished = await this.workers.stop(timeoutMs);
     this.queue.shutDown();
+    // Traces of observations never delivered end here (the next controller observes them afresh).
+    for (const p of this.pending.values()) if (p.trace) this.traces.dequeued(p.trace);
     return finished;
   }
 }

@@ -143,6 +143,23 @@ export class BridgeMetrics {
     buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800],
     registers: [this.registry],
   });
+  readonly info = new Gauge({
+    name: 'kfn_bridge_info',
+    help: "Always 1: marks a scrape target as a kfn bridge (the alerts and the dashboard join controller-runtime's metric names on it, which other operators export too).",
+    registers: [this.registry],
+  });
+  readonly lastAnswer = new Gauge({
+    name: 'kfn_bridge_last_answer_timestamp_seconds',
+    help: "When a delivery of the Reconciler last got the function's own answer (done, requeue, a refusal or an error); the controller's start before the first.",
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
+  readonly lastSinkFailure = new Gauge({
+    name: 'kfn_bridge_last_sink_failure_timestamp_seconds',
+    help: "When a delivery of the Reconciler last failed before the function answered (0: never).",
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
   private watchStates: () => Iterable<{ kind: string; state: WatchState }> = () => [];
   readonly watches = (() => {
     const metrics = this;
@@ -162,6 +179,7 @@ export class BridgeMetrics {
     // The event loop's delay sampled once a second, not prom-client's default every 10 ms: that
     // timer alone woke an idle bridge 100 times a second (about 0.26 s of CPU a minute).
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: eventLoopSampleMs });
+    this.info.set(1);
   }
 
   /** Exports what the journal could not write: its failed writes and rotations, and the lines it dropped. */
@@ -191,7 +209,9 @@ export class BridgeMetrics {
    * rate of errors reads 0, not "no data", before the first error, and an alert on an increase
    * sees the first one.
    */
-  controllerStarted(controller: string): void {
+  controllerStarted(controller: string, nowSeconds: number): void {
+    this.lastAnswer.set({ controller }, nowSeconds);
+    this.lastSinkFailure.set({ controller }, 0);
     for (const result of ['success', 'error', 'requeue', 'requeue_after']) this.reconcileTotal.inc({ controller, result }, 0);
     for (const counter of [this.reconcileErrors, this.terminalErrors, this.heldBack, this.invalidAnswers, this.staleSnapshotSkips, this.snapshotLagFallbacks]) counter.inc({ controller }, 0);
     for (const reason of sinkFailureReasons) this.sinkFailures.inc({ controller, reason }, 0);

@@ -56,3 +56,18 @@ test('an object deleted before it is Ready is forgotten, and never observed', ()
   t.seen('ns/a', obj(1, { status: 'True', observedGeneration: 1 }), 5000);
   assert.deepEqual(observed, [], 'a new object of the name, Ready when first seen, was not waited for');
 });
+
+test('a Ready object falling back without a change of its spec (a pod lost) is not timed: an outage, not a change to wait for', () => {
+  const observed: number[] = [];
+  const t = new TimeToReady((s) => observed.push(s));
+  const ready = obj(1, { status: 'True', observedGeneration: 1 });
+  const fallen = obj(1, { status: 'False', observedGeneration: 1 });
+  t.seen('ns/a', fallen, 1000, ready);
+  t.seen('ns/a', ready, 9000, fallen);
+  assert.deepEqual(observed, []);
+  assert.equal(t.size, 0);
+  // Its spec edited (generation 2): timed from the edit.
+  t.seen('ns/a', obj(2, { status: 'True', observedGeneration: 1 }), 10_000, ready);
+  t.seen('ns/a', obj(2, { status: 'True', observedGeneration: 2 }), 11_500, obj(2, { status: 'True', observedGeneration: 1 }));
+  assert.deepEqual(observed, [1.5]);
+});

@@ -90,8 +90,11 @@ export class DeliveryTraces {
     later.queued?.end();
     const queued = waiting.queued;
     if (!queued) return;
-    for (const version of later.versions) remember(this.seen, version, queued);
-    waiting.versions.push(...later.versions);
+    for (const version of later.versions) {
+      if (waiting.versions.length >= maxLinks) break;
+      remember(this.seen, version, queued);
+      waiting.versions.push(version);
+    }
     const count = (this.linked.get(queued) ?? 0) + 1;
     if (count > maxLinks) return;
     this.linked.set(queued, count);
@@ -100,8 +103,12 @@ export class DeliveryTraces {
 
   /** The delivery starts: the queued span ends (a retry has none left). */
   dequeued(t: ObservationTrace): void {
-    t.queued?.end();
+    if (!t.queued) return;
+    t.queued.end();
+    // Its versions' writes can no longer be linked to it: the next events of them start afresh.
+    for (const version of t.versions) if (this.seen.get(version) === t.queued) this.seen.delete(version);
     t.queued = undefined;
+    t.versions = [];
   }
 
   /** The writes a function's answer names with their spans: the events that show them will link to them. */

@@ -11,8 +11,11 @@ import { rulesAtZero } from './deploy.ts';
 test('on Knative: CEL rules hold at zero, webhooks need the function up (and the way to have them); a function with neither: nothing said', () => {
   const shop = defineReconciler({ name: 'shop', for: Shop, reconcile: () => ({}) });
   assert.deepEqual(rulesAtZero(shop), ['shop: 6 rules of Shop run in the apiserver (CEL in its CRD), with the function at zero too']);
-  const [webhooks, ...more] = rulesAtZero(MyAppFunction);
+  const [cel, webhook, ...more] = rulesAtZero(MyAppFunction);
   assert.equal(more.length, 0);
-  assert.match(webhooks!, /^myapp: default and validate are webhooks, which need the function up .*: on Knative they are not served\. Deploy myapp with --target deployment to have them, or say the rule in CEL/);
+  assert.equal(cel, 'myapp: 2 rules of MyApp run in the apiserver (CEL in its CRD), with the function at zero too');
+  assert.match(webhook!, /^myapp: default is a webhook, which needs the function up .*: on Knative it is not served\. Deploy myapp with --target deployment to have it, or say the rule in CEL/);
+  const both = defineReconciler({ name: 'both', for: Shop, default: () => {}, validate: () => [], reconcile: () => ({}) });
+  assert.match(rulesAtZero(both)[1]!, /^both: default and validate are webhooks, which need the function up .*: on Knative they are not served\. Deploy both with --target deployment to have them/);
   assert.deepEqual(rulesAtZero(MyWebFunction), []);
 });

@@ -53,13 +53,14 @@ export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv =
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   tracing.on = true;
+  // Bounded: a collector that does not answer costs a delivery (a Lambda's flush) or a stopping
+  // process at most this, never the exporter's whole timeout.
+  const bounded = (p: Promise<void>, ms: number) => Promise.race([p.catch(() => undefined), new Promise<void>((done) => setTimeout(done, ms).unref())]);
   return {
-    async flush() {
-      await provider.forceFlush().catch(() => undefined);
-    },
+    flush: () => bounded(provider.forceFlush(), 2000),
     async shutdown() {
       tracing.on = false;
-      await provider.shutdown().catch(() => undefined);
+      await bounded(provider.shutdown(), 5000);
     },
   };
 }

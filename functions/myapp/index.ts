@@ -4,13 +4,23 @@
 // the MyApp (D: the garbage collector deletes what the MyApp controls).
 import { Deployment, Pod, defineKind, defineReconciler, explainedFields, explainWorkload, t, type Desired, type ObjectOf } from '../sdk/index.ts';
 
+/** At most this many replicas: more is refused by the apiserver (a CEL rule of the CRD). */
+export const maxReplicas = 10;
+
+// A container image reference: lowercase repository path, then an optional tag or digest (RE2,
+// as CEL's matches() takes it).
+const imageReference = '^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[a-f0-9]{64})?$';
+const hasTagOrDigest = (image: string) => image.includes('@') || /:[^/]+$/.test(image);
+
 export const MyApp = defineKind({
   group: 'app.example.com',
   version: 'v1',
   kind: 'MyApp',
   spec: t.Object({
-    replicas: t.Integer({ minimum: 0, default: 1 }),
-    image: t.String({ minLength: 1 }),
+    // The seed's validating webhook, now rules the apiserver runs itself (CEL in the CRD): they
+    // hold with the function scaled to zero, and every problem is refused at once, by its field.
+    replicas: t.Integer({ minimum: 0, default: 1, 'x-kubernetes-validations': [{ rule: `self <= ${maxReplicas}`, message: `must be ≤ ${maxReplicas}` }] }),
+    image: t.String({ minLength: 1, maxLength: 512, 'x-kubernetes-validations': [{ rule: `self.matches('${imageReference}')`, message: 'is not an image reference (lowercase name, then :tag or @sha256:digest)' }] }),
   }),
   status: t.Object({ readyReplicas: t.Optional(t.Integer()) }),
   printerColumns: [
@@ -35,13 +45,6 @@ const deployment = (app: App): Desired<typeof Deployment> => {
   };
 };
 
-/** At most this many replicas: more is refused by the validating webhook. */
-export const maxReplicas = 10;
-
-// A container image reference: lowercase repository path, then an optional tag or digest.
-const imageReference = /^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
-const hasTagOrDigest = (image: string) => image.includes('@') || /:[^/]+$/.test(image);
-
 export default defineReconciler({
   name: 'myapp',
   for: MyApp,
@@ -52,16 +55,10 @@ export default defineReconciler({
   uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half of the seed's operator = CRD + webhook + controller. Defaulting: an image
   // named without a tag gets the one the node would pull anyway, written down (`nginx` →
-  // `nginx:latest`), so the stored object says what runs.
+  // `nginx:latest`), so the stored object says what runs. (Validation is the CRD's own rules,
+  // above; the apiserver checks them after this webhook, on the defaulted image.)
   default(app) {
     if (app.spec.image && !hasTagOrDigest(app.spec.image)) app.spec.image = `${app.spec.image}:latest`;
-  },
-  // Validation: every problem at once, each with its field.
-  validate(app) {
-    const problems: string[] = [];
-    if (app.spec.replicas > maxReplicas) problems.push(`spec.replicas: must be ≤ ${maxReplicas} (got ${app.spec.replicas})`);
-    if (!imageReference.test(app.spec.image)) problems.push(`spec.image: "${app.spec.image}" is not an image reference (lowercase name, then :tag or @sha256:digest)`);
-    return problems;
   },
   async reconcile(app, ctx) {
     const live = ctx.owned(Deployment, app.metadata.name);

@@ -187,7 +187,8 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
         api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
         const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
         if (recorder) record!(recorder.finish({ result }));
-        const outcome = result.result === 'done' ? 'success' : result.requeueAfterSeconds ? 'requeue_after' : 'requeue';
+        // As the bridge counts it (core/response.ts): a later look asked for is requeue_after, whatever the result says.
+        const outcome = result.requeueAfterSeconds ? 'requeue_after' : result.result === 'requeue' ? 'requeue' : 'success';
         metrics.reconciled(reconciler.name, reconciler.for.kind, outcome, (clock.now() - arrivedAt) / 1000, result.changes.length);
         span?.setAttributes({ 'kfn.result': outcome, 'kfn.writes': result.changes.length });
         return c.json(result);

@@ -72,9 +72,9 @@ describe('a shared host', () => {
   });
 
   test('refuses functions that need a TLS listener of their own, and a function named twice', () => {
-    assert.throws(() => createHostApp([PodSetFunction, MyAppFunction], { credentials: (name) => keys[name]!, log: silent }), /myapp \(default, validate\) needs a TLS listener of its own, which a shared host \(one plain HTTP port for every function\) does not give: deploy it on its own/);
+    assert.throws(() => createHostApp([PodSetFunction, MyAppFunction], { credentials: (name) => keys[name]!, log: silent }), /myapp \(default\) needs a TLS listener of its own, which a shared host \(one plain HTTP port for every function\) does not give: deploy it on its own/);
     const vault = defineReconciler({ name: 'vault', for: Beta, deliveryTls: true, reconcile: () => ({}) });
-    assert.match(sharedHostProblem([alpha, vault, MyAppFunction]) ?? '', /^vault \(deliveryTls\), myapp \(default, validate\) need a TLS listener of their own/);
+    assert.match(sharedHostProblem([alpha, vault, MyAppFunction]) ?? '', /^vault \(deliveryTls\), myapp \(default\) need a TLS listener of their own/);
     assert.match(sharedHostProblem([alpha, alpha]) ?? '', /alpha named more than once/);
     assert.match(sharedHostProblem([]) ?? '', /at least one function/);
     assert.equal(sharedHostProblem([alpha, beta, PodSetFunction]), undefined);

@@ -157,8 +157,7 @@ test('a function with webhooks on its Deployment may renew its own certificate, 
   assert.deepEqual(objs[0]!.rules, [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'update'], resourceNames: ['kfn-fn-myapp-webhook-tls'] }]);
   assert.deepEqual(objs[2]!.rules, [
     { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], verbs: ['get', 'patch'], resourceNames: ['kfn-fn-myapp'] },
-    { apiGroups: ['admissionregistration.k8s.io'], resources: ['validatingwebhookconfigurations'], verbs: ['get', 'patch'], resourceNames: ['kfn-fn-myapp'] },
-  ], 'no CRD: MyApp has no previous versions');
+  ], 'only its defaulting webhook (its validation is CEL in the CRD); no CRD: MyApp has no previous versions');
   assert.deepEqual(objs.flatMap((o) => o.subjects ?? []), [{ kind: 'ServiceAccount', name: 'kfn-fn-myapp', namespace: 'shop' }, { kind: 'ServiceAccount', name: 'kfn-fn-myapp', namespace: 'shop' }]);
   assert.deepEqual(certificateObjects({ ...deployment, webhookCa: 'cert-manager' }), [], 'cert-manager renews it');
   assert.deepEqual(certificateObjects({ namespace: 'shop' }), [], 'on Knative (no listener of its own)');
@@ -218,7 +217,7 @@ test('a shared host: one ServiceAccount serving every Reconciler, each function\
   const limited = hostManifests('pair', [PodSetFunction, ProjectFunction], { namespace: 'fns', namespaces: ['team-a'] }) as Manifest[];
   const roleBindings = limited.filter((o) => o.kind === 'RoleBinding' && o.metadata.name.startsWith('kfn-fn-'));
   assert.deepEqual(roleBindings.map((o) => `${o.metadata.namespace}/${o.metadata.name} → ${o.subjects![0]!.name}`), ['team-a/kfn-fn-podset:fns → kfn-host-pair', 'team-a/kfn-fn-project:fns → kfn-host-pair'], 'limited to namespaces: RoleBindings there, to the host');
-  assert.throws(() => hostManifests('pair', [PodSetFunction, MyAppFunction]), /myapp \(default, validate\) needs a TLS listener of its own/);
+  assert.throws(() => hostManifests('pair', [PodSetFunction, MyAppFunction]), /myapp \(default\) needs a TLS listener of its own/);
 });
 
 test("a shared host's workload: one Deployment and Service, every function's auth Secret mounted as a file named by the function", () => {
@@ -242,6 +241,6 @@ test("a shared host's workload: one Deployment and Service, every function's aut
   assert.deepEqual(service.selector, deployment.template.metadata.labels);
   assert.deepEqual(deployment.selector.matchLabels, { 'app.kubernetes.io/managed-by': 'kfn', 'kfn.dev/host': 'pair' }, 'no function\'s Service selects the host\'s pods (they carry no kfn.dev/function)');
   assert.deepEqual(service.ports, [{ name: 'http', port: 80, targetPort: 'http' }]);
-  assert.throws(() => hostWorkload('pair', [MyAppFunction], { image: 'i' }), /myapp \(default, validate\) needs a TLS listener/);
+  assert.throws(() => hostWorkload('pair', [MyAppFunction], { image: 'i' }), /myapp \(default\) needs a TLS listener/);
 });
 

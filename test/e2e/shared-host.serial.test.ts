@@ -44,7 +44,7 @@ test('kfn deploy --host: PodSet and Project served by one process, each Reconcil
 
   // Not with webhooks, nor on Knative: refused before anything is built.
   const withWebhooks = await kfn('deploy', '--host', 'pair', 'functions/podset', 'functions/myapp').then(() => undefined, (err: { stderr: string }) => err.stderr);
-  assert.match(withWebhooks ?? 'deployed', /kfn deploy --host pair: myapp \(default, validate\) needs a TLS listener of its own/);
+  assert.match(withWebhooks ?? 'deployed', /kfn deploy --host pair: myapp \(default\) needs a TLS listener of its own/);
   const onKnative = await kfn('deploy', '--host', 'pair', '--target', 'knative', 'functions/podset').then(() => undefined, (err: { stderr: string }) => err.stderr);
   assert.match(onKnative ?? 'deployed', /runs on the Deployment target only/);
 

@@ -9,7 +9,8 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { checkRules } from '../../functions/sdk/testing.ts';
 import { ApiError, applyObject, servedResource } from '../../kube/api.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { guardCases, guarding, ruleCases, Shop } from '../support/rules-cases.ts';
+import { guardCases, guarding, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
+import { MyApp } from '../../functions/myapp/index.ts';
 import { policyManifests } from '../../functions/sdk/policies.ts';
 import { checkAdmission } from '../../functions/sdk/testing.ts';
 import { waitFor } from '../../core/clock.ts';
@@ -83,4 +84,22 @@ test("a function's guards, as the apiserver runs them, refuse and allow what che
     }
     t.diagnostic(`${c.name}: ${answer.status} ${answer.message}`);
   }
+});
+
+test("MyApp's rules hold with no function running: its CRD alone refuses what checkRules refuses, in the same words", async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  // The CRD `kfn manifests` writes; other tests of MyApp share it, so it stays.
+  await applyObject(api, crdOf(MyApp) as never, 'kfn-test');
+  await servedResource(api, MyApp.apiVersion, MyApp.kind, { timeoutMs: 30_000 });
+  const ns = await testNamespace(t, cluster, 'myapp-rules');
+  const myapps = `/apis/${MyApp.apiVersion}/namespaces/${ns}/myapps`;
+  const body = (spec: object) => ({ apiVersion: MyApp.apiVersion, kind: MyApp.kind, metadata: { name: uniqueName('app') }, spec });
+  const bad = { replicas: 11, image: 'Nginx:latest' };
+  assert.deepEqual(checkRules(MyApp, { spec: bad }), myAppRefusals);
+  const answer = await api.request('POST', myapps, { query: { dryRun: 'All' }, body: body(bad) }).then(() => undefined, (err: unknown) => err);
+  assert.ok(answer instanceof ApiError && answer.status === 422, `refused as invalid (${String(answer)})`);
+  for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
+  t.diagnostic(`with no function: ${answer.message}`);
+  await api.request('POST', myapps, { query: { dryRun: 'All' }, body: body({ replicas: 10, image: 'kfn.local/nginx:1.22' }) });
 });

@@ -182,6 +182,16 @@ export async function untilWebhookRefuses(api: KubeApi, collection: string, prob
   }, { timeoutMs: 30_000 });
 }
 
+/**
+ * Waits until the apiserver calls a new mutating webhook: a dry-run create of `probe(n)` comes
+ * back as `defaulted` says (until the apiserver has loaded the webhook, writes go through as
+ * they are). Nothing is stored.
+ */
+export async function untilWebhookDefaults<T>(api: KubeApi, collection: string, probe: (n: number) => object, defaulted: (stored: T) => boolean, what = 'the apiserver to call the defaulting webhook'): Promise<void> {
+  let n = 0;
+  await waitFor(what, async () => defaulted(await api.request<T>('POST', collection, { query: { dryRun: 'All' }, body: probe(n++) })) || undefined, { timeoutMs: 30_000 });
+}
+
 /** An ApiException's status code and the apiserver's message, or any error's message. */
 export function describeError(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };

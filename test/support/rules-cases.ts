@@ -95,3 +95,6 @@ export const guardCases: GuardCase[] = [
   { name: 'an unprotected ConfigMap deleted', operation: 'DELETE', oldObject: configMap('loose'), refusals: [] },
   { name: 'a protected ConfigMap deleted', operation: 'DELETE', oldObject: configMap('kept', { protect: 'yes' }), refusals: ['is protected'] },
 ];
+
+/** MyApp's refusals of {replicas: 11, image: "Nginx:latest"}, as the apiserver words them (functions/myapp's unit test and test/integration/rules.test.ts). */
+export const myAppRefusals = ['spec.replicas: Invalid value: 11: must be ≤ 10', 'spec.image: Invalid value: "Nginx:latest": is not an image reference (lowercase name, then :tag or @sha256:digest)'];

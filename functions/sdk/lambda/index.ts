@@ -27,7 +27,8 @@ export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions =
   return async (event: Parameters<ReturnType<typeof handle>>[0], context: Parameters<ReturnType<typeof handle>>[1]) => {
     // Spans over OTLP when the environment says where; sent before the answer, since Lambda
     // freezes the process between invocations (a batch left for later may never go).
-    const traced = await (tracing ??= startTracing(`kfn-fn-${reconciler.name}`));
+    // A tracing setup that failed is said once and left off: the reconciles go on.
+    const traced = await (tracing ??= startTracing(`kfn-fn-${reconciler.name}`).catch((err: Error) => (console.error(`kfn: tracing is off: ${err.message}`), undefined)));
     app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
     try {
       return await handle(app)(event, context);
