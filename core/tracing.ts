@@ -37,14 +37,16 @@ export interface Tracing {
  */
 export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
   if (!tracingWanted(env)) return undefined;
-  const [{ TracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { defaultResource, resourceFromAttributes }] = await Promise.all([
+  const [sdk, { OTLPTraceExporter }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { defaultResource, resourceFromAttributes }] = await Promise.all([
     import('@opentelemetry/sdk-trace'),
     import('@opentelemetry/exporter-trace-otlp-proto'),
     import('@opentelemetry/context-async-hooks'),
     import('@opentelemetry/core'),
     import('@opentelemetry/resources'),
   ]);
+  const { TracerProvider, BatchSpanProcessor } = sdk;
   const provider = new TracerProvider({
+    sampler: samplerFromEnv(env, sdk),
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || serviceName })),
     // A second between exports: a reconcile's trace is readable about a second after it ends.
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), scheduledDelayMillis: 1000 })],
@@ -114,4 +116,32 @@ export function withTraceHeaders(headers: Record<string, string>, ctx: Context):
   const carrier: Record<string, string> = { ...headers };
   propagation.inject(ctx, carrier);
   return carrier;
+}
+
+type SamplerKit = Pick<typeof import('@opentelemetry/sdk-trace'), 'AlwaysOnSampler' | 'AlwaysOffSampler' | 'TraceIdRatioBasedSampler' | 'ParentBasedSampler'>;
+
+/**
+ * The sampler OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG name, as the OpenTelemetry
+ * specification defines them (the SDK package no longer reads them itself): always_on,
+ * always_off, traceidratio, and each parentbased_ one; the default, parentbased_always_on,
+ * follows the bridge's decision in the function. An unknown name or ratio is said and the
+ * default used.
+ */
+export function samplerFromEnv(env: NodeJS.ProcessEnv, kit: SamplerKit) {
+  const name = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || 'parentbased_always_on';
+  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+  const ratio = () => {
+    const r = arg === undefined || arg === '' ? 1 : Number(arg);
+    if (Number.isFinite(r) && r >= 0 && r <= 1) return new kit.TraceIdRatioBasedSampler(r);
+    console.error(`kfn: OTEL_TRACES_SAMPLER_ARG=${arg} is not a ratio between 0 and 1: sampling every trace`);
+    return new kit.TraceIdRatioBasedSampler(1);
+  };
+  const root = (base: string) => (base === 'always_on' ? new kit.AlwaysOnSampler() : base === 'always_off' ? new kit.AlwaysOffSampler() : base === 'traceidratio' ? ratio() : undefined);
+  const parent = name.startsWith('parentbased_');
+  const chosen = root(parent ? name.slice('parentbased_'.length) : name);
+  if (!chosen) {
+    console.error(`kfn: OTEL_TRACES_SAMPLER=${name} is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio: using parentbased_always_on`);
+    return new kit.ParentBasedSampler({ root: new kit.AlwaysOnSampler() });
+  }
+  return parent ? new kit.ParentBasedSampler({ root: chosen }) : chosen;
 }
