@@ -300,27 +300,29 @@ describe('bridge', { concurrency: true }, () => {
   test('a Reconciler edited while a delivery runs: the new spec serves every other object at once, and that object only after the delivery ends', async (t) => {
     const cluster = await testCluster();
     const f = await bridgeFixture(t, cluster, { spec: { timeoutSeconds: 20 } });
+    // The slow delivery runs 15 s of its 20: what the new spec does meanwhile is seen by order,
+    // not by a time limit that a loaded machine could miss.
     let slowEnded = 0;
     f.receiver.answer = async (d, res) => {
       if (d.name === 'slow' && d.generation === 1) {
-        await sleep(6000);
+        await sleep(15_000);
         slowEnded = Date.now();
       }
       answerDone(d, res);
     };
     await f.createWidget('slow');
-    await waitFor('the slow delivery to start', async () => f.receiver.of('slow')[0]);
+    const slow = await waitFor('the slow delivery to start', async () => f.receiver.of('slow')[0]);
     const edited = Date.now();
     const [config] = f.running.bridge.reconcilers();
     await f.running.setReconcilers([{ ...config!, resyncPeriodSeconds: config!.resyncPeriodSeconds + 1 }]);
     await f.patchWidget('slow', { spec: { size: 2 } });
     await f.createWidget('other');
-    const other = await waitFor('the other object, under the new spec', async () => f.receiver.of('other')[0], { timeoutMs: 10_000 });
-    assert.ok(other.receivedAt - edited < 4000, `delivered ${other.receivedAt - edited} ms after the edit, while the slow delivery still ran`);
+    const other = await waitFor('the other object, under the new spec', async () => f.receiver.of('other')[0], { timeoutMs: 15_000 });
+    assert.ok(slowEnded === 0 || other.receivedAt < slowEnded, `delivered ${other.receivedAt - edited} ms after the edit, while the slow delivery still ran (it ended ${slowEnded - edited} ms after the edit)`);
     const next = await waitFor('the change to the slow object', async () => f.receiver.of('slow').find((d) => d.generation === 2), { timeoutMs: 30_000 });
     assert.equal(f.receiver.maxConcurrentPerKey(), 1, 'never two deliveries of one object at once');
     assert.ok(next.receivedAt >= slowEnded, 'after the first delivery ended');
-    assert.ok(next.receivedAt - slowEnded < 3000, `${next.receivedAt - slowEnded} ms after it ended: not held to its deadline, 20 s`);
+    assert.ok(next.receivedAt < slow.received.deadline!.getTime(), `${next.receivedAt - slowEnded} ms after it ended: released then, not held to its deadline`);
   });
 
   test('a --config file edited while the bridge runs: the change applies without a restart, and a broken edit keeps the Reconcilers in use', async (t) => {
