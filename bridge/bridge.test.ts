@@ -10,6 +10,8 @@ import { parseReconciler } from './config.ts';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { BridgeMetrics } from './metrics.ts';
 import type { Journal, JournalEntry } from '../core/journal.ts';
+import type { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { traceInMemory } from '../test/support/tracing.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -352,5 +354,56 @@ describe('deliveries held while the identity is refused', () => {
     clock.advance(1000); // the next review, a second after a refusal
     const first = await until('the delivery once allowed', () => receiver.of('w')[0]);
     assert.equal(first.reason, 'created');
+  });
+});
+
+describe('traces of observations that are never delivered still end', () => {
+  /** Every receive span has its queued span ended: none runs on in the exporter's absence. */
+  const unended = (exported: InMemorySpanExporter) => {
+    const spans = exported.getFinishedSpans();
+    const ended = new Set(spans.filter((s) => s.name.startsWith('queued ')).map((s) => s.parentSpanContext?.spanId));
+    return spans.filter((s) => s.name.startsWith('receive ') && !ended.has(s.spanContext().spanId)).map((s) => String(s.attributes['kfn.object.name']));
+  };
+
+  test('a child event for a primary that does not exist', async (t) => {
+    const exported = traceInMemory(t);
+    // Widgets own Widgets here (the fake serves one kind): the child names an owner never created.
+    const { server, receiver, bridge } = await setup(t, { owns: [{ apiVersion: 'example.com/v1', kind: 'Widget' }] });
+    server.put('child', { labels: { 'app.kubernetes.io/managed-by': 'kfn' }, ownerReferences: [{ apiVersion: 'example.com/v1', kind: 'Widget', name: 'ghost', uid: 'uid-ghost', controller: true }] });
+    await until('the child delivered as a primary of its own', () => receiver.of('child')[0]);
+    await atRest(bridge);
+    const receives = exported.getFinishedSpans().filter((s) => s.name === 'receive Widget');
+    assert.ok(receives.length >= 2, 'one receive span as a primary, one as a child of the ghost');
+    assert.deepEqual(unended(exported), []);
+  });
+
+  test('objects still waiting when the controller stops', async (t) => {
+    const exported = traceInMemory(t);
+    const { server, receiver, bridge } = await setup(t, { maxConcurrentReconciles: 1 });
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    receiver.answer = async (d, res) => {
+      if (d.name === 'first') await held;
+      answerDone(d, res);
+    };
+    server.put('first');
+    await until('the first delivery in flight', () => receiver.of('first')[0]);
+    server.put('second');
+    await until('the second observed', () => exported.getFinishedSpans().find((s) => s.attributes['kfn.object.name'] === 'second'));
+    const stopped = bridge.stop(5000);
+    release();
+    await stopped;
+    assert.equal(receiver.of('second').length, 0, 'never delivered');
+    assert.deepEqual(unended(exported), []);
+  });
+
+  test("another shard's objects start no trace", async (t) => {
+    const exported = traceInMemory(t);
+    const { server, receiver } = await setup(t, {}, { owns: (key) => key !== 'ns/theirs' });
+    server.put('theirs');
+    server.put('mine');
+    await until('mine delivered', () => receiver.of('mine')[0]);
+    assert.deepEqual(exported.getFinishedSpans().filter((s) => s.attributes['kfn.object.name'] === 'theirs').map((s) => s.name), []);
+    assert.equal(receiver.of('theirs').length, 0);
   });
 });

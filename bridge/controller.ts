@@ -17,7 +17,7 @@ import { identityProblem, identityRecheckMs, identityRecheckWatchedMs } from './
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { TimeToReady } from './ready-time.ts';
-import { DeliveryTraces, type ObservationTrace } from './traces.ts';
+import { DeliveryTraces, type ObservationTrace, type TraceCause } from './traces.ts';
 import { inSpan, tracing, withTraceHeaders } from '../core/tracing.ts';
 import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
@@ -105,7 +105,7 @@ export class Controller {
     this.resync = new ResyncSchedule({
       periodMs: config.resyncPeriodSeconds * 1000,
       clock: bridge.clock,
-      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now(), ...this.traced(key, undefined, 'resync') }, 'low', false),
+      enqueue: (key) => this.observe(key, { reason: 'resync', observedAt: bridge.clock.now() }, 'low', false),
       batch: config.resyncBatch,
     });
     for (const w of config.watches) {
@@ -294,12 +294,14 @@ export class Controller {
     return undefined;
   }
 
-  /** Records why `key` needs a delivery and queues it. A resync never overrides a real reason. */
-  private observe(key: string, obs: PendingObservation, priority: Priority, override = true): void {
-    if (!this.owns(key)) {
-      obs.trace?.queued?.end();
-      return; // another shard's
-    }
+  /**
+   * Records why `key` needs a delivery and queues it; with tracing on, the observation starts a
+   * trace (core/tracing.ts), linked to the write that caused it when `cause` is one of this
+   * bridge's. A resync never overrides a real reason. Another shard's key is left alone.
+   */
+  private observe(key: string, observed: Omit<PendingObservation, 'trace'>, priority: Priority, override = true, cause?: TraceCause): void {
+    if (!this.owns(key)) return;
+    const obs: PendingObservation = tracing.on ? { ...observed, trace: this.traces.received(key, cause, observed.reason) } : observed;
     if (override || !this.pending.has(key)) this.setPending(key, obs);
     else this.joinPending(key, obs);
     this.queue.add(key, priority);
@@ -323,12 +325,6 @@ export class Controller {
     return { ...obs, trace: waiting };
   }
 
-  /** With tracing on, the trace an observation of `key` starts (core/tracing.ts); nothing otherwise, nor for another shard's key. */
-  private traced(key: string, cause: { type: string; object: KubeObject; kind: KindRef } | undefined, reason: string): { trace?: ObservationTrace } {
-    if (!tracing.on || !this.owns(key)) return {};
-    return { trace: this.traces.received(key, cause, reason) };
-  }
-
   private owns(key: string): boolean {
     return this.bridge.owns?.(key) ?? true;
   }
@@ -345,7 +341,7 @@ export class Controller {
     for (const w of this.primaryWatches) {
       for (const [key, obj] of w.store) {
         if (!which(key) || !this.inNamespaces(obj)) continue;
-        this.observe(key, { reason: 'resync', observedAt: now, ...this.traced(key, undefined, 'resync') }, 'low', false);
+        this.observe(key, { reason: 'resync', observedAt: now }, 'low', false);
         n++;
       }
     }
@@ -379,7 +375,7 @@ export class Controller {
     const now = this.bridge.clock.now();
     const primaryWatch = this.primaryWatches[0];
     for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
-      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now, ...this.traced(e.key, { type: event.type, object: event.object, kind }, e.reason) }, e.priority);
+      this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority, true, { type: event.type, object: event.object, kind });
     }
   }
 

@@ -125,6 +125,11 @@ test("a delivery's sink failure is named by its reason, and the function's own a
   const closed = `http://127.0.0.1:${(probe.address() as AddressInfo).port}/`;
   await new Promise((done) => probe.close(done));
   seen.closed = sinkFailureOf(await sendReconcileEvent({ url: closed, message, credentials, timeoutMs: 2000 }));
+  const noCredentials = async () => {
+    throw Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' });
+  };
+  answer = 'done';
+  seen.credentials = sinkFailureOf(await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000, signer: noCredentials }));
   assert.deepEqual(seen, {
     done: undefined,
     requeue: undefined,
@@ -139,6 +144,7 @@ test("a delivery's sink failure is named by its reason, and the function's own a
     invalid: 'invalid_answer',
     silent: 'timeout',
     closed: 'connection',
+    credentials: 'credentials',
   });
 });
 

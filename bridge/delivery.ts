@@ -18,6 +18,8 @@ export interface DeliveryResult {
    * work on the event.
    */
   mayBeRunning?: boolean;
+  /** Why no response came, when none did: what kfn_bridge_sink_failures_total counts it as. */
+  transport?: 'timeout' | 'credentials' | 'tls' | 'connection';
 }
 
 export interface SendOptions {
@@ -108,9 +110,10 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
     const mayBeRunning = timedOut || (e.name !== 'CredentialsProviderError' && !(code && neverSent.has(code)));
     if (code && certificateRefused.has(code)) {
       const sinkProblem = `the TLS certificate of ${new URL(options.url).host} was refused (${code}: ${e.cause?.message ?? e.message}): it is not signed by a CA of the Reconciler's spec.sink.caBundle (or, without one, a public root), or does not name the host; retrying`;
-      return { outcome: { kind: 'retry', why: sinkProblem, sinkProblem }, durationMs: now() - started };
+      return { outcome: { kind: 'retry', why: sinkProblem, sinkProblem }, durationMs: now() - started, transport: 'tls' };
     }
-    return { outcome: { kind: 'retry', why }, durationMs: now() - started, ...(mayBeRunning ? { mayBeRunning } : {}) };
+    const transport = timedOut ? 'timeout' : e.name === 'CredentialsProviderError' ? 'credentials' : 'connection';
+    return { outcome: { kind: 'retry', why }, durationMs: now() - started, transport, ...(mayBeRunning ? { mayBeRunning } : {}) };
   } finally {
     clearTimeout(timer);
   }
@@ -129,12 +132,7 @@ export function sinkFailureOf(result: DeliveryResult): SinkFailure | undefined {
   const { outcome, status } = result;
   if (outcome.kind !== 'retry') return undefined;
   if (outcome.invalidAnswer) return 'invalid_answer';
-  if (status === undefined) {
-    if (outcome.why.startsWith('no answer within')) return 'timeout';
-    if (outcome.why.startsWith('no AWS credentials')) return 'credentials';
-    if (outcome.sinkProblem) return 'tls';
-    return 'connection';
-  }
+  if (status === undefined) return result.transport ?? 'connection';
   if (status === 401 || status === 403) return 'unauthorized';
   if (status === 429) return 'throttled';
   if (status === 503) return 'unavailable';

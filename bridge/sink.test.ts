@@ -12,6 +12,7 @@ import { reconcilerObject } from '../core/reconciler-spec.ts';
 import { KubeApi } from '../kube/api.ts';
 import { connectionFromOptions } from '../kube/connection.ts';
 import { parseReconciler } from './config.ts';
+import { sinkFailureOf } from './delivery.ts';
 import { Sink } from './sink.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {} };
@@ -59,6 +60,7 @@ test('an https sink is delivered to when its CA is the bundle\'s, and refused wh
   assert.equal(refused.result.outcome.kind, 'retry');
   assert.equal(impostor.received(), 0, 'nothing was sent');
   assert.equal(refused.result.mayBeRunning, undefined, 'the request never reached a function: no hold');
+  assert.equal(sinkFailureOf(refused.result), 'tls');
   assert.match(taken.problems[0] ?? '', /^the TLS certificate of 127\.0\.0\.1:\d+ was refused \((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT_LOCALLY): .*spec\.sink\.caBundle/);
 
   // Only the bundle's CAs: the function's own certificate is refused when the bundle is another's.

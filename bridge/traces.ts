@@ -29,6 +29,13 @@ const maxLinks = 16;
 
 const writeKey = (apiVersion: string, kind: string, namespace: string | undefined, name: string, resourceVersion: string) => `${apiVersion}/${kind}/${namespace ?? ''}/${name}@${resourceVersion}`;
 
+/** The watch event an observation came from: its object's version may be a write of this bridge's. */
+export interface TraceCause {
+  type: string;
+  object: KubeObject;
+  kind: KindRef;
+}
+
 export class DeliveryTraces {
   private readonly writes = new Map<string, SpanContext>();
   /** Object versions seen in events → the queued span of the observation waiting with them. */
@@ -45,7 +52,7 @@ export class DeliveryTraces {
    * ended at once, linked to the write of kfn's that caused it when there was one; and its
    * queued span, running until the delivery starts.
    */
-  received(key: string, cause: { type: string; object: KubeObject; kind: KindRef } | undefined, reason: string): ObservationTrace {
+  received(key: string, cause: TraceCause | undefined, reason: string): ObservationTrace {
     const links: Link[] = [];
     const obj = cause?.object;
     const rv = obj?.metadata.resourceVersion;

@@ -5,7 +5,7 @@
 //
 // The shape follows client-go's workqueue (add / get / done / forget / shutDown), with the
 // delaying and rate-limiting layers folded in, a priority lane, and the clock injected.
-import { systemClock, type Clock } from '../core/clock.ts';
+import { systemClock, within, type Clock } from '../core/clock.ts';
 
 export type Priority = 'high' | 'low';
 
@@ -329,13 +329,6 @@ export class Workers {
   async stop(timeoutMs = 30_000): Promise<boolean> {
     this.stopped = true;
     this.unsubscribe();
-    let cancel = () => {};
-    const timeout = new Promise<false>((resolve) => {
-      cancel = this.clock.setTimer(() => resolve(false), timeoutMs);
-    });
-    const finished = Promise.all([...this.inFlight]).then(() => true);
-    const result = await Promise.race([finished, timeout]);
-    cancel();
-    return result;
+    return within(this.clock, Promise.all([...this.inFlight]), timeoutMs);
   }
 }

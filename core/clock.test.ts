@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import { FakeClock, maxTimerMs, systemClock, timerClock, waitFor, WaitAbandoned, type TimerPrimitives } from './clock.ts';
+import { FakeClock, maxTimerMs, systemClock, timerClock, waitFor, WaitAbandoned, within, type TimerPrimitives } from './clock.ts';
 
 /** Platform timers as Node has them — a delay over 2^31-1 ms runs after 1 ms — on a hand-moved time. */
 function nodeLikeTimers() {
@@ -120,4 +120,23 @@ test("the system clock is monotonic: the machine's time set back an hour neither
   assert.ok(systemClock.now() >= before, 'now() did not go back');
   assert.ok(Math.abs(systemClock.wall() - (realNow() - 3_600_000)) < 1000, 'wall() is the machine\'s time');
   assert.equal(fired, true, 'a 30 ms timer fired (not an hour later)');
+});
+
+test('within: true when the work settles in time (a rejection too), false when the time runs out first; its timer ends with it', async () => {
+  const clock = new FakeClock();
+  const settles = Promise.withResolvers<void>();
+  const done = within(clock, settles.promise, 2000);
+  clock.advance(1999);
+  settles.resolve();
+  assert.equal(await done, true);
+  assert.equal(clock.pendingTimers(), 0, 'no timer left behind');
+
+  const failed = within(clock, Promise.reject(new Error('collector down')), 2000);
+  assert.equal(await failed, true, 'a rejection is settled, not thrown');
+
+  const hangs = within(clock, new Promise(() => {}), 2000);
+  await Promise.resolve();
+  clock.advance(2000);
+  assert.equal(await hangs, false);
+  assert.equal(clock.pendingTimers(), 0);
 });

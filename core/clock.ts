@@ -92,6 +92,22 @@ export function delay(clock: Clock, ms: number, signal?: AbortSignal): Promise<b
   });
 }
 
+/**
+ * Waits for `work` to settle, at most `ms` on `clock`: true when it settled (fulfilled or
+ * rejected) in time, false when the time ran out first. Its timer ends with it.
+ */
+export async function within(clock: Clock, work: Promise<unknown>, ms: number): Promise<boolean> {
+  let cancel = () => {};
+  const timeout = new Promise<false>((resolve) => {
+    cancel = clock.setTimer(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), timeout]);
+  } finally {
+    cancel();
+  }
+}
+
 export interface WaitOptions {
   /** Give up after this long (default 60 s). */
   timeoutMs?: number;

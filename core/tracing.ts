@@ -6,6 +6,7 @@
 // @opentelemetry/api's no-op is in the path, and kfn's own code checks `tracing.on` before
 // building any span's attributes.
 import { context, propagation, ROOT_CONTEXT, trace, SpanKind, SpanStatusCode, type Attributes, type Context, type Span, type SpanContext } from '@opentelemetry/api';
+import { systemClock, within, type Clock } from './clock.ts';
 
 export { SpanKind };
 
@@ -35,7 +36,7 @@ export interface Tracing {
  * `serviceName` (OTEL_SERVICE_NAME wins); undefined when it does not. The exporter reads the
  * other OTEL_EXPORTER_OTLP_* variables itself (headers, timeout, compression).
  */
-export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
+export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): Promise<Tracing | undefined> {
   if (!tracingWanted(env)) return undefined;
   const [sdk, { OTLPTraceExporter }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { defaultResource, resourceFromAttributes }] = await Promise.all([
     import('@opentelemetry/sdk-trace'),
@@ -57,12 +58,11 @@ export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv =
   tracing.on = true;
   // Bounded: a collector that does not answer costs a delivery (a Lambda's flush) or a stopping
   // process at most this, never the exporter's whole timeout.
-  const bounded = (p: Promise<void>, ms: number) => Promise.race([p.catch(() => undefined), new Promise<void>((done) => setTimeout(done, ms).unref())]);
   return {
-    flush: () => bounded(provider.forceFlush(), 2000),
+    flush: async () => void (await within(clock, provider.forceFlush(), 2000)),
     async shutdown() {
       tracing.on = false;
-      await bounded(provider.shutdown(), 5000);
+      await within(clock, provider.shutdown(), 5000);
     },
   };
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse, stringify } from 'yaml';
-import { spawnBridge, widgetSetup, type WidgetSetup } from '../support/bridge.ts';
+import { spawnBridge, widgetSetup, type BridgeProcess, type WidgetSetup } from '../support/bridge.ts';
 import { answerDone } from '../support/receiver.ts';
 import { testCluster, kubeApi } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
@@ -170,11 +170,14 @@ describe('bridge processes', { concurrency: true }, () => {
     const key = (name: string) => shardOf(`${f.ns}/${name}`, 3);
     const names = Array.from({ length: 30 }, (_, i) => `s${i}`);
     for (const name of names) await f.createWidget(name);
-    const replicas = [];
+    const replicas: BridgeProcess[] = [];
     for (const i of [0, 1, 2]) {
       replicas.push(await spawnBridge(t, f.dir, `r${i}`, [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf(`r${i}`)}`, '--leader-elect', '--shards=3', `--shard=${i}`, `--lease-namespace=${f.ns}`, '--lease-name=bridge']));
     }
-    await waitFor('every object delivered', async () => names.every((n) => f.receiver.of(n).length > 0) || undefined, { timeoutMs: 60_000 });
+    // On a timeout: which objects are missing, by shard, and what each replica logged last.
+    const context = (pending: () => string[]) => () =>
+      [`not delivered: ${pending().map((n) => `${n} (shard ${key(n)})`).join(', ')}`, ...replicas.map((r, i) => `r${i}:\n${readFileSync(r.log, 'utf8').trimEnd().split('\n').slice(-15).join('\n')}`)].join('\n');
+    await waitFor('every object delivered', async () => names.every((n) => f.receiver.of(n).length > 0) || undefined, { timeoutMs: 60_000, context: context(() => names.filter((n) => !f.receiver.of(n).length)) });
     for (const n of names) {
       const from = new Set(f.receiver.of(n).map((d) => d.path));
       assert.deepEqual([...from], [`/r${key(n)}`], `${n} (shard ${key(n)}) delivered by its shard's replica alone`);
@@ -185,7 +188,7 @@ describe('bridge processes', { concurrency: true }, () => {
     // Changes in every shard while shard 1 has no replica.
     const changed = names.slice(0, 12);
     for (const n of changed) await f.patchWidget(n, { spec: { size: 2 } });
-    await waitFor('every change delivered, shard 1 by another replica', async () => changed.every((n) => f.receiver.of(n).some((d) => d.generation === 2)) || undefined, { timeoutMs: 60_000 });
+    await waitFor('every change delivered, shard 1 by another replica', async () => changed.every((n) => f.receiver.of(n).some((d) => d.generation === 2)) || undefined, { timeoutMs: 60_000, context: context(() => changed.filter((n) => !f.receiver.of(n).some((d) => d.generation === 2))) });
     for (const n of changed.filter((n) => key(n) === 1)) {
       const d = f.receiver.of(n).find((x) => x.generation === 2)!;
       assert.notEqual(d.path, '/r1', `${n}: the killed replica delivered nothing after its death`);

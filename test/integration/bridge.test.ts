@@ -8,17 +8,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { parseReconciler } from '../../bridge/config.ts';
 import { startBridge } from '../../bridge/main.ts';
-import { repoRoot } from '../../cluster/paths.ts';
 import { bridgeFixture, widgetSetup } from '../support/bridge.ts';
-import { applyYaml, installCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
+import { applyYaml, installCrd, installReconcilerCrd, kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { answerDone, startReceiver } from '../support/receiver.ts';
 
 describe('bridge', { concurrency: true }, () => {
   test('delivers created, updated and deleted; status-only writes deliver nothing', async (t) => {
     const cluster = await testCluster();
-    // No resync: its first one falls anywhere in the period, and would be one more delivery here.
-    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 } });
+    const f = await bridgeFixture(t, cluster);
     await f.createWidget('w1');
     const created = await waitFor('a created delivery', async () => f.receiver.of('w1').find((d) => d.reason === 'created'));
     assert.equal(created.namespace, f.ns);
@@ -98,9 +96,7 @@ describe('bridge', { concurrency: true }, () => {
 
   test('requeueAfterSeconds from the function is honoured', async (t) => {
     const cluster = await testCluster();
-    // No resync: its first round falls anywhere in the period, and one falling in the second
-    // after the first delivery would carry the waiting requeue early (seen once in CI: 827 ms).
-    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 } });
+    const f = await bridgeFixture(t, cluster);
     let answered = 0;
     f.receiver.answer = (_d, res) => {
       answered++;
@@ -152,8 +148,11 @@ describe('bridge', { concurrency: true }, () => {
     const gap = retried.receivedAt - f.receiver.of('busy')[0]!.receivedAt;
     assert.ok(gap >= 1900, `waited ${gap} ms for Retry-After: 2`);
     const metrics = await fetch(`http://${f.running.address}/metrics`).then((r) => r.text());
-    assert.match(metrics, /controller_runtime_reconcile_errors_total\{controller="widgets"\} ([4-9]|1[0-9])\n/);
-    assert.match(metrics, /workqueue_retries_total\{name="widgets"\} ([4-9]|1[0-9])\n/);
+    // At least the three 500s of 'flaky', two of generation 2 and the 429; generation 2 fails
+    // until generation 3 replaces it, as many times as a loaded machine takes to write it.
+    const count = (pattern: RegExp) => Number(metrics.match(pattern)?.[1] ?? -1);
+    assert.ok(count(/controller_runtime_reconcile_errors_total\{controller="widgets"\} (\d+)\n/) >= 6, metrics);
+    assert.ok(count(/workqueue_retries_total\{name="widgets"\} (\d+)\n/) >= 6, metrics);
   });
 
   test('the overall rate limit spaces the retries of many failing objects', async (t) => {
@@ -173,8 +172,7 @@ describe('bridge', { concurrency: true }, () => {
 
   test('400 is terminal: no retry, a Warning Event on the object, a metric', async (t) => {
     const cluster = await testCluster();
-    // No resync: its first one falls anywhere in the period, and a refused resync is one more Event.
-    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 } });
+    const f = await bridgeFixture(t, cluster);
     f.receiver.answer = (_d, res) => void res.writeHead(400).end('spec.size must be even');
     await f.createWidget('odd');
     await waitFor('the delivery', async () => f.receiver.of('odd')[0]);
@@ -314,7 +312,7 @@ describe('bridge', { concurrency: true }, () => {
     const slow = await waitFor('the slow delivery to start', async () => f.receiver.of('slow')[0]);
     const edited = Date.now();
     const [config] = f.running.bridge.reconcilers();
-    await f.running.setReconcilers([{ ...config!, resyncPeriodSeconds: config!.resyncPeriodSeconds + 1 }]);
+    await f.running.setReconcilers([{ ...config!, resyncPeriodSeconds: 3600 }]);
     await f.patchWidget('slow', { spec: { size: 2 } });
     await f.createWidget('other');
     const other = await waitFor('the other object, under the new spec', async () => f.receiver.of('other')[0], { timeoutMs: 15_000 });
@@ -327,7 +325,7 @@ describe('bridge', { concurrency: true }, () => {
 
   test('a --config file edited while the bridge runs: the change applies without a restart, and a broken edit keeps the Reconcilers in use', async (t) => {
     const cluster = await testCluster();
-    const f = await bridgeFixture(t, cluster, { spec: { resyncPeriodSeconds: 0 }, bridge: { configCheckMs: 200 } });
+    const f = await bridgeFixture(t, cluster, { bridge: { configCheckMs: 200 } });
     const original = readFileSync(f.configFile, 'utf8');
     await f.createWidget('before');
     await waitFor('a delivery to the first sink', async () => f.receiver.of('before')[0]);
@@ -409,9 +407,8 @@ describe('bridge', { concurrency: true }, () => {
 describe('bridge lifecycle', { concurrency: true }, () => {
   test('Reconciler resources: changes apply without a restart, deletion stops the watch', async (t) => {
     const cluster = await testCluster();
-    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    await installReconcilerCrd(cluster);
     const api = kubeApi(cluster.kc);
-    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const f = await widgetSetup(t, cluster, { auth: 'none' });
     const second = await startReceiver(t, { kind: 'none' });
     // Reconcilers without an identity (test/integration/identity.test.ts is about that): the single-tenant mode.
@@ -444,9 +441,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
 
   test('deliveries in flight adapt to the function: a prompt one is given several at once, up to maxConcurrentReconciles, one that pushes back (503) one at a time; the Reconciler\'s status says which', async (t) => {
     const cluster = await testCluster();
-    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    await installReconcilerCrd(cluster);
     const api = kubeApi(cluster.kc);
-    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const f = await widgetSetup(t, cluster, { auth: 'none' });
     let inFlight = 0;
     let most = 0;
@@ -489,9 +485,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
 
   test('the Reconciler CRD takes each watch mapping alone and refuses two at once, saying which', async () => {
     const cluster = await testCluster();
-    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    await installReconcilerCrd(cluster);
     const api = kubeApi(cluster.kc);
-    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const create = (mapping: object) =>
       api.request('POST', '/apis/kfn.dev/v1alpha1/reconcilers', {
         query: { dryRun: 'All' },
@@ -504,9 +499,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
 
   test('the apiserver and the bridge refuse the same Reconcilers and fill in the same defaults (one schema)', async () => {
     const cluster = await testCluster();
-    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    await installReconcilerCrd(cluster);
     const api = kubeApi(cluster.kc);
-    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const reconciler = (spec: object) => ({ apiVersion: 'kfn.dev/v1alpha1', kind: 'Reconciler', metadata: { name: uniqueName('schema') }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: 'http://127.0.0.1:1/' }, ...spec } });
     const create = (obj: object) => api.request<{ spec: Record<string, unknown> }>('POST', '/apis/kfn.dev/v1alpha1/reconcilers', { query: { dryRun: 'All' }, body: obj });
     const refused: [object, RegExp][] = [
@@ -550,9 +544,8 @@ describe('bridge lifecycle', { concurrency: true }, () => {
 
   test('a CRD deleted while watched turns the Reconciler Ready=False, and it recovers once the kind is served again', async (t) => {
     const cluster = await testCluster();
-    await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+    await installReconcilerCrd(cluster);
     const api = kubeApi(cluster.kc);
-    await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
     const f = await widgetSetup(t, cluster, { auth: 'none' });
     const running = await startBridge({ kubeconfig: cluster.paths.kubeconfig, metricsAddr: '0', logLevel: 'fatal', shutdownTimeoutMs: 5000, watcher: { backoffMs: [200, 1000] }, requireIdentity: false });
     t.after(() => running.stop());

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { freePort } from './bridge.ts';
-import { startService } from './service.ts';
+import { getJson, startService } from './service.ts';
 
 /** A span as Jaeger's query API (/api/traces) gives it. */
 export interface JaegerSpan {
@@ -58,11 +58,7 @@ export async function startJaeger(t: TestContext, binary: string, dir: string): 
   const log = join(dir, 'jaeger.log');
   const url = `http://127.0.0.1:${query}`;
   await startService(t, 'Jaeger', binary, [`--config=${config}`], log, () => fetch(`${url}/api/services`).then((r) => r.ok));
-  const get = async <T>(path: string): Promise<T> => {
-    const res = await fetch(`${url}${path}`);
-    if (!res.ok) throw new Error(`Jaeger ${path}: HTTP ${res.status} ${await res.text()}`);
-    return ((await res.json()) as { data: T }).data;
-  };
+  const get = async <T>(path: string): Promise<T> => (await getJson<{ data: T }>('Jaeger', `${url}${path}`)).data;
   return {
     otlpEndpoint: `http://127.0.0.1:${otlp}`,
     log,

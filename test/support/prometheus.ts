@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { freePort } from './bridge.ts';
-import { startService } from './service.ts';
+import { getJson, startService } from './service.ts';
 
 export interface Sample {
   metric: Record<string, string>;
@@ -48,12 +48,7 @@ export async function startPrometheus(t: TestContext, binary: string, dir: strin
   const url = `http://127.0.0.1:${port}`;
   const log = join(dir, 'prometheus.log');
   await startService(t, 'Prometheus', binary, [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], log, () => fetch(`${url}/-/ready`).then((r) => r.ok));
-  const api = async <T>(path: string): Promise<T> => {
-    const res = await fetch(`${url}${path}`);
-    const body = (await res.json()) as { status: string; data: T; error?: string; errorType?: string };
-    if (body.status !== 'success') throw new Error(`Prometheus ${path}: ${body.errorType}: ${body.error}`);
-    return body.data;
-  };
+  const api = async <T>(path: string): Promise<T> => (await getJson<{ data: T }>('Prometheus', `${url}${path}`)).data;
   return {
     url,
     log,

@@ -25,3 +25,10 @@ export async function startService(t: TestContext, what: string, binary: string,
     context: tail,
   });
 }
+
+/** GETs `url` from such a server as JSON; an error status throws with what the server said. */
+export async function getJson<T>(what: string, url: string): Promise<T> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${what} ${new URL(url).pathname}: HTTP ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
