@@ -19,7 +19,7 @@ import { followBridgeJournal, installBridge } from './incluster.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, writeClusterKubeconfig, type ChosenCluster, type ClusterFlags } from './cluster-choice.ts';
-import { applyFunction, functionDirs, loadFunction, startFunction } from './functions.ts';
+import { admissionPolicyKinds, applyFunction, defaultsForCluster, functionDirs, loadFunction, startFunction } from './functions.ts';
 import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { JournalEntry } from '../core/journal.ts';
 import { waitFor } from '../core/clock.ts';
@@ -175,9 +175,10 @@ class Demo {
   async startLocally(api: KubeApi): Promise<void> {
     let port = 18090;
     for (const dir of this.dirs) {
-      const reconciler = await loadFunction(dir);
+      // Declared defaults: the apiserver's policies where it serves them (a local process has no webhooks).
+      const { reconciler, policies } = await defaultsForCluster(api, await loadFunction(dir), [namespace]);
       const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [namespace], resyncPeriodSeconds: 60 });
-      await applyFunction(api, reconciler.name, objects, systemNamespace);
+      await applyFunction(api, reconciler.name, [...objects, ...policies], systemNamespace);
       this.reconcilers.push(reconciler.name);
       this.plurals.push(reconciler.for.plural);
       const fn = await startFunction({ dir, name: reconciler.name, port, adminKubeconfig: this.kubeconfig!, namespace: systemNamespace, workDir: this.work });
@@ -261,6 +262,8 @@ class Demo {
     for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
       await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}`, { query: { labelSelector: managedByKfnSelector } }).catch(() => undefined);
     }
+    // And the policies of their declared defaults and guards (not served by every cluster: a 404 is nothing to remove).
+    for (const { apiVersion, plural } of admissionPolicyKinds) await api.request('DELETE', `/apis/${apiVersion}/${plural}`, { query: { labelSelector: managedByKfnSelector } }).catch(() => undefined);
     // Nothing is in flight any more (the samples are gone): the workloads need no graceful
     // stop, and waiting 30 s per pod for it is what made stopping slow.
     const ns = `/api/v1/namespaces/${systemNamespace}`;

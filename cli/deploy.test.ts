@@ -7,6 +7,7 @@ import MyAppFunction from '../functions/myapp/index.ts';
 import MyWebFunction from '../functions/myweb/index.ts';
 import { Shop } from '../test/support/rules-cases.ts';
 import { rulesAtZero } from './deploy.ts';
+import { defaultsAsPolicies } from '../functions/sdk/policies.ts';
 
 test('on Knative: CEL rules hold at zero, webhooks need the function up (and the way to have them); a function with neither: nothing said', () => {
   const shop = defineReconciler({ name: 'shop', for: Shop, reconcile: () => ({}) });
@@ -18,4 +19,6 @@ test('on Knative: CEL rules hold at zero, webhooks need the function up (and the
   const both = defineReconciler({ name: 'both', for: Shop, default: () => {}, validate: () => [], reconcile: () => ({}) });
   assert.match(rulesAtZero(both)[1]!, /^both: default and validate are webhooks, which need the function up .*: on Knative they are not served\. Deploy both with --target deployment to have them/);
   assert.deepEqual(rulesAtZero(MyWebFunction), []);
+  // Where the cluster serves MutatingAdmissionPolicy, MyApp's declared defaults are the apiserver's: nothing needs it up.
+  assert.deepEqual(rulesAtZero(defaultsAsPolicies(MyAppFunction)), [cel]);
 });

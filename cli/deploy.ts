@@ -13,13 +13,14 @@ import { knativeStatus } from '../cluster/knative.ts';
 import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostResourceName, hostWorkload } from '../functions/sdk/manifests.ts';
 import { hostPath } from '../functions/sdk/host.ts';
 import { hasWebhooks, servesHttps, webhookConfigurations } from '../functions/sdk/webhooks.ts';
+import { hasDefaulting } from '../functions/sdk/policies.ts';
 import { rulesOf } from '../functions/sdk/rules.ts';
 import type { Kind } from '../functions/sdk/kind.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
 import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
 import { removeOtherTarget, removeOwnWorkload } from './targets.ts';
-import { applyFunction, applyHostFunctions, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
+import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
 import { hostFunctions, hostName, loadHostFunctions, releaseFromHost } from './hosts.ts';
 import { ensureWebhookTls, reconcilerOwner } from './webhooks.ts';
 import { waitDeployment, waitHost, waitKnativeService } from './rollout.ts';
@@ -166,7 +167,10 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   for (const dir of dirs) {
     // From the registry by digest (the kubelet pulls it, as on every cluster), or imported into the node.
     const { imageRef, imageId } = await placeFunctionImage(dir, placement);
-    const reconciler = await loadFunction(dir);
+    // Declared defaults: the apiserver's own policies where the cluster serves them (no webhook for them then).
+    const defaults = await defaultsForCluster(api, await loadFunction(dir), options.namespaces);
+    const reconciler = defaults.reconciler;
+    if (defaults.note) log(defaults.note);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
     if (versions.length && knative) throw new UsageError(`kfn deploy: ${reconciler.for.kind} has previous versions (${versions.map((v) => v.version).join(', ')}), which need the function's conversion webhook; Knative gives no TLS listener of the function's own — deploy it with --target deployment`, 1);
     if (knative) for (const note of rulesAtZero(reconciler)) log(note);
@@ -184,7 +188,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
       // The CRD names its conversion webhook: the function's Service, over TLS.
       ...(versions.length && caBundle ? { conversion: { client: { service: { namespace: options.namespace, name: `kfn-fn-${reconciler.name}` } }, caBundle } } : {}),
     });
-    await applyFunction(api, reconciler.name, objects, options.namespace);
+    await applyFunction(api, reconciler.name, [...objects, ...defaults.policies], options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative ? 'knative' : 'deployment', log);
     const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets };
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
@@ -218,7 +222,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
 export function rulesAtZero(reconciler: Reconciler): string[] {
   const kind = reconciler.for as Partial<Kind>;
   const cel = kind.options ? rulesOf(kind as Kind).length : 0;
-  const hooks = [reconciler.default && 'default', reconciler.validate && 'validate'].filter(Boolean);
+  const hooks = [hasDefaulting(reconciler) && 'default', reconciler.validate && 'validate'].filter(Boolean);
   const notes: string[] = [];
   if (cel) notes.push(`${reconciler.name}: ${cel} rule${cel > 1 ? 's' : ''} of ${reconciler.for.kind} run${cel > 1 ? '' : 's'} in the apiserver (CEL in its CRD), with the function at zero too`);
   if (hooks.length) {

@@ -18,13 +18,14 @@ import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
 import { workRoot } from '../cluster/paths.ts';
 import { functionManifests, functionReconciler } from '../functions/sdk/manifests.ts';
+import { defaultsManifests, type MutatingPolicyVersion } from '../functions/sdk/policies.ts';
 import type { InvocationRecord } from '../functions/sdk/record.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { createApp } from '../functions/sdk/app.ts';
 import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, writeClusterKubeconfig } from './cluster-choice.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
-import { applyFunction, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry } from './functions.ts';
+import { applyFunction, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry, servedMutatingPolicies } from './functions.ts';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { isReconcilerObject } from '../core/reconciler-spec.ts';
@@ -88,6 +89,8 @@ interface DevCluster {
   base: string;
   namespaces?: string[];
   resyncPeriodSeconds?: number;
+  /** The MutatingAdmissionPolicy version the cluster serves: declared defaults are written by the apiserver, as once deployed. */
+  mutatingPolicies?: MutatingPolicyVersion;
 }
 
 /** The Reconciler the in-process bridge runs for a function: it delivers to this server. */
@@ -97,7 +100,8 @@ function reconcilerConfig(cluster: DevCluster, reconciler: Reconciler): Reconcil
 
 /** The CRD and RBAC of the function as its code defines them now (not its Reconciler: the bridge here delivers). */
 function clusterObjects(cluster: DevCluster, reconciler: Reconciler): Record<string, unknown>[] {
-  return functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces }).filter((o) => !isReconcilerObject(o));
+  const policies = cluster.mutatingPolicies ? defaultsManifests(reconciler, cluster.mutatingPolicies, cluster.namespaces) : [];
+  return [...functionManifests(reconciler, { namespace: cluster.systemNamespace, sinkUri: `${cluster.base}/fn/${reconciler.name}`, namespaces: cluster.namespaces }).filter((o) => !isReconcilerObject(o)), ...policies];
 }
 
 const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
@@ -218,6 +222,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const host = options.host ?? '127.0.0.1';
   const base = `http://${host}:${options.port}`;
   const cluster: DevCluster = { adminApi: options.api ?? new KubeApi(connectionFromKubeconfig(options.kubeconfig)), adminKubeconfig: options.kubeconfig, systemNamespace: options.systemNamespace ?? 'kfn-system', base, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds };
+  cluster.mutatingPolicies = await servedMutatingPolicies(cluster.adminApi);
   rmSync(bundleDir, { recursive: true, force: true });
   const recordFile = options.recordFile === false ? undefined : new Journal<InvocationRecord>(options.recordFile ?? join(workRoot, 'dev', 'records.jsonl'), { redactSecretFields: false });
   const fns = new Map<string, DevFunction>();

@@ -18,6 +18,7 @@ import { codePath, compiled, repoRoot } from '../cluster/paths.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import type { Kind } from '../functions/sdk/kind.ts';
 import { ruleProblems } from '../functions/sdk/rules.ts';
+import { defaultsAsPolicies, defaultsManifests, mutatingPolicyVersions, type MutatingPolicyVersion } from '../functions/sdk/policies.ts';
 import { UsageError } from './command.ts';
 import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
 import { describeLoadError } from './load-errors.ts';
@@ -105,6 +106,28 @@ export async function discoveredScopes(api: KubeApi, ...reconcilers: Reconciler[
   return (ref) => scopes.get(groupKind(ref));
 }
 
+/** The newest MutatingAdmissionPolicy version the cluster serves (GA in 1.36, beta in 1.34–1.35 when turned on), or undefined. */
+export async function servedMutatingPolicies(api: KubeApi): Promise<MutatingPolicyVersion | undefined> {
+  for (const version of mutatingPolicyVersions) {
+    if (await api.resource(version, 'MutatingAdmissionPolicy').then(() => true, () => false)) return version;
+  }
+  return undefined;
+}
+
+/**
+ * A function's declared defaults for the cluster: as MutatingAdmissionPolicies where it serves
+ * them (the apiserver writes them, function up or not), else from its defaulting webhook. The
+ * reconciler to build the rest from (without the defaults the policies run), the policies, and
+ * a line saying which.
+ */
+export async function defaultsForCluster(api: KubeApi, reconciler: Reconciler, namespaces?: string[]): Promise<{ reconciler: Reconciler; policies: Record<string, unknown>[]; note?: string }> {
+  if (!reconciler.defaults?.length) return { reconciler, policies: [] };
+  const version = await servedMutatingPolicies(api);
+  if (!version) return { reconciler, policies: [], note: `${reconciler.name}: the cluster serves no MutatingAdmissionPolicy (Kubernetes 1.36, or 1.34–1.35 with its beta on), so its defaults are applied by its defaulting webhook` };
+  const policies = defaultsManifests(reconciler, version, namespaces);
+  return { reconciler: defaultsAsPolicies(reconciler), policies, note: `${reconciler.name}: its defaults are written by the apiserver itself (MutatingAdmissionPolicy ${policies.filter((p) => p.kind === 'MutatingAdmissionPolicy').map((p) => (p.metadata as { name: string }).name).join(', ')}), with the function at zero too` };
+}
+
 /** Applies a function's manifests and makes sure its auth Secret exists (first: a workload among them may use it). */
 export async function applyFunction(api: KubeApi, name: string, objects: Record<string, unknown>[], namespace: string): Promise<void> {
   await applyFunctions(api, [name], objects, namespace);
@@ -131,7 +154,31 @@ async function applyFunctions(api: KubeApi, names: string[], objects: Record<str
     if (o.kind === 'Reconciler') await servedResource(api, o.apiVersion, o.kind, { timeoutMs: 10_000 });
     await applyObject(api, o, manager);
   }
-  for (const name of names) await removeStaleGrants(api, name, objects, namespace);
+  for (const name of names) {
+    await removeStaleGrants(api, name, objects, namespace);
+    await removeStalePolicies(api, name, objects);
+  }
+}
+
+/** The kinds of the apiserver's own admission policies a function may have: its guards and its declared defaults. */
+export const admissionPolicyKinds: { apiVersion: string; plural: string; kind: string }[] = [
+  { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingadmissionpolicies', kind: 'ValidatingAdmissionPolicy' },
+  { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingadmissionpolicybindings', kind: 'ValidatingAdmissionPolicyBinding' },
+  ...mutatingPolicyVersions.flatMap((apiVersion) => [
+    { apiVersion, plural: 'mutatingadmissionpolicies', kind: 'MutatingAdmissionPolicy' },
+    { apiVersion, plural: 'mutatingadmissionpolicybindings', kind: 'MutatingAdmissionPolicyBinding' },
+  ]),
+];
+
+/** The function's policies its manifests no longer name (a guard or a default taken out, defaults now from its webhook): removed. */
+async function removeStalePolicies(api: KubeApi, name: string, objects: Record<string, unknown>[]): Promise<void> {
+  const kept = new Set(objects.map((o) => `${String(o.kind)}/${(o.metadata as { name: string }).name}`));
+  for (const { apiVersion, plural, kind } of admissionPolicyKinds) {
+    for (const o of await labelled(api, `/apis/${apiVersion}/${plural}`, name)) {
+      if (kept.has(`${kind}/${o.metadata.name}`)) continue;
+      if (await deleteIfPresent(api, `/apis/${apiVersion}/${plural}/${encodeURIComponent(o.metadata.name)}`)) console.error(`removed ${kind} ${o.metadata.name} (no longer part of ${name})`);
+    }
+  }
 }
 
 /** The function's auth Secret `kfn-fn-<name>`: created with a fresh key, or marked for its Reconciler when it is not. */

@@ -11,7 +11,8 @@ import { hasWebhooks } from '../functions/sdk/webhooks.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { webhookSet, type WebhookCa } from './webhook-tls.ts';
-import { applyFunction, applyHostFunctions, discoveredScopes, functionDirs, loadFunction } from './functions.ts';
+import { applyFunction, applyHostFunctions, discoveredScopes, functionDirs, loadFunction, servedMutatingPolicies } from './functions.ts';
+import { defaultsAsPolicies, defaultsManifests, mutatingPolicyVersions, type MutatingPolicyVersion } from '../functions/sdk/policies.ts';
 import { hostName, loadHostFunctions } from './hosts.ts';
 import { reconcilerOwner, webhookTlsSecret } from './webhooks.ts';
 
@@ -51,12 +52,17 @@ ${clusterFlagsUsage(18)}
                                      (cert-manager.io/inject-ca-from)
   --issuer K/NAME    with --webhook-ca cert-manager: the Issuer or ClusterIssuer to sign with
                      (default: a self-signed Issuer kfn-selfsigned, written beside it)
+  --mutating-policies V
+                     a function's declared defaults as MutatingAdmissionPolicies of
+                     admissionregistration.k8s.io/V (v1 from Kubernetes 1.36, v1beta1 on 1.34–1.35
+                     with its beta on): the apiserver writes them, no webhook. Default: with
+                     --apply, what the cluster serves; without, its defaulting webhook
   -h, --help         show this help
 
 Webhooks with failurePolicy Fail (the default) refuse every write of their kind until the
 function answers: apply the configurations once its workload is ready (\`kfn deploy\` waits).`;
 
-const manifestsFlags = { host: { type: 'string' }, out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' } } as const;
+const manifestsFlags = { host: { type: 'string' }, out: { type: 'string' }, apply: { type: 'boolean' }, ...clusterFlags, namespace: { type: 'string', short: 'n' }, 'sink-uri': { type: 'string' }, target: { type: 'string' }, 'image-prefix': { type: 'string' }, 'webhook-ca': { type: 'string' }, issuer: { type: 'string' }, 'mutating-policies': { type: 'string' } } as const;
 
 export const manifestsCommand: Command = {
   name: 'manifests',
@@ -94,8 +100,13 @@ export const manifestsCommand: Command = {
     const ca = webhookCaOption(values['webhook-ca'], values.issuer);
     const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
     const image = (reconciler: Reconciler) => `${imagePrefix}/fn-${reconciler.name}:${kfnVersion}`;
+    const policyVersion = mutatingPoliciesOption(values['mutating-policies']) ?? (api ? await servedMutatingPolicies(api) : undefined);
     for (const dir of dirs) {
-      const reconciler = await loadFunction(dir);
+      const loaded = await loadFunction(dir);
+      // Declared defaults: the apiserver's policies when it serves them, else the defaulting webhook.
+      const reconciler = policyVersion ? defaultsAsPolicies(loaded) : loaded;
+      const policies = policyVersion ? defaultsManifests(loaded, policyVersion) : [];
+      if (!policyVersion && loaded.defaults?.length) console.error(`${loaded.name}: its defaults are applied by its defaulting webhook; for a cluster that serves MutatingAdmissionPolicy, --mutating-policies v1 (or v1beta1) has the apiserver write them, with no function up`);
       if (target === 'knative' && hasWebhooks(reconciler)) console.error(`${reconciler.name} has webhooks, which only a Deployment serves (Knative gives no TLS listener of the function's own): --target deployment`);
       // kfn's certificate is kept from the cluster's Secret while good: an apply does not rotate it.
       const existing = api && ca.kind === 'kfn' ? (await webhookTlsSecret(api, reconciler, namespace))?.data : undefined;
@@ -103,6 +114,7 @@ export const manifestsCommand: Command = {
       const sinkUri = values['sink-uri'] ?? (target === 'deployment' ? functionServiceUrl(reconciler, namespace) : undefined);
       const objects = [
         ...functionManifests(reconciler, { namespace, sinkUri, webhookCa: ca.kind, ...(hooks?.caBundle ? { deliveryCaBundle: hooks.caBundle } : {}), ...(hooks?.conversion ? { conversion: hooks.conversion } : {}), ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) }),
+        ...policies,
         ...(hooks?.tls ?? []),
       ];
       if (target === 'knative') objects.push(functionKnativeService(reconciler, { namespace, image: image(reconciler) }));
@@ -133,6 +145,14 @@ function emit(what: string, file: string, objects: Record<string, unknown>[], ou
   } else if (!applied) {
     process.stdout.write(`# ${what}\n---\n${text}---\n`);
   }
+}
+
+/** --mutating-policies, checked: the full apiVersion. */
+function mutatingPoliciesOption(value: string | undefined): MutatingPolicyVersion | undefined {
+  if (value === undefined) return undefined;
+  const version = mutatingPolicyVersions.find((v) => v === value || v.endsWith(`/${value}`));
+  if (!version) throw new UsageError(`--mutating-policies must be ${mutatingPolicyVersions.map((v) => v.split('/')[1]).join(' or ')}, not "${value}"`);
+  return version;
 }
 
 /** --webhook-ca and --issuer, checked. */

@@ -4,7 +4,7 @@
 // every function it serves. Its CRD and the objects of its kind are the user's data: they stay
 // unless --crds is given.
 import { ApiError, collectionPath, deleteIfPresent, listAll, type KubeApi } from '../kube/api.ts';
-import { functionInFolder, labelled } from './functions.ts';
+import { admissionPolicyKinds, functionInFolder, labelled } from './functions.ts';
 import { hostFunctions, hostName, servingHost } from './hosts.ts';
 import { hostResourceName } from '../functions/sdk/manifests.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
@@ -74,9 +74,13 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   const did = (what: string) => (removed.push(what), log(`removed ${what}`));
   if (await deleteIfPresent(api, reconcilerPath)) did(`Reconciler ${name}`);
   // Its webhooks, and its guards (policies the apiserver runs).
-  const admission = { mutatingwebhookconfigurations: 'MutatingWebhookConfiguration', validatingwebhookconfigurations: 'ValidatingWebhookConfiguration', validatingadmissionpolicybindings: 'ValidatingAdmissionPolicyBinding', validatingadmissionpolicies: 'ValidatingAdmissionPolicy' };
-  for (const [k, kind] of Object.entries(admission)) {
-    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${k}`, name)) if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${k}/${o.metadata.name}`)) did(`${kind} ${o.metadata.name}`);
+  const admission = [
+    { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', kind: 'MutatingWebhookConfiguration' },
+    { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', kind: 'ValidatingWebhookConfiguration' },
+    ...admissionPolicyKinds,
+  ];
+  for (const { apiVersion, plural, kind } of admission) {
+    for (const o of await labelled(api, `/apis/${apiVersion}/${plural}`, name)) if (await deleteIfPresent(api, `/apis/${apiVersion}/${plural}/${o.metadata.name}`)) did(`${kind} ${o.metadata.name}`);
   }
   const namespaced: [string, string][] = [
     ['Knative Service', `/apis/serving.knative.dev/v1/namespaces/${ns}/services/${account}`],

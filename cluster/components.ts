@@ -54,6 +54,10 @@ export function apiserverArgs(paths: ClusterPaths, ports: ClusterPorts, net: Nod
     `--service-cluster-ip-range=${net.serviceCidr}`,
     '--allow-privileged=true',
     '--profiling=false',
+    // MutatingAdmissionPolicy (beta in 1.34 and 1.35, off unless asked): a function's declared
+    // defaults are written by the apiserver itself, as on a cluster that serves it.
+    '--feature-gates=MutatingAdmissionPolicy=true',
+    '--runtime-config=admissionregistration.k8s.io/v1beta1=true',
   ];
 }
 

@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Deployment } from '../sdk/index.ts';
-import { testReconcile } from '../sdk/testing.ts';
+import { applyDefaults, testReconcile } from '../sdk/testing.ts';
 import { admit, parseAdmissionReview } from '../sdk/admission.ts';
 import MyAppFunction, { MyApp } from './index.ts';
 import { checkRules } from '../sdk/rules.ts';
-import { myAppRefusals } from '../../test/support/rules-cases.ts';
+import { myAppDefaultCases, myAppRefusals } from '../../test/support/rules-cases.ts';
 
 const app = (replicas: number, image = 'kfn.local/nginx:1.22') => ({ metadata: { name: 'a', namespace: 'demo' }, spec: { replicas, image } });
 type Dep = { spec: { replicas: number; template: { spec: { containers: { image: string }[] } } } };
@@ -29,14 +29,18 @@ test('readyReplicas from the live Deployment; Ready when all are', async () => {
   assert.equal(zero.ready?.status, 'True', 'zero replicas wanted, zero ready');
 });
 
-test('defaulting (a webhook): an image without a tag gets :latest; validation (CEL in the CRD): more than 10 replicas and a bad image are refused, each by its field, in the apiserver\'s words', async () => {
-  const review = (spec: object) => parseAdmissionReview(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'app.example.com', version: 'v1', kind: 'MyApp' }, operation: 'CREATE', object: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'a' }, spec } } }));
-  const defaulted = await admit(MyAppFunction, 'default', review({ replicas: 1, image: 'nginx' }));
-  assert.deepEqual(JSON.parse(Buffer.from(defaulted.response!.patch!, 'base64').toString()), [{ op: 'replace', path: '/spec/image', value: 'nginx:latest' }]);
-  for (const image of ['nginx:1.22', 'kfn.local/nginx:1.22', 'localhost:5000/team/app', `app@sha256:${'a'.repeat(64)}`]) {
-    const r = await admit(MyAppFunction, 'default', review({ replicas: 1, image }));
-    assert.equal(r.response?.patch === undefined, image !== 'localhost:5000/team/app', image);
+test('defaulting (declared in CEL, the apiserver\'s or the webhook\'s): an image without a tag gets :latest; validation (CEL in the CRD): more than 10 replicas and a bad image are refused, each by its field, in the apiserver\'s words', async () => {
+  const object = (image: string) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'a' }, spec: { replicas: 1, image } });
+  const review = (image: string) => parseAdmissionReview(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'app.example.com', version: 'v1', kind: 'MyApp' }, operation: 'CREATE', object: object(image) } }));
+  for (const c of myAppDefaultCases) {
+    // As the apiserver's MutatingAdmissionPolicy writes it …
+    assert.equal(applyDefaults(MyAppFunction, { operation: 'CREATE', object: object(c.image) })?.spec.image, c.stored, c.image);
+    // … and as the function's defaulting webhook does where the cluster serves no such policy.
+    const r = await admit(MyAppFunction, 'default', review(c.image));
+    const patch = r.response?.patch ? JSON.parse(Buffer.from(r.response.patch, 'base64').toString()) : [];
+    assert.deepEqual(patch, c.stored === c.image ? [] : [{ op: 'replace', path: '/spec/image', value: c.stored }], c.image);
   }
+  assert.equal(MyAppFunction.default, undefined, 'no code of its own: the declaration is the default');
   assert.equal(MyAppFunction.validate, undefined, 'no validating webhook: nothing needs the function up to refuse');
   for (const image of ['nginx:1.22', 'kfn.local/nginx:1.22', 'localhost:5000/team/app:1', `app@sha256:${'a'.repeat(64)}`]) assert.deepEqual(checkRules(MyApp, { spec: { replicas: 10, image } }), [], image);
   assert.deepEqual(checkRules(MyApp, { spec: { replicas: 11, image: 'Nginx:latest' } }), myAppRefusals);

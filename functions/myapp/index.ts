@@ -10,7 +10,6 @@ export const maxReplicas = 10;
 // A container image reference: lowercase repository path, then an optional tag or digest (RE2,
 // as CEL's matches() takes it).
 const imageReference = '^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[a-f0-9]{64})?$';
-const hasTagOrDigest = (image: string) => image.includes('@') || /:[^/]+$/.test(image);
 
 export const MyApp = defineKind({
   group: 'app.example.com',
@@ -55,11 +54,16 @@ export default defineReconciler({
   uses: [{ kind: Pod, verbs: ['list'] }],
   // The webhook half of the seed's operator = CRD + webhook + controller. Defaulting: an image
   // named without a tag gets the one the node would pull anyway, written down (`nginx` →
-  // `nginx:latest`), so the stored object says what runs. (Validation is the CRD's own rules,
-  // above; the apiserver checks them after this webhook, on the defaulted image.)
-  default(app) {
-    if (app.spec.image && !hasTagOrDigest(app.spec.image)) app.spec.image = `${app.spec.image}:latest`;
-  },
+  // `nginx:latest`), so the stored object says what runs. Declared in CEL: the apiserver writes
+  // it itself where it serves MutatingAdmissionPolicy (kfn deploy discovers it), with the
+  // function at zero too; elsewhere the function's defaulting webhook applies the same. (The
+  // CRD's rules above check the defaulted image: validation comes after every mutation.)
+  defaults: [
+    {
+      when: "has(object.spec) && has(object.spec.image) && object.spec.image != '' && !object.spec.image.contains('@') && !object.spec.image.matches(':[^/]+$')",
+      set: { '/spec/image': "object.spec.image + ':latest'" },
+    },
+  ],
   async reconcile(app, ctx) {
     const live = ctx.owned(Deployment, app.metadata.name);
     const ready = live?.status?.readyReplicas ?? 0;

@@ -1,11 +1,12 @@
-// Admission webhooks from the same function: `default(obj)` (mutating) and `validate(obj, old)`
-// (validating) of a reconciler, answered as AdmissionReview v1. The apiserver calls them over
+// Admission webhooks from the same function: `default(obj)` and the declared `defaults` where no
+// policy runs them (mutating), and `validate(obj, old)` (validating) of a reconciler, answered as AdmissionReview v1. The apiserver calls them over
 // TLS before it stores an object; the answer is computed, nothing is written.
 //
 //   POST /admission/default   → allowed, with a JSONPatch of what default() changed
 //   POST /admission/validate  → allowed, or denied with every problem as "field: message"
 import { isDeepStrictEqual } from 'node:util';
 import type { Reconciler } from './reconciler.ts';
+import { applyDefaults, hasDefaulting } from './policies.ts';
 
 /** A problem validate() found: "spec.replicas: must be ≤ 10", or the field and message apart. */
 export type Problem = string | { field: string; message: string };
@@ -108,9 +109,10 @@ export async function admit(reconciler: Reconciler, mode: 'default' | 'validate'
   const obj = request.object ?? undefined;
   if (!obj || request.operation === 'DELETE' || request.operation === 'CONNECT') return answer({ allowed: true });
   if (mode === 'default') {
-    if (!reconciler.default) return answer({ allowed: true });
-    const copy = structuredClone(obj);
-    const returned = await reconciler.default(copy as never);
+    if (!hasDefaulting(reconciler)) return answer({ allowed: true });
+    // The declared defaults first, as the apiserver's policies would have run them; then default().
+    const copy = applyDefaults(reconciler, { operation: request.operation, object: structuredClone(obj) as never, ...(request.oldObject ? { oldObject: request.oldObject as never } : {}) })!;
+    const returned = reconciler.default ? await reconciler.default(copy as never) : undefined;
     const defaulted = (returned ?? copy) as Record<string, unknown>;
     const ops = jsonPatch(obj, defaulted);
     if (ops.length === 0) return answer({ allowed: true });

@@ -14,6 +14,7 @@ import { metricsContentType, processMetrics } from './metrics.ts';
 import { keyFileCredentials } from './keys.ts';
 import type { Reconciler } from './reconciler.ts';
 import { servesHttps } from './webhooks.ts';
+import { hasDefaulting } from './policies.ts';
 
 export interface HostOptions extends Omit<FunctionOptions, 'credentials'> {
   /** Each function's credentials, by its name (default: hostCredentialsFromEnv()). */
@@ -35,7 +36,7 @@ export function sharedHostProblem(reconcilers: Reconciler[]): string | undefined
   if (twice.length) return `a shared host serves each function once, on its own path: ${[...new Set(twice)].join(', ')} named more than once`;
   const tls = reconcilers.filter(servesHttps);
   if (!tls.length) return undefined;
-  const why = (r: Reconciler) => [r.default && 'default', r.validate && 'validate', r.for.options.previousVersions?.length && 'conversion', r.deliveryTls && 'deliveryTls'].filter(Boolean).join(', ');
+  const why = (r: Reconciler) => [hasDefaulting(r) && 'default', r.validate && 'validate', r.for.options.previousVersions?.length && 'conversion', r.deliveryTls && 'deliveryTls'].filter(Boolean).join(', ');
   return `${tls.map((r) => `${r.name} (${why(r)})`).join(', ')} need${tls.length === 1 ? 's' : ''} a TLS listener of ${tls.length === 1 ? 'its' : 'their'} own, which a shared host (one plain HTTP port for every function) does not give: deploy ${tls.length === 1 ? 'it' : 'them'} on ${tls.length === 1 ? 'its' : 'their'} own`;
 }
 

@@ -4,7 +4,7 @@
 export { Type as t, type Static } from '@sinclair/typebox';
 export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
 export type { Rule } from './rules.ts';
-export type { Guard, GuardRule } from './policies.ts';
+export type { Defaults, Guard, GuardRule } from './policies.ts';
 export { Terminal, defineReconciler, type Child, type ConditionResult, type ReconcileContext, type ReconcileResult, type Reconciler } from './reconciler.ts';
 export {
   ConfigMap,

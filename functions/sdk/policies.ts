@@ -8,7 +8,7 @@
 // apiserver types an object's numbers by its OpenAPI schema; here an integral number is a CEL int
 // and any other a double, which is what Kubernetes' built-in kinds declare (their numbers are
 // integers; fractions travel as quantity strings).
-import { isCelError, type CelInput } from '@bufbuild/cel';
+import { isCelError, isCelList, isCelMap, isCelUint, type CelInput } from '@bufbuild/cel';
 import { compiled } from './rules.ts';
 import { groupOf, sameKind, type KindRef } from '../../core/objects.ts';
 import { functionLabels } from '../../core/names.ts';
@@ -78,6 +78,168 @@ export function policyManifests(reconciler: Reconciler, namespaces?: string[]): 
   });
 }
 
+/**
+ * Defaults of the function's own kind, in CEL, that the apiserver writes itself before it stores
+ * an object (a MutatingAdmissionPolicy, where the cluster serves one): when `when` holds, each
+ * field of `set` gets its value, as a JSON Patch `add` (set when missing, replaced when there).
+ * Where the cluster does not serve the policies, the function's defaulting webhook applies the
+ * same declarations (so they must give the same object when applied twice). On create and update.
+ */
+export interface Defaults {
+  /** CEL over `object`, `oldObject` and `request`: these defaults apply only when it is true (default: always). */
+  when?: string;
+  /** A field's JSON Pointer → CEL giving its value: `{ '/spec/image': "object.spec.image + ':latest'" }`. */
+  set: Record<string, string>;
+}
+
+/** The API group and versions that serve MutatingAdmissionPolicy, newest first (GA in 1.36, beta before). */
+export const mutatingPolicyVersions = ['admissionregistration.k8s.io/v1', 'admissionregistration.k8s.io/v1beta1'] as const;
+export type MutatingPolicyVersion = (typeof mutatingPolicyVersions)[number];
+
+/** The policy's (and its binding's) name: `kfn-<function>-<plural>.<group>`, with `-<n>` from the second declaration on. */
+export function defaultsName(reconciler: Pick<Reconciler, 'name' | 'for'>, index: number): string {
+  return `kfn-${reconciler.name}-${reconciler.for.plural}.${reconciler.for.group}${index ? `-${index + 1}` : ''}`;
+}
+
+/** An object being deleted is never defaulted (kfn's finalizer removal among its writes). */
+const notBeingDeleted = { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' };
+
+/**
+ * Each of the function's declared defaults as a MutatingAdmissionPolicy of `apiVersion` (one
+ * JSON Patch of every field it sets; `when` its match condition; Fail when a value cannot be
+ * computed, as a webhook's failurePolicy Fail) and its binding, limited to `namespaces`.
+ */
+export function defaultsManifests(reconciler: Reconciler, apiVersion: MutatingPolicyVersion, namespaces?: string[]): Record<string, unknown>[] {
+  const labels = functionLabels(reconciler.name);
+  const kind = reconciler.for;
+  return (reconciler.defaults ?? []).flatMap((d, i) => {
+    const name = defaultsName(reconciler, i);
+    const patch = Object.entries(d.set).map(([path, value]) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${value}}`);
+    return [
+      {
+        apiVersion,
+        kind: 'MutatingAdmissionPolicy',
+        metadata: { name, labels },
+        spec: {
+          failurePolicy: 'Fail',
+          // Again when a later mutation changed the object: a default that depends on a field
+          // another mutator sets still sees it.
+          reinvocationPolicy: 'IfNeeded',
+          matchConstraints: { resourceRules: [{ apiGroups: [kind.group], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: [kind.plural] }] },
+          matchConditions: [notBeingDeleted, ...(d.when ? [{ name: 'when', expression: d.when }] : [])],
+          mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${patch.join(', ')}]` } }],
+        },
+      },
+      {
+        apiVersion,
+        kind: 'MutatingAdmissionPolicyBinding',
+        metadata: { name, labels },
+        spec: {
+          policyName: name,
+          ...(namespaces?.length ? { matchResources: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: namespaces }] } } } : {}),
+        },
+      },
+    ];
+  });
+}
+
+/** True when the function's defaulting webhook has work: `default()`, or declared defaults that no policy of the apiserver runs (defaultsAsPolicies). */
+export const hasDefaulting = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.defaults?.length);
+
+/** The reconciler as served where the apiserver runs its declared defaults as policies: no defaulting webhook for them. */
+export function defaultsAsPolicies<R extends Reconciler>(reconciler: R): R {
+  if (!reconciler.defaults?.length) return reconciler;
+  const { defaults: _, ...rest } = reconciler;
+  return rest as R;
+}
+
+/** Problems with declared defaults: an expression that is not CEL, a path that is not a JSON Pointer below the object. */
+export function defaultsProblems(defaults: Defaults[]): string[] {
+  const problems: string[] = [];
+  const cel = (what: string, expression: string) => {
+    try {
+      compiled(expression);
+    } catch (err) {
+      problems.push(`${what}: ${(err as Error).message}`);
+    }
+  };
+  defaults.forEach((d, i) => {
+    if (d.when !== undefined) cel(`defaults[${i}].when`, d.when);
+    if (!Object.keys(d.set).length) problems.push(`defaults[${i}].set names no field`);
+    for (const [path, value] of Object.entries(d.set)) {
+      if (!/^(\/([^~/]|~[01])+)+$/.test(path) || /^\/(apiVersion|kind)$|^\/metadata\/(name|namespace|uid|resourceVersion)$/.test(path)) problems.push(`defaults[${i}].set: ${JSON.stringify(path)} is not a JSON Pointer to a field of the object that a default may set (/spec/image)`);
+      cel(`defaults[${i}].set[${JSON.stringify(path)}]`, value);
+    }
+  });
+  return problems;
+}
+
+/** A CEL result as JSON: ints as numbers, maps as objects. */
+function jsonOf(value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value);
+  if (isCelUint(value)) return Number(value.value);
+  if (isCelMap(value)) return Object.fromEntries([...value].map(([k, v]) => [String(isCelUint(k) ? k.value : k), jsonOf(v)]));
+  if (isCelList(value) || Array.isArray(value)) return [...(value as Iterable<unknown>)].map(jsonOf);
+  return value;
+}
+
+/** `add` at a JSON Pointer, as RFC 6902 says: the parent must exist; an object's member is set, an array's item inserted (`-`: appended). */
+function addAt(root: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const last = parts.pop()!;
+  let at: unknown = root;
+  for (const part of parts) {
+    at = Array.isArray(at) ? at[Number(part)] : at && typeof at === 'object' ? (at as Record<string, unknown>)[part] : undefined;
+    if (at === undefined || at === null || typeof at !== 'object') throw new Error(`the JSON Patch cannot add ${path}: its parent does not exist`);
+  }
+  if (Array.isArray(at)) at.splice(last === '-' ? at.length : Number(last), 0, value);
+  else (at as Record<string, unknown>)[last] = value;
+}
+
+/**
+ * The object the apiserver would store after the function's declared defaults (its
+ * MutatingAdmissionPolicies), without a cluster: `request.object` with every default whose
+ * `when` holds applied in order. A `when` or value that fails to evaluate throws, in the
+ * apiserver's words, as the policy's failurePolicy Fail refuses the request. Requests for other
+ * kinds, and DELETE, come back as they are.
+ */
+export function applyDefaults<T extends Record<string, unknown>>(reconciler: Reconciler, request: AdmissionRequest & { object?: T }): T | undefined {
+  const obj = request.object;
+  if (!obj || request.operation === 'DELETE' || !sameKind(reconciler.for, obj as never)) return obj;
+  if ((obj.metadata as { deletionTimestamp?: string } | undefined)?.deletionTimestamp) return obj;
+  let current = structuredClone(obj);
+  (reconciler.defaults ?? []).forEach((d, i) => {
+    const name = defaultsName(reconciler, i);
+    const vars = requestVars({ ...request, object: current });
+    const fail = (expression: string, why: string) => new Error(`policy '${name}' with binding '${name}' denied request: expression '${expression}' resulted in error: ${why}`);
+    if (d.when) {
+      const holds = compiled(d.when)(vars);
+      if (isCelError(holds)) throw fail(d.when, holds.message);
+      if (holds !== true) return;
+    }
+    const next = structuredClone(current);
+    for (const [path, expression] of Object.entries(d.set)) {
+      const value = compiled(expression)(vars);
+      if (isCelError(value)) throw fail(expression, value.message);
+      addAt(next, path, jsonOf(value));
+    }
+    current = next;
+  });
+  return current;
+}
+
+/** The variables a policy's CEL sees for `request`: object, oldObject, request, params. */
+function requestVars(request: AdmissionRequest): Record<string, CelInput> {
+  const target = (request.object ?? request.oldObject)!;
+  const [group, version] = target.apiVersion.includes('/') ? target.apiVersion.split('/') : ['', target.apiVersion];
+  return {
+    object: celValue(request.operation === 'DELETE' ? null : request.object),
+    oldObject: celValue(request.operation === 'CREATE' ? null : request.oldObject),
+    request: celValue({ operation: request.operation, name: target.metadata?.name ?? '', namespace: target.metadata?.namespace ?? '', kind: { group, version, kind: target.kind } }),
+    params: null,
+  } as Record<string, CelInput>;
+}
+
 /** A JSON value as CEL sees it: integral numbers as ints (see above), null as null. */
 function celValue(value: unknown): CelInput {
   if (typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
@@ -106,13 +268,7 @@ export function checkAdmission(reconciler: Reconciler, request: AdmissionRequest
   for (const guard of reconciler.guards ?? []) {
     if (!sameKind(guard.kind, target) || !operationsOf(guard).includes(request.operation)) continue;
     const name = guardName(reconciler, guard);
-    const [group, version] = target.apiVersion.includes('/') ? target.apiVersion.split('/') : ['', target.apiVersion];
-    const vars = {
-      object: celValue(request.operation === 'DELETE' ? null : request.object),
-      oldObject: celValue(request.operation === 'CREATE' ? null : request.oldObject),
-      request: celValue({ operation: request.operation, name: target.metadata?.name ?? '', namespace: target.metadata?.namespace ?? '', kind: { group, version, kind: target.kind } }),
-      params: null,
-    } as Record<string, CelInput>;
+    const vars = requestVars(request);
     for (const rule of guard.rules) {
       const result = compiled(rule.expression)(vars);
       if (result === true) continue;

@@ -20,7 +20,7 @@ import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, Live } from './types.ts';
 import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
-import type { Guard } from './policies.ts';
+import { defaultsProblems, type Defaults, type Guard } from './policies.ts';
 import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
 
@@ -171,6 +171,13 @@ export interface ReconcilerDefinition<K extends Kind = Kind, O extends KindRef =
    * function at zero. `checkAdmission` (kfn/sdk/testing) evaluates them in a unit test.
    */
   guards?: Guard[];
+  /**
+   * Defaults of its kind in CEL, which the apiserver writes itself before it stores an object (a
+   * MutatingAdmissionPolicy, where the cluster serves one: `kfn deploy` discovers it); elsewhere
+   * the function's defaulting webhook applies the same. `applyDefaults` (kfn/sdk/testing) gives
+   * the defaulted object in a unit test. Runs before `default()`, on create and update.
+   */
+  defaults?: Defaults[];
   /** How the apiserver calls the webhooks: failurePolicy (default Fail: no write while the function cannot answer) and timeoutSeconds (default 10). */
   admission?: { failurePolicy?: 'Fail' | 'Ignore'; timeoutSeconds?: number };
   /**
@@ -229,5 +236,7 @@ export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(de
     if (use.names.length === 0) throw new Error(`${name}: uses of ${use.kind.kind} gives \`names: []\`, which allows no object; leave names out to allow every ${use.kind.kind}`);
     if (refused.length) throw new Error(`${name}: uses of ${use.kind.kind} limits ${refused.join(', ')} to names, which RBAC cannot do (a ${refused[0]} names no one object); declare ${refused.join(', ')} in a separate entry without names`);
   }
+  const problems = defaultsProblems(definition.defaults ?? []);
+  if (problems.length) throw new Error(`${name}: ${problems.join('; ')}`);
   return { ...definition, name, fieldManager: fieldManagerName(name), finalizer: definition.finalize ? finalizerName(name) : undefined };
 }

@@ -19,6 +19,7 @@ import { systemClock, type Clock } from '../../core/clock.ts';
 import { reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../../core/names.ts';
 import { caBundleAfter, certificateEnd, pemCertificates, renewalDue, secretPem, serviceDnsNames, tlsSecretData, type CertificateNames } from './certificate.ts';
 import type { Reconciler } from './reconciler.ts';
+import { hasDefaulting } from './policies.ts';
 
 /** What the renewal asks of the apiserver: KubeApi's `request` (unit tests pass a fake). */
 export interface RenewalApi {
@@ -39,7 +40,7 @@ export function caBundleHolders(reconciler: Reconciler): CaBundleHolder[] {
   const name = `kfn-fn-${reconciler.name}`;
   const kind = reconciler.for;
   const holders: CaBundleHolder[] = [];
-  if (reconciler.default) holders.push({ kind: 'MutatingWebhookConfiguration', name });
+  if (hasDefaulting(reconciler)) holders.push({ kind: 'MutatingWebhookConfiguration', name });
   if (reconciler.validate) holders.push({ kind: 'ValidatingWebhookConfiguration', name });
   if (kind.options.previousVersions?.length) holders.push({ kind: 'CustomResourceDefinition', name: `${kind.plural}.${kind.group}` });
   if (reconciler.deliveryTls) holders.push({ kind: reconcilerKind, name: reconciler.name });

@@ -7,9 +7,11 @@
 //   assert.equal(out.ready?.status, 'True');
 //   assert.deepEqual(checkSamples(MyWeb, readFileSync('samples.yaml', 'utf8')), []);
 //   assert.deepEqual(checkRules(MyApp, { spec: { replicas: 11, image: 'nginx' } }), ['spec.replicas: …']);
+//   assert.equal(applyDefaults(MyAppFunction, { operation: 'CREATE', object: app })?.spec.image, 'nginx:latest');
 //
 // What it does not do: the apiserver's defaulting and admission webhooks (use the local cluster
-// for those; a kind's CEL rules, checkRules evaluates as the apiserver does), and server-side apply's field ownership (every desired child counts as
+// for those; a kind's CEL rules, checkRules evaluates as the apiserver does, its declared
+// defaults applyDefaults, its guards checkAdmission), and server-side apply's field ownership (every desired child counts as
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
 import { Kind as TypeKind, Type, type TSchema } from '@sinclair/typebox';
@@ -29,9 +31,9 @@ import type { Reconciler } from './reconciler.ts';
 import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
 import { checkRules } from './rules.ts';
-import { checkAdmission } from './policies.ts';
+import { applyDefaults, checkAdmission } from './policies.ts';
 
-export { checkAdmission, checkRules, labelSelectorMatches };
+export { applyDefaults, checkAdmission, checkRules, labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
 import { reconcileEvent } from './runtime.ts';
 import { childLabels, isKfnFinalizer } from '../../core/names.ts';

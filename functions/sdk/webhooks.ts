@@ -10,6 +10,7 @@ import type { Hono } from 'hono';
 import type { Reconciler } from './reconciler.ts';
 import { functionLabels } from '../../core/names.ts';
 import { injectCaAnnotation } from './kind.ts';
+import { hasDefaulting } from './policies.ts';
 
 /** Where the apiserver reaches the function: a URL (a function on the apiserver's host) or a Service in the cluster. */
 export type WebhookClient = { url: string } | { service: { namespace: string; name: string; port?: number } };
@@ -59,7 +60,7 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
     ...(mode === 'default' ? { reinvocationPolicy: 'Never' } : {}),
   });
   const out: Record<string, unknown>[] = [];
-  if (reconciler.default) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('default')] });
+  if (hasDefaulting(reconciler)) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('default')] });
   if (reconciler.validate) out.push({ apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name, labels, ...annotations, ...ownerReferences }, webhooks: [webhook('validate')] });
   return out;
 }
@@ -75,8 +76,12 @@ export const ownWritesPass = [
   { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec" },
 ];
 
-/** True when the reconciler has webhooks to serve: admission (default, validate) or conversion (a kind with previous versions). */
-export const hasWebhooks = (reconciler: Reconciler) => Boolean(reconciler.default || reconciler.validate || reconciler.for.options.previousVersions?.length);
+/**
+ * True when the reconciler has webhooks to serve: admission (default, declared defaults, validate)
+ * or conversion (a kind with previous versions). Declared defaults that the apiserver runs as
+ * policies are no webhook: see defaultsAsPolicies.
+ */
+export const hasWebhooks = (reconciler: Reconciler) => Boolean(hasDefaulting(reconciler) || reconciler.validate || reconciler.for.options.previousVersions?.length);
 
 /** True when the function runs an HTTPS listener (serveWebhooks): for its webhooks, or for deliveries over TLS (`deliveryTls`). */
 export const servesHttps = (reconciler: Reconciler) => hasWebhooks(reconciler) || Boolean(reconciler.deliveryTls);

@@ -388,9 +388,10 @@ async function rotateKeys(first: 'secret' | 'function'): Promise<void> {
     }
     if (leader) await rollBridge(leader);
     // The functions' files change later (a kubelet refreshes a mounted Secret within a minute):
-    // here once the functions have refused the new key for a while, at most 20 s.
+    // here once the functions have refused the new key for a while, at most 60 s (the new
+    // leader delivers every object once it leads, but a loaded machine can take a while to start it).
     const refused = figures.refused401;
-    for (let waited = 0; figures.refused401 === refused && waited < 20_000; waited += 250) await sleep(250);
+    for (let waited = 0; figures.refused401 === refused && waited < 60_000; waited += 250) await sleep(250);
     await sleep(2000);
     toFunctions();
   } else {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../cluster/paths.ts';
-import { kubeApi, testCluster, testNamespace, untilWebhookDefaults } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilWebhookDefaults, untilWebhookRefuses } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
 const exec = promisify(execFile);
@@ -29,8 +29,9 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const kfn = (...args: string[]) => exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig }, maxBuffer: 16 * 1024 * 1024 });
   const ns = await testNamespace(t, cluster, 'incluster');
   t.after(async () => {
-    for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}/kfn-fn-myapp`).catch(() => undefined);
-    await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myapp').catch(() => undefined);
+    await api.request('DELETE', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-myresource').catch(() => undefined);
+    for (const kind of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1beta1/${kind}/kfn-myapp-myapps.app.example.com`).catch(() => undefined);
+    for (const name of ['myapp', 'myresource']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
     await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
     await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
     await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
@@ -91,15 +92,14 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   assert.match(pulled.message, new RegExp(`Successfully pulled image "${image.replace(/[.]/g, '\\.')}"`));
   t.diagnostic(`kubelet: ${pulled.message}`);
 
+  // Declared defaults on a cluster that serves MutatingAdmissionPolicy: the apiserver writes
+  // them itself, so the function has no webhook (and no certificate) for them.
   const { stderr } = await kfn('deploy', 'functions/myapp', '--watch-namespace', ns);
-  assert.match(stderr, /Creating the webhook certificate of myapp \(Secret kfn-system\/kfn-fn-myapp-webhook-tls\): no certificate yet/);
-  assert.match(stderr, /Admission webhooks of myapp registered: default\.myapps\.app\.example\.com\b/);
-
-  // The webhook of a deployed function: the apiserver calls its pod through its Service, over
-  // TLS with the certificate kfn deploy made; defaulting is stored, and the CRD's rules refuse.
+  assert.match(stderr, /myapp: its defaults are written by the apiserver itself \(MutatingAdmissionPolicy kfn-myapp-myapps\.app\.example\.com\), with the function at zero too/);
+  assert.doesNotMatch(stderr, /webhook/i);
   const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
-  // The apiserver takes a moment to start calling a new webhook: wait until it defaults.
-  await untilWebhookDefaults<{ spec: { image: string } }>(api, myapps, (n) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${n}` }, spec: { replicas: 1, image: 'kfn.local/nginx' } }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to call the deployed webhook');
+  // The apiserver takes a moment to load a new policy: wait until it defaults.
+  await untilWebhookDefaults<{ spec: { image: string } }>(api, myapps, (n) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${n}` }, spec: { replicas: 1, image: 'kfn.local/nginx' } }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
   const app = await api.request<{ spec: { image: string } }>('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'app' }, spec: { replicas: 1, image: 'kfn.local/nginx' } } });
   assert.equal(app.spec.image, 'kfn.local/nginx:latest');
   await assert.rejects(api.request('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'big' }, spec: { replicas: 11, image: 'kfn.local/nginx:1.22' } } }), /spec\.replicas: Invalid value: 11: must be ≤ 10/);
@@ -108,8 +108,17 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
     const d = await api.request<{ spec: { template: { spec: { containers: { image: string }[] } } } }>('GET', `/apis/apps/v1/namespaces/${ns}/deployments/app`).catch(() => undefined);
     return d?.spec.template.spec.containers[0]!.image === 'kfn.local/nginx:latest' || undefined;
   }, { timeoutMs: 60_000 });
+
+  // The webhook of a deployed function (what CEL cannot say: MyResource's memory check): the
+  // apiserver calls its pod through its Service, over TLS with the certificate kfn deploy made.
+  const hooked = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
+  assert.match(hooked.stderr, /Creating the webhook certificate of myresource \(Secret kfn-system\/kfn-fn-myresource-webhook-tls\): no certificate yet/);
+  assert.match(hooked.stderr, /Admission webhooks of myresource registered: validate\.myresources\.mygroup\.example\.com\b/);
+  const myresources = `/apis/mygroup.example.com/v1alpha1/namespaces/${ns}/myresources`;
+  const refusal = await untilWebhookRefuses(api, myresources, (n) => ({ apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name: `tiny-${n}` }, spec: { image: 'kfn.local/busybox:1.35', memory: 256 } }), 'the apiserver to call the deployed webhook');
+  assert.match(refusal.message, /spec\.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi\?/);
   // A second deploy keeps the certificate (it is good for a year).
-  const again = await kfn('deploy', 'functions/myapp', '--watch-namespace', ns);
+  const again = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
   assert.doesNotMatch(again.stderr, /webhook certificate/);
   const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
   assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
@@ -144,10 +153,8 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
 
   // The webhook configurations belong to the function's Reconciler: removing the Reconciler
   // alone removes them, so none with failurePolicy Fail is left calling a function that is gone.
-  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myapp');
-  for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) {
-    await waitFor(`the ${kind} of myapp to go with its Reconciler`, () => api.request('GET', `/apis/admissionregistration.k8s.io/v1/${kind}/kfn-fn-myapp`).then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
-  }
+  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myresource');
+  await waitFor('the webhook configuration of myresource to go with its Reconciler', () => api.request('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-myresource').then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
 
   // kfn undeploy removes everything kfn deploy created for a function, and leaves its kind's
   // CRD and objects (the user's data).
@@ -171,5 +178,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   // --crds takes the kind's CRD too, and with it every object of the kind.
   const withCrds = await kfn('undeploy', 'functions/myapp', '--crds', '--kubeconfig', cluster.paths.kubeconfig);
   assert.match(withCrds.stderr, /myapp: removed CustomResourceDefinition myapps\.app\.example\.com/);
+  assert.match(withCrds.stderr, /myapp: removed MutatingAdmissionPolicy kfn-myapp-myapps\.app\.example\.com\b/);
+  assert.match(withCrds.stderr, /myapp: removed MutatingAdmissionPolicyBinding kfn-myapp-myapps\.app\.example\.com\b/);
   await waitFor('the MyApp CRD to be gone', () => api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/myapps.app.example.com').then(() => undefined, (err) => /404|not found/i.test(String(err)) || undefined), { timeoutMs: 60_000 });
 });

@@ -1,5 +1,6 @@
 // Functions as Knative Services on Knative Serving (built from its Go modules, Traefik as the
-// ingress), the bridge in the cluster delivering to each Service's address. Serial: the
+// ingress), the bridge in the cluster delivering to each Service's address; MyApp's rules and
+// default held by the apiserver with its function at zero. Serial: the
 // in-cluster bridge takes every Reconciler in the cluster.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -7,14 +8,15 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { JournalEntry } from '../../core/journal.ts';
-import type { KubeApi } from '../../kube/api.ts';
+import { ApiError, type KubeApi } from '../../kube/api.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
 import { startRegistry } from '../../cluster/registry.ts';
-import { kubeApi, testCluster, testNamespace, type TestCluster } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilWebhookDefaults, type TestCluster } from '../support/cluster.ts';
+import { myAppRefusals } from '../support/rules-cases.ts';
 import { waitFor } from '../../core/clock.ts';
 import { runDemo } from '../support/demo.ts';
 import type { ReadCondition as Condition } from '../../core/conditions.ts';
@@ -55,7 +57,8 @@ describe('functions on Knative Serving', () => {
 
   after(async () => {
     follow?.abort();
-    for (const name of ['myweb', 'crashy', 'lost']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+    for (const name of ['myweb', 'myapp', 'crashy', 'lost']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+    for (const kind of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1beta1/${kind}/kfn-myapp-myapps.app.example.com`).catch(() => undefined);
     await api.request('DELETE', '/apis/rbac.authorization.k8s.io/v1/clusterroles/kfn-test-knative-sinks').catch(() => undefined);
     await api.request('DELETE', `/api/v1/namespaces/${system}`).catch(() => undefined);
     await waitFor(`namespace ${system} to be gone`, () => api.request('GET', `/api/v1/namespaces/${system}`).then(() => undefined, () => true), { timeoutMs: 180_000 });
@@ -136,6 +139,29 @@ describe('functions on Knative Serving', () => {
       await assert.rejects(api.request('GET', `/apis/apps/v1/namespaces/${system}/deployments/kfn-fn-myweb`), (err: { status?: number }) => err.status === 404, 'no Deployment target object appeared');
       assert.ok(seconds < 30, `a deploy with nothing changed returns in seconds, not ${seconds.toFixed(1)} s`);
     });
+  });
+
+  test("MyApp's rules with its function at zero: the apiserver refuses by its CRD's rules and writes its declared default, with no pod up", async (t) => {
+    const ns = await testNamespace(t, cluster, 'kn-rules');
+    const registry = await startRegistry({ paths: cluster.paths, log });
+    const said: string[] = [];
+    await deployFunctions([join(repoRoot, 'functions', 'myapp')], { namespace: system, namespaces: [ns], target: 'knative', windowSeconds: 6, registry: { prefix: registry.host }, log: (line) => (said.push(line), log(line)) });
+    assert.ok(said.some((l) => /^myapp: 2 rules of MyApp run in the apiserver \(CEL in its CRD\), with the function at zero too$/.test(l)), said.join('\n'));
+    assert.ok(said.some((l) => /^myapp: its defaults are written by the apiserver itself \(MutatingAdmissionPolicy kfn-myapp-myapps\.app\.example\.com\)/.test(l)), said.join('\n'));
+    assert.ok(!said.some((l) => /webhook/.test(l)), `nothing needs the function up: ${said.join('\n')}`);
+    const fnPods = async () => (await api.request<{ items: unknown[] }>('GET', `/api/v1/namespaces/${system}/pods`, { query: { labelSelector: 'serving.knative.dev/service=kfn-fn-myapp' } })).items;
+    await waitFor('the function to scale to zero', async () => (await fnPods()).length === 0 || undefined, { timeoutMs: 150_000, intervalMs: 1000 });
+
+    const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
+    const body = (name: string, spec: object) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name }, spec });
+    // Defaulting, by the apiserver's policy (a dry run: nothing stored, nothing delivered).
+    await untilWebhookDefaults<{ spec: { image: string } }>(api, myapps, (n) => body(`probe-${n}`, { replicas: 1, image: 'kfn.local/nginx' }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
+    // Validation, by the CRD's rules, on the defaulted object.
+    const answer = await api.request('POST', myapps, { body: body('big', { replicas: 11, image: 'Nginx' }) }).then(() => undefined, (err: unknown) => err);
+    assert.ok(answer instanceof ApiError && answer.status === 422, `refused as invalid (${String(answer)})`);
+    for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)}; it said: ${answer.message}`);
+    assert.equal((await fnPods()).length, 0, 'answered with the function at zero');
+    t.diagnostic(`at zero: ${answer.message}`);
   });
 
   test('a function that crashes on start: Knative\'s reason reaches the Reconciler and the bridge backs off', async (t) => {

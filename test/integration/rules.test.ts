@@ -1,5 +1,6 @@
-// A kind's CEL rules, and a function's guards on other kinds (ValidatingAdmissionPolicies), on the
-// real apiserver give the answers checkRules and checkAdmission give without a cluster
+// A kind's CEL rules, a function's guards on other kinds (ValidatingAdmissionPolicies) and its
+// declared defaults (MutatingAdmissionPolicies), on the real apiserver, give the answers
+// checkRules, checkAdmission and applyDefaults give without a cluster
 // (test/support/rules-cases.ts): the CRD that defineKind writes is accepted with its rules, each
 // case's object is refused with each refusal checkRules names (a server-side dry run: nothing is
 // stored) or accepted when it names none; an update is tried against an object stored as `old`.
@@ -9,10 +10,11 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { checkRules } from '../../functions/sdk/testing.ts';
 import { ApiError, applyObject, servedResource } from '../../kube/api.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { guardCases, guarding, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
-import { MyApp } from '../../functions/myapp/index.ts';
-import { policyManifests } from '../../functions/sdk/policies.ts';
-import { checkAdmission } from '../../functions/sdk/testing.ts';
+import { guardCases, guarding, myAppDefaultCases, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
+import MyAppFunction, { MyApp } from '../../functions/myapp/index.ts';
+import { defaultsManifests, policyManifests } from '../../functions/sdk/policies.ts';
+import { applyDefaults, checkAdmission } from '../../functions/sdk/testing.ts';
+import { servedMutatingPolicies } from '../../cli/functions.ts';
 import { waitFor } from '../../core/clock.ts';
 
 test('the apiserver refuses and accepts what checkRules says it would, in the same words', async (t) => {
@@ -102,4 +104,43 @@ test("MyApp's rules hold with no function running: its CRD alone refuses what ch
   for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
   t.diagnostic(`with no function: ${answer.message}`);
   await api.request('POST', myapps, { query: { dryRun: 'All' }, body: body({ replicas: 10, image: 'kfn.local/nginx:1.22' }) });
+});
+
+test("MyApp's defaults with no function running: the apiserver's MutatingAdmissionPolicy stores what applyDefaults says, and its CRD's rules check the defaulted object", async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  // The local cluster turns MutatingAdmissionPolicy on (beta in Kubernetes 1.34 and 1.35).
+  const version = await servedMutatingPolicies(api);
+  assert.ok(version, 'the local cluster serves MutatingAdmissionPolicy');
+  await applyObject(api, crdOf(MyApp) as never, 'kfn-test');
+  await servedResource(api, MyApp.apiVersion, MyApp.kind, { timeoutMs: 30_000 });
+  const ns = await testNamespace(t, cluster, 'myapp-defaults');
+  // Named (and labelled) as a function of its own: kfn's tools remove a function's policies that
+  // its manifests no longer name, and other tests deploy myapp meanwhile.
+  const fn = { ...MyAppFunction, name: uniqueName('myapp-defaults') };
+  const policies = defaultsManifests(fn, version, [ns]) as { kind: string; metadata: { name: string } }[];
+  for (const p of policies) await applyObject(api, p as never, 'kfn-test');
+  t.after(async () => {
+    for (const p of policies) await api.request('DELETE', `/apis/${version}/${p.kind === 'MutatingAdmissionPolicy' ? 'mutatingadmissionpolicies' : 'mutatingadmissionpolicybindings'}/${p.metadata.name}`).catch(() => undefined);
+  });
+  const myapps = `/apis/${MyApp.apiVersion}/namespaces/${ns}/myapps`;
+  const object = (name: string, spec: { replicas: number; image: string }) => ({ apiVersion: MyApp.apiVersion, kind: MyApp.kind, metadata: { name }, spec });
+  type Stored = { metadata: { name: string }; spec: { image: string } };
+  // The apiserver takes a moment to load a new policy: until then it stores what it is sent.
+  await waitFor('the policy to be in force', async () => (await api.request<Stored>('POST', myapps, { query: { dryRun: 'All' }, body: object(uniqueName('probe'), { replicas: 1, image: 'nginx' }) })).spec.image === 'nginx:latest' || undefined, { timeoutMs: 30_000 });
+  for (const c of myAppDefaultCases) {
+    const sent = object(uniqueName('app'), { replicas: 1, image: c.image });
+    assert.equal(applyDefaults(fn, { operation: 'CREATE', object: sent })!.spec.image, c.stored, `${c.image}: applyDefaults`);
+    const stored = await api.request<Stored>('POST', myapps, { query: { dryRun: 'All' }, body: sent });
+    assert.equal(stored.spec.image, c.stored, `${c.image}: the apiserver stores ${c.stored} too`);
+  }
+  // On an update too.
+  await api.request('POST', myapps, { body: object('web', { replicas: 1, image: 'nginx:1.22' }) });
+  const updated = await api.request<Stored>('PATCH', `${myapps}/web`, { body: { spec: { image: 'kfn.local/busybox' } }, contentType: 'application/merge-patch+json' });
+  assert.equal(updated.spec.image, 'kfn.local/busybox:latest');
+  // Validation comes after every mutation: the CRD's rules see the defaulted image.
+  const answer = await api.request('POST', myapps, { query: { dryRun: 'All' }, body: object('bad', { replicas: 11, image: 'Nginx' }) }).then(() => undefined, (err: unknown) => err);
+  assert.ok(answer instanceof ApiError && answer.status === 422, `refused as invalid (${String(answer)})`);
+  for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)}; it said: ${answer.message}`);
+  t.diagnostic(`defaulted, then refused: ${answer.message}`);
 });

@@ -98,3 +98,13 @@ export const guardCases: GuardCase[] = [
 
 /** MyApp's refusals of {replicas: 11, image: "Nginx:latest"}, as the apiserver words them (functions/myapp's unit test and test/integration/rules.test.ts). */
 export const myAppRefusals = ['spec.replicas: Invalid value: 11: must be ≤ 10', 'spec.image: Invalid value: "Nginx:latest": is not an image reference (lowercase name, then :tag or @sha256:digest)'];
+
+/** MyApp's declared defaults: each image sent, and the image stored (functions/myapp's unit test; test/integration/rules.test.ts on the apiserver's MutatingAdmissionPolicy). */
+export const myAppDefaultCases: { image: string; stored: string }[] = [
+  { image: 'nginx', stored: 'nginx:latest' },
+  { image: 'kfn.local/nginx', stored: 'kfn.local/nginx:latest' },
+  { image: 'localhost:5000/team/app', stored: 'localhost:5000/team/app:latest' },
+  { image: 'nginx:1.22', stored: 'nginx:1.22' },
+  { image: 'kfn.local/nginx:1.22', stored: 'kfn.local/nginx:1.22' },
+  { image: `app@sha256:${'a'.repeat(64)}`, stored: `app@sha256:${'a'.repeat(64)}` },
+];
