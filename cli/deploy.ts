@@ -5,7 +5,7 @@
 // (`--host`). Their steps live in cli/functions.ts (load, apply), cli/hosts.ts, cli/images.ts,
 // cli/webhooks.ts and cli/rollout.ts.
 import { connectionFromKubeconfig } from '../kube/connection.ts';
-import { applyObject, KubeApi } from '../kube/api.ts';
+import { applyObject, deleteIfPresent, KubeApi } from '../kube/api.ts';
 import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths } from '../cluster/paths.ts';
@@ -20,7 +20,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
 import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
 import { removeOtherTarget, removeOwnWorkload } from './targets.ts';
-import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, loadFunction } from './functions.ts';
+import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, labelled, loadFunction } from './functions.ts';
 import { hostFunctions, hostName, loadHostFunctions, releaseFromHost } from './hosts.ts';
 import { ensureWebhookTls, reconcilerOwner } from './webhooks.ts';
 import { waitDeployment, waitHost, waitKnativeService } from './rollout.ts';
@@ -190,7 +190,11 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, [...objects, ...defaults.policies], options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative ? 'knative' : 'deployment', log);
-    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets };
+    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets, defaultsAsPolicies: defaults.policies.length > 0 };
+    // A webhook configuration the function no longer has (its defaults now the apiserver's
+    // policies, say): gone before its pods change, or with failurePolicy Fail it would refuse
+    // every write of the kind once nothing answers it.
+    await removeStaleWebhooks(api, reconciler, knative, log);
     const apply = knative ? [functionKnativeService(reconciler, { ...workload, minScale: options.minScale, retentionSeconds: options.retentionSeconds, windowSeconds: options.windowSeconds })] : functionWorkload(reconciler, workload);
     for (const obj of apply) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
     deployed.push(reconciler.name);
@@ -215,6 +219,18 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
       : [];
     for (const config of configs) await applyObject(api, config as Parameters<typeof applyObject>[1], 'kfn-deploy');
     if (configs.length) log(`Admission webhooks of ${name} registered: ${configs.map((c) => (c.webhooks as { name: string }[])[0]!.name).join(', ')}`);
+  }
+}
+
+/** Deletes the function's Mutating/ValidatingWebhookConfiguration when it no longer has that webhook here. */
+async function removeStaleWebhooks(api: KubeApi, reconciler: Reconciler, knative: boolean, log: (line: string) => void): Promise<void> {
+  // On Knative nothing serves them (no TLS listener of the function's own).
+  const wanted = { mutatingwebhookconfigurations: !knative && hasDefaulting(reconciler), validatingwebhookconfigurations: !knative && Boolean(reconciler.validate) };
+  for (const [plural, keep] of Object.entries(wanted)) {
+    if (keep) continue;
+    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${plural}`, reconciler.name)) {
+      if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${plural}/${encodeURIComponent(o.metadata.name)}`)) log(`Removed ${plural === 'mutatingwebhookconfigurations' ? 'MutatingWebhookConfiguration' : 'ValidatingWebhookConfiguration'} ${o.metadata.name}: ${reconciler.name} no longer has that webhook`);
+    }
   }
 }
 

@@ -111,7 +111,8 @@ export async function admit(reconciler: Reconciler, mode: 'default' | 'validate'
   if (mode === 'default') {
     if (!hasDefaulting(reconciler)) return answer({ allowed: true });
     // The declared defaults first, as the apiserver's policies would have run them; then default().
-    const copy = applyDefaults(reconciler, { operation: request.operation, object: structuredClone(obj) as never, ...(request.oldObject ? { oldObject: request.oldObject as never } : {}) })!;
+    const { object: _o, oldObject: _old, ...rest } = request;
+    const copy = applyDefaults(reconciler, { operation: request.operation, object: structuredClone(obj) as never, ...(request.oldObject ? { oldObject: request.oldObject as never } : {}), request: rest })!;
     const returned = reconciler.default ? await reconciler.default(copy as never) : undefined;
     const defaulted = (returned ?? copy) as Record<string, unknown>;
     const ops = jsonPatch(obj, defaulted);

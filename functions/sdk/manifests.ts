@@ -9,7 +9,7 @@ import type { Reconciler } from './reconciler.ts';
 import { groupOf, isClusterScopedKind, sameKind, type KindRef } from '../../core/objects.ts';
 import { declaredAccess } from './access.ts';
 import { servesHttps } from './webhooks.ts';
-import { policyManifests } from './policies.ts';
+import { defaultsAsPoliciesEnv, policyManifests } from './policies.ts';
 import { hostPath, sharedHostProblem } from './host.ts';
 import { caBundleHolders, holderRules } from './renewal.ts';
 import { contractVersion } from '../../core/event.ts';
@@ -265,6 +265,8 @@ export interface WorkloadOptions {
   record?: boolean;
   /** Where the function sends its spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT): tracing, off by default. */
   otlpEndpoint?: string;
+  /** The apiserver runs the function's declared defaults as policies: its runtime serves no webhook for them ($KFN_DEFAULTS_AS_POLICIES). */
+  defaultsAsPolicies?: boolean;
   /** Secrets (kubernetes.io/dockerconfigjson) the kubelet pulls the image with: a registry that asks for credentials. */
   imagePullSecrets?: string[];
   /** Who renews the serving certificate (ManifestOptions.webhookCa): kfn, the function itself (default), or cert-manager. */
@@ -432,6 +434,7 @@ function functionContainer(options: WorkloadOptions, knative: boolean, auth = { 
       auth,
       ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : []),
       ...(options.otlpEndpoint ? [{ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: options.otlpEndpoint }] : []),
+      ...(options.defaultsAsPolicies ? [{ name: defaultsAsPoliciesEnv, value: 'true' }] : []),
     ],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     volumeMounts: [{ name: 'auth', mountPath: authKeyDir, readOnly: true }],

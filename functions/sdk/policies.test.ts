@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { functionManifests } from './manifests.ts';
 import { applyDefaults, checkAdmission } from './testing.ts';
-import { defaultsAsPolicies, defaultsManifests } from './policies.ts';
-import { defineKind, defineReconciler, t } from './index.ts';
+import { defaultsAsPolicies, defaultsManifests, ownWritesPass } from './policies.ts';
+import { defineReconciler } from './index.ts';
 import { hasWebhooks } from './webhooks.ts';
-import { guardCases, guarding } from '../../test/support/rules-cases.ts';
+import { boxes, Box, defaultCases, guardCases, guarding } from '../../test/support/rules-cases.ts';
 
 test('each guard is a policy (Fail) and a binding (Deny), limited to the namespaces the function watches, labelled as the function\'s', () => {
   const objects = functionManifests(guarding, { namespaces: ['team-a'] }) as { kind: string; metadata: { name: string; labels: Record<string, string> }; spec: Record<string, unknown> }[];
@@ -28,52 +28,69 @@ for (const c of guardCases) {
   });
 }
 
-const Box = defineKind({ group: 'defaults.kfn.test', version: 'v1', kind: 'Box', spec: t.Object({ size: t.Optional(t.Integer()), color: t.Optional(t.String()), labels: t.Optional(t.Record(t.String(), t.String())) }), status: t.Object({}) });
-const boxes = defineReconciler({
-  name: 'boxes',
-  for: Box,
-  reconcile: () => ({}),
-  defaults: [
-    { when: '!has(object.spec.size)', set: { '/spec/size': '1' } },
-    { set: { '/spec/color': "has(object.spec.color) ? object.spec.color : 'red'", '/metadata/labels': "{'size': string(object.spec.size)}" } },
-  ],
-});
-const box = (spec: Record<string, unknown>) => ({ apiVersion: Box.apiVersion, kind: 'Box', metadata: { name: 'b', namespace: 'shop' }, spec });
+const box = (spec: Record<string, unknown>, metadata: Record<string, unknown> = {}) => ({ apiVersion: Box.apiVersion, kind: 'Box', metadata: { name: 'b', namespace: 'shop', ...metadata }, spec });
 
-test('declared defaults are MutatingAdmissionPolicies of the version the cluster serves: one JSON Patch each, its `when` a match condition, never an object being deleted', () => {
+test('declared defaults are one MutatingAdmissionPolicy of the version the cluster serves: a mutation per declaration, in order, its `when` inside it; never an object being deleted nor a metadata-only update', () => {
   const objects = defaultsManifests(boxes, 'admissionregistration.k8s.io/v1beta1', ['team-a']) as { apiVersion: string; kind: string; metadata: { name: string; labels: Record<string, string> }; spec: Record<string, unknown> }[];
   assert.deepEqual(objects.map((o) => `${o.apiVersion} ${o.kind} ${o.metadata.name}`), [
     'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy kfn-boxes-boxes.defaults.kfn.test',
     'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding kfn-boxes-boxes.defaults.kfn.test',
-    'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy kfn-boxes-boxes.defaults.kfn.test-2',
-    'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding kfn-boxes-boxes.defaults.kfn.test-2',
   ]);
   assert.deepEqual(objects[0]!.spec, {
     failurePolicy: 'Fail',
-    reinvocationPolicy: 'IfNeeded',
+    reinvocationPolicy: 'Never',
     matchConstraints: { resourceRules: [{ apiGroups: ['defaults.kfn.test'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['boxes'] }] },
-    matchConditions: [{ name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' }, { name: 'when', expression: '!has(object.spec.size)' }],
-    mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: '[JSONPatch{op: "add", path: "/spec/size", value: 1}]' } }],
+    matchConditions: ownWritesPass,
+    mutations: [
+      { patchType: 'JSONPatch', jsonPatch: { expression: '(!has(object.spec.size)) ? [JSONPatch{op: "add", path: "/spec/size", value: 1}] : []' } },
+      { patchType: 'JSONPatch', jsonPatch: { expression: '[JSONPatch{op: "add", path: "/spec/color", value: has(object.spec.color) ? object.spec.color : \'red\'}, JSONPatch{op: "add", path: "/metadata/labels", value: {\'size\': string(object.spec.size)}}]' } },
+      { patchType: 'JSONPatch', jsonPatch: { expression: '(has(object.spec.tags) && !(\'checked\' in object.spec.tags)) ? [JSONPatch{op: "add", path: "/spec/tags/-", value: \'checked\'}] : []' } },
+    ],
   });
-  assert.equal((objects[2]!.spec.matchConditions as unknown[]).length, 1, 'no `when`: always');
   assert.deepEqual(objects[1]!.spec, { policyName: 'kfn-boxes-boxes.defaults.kfn.test', matchResources: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a'] }] } } });
   assert.equal(objects[1]!.metadata.labels['kfn.dev/function'], 'boxes', 'kfn undeploy finds them');
+  assert.deepEqual(defaultsManifests(guarding, 'admissionregistration.k8s.io/v1'), [], 'none declared, none written');
   assert.equal(hasWebhooks(defaultsAsPolicies(boxes)), false, 'run by the apiserver: no defaulting webhook');
   assert.equal(hasWebhooks(boxes), true, 'elsewhere the function serves them');
 });
 
-test('applyDefaults: each default in order, on what the ones before wrote; other kinds, DELETE and an object being deleted as they are', () => {
-  assert.deepEqual(applyDefaults(boxes, { operation: 'CREATE', object: box({}) }), { ...box({ size: 1, color: 'red' }), metadata: { name: 'b', namespace: 'shop', labels: { size: '1' } } });
-  assert.deepEqual(applyDefaults(boxes, { operation: 'UPDATE', object: box({ size: 3, color: 'blue' }), oldObject: box({}) })!.spec, { size: 3, color: 'blue' });
+for (const c of defaultCases) {
+  test(`applyDefaults, ${c.name}: what the apiserver stores`, () => {
+    const stored = applyDefaults(boxes, { operation: 'CREATE', object: box(c.spec) })!;
+    assert.deepEqual({ spec: stored.spec, labels: (stored.metadata as { labels?: unknown }).labels }, { labels: undefined, ...c.stored });
+  });
+}
+
+test('applyDefaults: not on a metadata-only update, an object being deleted, DELETE or another kind; on a spec update', () => {
+  const stored = box({ size: 1, color: 'red' }, { labels: { size: '1' } });
+  const relabelled = box({ size: 1, color: 'red' }, { labels: { size: '1', team: 'a' } });
+  assert.deepEqual(applyDefaults(boxes, { operation: 'UPDATE', object: relabelled, oldObject: stored }), relabelled);
+  const resized = box({ size: 4, color: 'red' }, { labels: { size: '1' } });
+  assert.deepEqual((applyDefaults(boxes, { operation: 'UPDATE', object: resized, oldObject: stored })!.metadata as { labels?: unknown }).labels, { size: '4' });
+  const going = box({}, { deletionTimestamp: '2026-01-01T00:00:00Z' });
+  assert.deepEqual(applyDefaults(boxes, { operation: 'UPDATE', object: going, oldObject: going }), going);
   const other = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } };
   assert.equal(applyDefaults(boxes, { operation: 'CREATE', object: other }), other);
-  const going = { ...box({}), metadata: { name: 'b', deletionTimestamp: '2026-01-01T00:00:00Z' } };
-  assert.deepEqual(applyDefaults(boxes, { operation: 'UPDATE', object: going, oldObject: going }), going);
 });
 
-test('a default that cannot be computed refuses the request, as failurePolicy Fail does; a declaration that cannot be one is refused by defineReconciler', () => {
+test('applyDefaults: an array index as the apiserver\'s JSON Patch takes it: 0 to the length inserts, a negative one counts from the end, others refuse', () => {
+  const at = (path: string) => defineReconciler({ name: 'at', for: Box, reconcile: () => ({}), defaults: [{ set: { [path]: "'x'" } }] });
+  const tags = (path: string) => applyDefaults(at(path), { operation: 'CREATE', object: box({ tags: ['a', 'b'] }) })!.spec.tags;
+  assert.deepEqual(tags('/spec/tags/0'), ['x', 'a', 'b']);
+  assert.deepEqual(tags('/spec/tags/2'), ['a', 'b', 'x']);
+  assert.deepEqual(tags('/spec/tags/-1'), ['a', 'b', 'x']);
+  assert.deepEqual(tags('/spec/tags/-3'), ['x', 'a', 'b']);
+  for (const bad of ['/spec/tags/3', '/spec/tags/-4', '/spec/tags/first']) assert.throws(() => tags(bad), /cannot add \/spec\/tags\/\S+: no index/, bad);
+});
+
+test('a default that cannot be computed refuses the request, as failurePolicy Fail does (Ignore lets it through as it was); a declaration that cannot be one is refused by defineReconciler', () => {
   const broken = defineReconciler({ name: 'broken', for: Box, reconcile: () => ({}), defaults: [{ set: { '/spec/color': 'object.spec.missing' } }] });
   assert.throws(() => applyDefaults(broken, { operation: 'CREATE', object: box({}) }), /policy 'kfn-broken-boxes\.defaults\.kfn\.test' with binding 'kfn-broken-boxes\.defaults\.kfn\.test' denied request: expression 'object\.spec\.missing' resulted in error: /);
+  const lenient = { ...broken, admission: { failurePolicy: 'Ignore' as const } };
+  assert.deepEqual(applyDefaults(lenient, { operation: 'CREATE', object: box({}) }), box({}));
+  assert.equal((defaultsManifests(lenient, 'admissionregistration.k8s.io/v1')[0]!.spec as { failurePolicy: string }).failurePolicy, 'Ignore', 'the policy as lenient as the webhook');
+  const notBool = defineReconciler({ name: 'notbool', for: Box, reconcile: () => ({}), defaults: [{ when: 'object.spec', set: { '/spec/size': '1' } }] });
+  assert.throws(() => applyDefaults(notBool, { operation: 'CREATE', object: box({}) }), /resulted in error/);
   const orphan = defineReconciler({ name: 'orphan', for: Box, reconcile: () => ({}), defaults: [{ set: { '/status/phase': "'new'" } }] });
   assert.throws(() => applyDefaults(orphan, { operation: 'CREATE', object: box({}) }), /cannot add \/status\/phase: its parent does not exist/);
   assert.throws(() => defineReconciler({ name: 'bad', for: Box, reconcile: () => ({}), defaults: [{ when: 'object.spec.(', set: { 'spec.size': '1', '/metadata/name': "'x'" } }] }), (err: Error) => {

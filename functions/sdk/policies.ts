@@ -83,7 +83,8 @@ export function policyManifests(reconciler: Reconciler, namespaces?: string[]): 
  * an object (a MutatingAdmissionPolicy, where the cluster serves one): when `when` holds, each
  * field of `set` gets its value, as a JSON Patch `add` (set when missing, replaced when there).
  * Where the cluster does not serve the policies, the function's defaulting webhook applies the
- * same declarations (so they must give the same object when applied twice). On create and update.
+ * same declarations. On create and update, never on an object being deleted nor on an update of
+ * its metadata alone (as the webhooks: ownWritesPass).
  */
 export interface Defaults {
   /** CEL over `object`, `oldObject` and `request`: these defaults apply only when it is true (default: always). */
@@ -96,51 +97,64 @@ export interface Defaults {
 export const mutatingPolicyVersions = ['admissionregistration.k8s.io/v1', 'admissionregistration.k8s.io/v1beta1'] as const;
 export type MutatingPolicyVersion = (typeof mutatingPolicyVersions)[number];
 
-/** The policy's (and its binding's) name: `kfn-<function>-<plural>.<group>`, with `-<n>` from the second declaration on. */
-export function defaultsName(reconciler: Pick<Reconciler, 'name' | 'for'>, index: number): string {
-  return `kfn-${reconciler.name}-${reconciler.for.plural}.${reconciler.for.group}${index ? `-${index + 1}` : ''}`;
+/** The policy's (and its binding's) name: `kfn-<function>-<plural>.<group>`. */
+export function defaultsName(reconciler: Pick<Reconciler, 'name' | 'for'>): string {
+  return `kfn-${reconciler.name}-${reconciler.for.plural}.${reconciler.for.group}`;
 }
 
-/** An object being deleted is never defaulted (kfn's finalizer removal among its writes). */
-const notBeingDeleted = { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' };
+/**
+ * What neither the admission webhooks nor the policies of declared defaults are asked about (CEL,
+ * evaluated by the apiserver): an object being deleted, and an update that leaves the spec as it
+ * was — kfn's own finalizer removal and notes, a user's annotations. A rule tightened since, or one
+ * that reads an object already gone, must not leave an object Terminating forever; and a function
+ * that is down must not block them.
+ */
+export const ownWritesPass = [
+  { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' },
+  { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec" },
+];
+
+/** One declaration's JSON Patch, as a policy's mutation: its `add`s, or none when its `when` does not hold. */
+const patchOf = (d: Defaults): string => {
+  const adds = `[${Object.entries(d.set).map(([path, value]) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${value}}`).join(', ')}]`;
+  return d.when ? `(${d.when}) ? ${adds} : []` : adds;
+};
 
 /**
- * Each of the function's declared defaults as a MutatingAdmissionPolicy of `apiVersion` (one
- * JSON Patch of every field it sets; `when` its match condition; Fail when a value cannot be
- * computed, as a webhook's failurePolicy Fail) and its binding, limited to `namespaces`.
+ * The function's declared defaults as one MutatingAdmissionPolicy of `apiVersion` and its
+ * binding, limited to `namespaces`: a JSON Patch mutation per declaration, in order (the
+ * apiserver runs a policy's mutations in order, each on what the ones before wrote), the
+ * function's failurePolicy (default Fail: a value that cannot be computed refuses the request),
+ * run once per request, as the defaulting webhook is.
  */
 export function defaultsManifests(reconciler: Reconciler, apiVersion: MutatingPolicyVersion, namespaces?: string[]): Record<string, unknown>[] {
+  if (!reconciler.defaults?.length) return [];
   const labels = functionLabels(reconciler.name);
   const kind = reconciler.for;
-  return (reconciler.defaults ?? []).flatMap((d, i) => {
-    const name = defaultsName(reconciler, i);
-    const patch = Object.entries(d.set).map(([path, value]) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${value}}`);
-    return [
-      {
-        apiVersion,
-        kind: 'MutatingAdmissionPolicy',
-        metadata: { name, labels },
-        spec: {
-          failurePolicy: 'Fail',
-          // Again when a later mutation changed the object: a default that depends on a field
-          // another mutator sets still sees it.
-          reinvocationPolicy: 'IfNeeded',
-          matchConstraints: { resourceRules: [{ apiGroups: [kind.group], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: [kind.plural] }] },
-          matchConditions: [notBeingDeleted, ...(d.when ? [{ name: 'when', expression: d.when }] : [])],
-          mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${patch.join(', ')}]` } }],
-        },
+  const name = defaultsName(reconciler);
+  return [
+    {
+      apiVersion,
+      kind: 'MutatingAdmissionPolicy',
+      metadata: { name, labels },
+      spec: {
+        failurePolicy: reconciler.admission?.failurePolicy ?? 'Fail',
+        reinvocationPolicy: 'Never',
+        matchConstraints: { resourceRules: [{ apiGroups: [kind.group], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: [kind.plural] }] },
+        matchConditions: ownWritesPass,
+        mutations: reconciler.defaults.map((d) => ({ patchType: 'JSONPatch', jsonPatch: { expression: patchOf(d) } })),
       },
-      {
-        apiVersion,
-        kind: 'MutatingAdmissionPolicyBinding',
-        metadata: { name, labels },
-        spec: {
-          policyName: name,
-          ...(namespaces?.length ? { matchResources: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: namespaces }] } } } : {}),
-        },
+    },
+    {
+      apiVersion,
+      kind: 'MutatingAdmissionPolicyBinding',
+      metadata: { name, labels },
+      spec: {
+        policyName: name,
+        ...(namespaces?.length ? { matchResources: { namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: namespaces }] } } } : {}),
       },
-    ];
-  });
+    },
+  ];
 }
 
 /** True when the function's defaulting webhook has work: `default()`, or declared defaults that no policy of the apiserver runs (defaultsAsPolicies). */
@@ -152,6 +166,13 @@ export function defaultsAsPolicies<R extends Reconciler>(reconciler: R): R {
   const { defaults: _, ...rest } = reconciler;
   return rest as R;
 }
+
+/**
+ * Set (to any value) on a deployed function whose declared defaults the apiserver runs as
+ * policies: its runtime then serves no defaulting webhook for them, and renews no certificate
+ * for one (kfn deploy grants it no rights on a webhook configuration it does not have).
+ */
+export const defaultsAsPoliciesEnv = 'KFN_DEFAULTS_AS_POLICIES';
 
 /** Problems with declared defaults: an expression that is not CEL, a path that is not a JSON Pointer below the object. */
 export function defaultsProblems(defaults: Defaults[]): string[] {
@@ -183,7 +204,11 @@ function jsonOf(value: unknown): unknown {
   return value;
 }
 
-/** `add` at a JSON Pointer, as RFC 6902 says: the parent must exist; an object's member is set, an array's item inserted (`-`: appended). */
+/**
+ * `add` at a JSON Pointer, as the apiserver's JSON Patch library does it: the parent must exist;
+ * an object's member is set; in an array, `-` appends, an index from 0 to its length inserts
+ * there, a negative one counts from the end (-1 appends), anything else is an error.
+ */
 function addAt(root: Record<string, unknown>, path: string, value: unknown): void {
   const parts = path.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
   const last = parts.pop()!;
@@ -192,50 +217,74 @@ function addAt(root: Record<string, unknown>, path: string, value: unknown): voi
     at = Array.isArray(at) ? at[Number(part)] : at && typeof at === 'object' ? (at as Record<string, unknown>)[part] : undefined;
     if (at === undefined || at === null || typeof at !== 'object') throw new Error(`the JSON Patch cannot add ${path}: its parent does not exist`);
   }
-  if (Array.isArray(at)) at.splice(last === '-' ? at.length : Number(last), 0, value);
-  else (at as Record<string, unknown>)[last] = value;
+  if (!Array.isArray(at)) {
+    (at as Record<string, unknown>)[last] = value;
+    return;
+  }
+  if (last === '-') {
+    at.push(value);
+    return;
+  }
+  let index = /^-?\d+$/.test(last) ? Number(last) : NaN;
+  const size = at.length + 1;
+  if (Number.isNaN(index) || index >= size || index < -size) throw new Error(`the JSON Patch cannot add ${path}: no index ${last} in an array of ${at.length}`);
+  if (index < 0) index += size;
+  at.splice(index, 0, value);
 }
 
 /**
  * The object the apiserver would store after the function's declared defaults (its
- * MutatingAdmissionPolicies), without a cluster: `request.object` with every default whose
- * `when` holds applied in order. A `when` or value that fails to evaluate throws, in the
- * apiserver's words, as the policy's failurePolicy Fail refuses the request. Requests for other
- * kinds, and DELETE, come back as they are.
+ * MutatingAdmissionPolicy), without a cluster: `request.object` with each declaration whose
+ * `when` holds applied in order, each on what the ones before wrote. Not for an object being
+ * deleted nor an update of its metadata alone (ownWritesPass). A `when` or value that fails to
+ * evaluate throws, in the apiserver's words, as the policy's failurePolicy Fail refuses the
+ * request (with Ignore, the object comes back as it was). Requests for other kinds, and DELETE,
+ * come back as they are.
  */
 export function applyDefaults<T extends Record<string, unknown>>(reconciler: Reconciler, request: AdmissionRequest & { object?: T }): T | undefined {
   const obj = request.object;
-  if (!obj || request.operation === 'DELETE' || !sameKind(reconciler.for, obj as never)) return obj;
-  if ((obj.metadata as { deletionTimestamp?: string } | undefined)?.deletionTimestamp) return obj;
-  let current = structuredClone(obj);
-  (reconciler.defaults ?? []).forEach((d, i) => {
-    const name = defaultsName(reconciler, i);
-    const vars = requestVars({ ...request, object: current });
-    const fail = (expression: string, why: string) => new Error(`policy '${name}' with binding '${name}' denied request: expression '${expression}' resulted in error: ${why}`);
-    if (d.when) {
-      const holds = compiled(d.when)(vars);
-      if (isCelError(holds)) throw fail(d.when, holds.message);
-      if (holds !== true) return;
+  const defaults = reconciler.defaults ?? [];
+  if (!obj || !defaults.length || request.operation === 'DELETE' || !sameKind(reconciler.for, obj as never)) return obj;
+  const name = defaultsName(reconciler);
+  const fail = (expression: string, why: string) => new Error(`policy '${name}' with binding '${name}' denied request: expression '${expression}' resulted in error: ${why}`);
+  try {
+    for (const condition of ownWritesPass) {
+      const holds = compiled(condition.expression)(requestVars(request));
+      if (isCelError(holds)) throw fail(condition.expression, holds.message);
+      if (holds !== true) return obj;
     }
-    const next = structuredClone(current);
-    for (const [path, expression] of Object.entries(d.set)) {
-      const value = compiled(expression)(vars);
-      if (isCelError(value)) throw fail(expression, value.message);
-      addAt(next, path, jsonOf(value));
+    let current = structuredClone(obj);
+    for (const d of defaults) {
+      const vars = requestVars({ ...request, object: current });
+      if (d.when) {
+        const holds = compiled(d.when)(vars);
+        if (isCelError(holds)) throw fail(d.when, holds.message);
+        if (typeof holds !== 'boolean') throw fail(d.when, `no such overload: it gives a ${typeof holds}, not a bool`);
+        if (!holds) continue;
+      }
+      const next = structuredClone(current);
+      for (const [path, expression] of Object.entries(d.set)) {
+        const value = compiled(expression)(vars);
+        if (isCelError(value)) throw fail(expression, value.message);
+        addAt(next, path, jsonOf(value));
+      }
+      current = next;
     }
-    current = next;
-  });
-  return current;
+    return current;
+  } catch (err) {
+    if (reconciler.admission?.failurePolicy === 'Ignore') return obj;
+    throw err;
+  }
 }
 
-/** The variables a policy's CEL sees for `request`: object, oldObject, request, params. */
+/** The variables a policy's CEL sees for `request`: object, oldObject, request (with what the webhook's review gives of it), params. */
 function requestVars(request: AdmissionRequest): Record<string, CelInput> {
   const target = (request.object ?? request.oldObject)!;
   const [group, version] = target.apiVersion.includes('/') ? target.apiVersion.split('/') : ['', target.apiVersion];
   return {
     object: celValue(request.operation === 'DELETE' ? null : request.object),
     oldObject: celValue(request.operation === 'CREATE' ? null : request.oldObject),
-    request: celValue({ operation: request.operation, name: target.metadata?.name ?? '', namespace: target.metadata?.namespace ?? '', kind: { group, version, kind: target.kind } }),
+    request: celValue({ ...request.request, operation: request.operation, name: target.metadata?.name ?? '', namespace: target.metadata?.namespace ?? '', kind: { group, version, kind: target.kind } }),
     params: null,
   } as Record<string, CelInput>;
 }
@@ -254,6 +303,8 @@ export interface AdmissionRequest {
   object?: { apiVersion: string; kind: string; metadata?: { name?: string; namespace?: string } } & Record<string, unknown>;
   /** The object stored (UPDATE, DELETE). */
   oldObject?: { apiVersion: string; kind: string; metadata?: { name?: string; namespace?: string } } & Record<string, unknown>;
+  /** More of the request, as `request` in CEL gives it (an AdmissionReview's: userInfo, uid, dryRun, resource …). */
+  request?: Record<string, unknown>;
 }
 
 /**

@@ -10,7 +10,9 @@ import type { Hono } from 'hono';
 import type { Reconciler } from './reconciler.ts';
 import { functionLabels } from '../../core/names.ts';
 import { injectCaAnnotation } from './kind.ts';
-import { hasDefaulting } from './policies.ts';
+import { hasDefaulting, ownWritesPass } from './policies.ts';
+
+export { ownWritesPass };
 
 /** Where the apiserver reaches the function: a URL (a function on the apiserver's host) or a Service in the cluster. */
 export type WebhookClient = { url: string } | { service: { namespace: string; name: string; port?: number } };
@@ -65,16 +67,6 @@ export function webhookConfigurations(reconciler: Reconciler, options: { client:
   return out;
 }
 
-/**
- * What the webhooks are never asked about (CEL, evaluated by the apiserver): an object being
- * deleted, and an update that leaves the spec as it was — kfn's own finalizer removal and notes,
- * a user's annotations. A rule tightened since, or one that reads an object already gone, must
- * not leave an object Terminating forever; and a function that is down must not block them.
- */
-export const ownWritesPass = [
-  { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' },
-  { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec" },
-];
 
 /**
  * True when the reconciler has webhooks to serve: admission (default, declared defaults, validate)

@@ -5,12 +5,13 @@
 // case's object is refused with each refusal checkRules names (a server-side dry run: nothing is
 // stored) or accepted when it names none; an update is tried against an object stored as `old`.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { checkRules } from '../../functions/sdk/testing.ts';
-import { ApiError, applyObject, servedResource } from '../../kube/api.ts';
+import { ApiError, applyObject, servedResource, type KubeApi } from '../../kube/api.ts';
+import type { Reconciler } from '../../functions/sdk/reconciler.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
-import { guardCases, guarding, myAppDefaultCases, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
+import { Box, boxes, defaultCases, guardCases, guarding, myAppDefaultCases, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
 import MyAppFunction, { MyApp } from '../../functions/myapp/index.ts';
 import { defaultsManifests, policyManifests } from '../../functions/sdk/policies.ts';
 import { applyDefaults, checkAdmission } from '../../functions/sdk/testing.ts';
@@ -109,20 +110,10 @@ test("MyApp's rules hold with no function running: its CRD alone refuses what ch
 test("MyApp's defaults with no function running: the apiserver's MutatingAdmissionPolicy stores what applyDefaults says, and its CRD's rules check the defaulted object", async (t) => {
   const cluster = await testCluster();
   const api = kubeApi(cluster.kc);
-  // The local cluster turns MutatingAdmissionPolicy on (beta in Kubernetes 1.34 and 1.35).
-  const version = await servedMutatingPolicies(api);
-  assert.ok(version, 'the local cluster serves MutatingAdmissionPolicy');
   await applyObject(api, crdOf(MyApp) as never, 'kfn-test');
   await servedResource(api, MyApp.apiVersion, MyApp.kind, { timeoutMs: 30_000 });
   const ns = await testNamespace(t, cluster, 'myapp-defaults');
-  // Named (and labelled) as a function of its own: kfn's tools remove a function's policies that
-  // its manifests no longer name, and other tests deploy myapp meanwhile.
-  const fn = { ...MyAppFunction, name: uniqueName('myapp-defaults') };
-  const policies = defaultsManifests(fn, version, [ns]) as { kind: string; metadata: { name: string } }[];
-  for (const p of policies) await applyObject(api, p as never, 'kfn-test');
-  t.after(async () => {
-    for (const p of policies) await api.request('DELETE', `/apis/${version}/${p.kind === 'MutatingAdmissionPolicy' ? 'mutatingadmissionpolicies' : 'mutatingadmissionpolicybindings'}/${p.metadata.name}`).catch(() => undefined);
-  });
+  const fn = await withDefaultsPolicy(t, api, MyAppFunction, ns);
   const myapps = `/apis/${MyApp.apiVersion}/namespaces/${ns}/myapps`;
   const object = (name: string, spec: { replicas: number; image: string }) => ({ apiVersion: MyApp.apiVersion, kind: MyApp.kind, metadata: { name }, spec });
   type Stored = { metadata: { name: string }; spec: { image: string } };
@@ -144,3 +135,48 @@ test("MyApp's defaults with no function running: the apiserver's MutatingAdmissi
   for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)}; it said: ${answer.message}`);
   t.diagnostic(`defaulted, then refused: ${answer.message}`);
 });
+
+test("a function's declared defaults, as the apiserver's MutatingAdmissionPolicy runs them, store what applyDefaults says: in order, maps, an item appended; not on a metadata-only update", async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  await applyObject(api, crdOf(Box) as never, 'kfn-test');
+  t.after(() => api.request('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${Box.plural}.${Box.group}`).catch(() => undefined));
+  await servedResource(api, Box.apiVersion, Box.kind, { timeoutMs: 30_000 });
+  const ns = await testNamespace(t, cluster, 'defaults');
+  const fn = await withDefaultsPolicy(t, api, boxes, ns);
+  const path = `/apis/${Box.apiVersion}/namespaces/${ns}/boxes`;
+  type Stored = { metadata: { name: string; labels?: Record<string, string> }; spec: Record<string, unknown> };
+  const body = (name: string, spec: Record<string, unknown>) => ({ apiVersion: Box.apiVersion, kind: Box.kind, metadata: { name }, spec });
+  await waitFor('the policy to be in force', async () => (await api.request<Stored>('POST', path, { query: { dryRun: 'All' }, body: body(uniqueName('probe'), {}) })).spec.size === 1 || undefined, { timeoutMs: 30_000 });
+  for (const c of defaultCases) {
+    const sent = body(uniqueName('box'), c.spec);
+    const local = applyDefaults(fn, { operation: 'CREATE', object: sent })!;
+    assert.deepEqual({ spec: local.spec, labels: (local.metadata as { labels?: unknown }).labels }, { labels: undefined, ...c.stored }, `${c.name}: applyDefaults`);
+    const stored = await api.request<Stored>('POST', path, { query: { dryRun: 'All' }, body: sent });
+    assert.deepEqual({ spec: stored.spec, labels: stored.metadata.labels }, { labels: undefined, ...c.stored }, `${c.name}: the apiserver stores the same`);
+  }
+  // A metadata-only update is left alone (a default would have replaced the labels); a spec update is defaulted.
+  await api.request('POST', path, { body: body('kept', {}) });
+  const relabelled = await api.request<Stored>('PATCH', `${path}/kept`, { body: { metadata: { labels: { team: 'a' } } }, contentType: 'application/merge-patch+json' });
+  assert.deepEqual(relabelled.metadata.labels, { size: '1', team: 'a' });
+  const resized = await api.request<Stored>('PATCH', `${path}/kept`, { body: { spec: { size: 4 } }, contentType: 'application/merge-patch+json' });
+  assert.deepEqual(resized.metadata.labels, { size: '4' });
+});
+
+/**
+ * `fn`'s declared defaults as the apiserver's policy, bound to `ns`, removed when the test ends.
+ * Named (and labelled) as a function of its own: kfn's tools remove a function's policies that
+ * its manifests no longer name, and other tests deploy the examples meanwhile.
+ */
+async function withDefaultsPolicy(t: TestContext, api: KubeApi, declared: Reconciler, ns: string): Promise<Reconciler> {
+  // The local cluster turns MutatingAdmissionPolicy on (beta in Kubernetes 1.34 and 1.35).
+  const version = await servedMutatingPolicies(api);
+  assert.ok(version, 'the local cluster serves MutatingAdmissionPolicy');
+  const fn = { ...declared, name: uniqueName(declared.name) };
+  const policies = defaultsManifests(fn, version, [ns]) as { kind: string; metadata: { name: string } }[];
+  for (const p of policies) await applyObject(api, p as never, 'kfn-test');
+  t.after(async () => {
+    for (const p of policies) await api.request('DELETE', `/apis/${version}/${p.kind === 'MutatingAdmissionPolicy' ? 'mutatingadmissionpolicies' : 'mutatingadmissionpolicybindings'}/${p.metadata.name}`).catch(() => undefined);
+  });
+  return fn;
+}

@@ -108,3 +108,39 @@ export const myAppDefaultCases: { image: string; stored: string }[] = [
   { image: 'kfn.local/nginx:1.22', stored: 'kfn.local/nginx:1.22' },
   { image: `app@sha256:${'a'.repeat(64)}`, stored: `app@sha256:${'a'.repeat(64)}` },
 ];
+
+// A function's declared defaults (a MutatingAdmissionPolicy), and objects with what the apiserver
+// stores: functions/sdk/policies.test.ts and test/integration/rules.test.ts.
+export const Box = defineKind({
+  group: 'defaults.kfn.test',
+  version: 'v1',
+  kind: 'Box',
+  spec: t.Object({ size: t.Optional(t.Integer()), color: t.Optional(t.String({ maxLength: 16 })), tags: t.Optional(t.Array(t.String({ maxLength: 16 }), { maxItems: 8 })) }),
+  status: t.Object({}),
+});
+
+export const boxes = defineReconciler({
+  name: 'boxes',
+  for: Box,
+  reconcile: () => ({}),
+  defaults: [
+    { when: '!has(object.spec.size)', set: { '/spec/size': '1' } },
+    // Reads what the first wrote: declarations run in order, each on what the ones before wrote.
+    { set: { '/spec/color': "has(object.spec.color) ? object.spec.color : 'red'", '/metadata/labels': "{'size': string(object.spec.size)}" } },
+    { when: "has(object.spec.tags) && !('checked' in object.spec.tags)", set: { '/spec/tags/-': "'checked'" } },
+  ],
+});
+
+export interface DefaultCase {
+  name: string;
+  spec: Record<string, unknown>;
+  /** What the stored object's spec and labels are. */
+  stored: { spec: Record<string, unknown>; labels?: Record<string, string> };
+}
+
+export const defaultCases: DefaultCase[] = [
+  { name: 'nothing given', spec: {}, stored: { spec: { size: 1, color: 'red' }, labels: { size: '1' } } },
+  { name: 'everything given', spec: { size: 3, color: 'blue' }, stored: { spec: { size: 3, color: 'blue' }, labels: { size: '3' } } },
+  { name: 'an item appended', spec: { size: 2, tags: ['a'] }, stored: { spec: { size: 2, color: 'red', tags: ['a', 'checked'] }, labels: { size: '2' } } },
+  { name: 'the item there already', spec: { tags: ['checked'] }, stored: { spec: { size: 1, color: 'red', tags: ['checked'] }, labels: { size: '1' } } },
+];

@@ -11,6 +11,7 @@ import { createHostApp, hostPath, type HostOptions } from '../host.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { CertificateRenewer, functionRenewal, type RenewalOptions } from '../renewal.ts';
 import { servesHttps, serveWebhooks } from '../webhooks.ts';
+import { defaultsAsPolicies, defaultsAsPoliciesEnv } from '../policies.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { loadConnection } from '../../../kube/connection.ts';
 import { startTracing } from '../../../core/tracing.ts';
@@ -51,7 +52,9 @@ function renewalFromEnv(reconciler: Reconciler, options: ServeOptions): RenewalO
  * renews itself when its environment says which Secret holds it. Closing the
  * HTTP server closes both, and each connection ends once its answer in flight is out.
  */
-export async function serve(reconciler: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
+export async function serve(declared: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
+  // Deployed where the apiserver runs its declared defaults itself: no webhook (nor certificate) for them here.
+  const reconciler = process.env[defaultsAsPoliciesEnv] ? defaultsAsPolicies(declared) : declared;
   const app = createApp(reconciler, options);
   const hostname = options.hostname ?? '0.0.0.0';
   const webhooks = options.webhooks ?? (servesHttps(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
