@@ -244,3 +244,11 @@ test("a shared host's workload: one Deployment and Service, every function's aut
   assert.throws(() => hostWorkload('pair', [MyAppFunction], { image: 'i' }), /myapp \(default\) needs a TLS listener/);
 });
 
+
+test('a function whose declared defaults are the apiserver\'s policies is told so in its environment, on both targets', () => {
+  const env = (objs: Record<string, unknown>[]) => objs.flatMap((o) => ((o.spec as { template?: { spec: { containers: { env: { name: string; value: string }[] }[] } } } | undefined)?.template?.spec.containers ?? []).flatMap((c) => c.env));
+  const flag = (e: { name: string; value: string }[]) => e.filter((v) => v.name === 'KFN_DEFAULTS_AS_POLICIES').map((v) => v.value);
+  assert.deepEqual(flag(env(functionWorkload(MyAppFunction, { image: 'x', defaultsAsPolicies: true }))), ['true']);
+  assert.deepEqual(flag(env(functionWorkload(MyAppFunction, { image: 'x' }))), []);
+  assert.deepEqual(flag(env([functionKnativeService(MyAppFunction, { image: 'x', defaultsAsPolicies: true })])), ['true']);
+});

@@ -155,3 +155,22 @@ test('with its HTTPS listener, the server checks its certificate at start and on
   await new Promise<void>((r) => server.close(() => r()));
   assert.equal(clock.pendingTimers(), 0, 'closing stops the checks');
 });
+
+test('deployed where the apiserver runs its declared defaults ($KFN_DEFAULTS_AS_POLICIES), the function applies none itself; elsewhere its webhook does', async (t) => {
+  const { default: MyAppFunction } = await import('../../myapp/index.ts');
+  const review = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'app.example.com', version: 'v1', kind: 'MyApp' }, operation: 'CREATE', object: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'a', namespace: 'ns' }, spec: { replicas: 1, image: 'nginx' } } } });
+  const patchOf = async (asPolicies: boolean) => {
+    if (asPolicies) process.env.KFN_DEFAULTS_AS_POLICIES = 'true';
+    else delete process.env.KFN_DEFAULTS_AS_POLICIES;
+    const port = await freePort();
+    const server = await serve(MyAppFunction, { port, hostname: '127.0.0.1', credentials: { kind: 'none' }, log: pino({ level: 'silent' }), record: false });
+    t.after(() => void server.close());
+    const res = await fetch(`http://127.0.0.1:${port}/admission/default`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: review });
+    return ((await res.json()) as { response: { allowed: boolean; patch?: string } }).response;
+  };
+  t.after(() => delete process.env.KFN_DEFAULTS_AS_POLICIES);
+  const served = await patchOf(false);
+  assert.deepEqual(JSON.parse(Buffer.from(served.patch!, 'base64').toString()), [{ op: 'replace', path: '/spec/image', value: 'nginx:latest' }]);
+  const asPolicies = await patchOf(true);
+  assert.deepEqual(asPolicies, { uid: 'u', allowed: true }, 'allowed as sent: the apiserver has defaulted it already');
+});
