@@ -24,6 +24,7 @@ import { ensureJaeger } from '../cluster/jaeger.ts';
 import { testClusterOptions } from './support/cluster.ts';
 import { ensureChromium } from './support/browser.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
+import type { Failure } from './support/count-reporter.ts';
 
 const { values, positionals } = parseArgs({
   options: { unit: { type: 'boolean', default: false }, concurrency: { type: 'string' } },
@@ -66,8 +67,9 @@ interface Totals {
   passed: number;
   failed: number;
   skipped: number;
+  failures: Failure[];
 }
-const totals: Totals = { passed: 0, failed: 0, skipped: 0 };
+const totals: Totals = { passed: 0, failed: 0, skipped: 0, failures: [] };
 const countsDir = mkdtempSync(join(tmpdir(), 'kfn-test-'));
 
 /** One `node --test` run: spec output to the terminal, totals added to `totals`. */
@@ -95,6 +97,7 @@ function runNodeTest(files: string[], concurrency: number, env: NodeJS.ProcessEn
         totals.passed += run.passed;
         totals.failed += run.failed;
         totals.skipped += run.skipped;
+        totals.failures.push(...(run.failures ?? []));
       } catch {
         // No totals: the run died before reporting. The exit status below says it failed.
       }
@@ -142,6 +145,11 @@ try {
 }
 rmSync(countsDir, { recursive: true, force: true });
 if (exitCode !== 0 && totals.failed === 0) totals.failed = 1; // a run that died counts as a failure
+// Each failure once more at the very end, with the start of its error: a long log's tail then
+// says which test failed and why.
+for (const failure of totals.failures) {
+  console.log(`\n✖ ${relative(repoRoot, failure.file)}: ${failure.name}\n${failure.error.replace(/^/gm, '    ')}`);
+}
 console.log(`\nnpm test finished in ${((Date.now() - started) / 1000).toFixed(1)}s`);
 console.log(`tests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
 process.exit(exitCode);
