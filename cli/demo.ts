@@ -19,7 +19,7 @@ import { followBridgeJournal, installBridge } from './incluster.ts';
 import { functionManifests } from '../functions/sdk/manifests.ts';
 import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, writeClusterKubeconfig, type ChosenCluster, type ClusterFlags } from './cluster-choice.ts';
-import { admissionPolicyKinds, applyFunction, defaultsForCluster, functionDirs, loadFunction, startFunction } from './functions.ts';
+import { admissionPolicyKinds, applyFunction, defaultsForCluster, functionDirs, loadFunction, servedMutatingPolicies, startFunction } from './functions.ts';
 import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { JournalEntry } from '../core/journal.ts';
 import { waitFor } from '../core/clock.ts';
@@ -174,9 +174,10 @@ class Demo {
   /** 3. Elsewhere: each function as a local process under its ServiceAccount's token, then the bridge. */
   async startLocally(api: KubeApi): Promise<void> {
     let port = 18090;
+    const policyVersion = await servedMutatingPolicies(api);
     for (const dir of this.dirs) {
       // Declared defaults: the apiserver's policies where it serves them (a local process has no webhooks).
-      const { reconciler, policies } = await defaultsForCluster(api, await loadFunction(dir), [namespace]);
+      const { reconciler, policies } = defaultsForCluster(policyVersion, await loadFunction(dir), [namespace]);
       const objects = functionManifests(reconciler, { namespace: systemNamespace, sinkUri: `http://127.0.0.1:${port}/`, namespaces: [namespace], resyncPeriodSeconds: 60 });
       await applyFunction(api, reconciler.name, [...objects, ...policies], systemNamespace);
       this.reconcilers.push(reconciler.name);

@@ -5,7 +5,7 @@
 // (`--host`). Their steps live in cli/functions.ts (load, apply), cli/hosts.ts, cli/images.ts,
 // cli/webhooks.ts and cli/rollout.ts.
 import { connectionFromKubeconfig } from '../kube/connection.ts';
-import { applyObject, deleteIfPresent, KubeApi } from '../kube/api.ts';
+import { applyObject, KubeApi } from '../kube/api.ts';
 import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths } from '../cluster/paths.ts';
@@ -20,7 +20,7 @@ import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
 import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
 import { removeOtherTarget, removeOwnWorkload } from './targets.ts';
-import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, labelled, loadFunction } from './functions.ts';
+import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, loadFunction, removeLabelled, servedMutatingPolicies, webhookConfigurationKinds } from './functions.ts';
 import { hostFunctions, hostName, loadHostFunctions, releaseFromHost } from './hosts.ts';
 import { ensureWebhookTls, reconcilerOwner } from './webhooks.ts';
 import { waitDeployment, waitHost, waitKnativeService } from './rollout.ts';
@@ -164,11 +164,12 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
   const { api, pullSecrets, placement } = await prepareDeploy(options, log);
   const deployed: string[] = [];
   const webhooks = new Map<string, { reconciler: Reconciler; caBundle: string }>();
+  const policyVersion = await servedMutatingPolicies(api);
   for (const dir of dirs) {
     // From the registry by digest (the kubelet pulls it, as on every cluster), or imported into the node.
     const { imageRef, imageId } = await placeFunctionImage(dir, placement);
     // Declared defaults: the apiserver's own policies where the cluster serves them (no webhook for them then).
-    const defaults = await defaultsForCluster(api, await loadFunction(dir), options.namespaces);
+    const defaults = defaultsForCluster(policyVersion, await loadFunction(dir), options.namespaces);
     const reconciler = defaults.reconciler;
     if (defaults.note) log(defaults.note);
     const versions: { version: string }[] = reconciler.for.options.previousVersions ?? [];
@@ -225,13 +226,9 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
 /** Deletes the function's Mutating/ValidatingWebhookConfiguration when it no longer has that webhook here. */
 async function removeStaleWebhooks(api: KubeApi, reconciler: Reconciler, knative: boolean, log: (line: string) => void): Promise<void> {
   // On Knative nothing serves them (no TLS listener of the function's own).
-  const wanted = { mutatingwebhookconfigurations: !knative && hasDefaulting(reconciler), validatingwebhookconfigurations: !knative && Boolean(reconciler.validate) };
-  for (const [plural, keep] of Object.entries(wanted)) {
-    if (keep) continue;
-    for (const o of await labelled(api, `/apis/admissionregistration.k8s.io/v1/${plural}`, reconciler.name)) {
-      if (await deleteIfPresent(api, `/apis/admissionregistration.k8s.io/v1/${plural}/${encodeURIComponent(o.metadata.name)}`)) log(`Removed ${plural === 'mutatingwebhookconfigurations' ? 'MutatingWebhookConfiguration' : 'ValidatingWebhookConfiguration'} ${o.metadata.name}: ${reconciler.name} no longer has that webhook`);
-    }
-  }
+  const wanted: Record<string, boolean> = { MutatingWebhookConfiguration: !knative && hasDefaulting(reconciler), ValidatingWebhookConfiguration: !knative && Boolean(reconciler.validate) };
+  const stale = webhookConfigurationKinds.filter((k) => !wanted[k.kind]);
+  for (const what of await removeLabelled(api, reconciler.name, stale)) log(`Removed ${what}: ${reconciler.name} no longer has that webhook`);
 }
 
 /** On a target that scales to zero: which of a function's rules hold with it at zero (CEL in its CRD), and which need it up (webhooks), and the way to have those. */

@@ -115,14 +115,14 @@ export async function servedMutatingPolicies(api: KubeApi): Promise<MutatingPoli
 }
 
 /**
- * A function's declared defaults for the cluster: as MutatingAdmissionPolicies where it serves
- * them (the apiserver writes them, function up or not), else from its defaulting webhook. The
- * reconciler to build the rest from (without the defaults the policies run), the policies, and
- * a line saying which.
+ * A function's declared defaults for a cluster that serves MutatingAdmissionPolicy at `version`
+ * (servedMutatingPolicies, asked once per command), or none: as the apiserver's policies where it
+ * does (it writes them, function up or not), else from the function's defaulting webhook. The
+ * reconciler to build the rest from (without the defaults the policies run), the policies, and a
+ * line saying which.
  */
-export async function defaultsForCluster(api: KubeApi, reconciler: Reconciler, namespaces?: string[]): Promise<{ reconciler: Reconciler; policies: Record<string, unknown>[]; note?: string }> {
+export function defaultsForCluster(version: MutatingPolicyVersion | undefined, reconciler: Reconciler, namespaces?: string[]): { reconciler: Reconciler; policies: Record<string, unknown>[]; note?: string } {
   if (!reconciler.defaults?.length) return { reconciler, policies: [] };
-  const version = await servedMutatingPolicies(api);
   if (!version) return { reconciler, policies: [], note: `${reconciler.name}: the cluster serves no MutatingAdmissionPolicy (Kubernetes 1.36, or 1.34–1.35 with its beta on), so its defaults are applied by its defaulting webhook` };
   const policies = defaultsManifests(reconciler, version, namespaces);
   return { reconciler: defaultsAsPolicies(reconciler), policies, note: `${reconciler.name}: its defaults are written by the apiserver itself (MutatingAdmissionPolicy ${policies.filter((p) => p.kind === 'MutatingAdmissionPolicy').map((p) => (p.metadata as { name: string }).name).join(', ')}), with the function at zero too` };
@@ -160,8 +160,21 @@ async function applyFunctions(api: KubeApi, names: string[], objects: Record<str
   }
 }
 
+/** A cluster-scoped kind a function's objects may include, by its API path. */
+export interface ClusterScopedKind {
+  apiVersion: string;
+  plural: string;
+  kind: string;
+}
+
+/** The kinds of the webhook configurations that register a function's own webhooks. */
+export const webhookConfigurationKinds: ClusterScopedKind[] = [
+  { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', kind: 'MutatingWebhookConfiguration' },
+  { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', kind: 'ValidatingWebhookConfiguration' },
+];
+
 /** The kinds of the apiserver's own admission policies a function may have: its guards and its declared defaults. */
-export const admissionPolicyKinds: { apiVersion: string; plural: string; kind: string }[] = [
+export const admissionPolicyKinds: ClusterScopedKind[] = [
   { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingadmissionpolicies', kind: 'ValidatingAdmissionPolicy' },
   { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingadmissionpolicybindings', kind: 'ValidatingAdmissionPolicyBinding' },
   ...mutatingPolicyVersions.flatMap((apiVersion) => [
@@ -170,15 +183,26 @@ export const admissionPolicyKinds: { apiVersion: string; plural: string; kind: s
   ]),
 ];
 
+/**
+ * Deletes the cluster-scoped objects of `kinds` labelled as function `name`'s, but those `keep`
+ * says to keep (a version the cluster does not serve has none); returns each one removed, as
+ * "Kind name".
+ */
+export async function removeLabelled(api: KubeApi, name: string, kinds: ClusterScopedKind[], keep: (kind: string, objectName: string) => boolean = () => false): Promise<string[]> {
+  const removed: string[] = [];
+  for (const { apiVersion, plural, kind } of kinds) {
+    for (const o of await labelled(api, `/apis/${apiVersion}/${plural}`, name)) {
+      if (keep(kind, o.metadata.name)) continue;
+      if (await deleteIfPresent(api, `/apis/${apiVersion}/${plural}/${encodeURIComponent(o.metadata.name)}`)) removed.push(`${kind} ${o.metadata.name}`);
+    }
+  }
+  return removed;
+}
+
 /** The function's policies its manifests no longer name (a guard or a default taken out, defaults now from its webhook): removed. */
 async function removeStalePolicies(api: KubeApi, name: string, objects: Record<string, unknown>[]): Promise<void> {
   const kept = new Set(objects.map((o) => `${String(o.kind)}/${(o.metadata as { name: string }).name}`));
-  for (const { apiVersion, plural, kind } of admissionPolicyKinds) {
-    for (const o of await labelled(api, `/apis/${apiVersion}/${plural}`, name)) {
-      if (kept.has(`${kind}/${o.metadata.name}`)) continue;
-      if (await deleteIfPresent(api, `/apis/${apiVersion}/${plural}/${encodeURIComponent(o.metadata.name)}`)) console.error(`removed ${kind} ${o.metadata.name} (no longer part of ${name})`);
-    }
-  }
+  for (const what of await removeLabelled(api, name, admissionPolicyKinds, (kind, objectName) => kept.has(`${kind}/${objectName}`))) console.error(`removed ${what} (no longer part of ${name})`);
 }
 
 /** The function's auth Secret `kfn-fn-<name>`: created with a fresh key, or marked for its Reconciler when it is not. */

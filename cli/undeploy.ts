@@ -4,7 +4,7 @@
 // every function it serves. Its CRD and the objects of its kind are the user's data: they stay
 // unless --crds is given.
 import { ApiError, collectionPath, deleteIfPresent, listAll, type KubeApi } from '../kube/api.ts';
-import { admissionPolicyKinds, functionInFolder, labelled } from './functions.ts';
+import { admissionPolicyKinds, functionInFolder, labelled, removeLabelled, webhookConfigurationKinds } from './functions.ts';
 import { hostFunctions, hostName, servingHost } from './hosts.ts';
 import { hostResourceName } from '../functions/sdk/manifests.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
@@ -73,15 +73,8 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   const removed: string[] = [];
   const did = (what: string) => (removed.push(what), log(`removed ${what}`));
   if (await deleteIfPresent(api, reconcilerPath)) did(`Reconciler ${name}`);
-  // Its webhooks, and its guards (policies the apiserver runs).
-  const admission = [
-    { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', kind: 'MutatingWebhookConfiguration' },
-    { apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', kind: 'ValidatingWebhookConfiguration' },
-    ...admissionPolicyKinds,
-  ];
-  for (const { apiVersion, plural, kind } of admission) {
-    for (const o of await labelled(api, `/apis/${apiVersion}/${plural}`, name)) if (await deleteIfPresent(api, `/apis/${apiVersion}/${plural}/${o.metadata.name}`)) did(`${kind} ${o.metadata.name}`);
-  }
+  // Its webhooks, and its guards and defaults (policies the apiserver runs).
+  for (const what of await removeLabelled(api, name, [...webhookConfigurationKinds, ...admissionPolicyKinds])) did(what);
   const namespaced: [string, string][] = [
     ['Knative Service', `/apis/serving.knative.dev/v1/namespaces/${ns}/services/${account}`],
     ['Deployment', `/apis/apps/v1/namespaces/${ns}/deployments/${account}`],
@@ -93,9 +86,11 @@ export async function undeployFunction(api: KubeApi, name: string, options: Unde
   for (const [what, path] of namespaced) if (await deleteIfPresent(api, path)) did(`${what} ${ns}/${path.split('/').at(-1)}`);
   const rbac = '/apis/rbac.authorization.k8s.io/v1';
   for (const o of await labelled(api, `${rbac}/rolebindings`, name)) if (await deleteIfPresent(api, `${rbac}/namespaces/${o.metadata.namespace}/rolebindings/${encodeURIComponent(o.metadata.name)}`)) did(`RoleBinding ${o.metadata.namespace}/${o.metadata.name}`);
-  for (const k of ['clusterrolebindings', 'clusterroles']) {
-    for (const o of await labelled(api, `${rbac}/${k}`, name)) if (await deleteIfPresent(api, `${rbac}/${k}/${encodeURIComponent(o.metadata.name)}`)) did(`${k === 'clusterroles' ? 'ClusterRole' : 'ClusterRoleBinding'} ${o.metadata.name}`);
-  }
+  const clusterRbac = [
+    { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', kind: 'ClusterRoleBinding' },
+    { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', kind: 'ClusterRole' },
+  ];
+  for (const what of await removeLabelled(api, name, clusterRbac)) did(what);
   if (kind && options.crds) {
     const crd = `${(kind as { plural?: string }).plural ?? pluralOf(kind.kind)}.${groupOf(kind.apiVersion)}`;
     if (await deleteIfPresent(api, `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`)) did(`CustomResourceDefinition ${crd} (and every ${kind.kind})`);
