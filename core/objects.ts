@@ -25,6 +25,11 @@ export function groupOf(apiVersion: string): string {
   return slash < 0 ? '' : apiVersion.slice(0, slash);
 }
 
+/** The version of an apiVersion: `v1` for `apps/v1` and for the core group's `v1`. */
+export function versionOf(apiVersion: string): string {
+  return apiVersion.slice(apiVersion.indexOf('/') + 1);
+}
+
 /** Same kind in the same API group (any version: the apiserver converts between them). */
 export function sameKind(a: KindRef, b: KindRef): boolean {
   return a.kind === b.kind && groupOf(a.apiVersion) === groupOf(b.apiVersion);

@@ -10,7 +10,7 @@
 // integers; fractions travel as quantity strings).
 import { isCelError, isCelList, isCelMap, isCelUint, type CelInput } from '@bufbuild/cel';
 import { compiled } from './rules.ts';
-import { groupOf, sameKind, type KindRef } from '../../core/objects.ts';
+import { groupOf, sameKind, versionOf, type KindRef } from '../../core/objects.ts';
 import { functionLabels } from '../../core/names.ts';
 import { pluralOf } from './kind.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -52,7 +52,7 @@ export function policyManifests(reconciler: Reconciler, namespaces?: string[]): 
   const labels = functionLabels(reconciler.name);
   return (reconciler.guards ?? []).flatMap((guard) => {
     const name = guardName(reconciler, guard);
-    const [group, version] = guard.kind.apiVersion.includes('/') ? guard.kind.apiVersion.split('/') : ['', guard.kind.apiVersion];
+    const [group, version] = [groupOf(guard.kind.apiVersion), versionOf(guard.kind.apiVersion)];
     return [
       {
         apiVersion: 'admissionregistration.k8s.io/v1',
@@ -280,7 +280,7 @@ export function applyDefaults<T extends Record<string, unknown>>(reconciler: Rec
 /** The variables a policy's CEL sees for `request`: object, oldObject, request (with what the webhook's review gives of it), params. */
 function requestVars(request: AdmissionRequest): Record<string, CelInput> {
   const target = (request.object ?? request.oldObject)!;
-  const [group, version] = target.apiVersion.includes('/') ? target.apiVersion.split('/') : ['', target.apiVersion];
+  const [group, version] = [groupOf(target.apiVersion), versionOf(target.apiVersion)];
   return {
     object: celValue(request.operation === 'DELETE' ? null : request.object),
     oldObject: celValue(request.operation === 'CREATE' ? null : request.oldObject),

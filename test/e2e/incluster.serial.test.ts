@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../cluster/paths.ts';
-import { kubeApi, testCluster, testNamespace, untilWebhookDefaults, untilWebhookRefuses } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilDefaultsApply, untilWebhookRefuses } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
 const exec = promisify(execFile);
@@ -99,7 +99,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   assert.doesNotMatch(stderr, /webhook/i);
   const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
   // The apiserver takes a moment to load a new policy: wait until it defaults.
-  await untilWebhookDefaults<{ spec: { image: string } }>(api, myapps, (n) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${n}` }, spec: { replicas: 1, image: 'kfn.local/nginx' } }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
+  await untilDefaultsApply<{ spec: { image: string } }>(api, myapps, (n) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: `probe-${n}` }, spec: { replicas: 1, image: 'kfn.local/nginx' } }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
   const app = await api.request<{ spec: { image: string } }>('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'app' }, spec: { replicas: 1, image: 'kfn.local/nginx' } } });
   assert.equal(app.spec.image, 'kfn.local/nginx:latest');
   await assert.rejects(api.request('POST', myapps, { body: { apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name: 'big' }, spec: { replicas: 11, image: 'kfn.local/nginx:1.22' } } }), /spec\.replicas: Invalid value: 11: must be ≤ 10/);

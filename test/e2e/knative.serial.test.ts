@@ -15,7 +15,7 @@ import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { knativeNamespace, knativeStatus } from '../../cluster/knative.ts';
 import { startRegistry } from '../../cluster/registry.ts';
-import { kubeApi, testCluster, testNamespace, untilWebhookDefaults, type TestCluster } from '../support/cluster.ts';
+import { kubeApi, testCluster, testNamespace, untilDefaultsApply, type TestCluster } from '../support/cluster.ts';
 import { myAppRefusals } from '../support/rules-cases.ts';
 import { waitFor } from '../../core/clock.ts';
 import { runDemo } from '../support/demo.ts';
@@ -155,7 +155,7 @@ describe('functions on Knative Serving', () => {
     const myapps = `/apis/app.example.com/v1/namespaces/${ns}/myapps`;
     const body = (name: string, spec: object) => ({ apiVersion: 'app.example.com/v1', kind: 'MyApp', metadata: { name }, spec });
     // Defaulting, by the apiserver's policy (a dry run: nothing stored, nothing delivered).
-    await untilWebhookDefaults<{ spec: { image: string } }>(api, myapps, (n) => body(`probe-${n}`, { replicas: 1, image: 'kfn.local/nginx' }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
+    await untilDefaultsApply<{ spec: { image: string } }>(api, myapps, (n) => body(`probe-${n}`, { replicas: 1, image: 'kfn.local/nginx' }), (o) => o.spec.image === 'kfn.local/nginx:latest', 'the apiserver to apply the deployed policy');
     // Validation, by the CRD's rules, on the defaulted object.
     const answer = await api.request('POST', myapps, { body: body('big', { replicas: 11, image: 'Nginx' }) }).then(() => undefined, (err: unknown) => err);
     assert.ok(answer instanceof ApiError && answer.status === 422, `refused as invalid (${String(answer)})`);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { cachedBinaries } from '../../cluster/build.ts';
-import { testCluster, untilWebhookDefaults, untilWebhookRefuses } from '../support/cluster.ts';
+import { testCluster, untilDefaultsApply, untilWebhookRefuses } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { functionStack } from '../support/functions.ts';
 
@@ -22,7 +22,7 @@ test("MyApp's webhook on the apiserver: defaulting stored, then the CRD's rules 
 
   // The apiserver takes a moment to start calling a new webhook (until then writes go through
   // undefaulted): wait until one is defaulted, then every write below meets it.
-  await untilWebhookDefaults<MyAppObject>(s.api, s.objects, (n) => body(`probe-${n}`, { replicas: 1, image: 'kfn.local/nginx' }), (o) => o.spec.image === 'kfn.local/nginx:latest');
+  await untilDefaultsApply<MyAppObject>(s.api, s.objects, (n) => body(`probe-${n}`, { replicas: 1, image: 'kfn.local/nginx' }), (o) => o.spec.image === 'kfn.local/nginx:latest');
 
   // Defaulting: the stored object carries what default() set; the reconcile sees it too.
   const created = await s.api.request<MyAppObject>('POST', s.objects, { body: body('web', { replicas: 1, image: 'kfn.local/nginx' }) });

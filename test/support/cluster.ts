@@ -183,11 +183,11 @@ export async function untilWebhookRefuses(api: KubeApi, collection: string, prob
 }
 
 /**
- * Waits until the apiserver calls a new mutating webhook: a dry-run create of `probe(n)` comes
- * back as `defaulted` says (until the apiserver has loaded the webhook, writes go through as
- * they are). Nothing is stored.
+ * Waits until the apiserver applies new defaults, from a mutating webhook or a
+ * MutatingAdmissionPolicy: a dry-run create of `probe(n)` comes back as `defaulted` says (until
+ * the apiserver has loaded the webhook or policy, writes go through as they are). Nothing is stored.
  */
-export async function untilWebhookDefaults<T>(api: KubeApi, collection: string, probe: (n: number) => object, defaulted: (stored: T) => boolean, what = 'the apiserver to call the defaulting webhook'): Promise<void> {
+export async function untilDefaultsApply<T>(api: KubeApi, collection: string, probe: (n: number) => object, defaulted: (stored: T) => boolean, what = 'the apiserver to call the defaulting webhook'): Promise<void> {
   let n = 0;
   await waitFor(what, async () => defaulted(await api.request<T>('POST', collection, { query: { dryRun: 'All' }, body: probe(n++) })) || undefined, { timeoutMs: 30_000 });
 }
