@@ -224,7 +224,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
 }
 
 /** Deletes the function's Mutating/ValidatingWebhookConfiguration when it no longer has that webhook here. */
-async function removeStaleWebhooks(api: KubeApi, reconciler: Reconciler, knative: boolean, log: (line: string) => void): Promise<void> {
+export async function removeStaleWebhooks(api: KubeApi, reconciler: Reconciler, knative: boolean, log: (line: string) => void): Promise<void> {
   // On Knative nothing serves them (no TLS listener of the function's own).
   const wanted: Record<string, boolean> = { MutatingWebhookConfiguration: !knative && hasDefaulting(reconciler), ValidatingWebhookConfiguration: !knative && Boolean(reconciler.validate) };
   const stale = webhookConfigurationKinds.filter((k) => !wanted[k.kind]);

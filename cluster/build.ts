@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { homedir, setPriority } from 'node:os';
 import { join, relative } from 'node:path';
 
 const repoDir = join(import.meta.dirname, '..');
@@ -41,6 +41,11 @@ export interface BuildOptions {
   log?: (line: string) => void;
   /** Seconds between "still building" lines during one long `go build`. */
   heartbeatSeconds?: number;
+  /**
+   * Build with what the machine leaves over: Go at the lowest CPU priority (nice 19) and, where
+   * ionice exists, the idle I/O class — for a build that runs beside tests, which keep the machine.
+   */
+  lowPriority?: boolean;
 }
 
 export interface BinarySet {
@@ -165,11 +170,13 @@ function buildSteps(versions: PinnedVersions): BuildStep[] {
   ];
 }
 
-function runGo(go: string, args: string[], cwd: string, logFile: string, onHeartbeat: () => void, heartbeatMs: number): Promise<void> {
+function runGo(go: string, args: string[], cwd: string, logFile: string, onHeartbeat: () => void, heartbeatMs: number, lowPriority = false): Promise<void> {
   return new Promise((resolve, reject) => {
     const out = createWriteStream(logFile, { flags: 'a' });
     out.write(`$ go ${args.join(' ')}\n`);
     const child = spawn(go, args, { cwd, env: goEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    // Set before go starts its compilers and linkers (it loads packages first), which inherit both.
+    if (lowPriority && child.pid) lowerPriority(child.pid);
     child.stdout.pipe(out, { end: false });
     child.stderr.pipe(out, { end: false });
     const timer = setInterval(onHeartbeat, heartbeatMs);
@@ -183,6 +190,34 @@ function runGo(go: string, args: string[], cwd: string, logFile: string, onHeart
       out.end(() => (code === 0 ? resolve() : reject(new Error(`go ${args[0]} exited with ${signal ?? code}`))));
     });
   });
+}
+
+type Step = BuildSpec['steps'][number];
+
+/**
+ * The steps in runs that one `go build` can make together: neighbours from the same module with
+ * the same tags and linker flags, each a program named as `go build -o <dir>/` names it (the last
+ * element of its package path).
+ */
+export function buildGroups(steps: Step[]): Step[][] {
+  const groups: Step[][] = [];
+  const joinable = (step: Step) => step.pkg.split('/').at(-1) === step.name;
+  for (const step of steps) {
+    const last = groups.at(-1)?.[0];
+    if (last && joinable(last) && joinable(step) && last.moduleDir === step.moduleDir && last.ldflags === step.ldflags && (last.tags ?? '') === (step.tags ?? '')) groups.at(-1)!.push(step);
+    else groups.push([step]);
+  }
+  return groups;
+}
+
+/** Lowest CPU priority, and the idle I/O class where ionice exists (best effort: the build runs either way). */
+function lowerPriority(pid: number): void {
+  try {
+    setPriority(pid, 19);
+  } catch {
+    /* gone already, or not allowed: it runs at the priority it has */
+  }
+  spawnSync('ionice', ['-c', '3', '-p', String(pid)], { stdio: 'ignore' });
 }
 
 /** One cache entry of binaries built from Go modules: what to build and how to describe it. */
@@ -256,21 +291,29 @@ export async function ensureBuild(spec: BuildSpec, options: BuildOptions = {}): 
   try {
     log(`[0/${spec.steps.length}] downloading Go modules`);
     for (const moduleDir of spec.moduleDirs) {
-      await runGo(go, ['mod', 'download'], moduleDir, logFile, () => log(`      still downloading modules (${formatDuration(Date.now() - started)} elapsed)`), heartbeatMs);
+      await runGo(go, ['mod', 'download'], moduleDir, logFile, () => log(`      still downloading modules (${formatDuration(Date.now() - started)} elapsed)`), heartbeatMs, options.lowPriority);
     }
-    for (const [i, step] of spec.steps.entries()) {
+    let done = 0;
+    for (const group of buildGroups(spec.steps)) {
       const stepStart = Date.now();
-      log(`[${i + 1}/${spec.steps.length}] building ${step.name}`);
+      const names = group.map((step) => step.name).join(', ');
+      const first = group[0]!;
+      const range = group.length > 1 ? `${done + 1}-${done + group.length}` : `${done + 1}`;
+      log(`[${range}/${spec.steps.length}] building ${names}`);
+      // Several programs in one `go build`: their packages compile once, and one links while the next compiles.
+      const output = group.length > 1 ? `${tmp}/` : join(tmp, first.name);
       await runGo(
         go,
-        ['build', ...(step.tags ? ['-tags', step.tags] : []), '-ldflags', step.ldflags, '-o', join(tmp, step.name), step.pkg],
-        step.moduleDir,
+        ['build', ...(first.tags ? ['-tags', first.tags] : []), '-ldflags', first.ldflags, '-o', output, ...group.map((step) => step.pkg)],
+        first.moduleDir,
         logFile,
-        () => log(`      still building ${step.name} (${formatDuration(Date.now() - stepStart)}; ${formatDuration(Date.now() - started)} in all)`),
+        () => log(`      still building ${names} (${formatDuration(Date.now() - stepStart)}; ${formatDuration(Date.now() - started)} in all)`),
         heartbeatMs,
+        options.lowPriority,
       );
-      timings[step.name] = Math.round((Date.now() - stepStart) / 1000);
-      log(`      ${step.name} built in ${formatDuration(Date.now() - stepStart)} (${formatBytes(statSync(join(tmp, step.name)).size)})`);
+      for (const step of group) timings[step.name] = Math.round((Date.now() - stepStart) / 1000);
+      done += group.length;
+      log(`      ${names} built in ${formatDuration(Date.now() - stepStart)} (${group.map((step) => formatBytes(statSync(join(tmp, step.name)).size)).join(', ')})`);
     }
     spec.finish?.(tmp, go);
   } catch (err) {

@@ -23,6 +23,8 @@ import { ensurePrometheus } from '../cluster/prometheus.ts';
 import { ensureJaeger } from '../cluster/jaeger.ts';
 import { testClusterOptions } from './support/cluster.ts';
 import { ensureChromium } from './support/browser.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { BuildOptions } from '../cluster/build.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
 import type { Failure } from './support/count-reporter.ts';
 
@@ -61,7 +63,23 @@ const needsCluster = selected.some((f) => clusterRoots.some((root) => f.startsWi
 // Services unresolved for minutes), but not the pods a test installs (Knative's controllers).
 
 const serial = selected.filter((f) => f.endsWith('.serial.test.ts')).sort((a, b) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/')));
-const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts'));
+// The longest files first (end-to-end, then integration, then unit tests), so that the short
+// ones fill the slots at the end instead of one long file running alone there.
+const rank = (f: string) => (f.includes('/e2e/') ? 0 : f.includes('/integration/') ? 1 : 2);
+const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts')).sort((a, b) => rank(a) - rank(b));
+
+/**
+ * What test files need beyond the cluster, built from Go modules on first use and cached: the
+ * local registry (CNCF Distribution, ~2 min cold), Helm (~3 min), Jaeger (~6 min), Prometheus
+ * (~4 min), and Knative and Traefik (~10 min), in that order: the last only the serial files need.
+ */
+const goBuilds: { tag: string; needed: (file: string) => boolean; ensure: (options: BuildOptions) => Promise<unknown> }[] = [
+  { tag: 'registry', needed: (f) => /incluster\.serial|package\.serial|knative\.serial|\/registry\.|\/oci-image\./.test(f), ensure: ensureRegistryBinaries },
+  { tag: 'helm', needed: (f) => /\/helm\.|package\.serial/.test(f), ensure: ensureHelm },
+  { tag: 'jaeger', needed: (f) => /\/tracing\./.test(f), ensure: ensureJaeger },
+  { tag: 'prometheus', needed: (f) => /observability\./.test(f), ensure: ensurePrometheus },
+  { tag: 'knative', needed: (f) => f.includes('/e2e/') && /knative/.test(f), ensure: ensureKnativeBinaries },
+];
 
 interface Totals {
   passed: number;
@@ -119,20 +137,50 @@ try {
     console.error(`[cluster] ${up.reused ? 'reusing the running' : 'started a'} local cluster at ${up.state.server}`);
     env.KUBECONFIG = paths.kubeconfig;
   }
-  // What some tests need beyond the cluster, prepared here with progress rather than inside a
-  // test's time limit: Knative and Traefik (built from Go modules, ~10 min cold), the local
-  // registry (CNCF Distribution, ~2 min cold), Helm (~3 min cold), and AWS's
-  // Lambda runtime interface client (compiled on install, ~3 min cold), and Debian's Chromium.
-  if (selected.some((f) => f.includes('/e2e/') && /knative/.test(f))) await ensureKnativeBinaries({ log: (line) => console.error(`[knative] ${line}`) });
-  if (selected.some((f) => /incluster\.serial|package\.serial|knative\.serial|\/registry\./.test(f))) await ensureRegistryBinaries({ log: (line) => console.error(`[registry] ${line}`) });
-  if (selected.some((f) => /\/helm\.|package\.serial/.test(f))) await ensureHelm({ log: (line) => console.error(`[helm] ${line}`) });
-  if (selected.some((f) => /\/tracing\./.test(f))) await ensureJaeger({ log: (line) => console.error(`[jaeger] ${line}`) });
-  if (selected.some((f) => /observability\./.test(f))) await ensurePrometheus({ log: (line) => console.error(`[prometheus] ${line}`) });
+  // What some tests need beyond the cluster. Lambda's runtime interface client (compiled on
+  // install, ~3 min cold) and Debian's Chromium first; the Go builds below, on a machine without
+  // them, beside the tests that need none of them.
   if (selected.some((f) => f.includes('/e2e/') && /lambda/.test(f))) ensureRuntimeClient((line) => console.error(`[lambda] ${line}`));
   if (selected.some((f) => f.includes('/e2e/dev'))) ensureChromium((line) => console.error(`[chromium] ${line}`));
+  const wanted = goBuilds.filter((b) => selected.some(b.needed));
+  // One after another (each go build takes both cores), at the lowest priority: the tests running
+  // meanwhile keep the machine, and the builds take what they leave. A file waits only for its own.
+  const builds = new Map<string, Promise<unknown>>();
+  const finished = new Set<string>();
+  let chain: Promise<unknown> = Promise.resolve();
+  for (const b of wanted) {
+    chain = chain.then(() => b.ensure({ log: (line) => console.error(`[${b.tag}] ${line}`), lowPriority: true }));
+    builds.set(b.tag, chain);
+    chain.then(() => finished.add(b.tag), () => undefined); // a failure ends the run where a file awaits it
+  }
+  await Promise.race([chain, sleep(3000)]);
+  const needs = (file: string) => wanted.filter((b) => b.needed(file));
+  const waiting = (file: string) => needs(file).some((b) => !finished.has(b.tag));
+  const builtFor = (files: string[]) => Promise.all(files.flatMap(needs).map((b) => builds.get(b.tag)));
   const concurrency = Number(values.concurrency ?? 3);
-  const first = await runNodeTest(parallel, concurrency, env);
-  const second = await runNodeTest(serial, 1, env);
+  const late = parallel.filter(waiting);
+  if (late.length || serial.some(waiting)) {
+    const building = wanted.filter((b) => !finished.has(b.tag)).map((b) => b.tag);
+    console.error(`[tests] ${parallel.length - late.length} test files run while ${building.join(', ')} ${building.length > 1 ? 'build' : 'builds'} beside them; each of the others once what it needs is built`);
+  }
+  let first = await runNodeTest(parallel.filter((f) => !waiting(f)), concurrency, env);
+  if (late.length) {
+    await builtFor(late);
+    first = (await runNodeTest(late, concurrency, env)) || first;
+  }
+  // One at a time, the end-to-end ones first; within each part, those still waiting for a build
+  // last. Files that need nothing more run together in one `node --test`.
+  const e2e = serial.filter((f) => f.includes('/e2e/'));
+  const rest = serial.filter((f) => !f.includes('/e2e/'));
+  const order = [...e2e.filter((f) => !waiting(f)), ...e2e.filter(waiting), ...rest.filter((f) => !waiting(f)), ...rest.filter(waiting)];
+  let second = 0;
+  for (let i = 0; i < order.length; ) {
+    await builtFor([order[i]!]);
+    let j = i + 1;
+    while (j < order.length && !waiting(order[j]!)) j++;
+    second = (await runNodeTest(order.slice(i, j), 1, env)) || second;
+    i = j;
+  }
   exitCode = first || second;
 } catch (err) {
   console.error(`npm test: ${(err as Error).message}`);
