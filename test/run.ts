@@ -69,16 +69,16 @@ const rank = (f: string) => (f.includes('/e2e/') ? 0 : f.includes('/integration/
 const parallel = selected.filter((f) => !f.endsWith('.serial.test.ts')).sort((a, b) => rank(a) - rank(b));
 
 /**
- * What test files need beyond the cluster, built from Go modules on first use and cached: the
- * local registry (CNCF Distribution, ~2 min cold), Helm (~3 min), Jaeger (~6 min), Prometheus
- * (~4 min), and Knative and Traefik (~10 min), in that order: the last only the serial files need.
+ * What test files need beyond the cluster, built from Go modules on first use and cached, in
+ * this order: the local registry (CNCF Distribution, ~2 min cold), Helm (~3 min), Knative and
+ * Traefik (~10 min), Jaeger (~6 min), Prometheus (~4 min) — what the serial files need first.
  */
 const goBuilds: { tag: string; needed: (file: string) => boolean; ensure: (options: BuildOptions) => Promise<unknown> }[] = [
   { tag: 'registry', needed: (f) => /incluster\.serial|package\.serial|knative\.serial|\/registry\.|\/oci-image\./.test(f), ensure: ensureRegistryBinaries },
   { tag: 'helm', needed: (f) => /\/helm\.|package\.serial/.test(f), ensure: ensureHelm },
+  { tag: 'knative', needed: (f) => f.includes('/e2e/') && /knative/.test(f), ensure: ensureKnativeBinaries },
   { tag: 'jaeger', needed: (f) => /\/tracing\./.test(f), ensure: ensureJaeger },
   { tag: 'prometheus', needed: (f) => /observability\./.test(f), ensure: ensurePrometheus },
-  { tag: 'knative', needed: (f) => f.includes('/e2e/') && /knative/.test(f), ensure: ensureKnativeBinaries },
 ];
 
 interface Totals {
@@ -158,28 +158,28 @@ try {
   const waiting = (file: string) => needs(file).some((b) => !finished.has(b.tag));
   const builtFor = (files: string[]) => Promise.all(files.flatMap(needs).map((b) => builds.get(b.tag)));
   const concurrency = Number(values.concurrency ?? 3);
-  const late = parallel.filter(waiting);
-  if (late.length || serial.some(waiting)) {
+  // The files that need nothing still building run as on a warm machine: the parallel ones,
+  // then the serial ones (the end-to-end ones first) in one `node --test`. The parallel part
+  // keeps both cores busy; the serial part, waiting on the cluster, leaves about half for the
+  // builds. Then the files that waited: each serial one once its builds are there (in the order
+  // they are built), then the parallel ones.
+  const deferred = selected.filter(waiting);
+  if (deferred.length) {
     const building = wanted.filter((b) => !finished.has(b.tag)).map((b) => b.tag);
-    console.error(`[tests] ${parallel.length - late.length} test files run while ${building.join(', ')} ${building.length > 1 ? 'build' : 'builds'} beside them; each of the others once what it needs is built`);
+    console.error(`[tests] ${selected.length - deferred.length} test files run while ${building.join(', ')} ${building.length > 1 ? 'build' : 'builds'} beside them at low priority; the ${deferred.length} that need ${building.length > 1 ? 'them' : 'it'} after`);
   }
-  let first = await runNodeTest(parallel.filter((f) => !waiting(f)), concurrency, env);
+  let first = await runNodeTest(parallel.filter((f) => !deferred.includes(f)), concurrency, env);
+  const e2eFirst = (a: string, b: string) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/'));
+  let second = await runNodeTest(serial.filter((f) => !deferred.includes(f)).sort(e2eFirst), 1, env);
+  const lastBuild = (f: string) => Math.max(...needs(f).map((b) => wanted.indexOf(b)));
+  for (const file of serial.filter((f) => deferred.includes(f)).sort((a, b) => lastBuild(a) - lastBuild(b) || e2eFirst(a, b))) {
+    await builtFor([file]);
+    second = (await runNodeTest([file], 1, env)) || second;
+  }
+  const late = parallel.filter((f) => deferred.includes(f));
   if (late.length) {
     await builtFor(late);
     first = (await runNodeTest(late, concurrency, env)) || first;
-  }
-  // One at a time, the end-to-end ones first; within each part, those still waiting for a build
-  // last. Files that need nothing more run together in one `node --test`.
-  const e2e = serial.filter((f) => f.includes('/e2e/'));
-  const rest = serial.filter((f) => !f.includes('/e2e/'));
-  const order = [...e2e.filter((f) => !waiting(f)), ...e2e.filter(waiting), ...rest.filter((f) => !waiting(f)), ...rest.filter(waiting)];
-  let second = 0;
-  for (let i = 0; i < order.length; ) {
-    await builtFor([order[i]!]);
-    let j = i + 1;
-    while (j < order.length && !waiting(order[j]!)) j++;
-    second = (await runNodeTest(order.slice(i, j), 1, env)) || second;
-    i = j;
   }
   exitCode = first || second;
 } catch (err) {
