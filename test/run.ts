@@ -62,7 +62,8 @@ const needsCluster = selected.some((f) => clusterRoots.some((root) => f.startsWi
 // through client-go on the node (whose backoff otherwise left new pods unstarted and new
 // Services unresolved for minutes), but not the pods a test installs (Knative's controllers).
 
-const serial = selected.filter((f) => f.endsWith('.serial.test.ts')).sort((a, b) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/')));
+const e2eFirst = (a: string, b: string) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/'));
+const serial = selected.filter((f) => f.endsWith('.serial.test.ts')).sort(e2eFirst);
 // The longest files first (end-to-end, then integration, then unit tests), so that the short
 // ones fill the slots at the end instead of one long file running alone there.
 const rank = (f: string) => (f.includes('/e2e/') ? 0 : f.includes('/integration/') ? 1 : 2);
@@ -169,8 +170,7 @@ try {
     console.error(`[tests] ${selected.length - deferred.length} test files run while ${building.join(', ')} ${building.length > 1 ? 'build' : 'builds'} beside them at low priority; the ${deferred.length} that need ${building.length > 1 ? 'them' : 'it'} after`);
   }
   let first = await runNodeTest(parallel.filter((f) => !deferred.includes(f)), concurrency, env);
-  const e2eFirst = (a: string, b: string) => Number(!a.includes('/e2e/')) - Number(!b.includes('/e2e/'));
-  let second = await runNodeTest(serial.filter((f) => !deferred.includes(f)).sort(e2eFirst), 1, env);
+  let second = await runNodeTest(serial.filter((f) => !deferred.includes(f)), 1, env);
   const lastBuild = (f: string) => Math.max(...needs(f).map((b) => wanted.indexOf(b)));
   for (const file of serial.filter((f) => deferred.includes(f)).sort((a, b) => lastBuild(a) - lastBuild(b) || e2eFirst(a, b))) {
     await builtFor([file]);
