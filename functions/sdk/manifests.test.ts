@@ -252,3 +252,17 @@ test('a function whose declared defaults are the apiserver\'s policies is told s
   assert.deepEqual(flag(env(functionWorkload(MyAppFunction, { image: 'x' }))), []);
   assert.deepEqual(flag(env([functionKnativeService(MyAppFunction, { image: 'x', defaultsAsPolicies: true })])), ['true']);
 });
+
+test('at rest, a function on a Deployment is probed as kubebuilder probes an operator; at start, every second until it answers', () => {
+  type Probe = { httpGet: { path: string; port?: string }; periodSeconds: number; failureThreshold?: number };
+  type Container = { readinessProbe: Probe; livenessProbe?: Probe; startupProbe?: Probe };
+  const containerOf = (objs: Record<string, unknown>[], kind: string) => (objs.find((o) => o.kind === kind)!.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0]!;
+  for (const c of [containerOf(functionWorkload(MyWebFunction, { image: 'i' }) as Record<string, unknown>[], 'Deployment'), containerOf(hostWorkload('pair', [PodSetFunction, ProjectFunction], { image: 'i' }) as Record<string, unknown>[], 'Deployment')]) {
+    // Probes are HTTP requests the function answers: every 2 s they were most of its idle CPU.
+    assert.deepEqual([c.readinessProbe.periodSeconds, c.livenessProbe?.periodSeconds], [10, 20], 'readiness every 10 s, liveness every 20 s');
+    assert.deepEqual(c.startupProbe, { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 1, failureThreshold: 120 }, 'a new pod is probed every second (the kubelet runs the readiness probe as soon as it answers), for up to 2 minutes');
+  }
+  const knative = containerOf([functionKnativeService(MyWebFunction, { image: 'i' }) as Record<string, unknown>], 'Service');
+  assert.equal(knative.readinessProbe.periodSeconds, 1, 'Knative: the queue proxy probes, at every scale from zero');
+  assert.equal(knative.startupProbe, undefined);
+});

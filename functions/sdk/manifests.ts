@@ -438,8 +438,12 @@ function functionContainer(options: WorkloadOptions, knative: boolean, auth = { 
     ],
     ports: [{ name: knative ? 'http1' : 'http', containerPort: 8080 }],
     volumeMounts: [{ name: 'auth', mountPath: authKeyDir, readOnly: true }],
-    readinessProbe: { ...probe, periodSeconds: knative ? 1 : 2 },
-    ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 10 } }),
+    // Each probe is a request the function answers: at rest, as kubebuilder probes an operator
+    // (readiness every 10 s, liveness every 20 s); a new pod every second until it answers (the
+    // kubelet then runs the readiness probe at once), so a rollout is not slowed. On Knative the
+    // queue proxy probes, at each scale from zero.
+    readinessProbe: { ...probe, periodSeconds: knative ? 1 : 10 },
+    ...(knative ? {} : { livenessProbe: { ...probe, periodSeconds: 20 }, startupProbe: { ...probe, periodSeconds: 1, failureThreshold: 120 } }),
     resources: { requests: { cpu: '20m', memory: '64Mi' }, limits: { memory: '256Mi' } },
     securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
   };
