@@ -2,7 +2,7 @@
 // series of looks says of each part (pods coming and going, as Knative's do).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { figuresOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
+import { figuresOf, kfnPartOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
 
 test('a look holds each pod\'s working set and CPU, by namespace/pod, and nothing of containers or the node', () => {
   const look = parseResourceMetrics(
@@ -39,4 +39,11 @@ test('over a series of looks: memory and pods are means, CPU is each pod\'s last
   assert.equal(fns.cpuPerMinute, 0.25, 'the function pod came up during the period: all its 0.5 s count');
   assert.equal(fns.atZero, 0.5, 'no function pod in the first and last looks');
   assert.equal(parts.size, 2, 'pods of no part are left out');
+});
+
+test("a kfn side counts Knative's and the ingress's pods only when its functions run on Knative (they stay installed after the Knative side)", () => {
+  const keys = ['kfn-system/kfn-bridge-1', 'kfn-system/kfn-fn-myweb-2', 'kfn-system/kfn-host-fleet-3', 'knative-serving/activator-4', 'kfn-ingress/traefik-5', 'kfn-bench-fleet-samples/web-6'];
+  assert.deepEqual(keys.map(kfnPartOf('deployment')), ['bridge', 'functions', 'host', undefined, undefined, undefined]);
+  assert.deepEqual(keys.map(kfnPartOf('host')), ['bridge', 'functions', 'host', undefined, undefined, undefined]);
+  assert.deepEqual(keys.map(kfnPartOf('knative')), ['bridge', 'functions', 'host', 'knative', 'ingress', undefined]);
 });

@@ -162,13 +162,6 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
 
   // kfn: the bridge in the cluster, the examples' functions and their samples.
   const dirs = functionDirs(join(repoRoot, 'functions'));
-  const kfnOf = (key: string): Part | undefined => {
-    const [ns, pod] = key.split('/') as [string, string];
-    if (ns === bridgeNamespace) return pod.startsWith('kfn-bridge') ? 'bridge' : pod.startsWith('kfn-host-') ? 'host' : 'functions';
-    if (ns === knativeNamespace) return 'knative';
-    if (ns === ingressNamespace) return 'ingress';
-    return undefined;
-  };
   const perFunction = (parts: Map<Part, PartFigures>) => (parts.get('functions')?.memoryMiB ?? 0) / dirs.length;
   // One more function on a shared host: the host's memory less one function's own process (the
   // Deployment side's mean), over the functions it serves beyond the first.
@@ -192,13 +185,28 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
     }
     const samples: KubeObject[] = [];
     for (const dir of dirs) samples.push(...((await applyYaml(o.cluster.kc, readFileSync(join(dir, 'samples.yaml'), 'utf8'), samplesNs)) as KubeObject[]));
-    const side = await measure({ deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', knative: 'kfn on Knative' }[how], kfnOf, how === 'host' ? hostMarginal : perFunction);
+    const side = await measure({ deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', knative: 'kfn on Knative' }[how], kfnPartOf(how), how === 'host' ? hostMarginal : perFunction);
     if (how === 'deployment') oneProcess = side.marginalMiB;
     sides.push(side);
     await samplesGone(api, samples, log);
     await kfnGone(api, log);
   }
   return sides;
+}
+
+/**
+ * What a pod is part of on a kfn side. Knative Serving and its ingress stay installed once the
+ * Knative side has run (a second run on the same cluster finds them): they count only there.
+ */
+export function kfnPartOf(how: 'deployment' | 'host' | 'knative'): (key: string) => Part | undefined {
+  return (key) => {
+    const [ns, pod] = key.split('/') as [string, string];
+    if (ns === bridgeNamespace) return pod.startsWith('kfn-bridge') ? 'bridge' : pod.startsWith('kfn-host-') ? 'host' : 'functions';
+    if (how !== 'knative') return undefined;
+    if (ns === knativeNamespace) return 'knative';
+    if (ns === ingressNamespace) return 'ingress';
+    return undefined;
+  };
 }
 
 /** The node that runs containers (not one of kwok's fake nodes). */
