@@ -96,6 +96,36 @@ describe('Bridge on a fake clock', () => {
     assert.equal(receiver.of('w').filter((d) => d.reason === 'resync').length, 0);
   });
 
+  test('a requeue answer does not take the reason of a change seen while it was being delivered; its own delivery still follows its backoff', async (t) => {
+    const metrics = new BridgeMetrics();
+    const adds = async () => Number((await metrics.registry.getSingleMetricAsString('workqueue_adds_total')).match(/name="widgets"\} (\d+)/)?.[1] ?? 0);
+    const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } }, { metrics });
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    // The function answers one update with a plain requeue; while it is answering, the object
+    // changes again (generation 3), and the watch queues that change.
+    receiver.answer = async (d, res) => {
+      if (d.reason === 'updated' && d.attempt === 1 && d.received.data.primary.generation === 2) {
+        const before = await adds();
+        server.put('w', { generation: 3 });
+        await until('the change queued', async () => ((await adds()) > before ? true : undefined));
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'requeue' }));
+      }
+      answerDone(d, res);
+    };
+    server.put('w', { generation: 2 });
+    const change = await until('the change seen during the delivery, delivered at once', () => receiver.of('w')[2]);
+    assert.equal(change.reason, 'updated', 'delivered as the change it is, not as the requeue');
+    assert.equal(change.received.data.primary.generation, 3);
+    assert.equal((await atRest(bridge)).delayed, 1, 'the requeue still waits out its backoff');
+    clock.advance(30_000);
+    const requeued = await until('the requeue, after its backoff', () => receiver.of('w')[3]);
+    assert.equal(requeued.reason, 'requeue');
+    await atRest(bridge);
+    assert.equal(receiver.of('w').length, 4);
+  });
+
   test('Reconcilers that join a watch while its first list is being applied are told of every object it lists', async (t) => {
     const server = new FakeApiServer();
     for (let i = 0; i < 7; i++) server.put(`w${i}`);

@@ -82,6 +82,9 @@ export class Controller {
   private readonly traces: DeliveryTraces;
   private readonly readyTime: TimeToReady | undefined;
   private readonly pending = new Map<string, PendingObservation>();
+  // Requeues answered while a newer observation was pending: that one is delivered first (with
+  // its own reason); the requeue is what the key's delayed add then delivers.
+  private readonly requeues = new Map<string, PendingObservation>();
   // Last known version of deleted primaries, until their `deleted` delivery succeeds.
   private readonly tombstones = new Map<string, KubeObject>();
   // The primaries' selectors, by the field a selector-mapped watch names.
@@ -397,13 +400,14 @@ export class Controller {
       return;
     }
     if (this.heldBack(key)) return;
-    const pending = this.pending.get(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
+    const pending = this.pending.get(key) ?? this.owedRequeue(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
     const live = this.primaryOf(key);
     const primary = live ?? this.tombstones.get(key);
     if (!primary) {
       // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
       if (pending.trace) this.traces.dequeued(pending.trace);
       this.finish(key, pending);
+      this.requeues.delete(key);
       this.queue.forget(key);
       this.snapshots?.forget(key);
       this.undefer(key);
@@ -573,7 +577,11 @@ export class Controller {
     if (s.error === 'retry') metrics?.reconcileErrors.inc({ controller });
     if (s.error === 'terminal') metrics?.terminalErrors.inc({ controller });
     if (s.finished) this.finish(key, pending, deleted);
-    if (s.requeue && (!s.requeue.ifNone || !this.pending.has(key))) this.setPending(key, { reason: 'requeue', observedAt: s.requeue.observedAt });
+    if (s.requeue) {
+      const requeue: PendingObservation = { reason: 'requeue', observedAt: s.requeue.observedAt };
+      if (this.pending.has(key)) this.requeues.set(key, requeue);
+      else this.setPending(key, requeue);
+    }
     this.bridge.holds.release(this.config.name, key, s.holdUntil, this);
     switch (s.queue.kind) {
       case 'forget':
@@ -586,6 +594,15 @@ export class Controller {
         this.queue.addAfter(key, s.queue.ms);
         return undefined;
     }
+  }
+
+  /** A requeue kept while a newer observation went first, now the key's pending observation. */
+  private owedRequeue(key: string): PendingObservation | undefined {
+    const requeue = this.requeues.get(key);
+    if (!requeue) return undefined;
+    this.requeues.delete(key);
+    this.pending.set(key, requeue);
+    return requeue;
   }
 
   /** Drops the pending observation if no newer one arrived meanwhile. */

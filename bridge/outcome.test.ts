@@ -11,9 +11,9 @@ test('done forgets the key and finishes its observation', () => {
 
 test('requeue goes through the backoff; requeueAfter resets it and waits, recording the requeue only when nothing newer is pending', () => {
   const plain = settle({ outcome: { kind: 'requeue' }, status: 200, durationMs: 5 }, now, deadline);
-  assert.deepEqual([plain.result, plain.queue, plain.finished, plain.requeue], ['requeue', { kind: 'backoff', atLeastMs: 0 }, true, { observedAt: now, ifNone: false }]);
+  assert.deepEqual([plain.result, plain.queue, plain.finished, plain.requeue], ['requeue', { kind: 'backoff', atLeastMs: 0 }, true, { observedAt: now }]);
   const after = settle({ outcome: { kind: 'requeue', afterMs: 30_000 }, status: 200, durationMs: 5 }, now, deadline);
-  assert.deepEqual([after.result, after.queue, after.requeue], ['requeue_after', { kind: 'after', ms: 30_000 }, { observedAt: now + 30_000, ifNone: true }]);
+  assert.deepEqual([after.result, after.queue, after.requeue], ['requeue_after', { kind: 'after', ms: 30_000 }, { observedAt: now + 30_000 }]);
 });
 
 test('a retry keeps the observation (the same event id) and honours Retry-After', () => {

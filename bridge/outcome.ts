@@ -29,8 +29,8 @@ export interface Settlement {
    * failure: the retry carries the same observation, so the same event id.
    */
   finished: boolean;
-  /** Record a `requeue` observation at this time (`ifNone`: only when no newer one is pending). */
-  requeue?: { observedAt: number; ifNone: boolean };
+  /** Record a `requeue` observation at this time (a newer one pending is delivered first). */
+  requeue?: { observedAt: number };
   /** No delivery of the key before this time: the function may still be at work on it. */
   holdUntil?: number;
   /** Which error counter, besides the total, counts it. */
@@ -45,8 +45,8 @@ export function settle(result: DeliveryResult, now: number, deadline: number): S
       return { result: 'success', queue: { kind: 'forget' }, finished: true };
     case 'requeue':
       return outcome.afterMs === undefined
-        ? { result: 'requeue', queue: { kind: 'backoff', atLeastMs: 0 }, finished: true, requeue: { observedAt: now, ifNone: false } }
-        : { result: 'requeue_after', queue: { kind: 'after', ms: outcome.afterMs }, finished: true, requeue: { observedAt: now + outcome.afterMs, ifNone: true } };
+        ? { result: 'requeue', queue: { kind: 'backoff', atLeastMs: 0 }, finished: true, requeue: { observedAt: now } }
+        : { result: 'requeue_after', queue: { kind: 'after', ms: outcome.afterMs }, finished: true, requeue: { observedAt: now + outcome.afterMs } };
     case 'retry': {
       // When the function may still be at work (a timeout, a connection broken after sending, a
       // proxy's 502 or 504): no delivery of this key until its deadline has passed by a grace,
