@@ -160,7 +160,7 @@ test('watch: told once when another layout is recorded; an apiserver away decide
   const store = leaseStore(clock);
   let down = false;
   const flaky = { request: (...args: Parameters<KubeApi['request']>) => (down ? Promise.reject(new Error('connection refused')) : store.api.request(...args)) } as unknown as KubeApi;
-  const mine = new LayoutGate({ api: flaky, namespace: 'ns', leaseName: 'bridge', shards: 2, clock, pollMs: 1000 });
+  const mine = new LayoutGate({ api: flaky, namespace: 'ns', leaseName: 'bridge', shards: 2, clock, pollMs: 1000, checkMs: 1000 });
   await mine.claim();
   let replaced = 0;
   const watching = mine.watch(() => replaced++);
@@ -175,4 +175,27 @@ test('watch: told once when another layout is recorded; an apiserver away decide
   await advance(clock, 2000);
   await watching;
   assert.equal(replaced, 1);
+});
+
+test('a replica that delivers looks at the record every 10 s by default, not at every poll: the record cannot change while its Leases are renewed', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  let reads = 0;
+  const counting = { request: (...args: Parameters<KubeApi['request']>) => (args[0] === 'GET' && reads++, store.api.request(...args)) } as unknown as KubeApi;
+  const leader = new LayoutGate({ api: counting, namespace: 'ns', leaseName: 'bridge', shards: 1, clock });
+  await leader.claim();
+  const aborted = new AbortController();
+  let replaced = 0;
+  const watching = leader.watch(() => replaced++, aborted.signal);
+  reads = 0;
+  await advance(clock, 60_000);
+  assert.ok(reads >= 5 && reads <= 6, `${reads} reads of the record in a minute`);
+  // The record changed by hand (no replica of another layout could while the Lease is renewed).
+  const path = '/apis/coordination.k8s.io/v1/namespaces/ns/leases/bridge-layout';
+  const record = await store.api.request<Lease>('GET', path);
+  await store.api.request('PUT', path, { body: { ...record, spec: { holderIdentity: 'shards=3' } } });
+  await advance(clock, 10_000);
+  aborted.abort();
+  await watching;
+  assert.equal(replaced, 1, 'a record changed by hand is still seen');
 });

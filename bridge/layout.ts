@@ -35,6 +35,12 @@ export interface LayoutOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** How often Leases are looked at while waiting (default 2 s, the retry period). */
   pollMs?: number;
+  /**
+   * How often a replica that delivers looks at the record (default 10 s, the renew deadline).
+   * Another layout records itself only once every Lease of this one has gone unrenewed for a
+   * whole duration, so while this replica renews, only a hand edit changes the record.
+   */
+  checkMs?: number;
   /** The annotation a Lease's hand-over note is in (read from another layout's released Leases). */
   handOverAnnotation?: string;
 }
@@ -68,8 +74,8 @@ export class LayoutGate {
     return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
   }
 
-  private sleep(): Promise<void> {
-    return new Promise((resolve) => this.clock.setTimer(resolve, this.o.pollMs ?? 2000));
+  private sleep(ms = this.o.pollMs ?? 2000): Promise<void> {
+    return new Promise((resolve) => this.clock.setTimer(resolve, ms));
   }
 
   /** The layout the record names (undefined: no record yet), with its resourceVersion. */
@@ -168,13 +174,13 @@ export class LayoutGate {
   }
 
   /**
-   * Checks the record every poll period, one check at a time, until it names another layout
+   * Checks the record every `checkMs`, one check at a time, until it names another layout
    * (then calls `onReplaced` once) or `signal` aborts. A check the apiserver does not answer
    * decides nothing: the Lease's own renewal does.
    */
   async watch(onReplaced: () => void, signal?: AbortSignal): Promise<void> {
     while (!signal?.aborted) {
-      await this.sleep();
+      await this.sleep(this.o.checkMs ?? 10_000);
       if (signal?.aborted) return;
       if ((await this.current().catch(() => true)) === false) return onReplaced();
     }

@@ -70,6 +70,8 @@ export class LeaderElector {
   private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
   private stopped = false;
   private leading = false;
+  /** The Lease as last read or written, while this candidate holds it (undefined otherwise). */
+  private written: Lease | undefined;
   /** When the request of the last successful take or renewal was sent. */
   private renewedAt = 0;
   /** How this candidate took the Lease (set by the take, read when it starts leading). */
@@ -123,6 +125,19 @@ export class LeaderElector {
       renewTime: microTime(wall),
       leaseTransitions: transitions,
     });
+    if (this.leading && this.written) {
+      // Renewing: the Lease as this candidate last wrote it, with the new time. Its
+      // resourceVersion makes the write fail (409) if anyone wrote since; then the Lease is read.
+      const written = this.written;
+      try {
+        const renewed = await api.request<Lease>('PUT', this.path, { body: { ...written, spec: { ...written.spec, renewTime: microTime(wall) } } });
+        this.observe(renewed, this.clock.now());
+        return true;
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status !== 409) throw err;
+        this.written = undefined;
+      }
+    }
     let lease: Lease;
     try {
       lease = await api.request<Lease>('GET', this.path);
@@ -171,6 +186,7 @@ export class LeaderElector {
   }
 
   private observe(lease: Lease, now: number): void {
+    this.written = lease.spec?.holderIdentity === this.o.identity ? lease : undefined;
     this.observed = { holder: lease.spec?.holderIdentity, renewTime: lease.spec?.renewTime, resourceVersion: lease.metadata.resourceVersion, at: now };
   }
 

@@ -118,3 +118,49 @@ test('a key tracked later joins the next batch, not a tick of its own', () => {
   assert.equal(new Set(at).size, 2, `two batches, at ${[...new Set(at)].join(', ')}`);
   assert.equal(at.length, 4, 'both keys in each');
 });
+
+/** A fake clock that counts the timers that fire: each is a wake of an idle process. */
+function countingClock() {
+  const clock = new FakeClock();
+  let fired = 0;
+  const setTimer = clock.setTimer.bind(clock);
+  clock.setTimer = (fn, ms) => setTimer(() => (fired++, fn()), ms);
+  return { clock, fired: () => fired };
+}
+
+test('at rest the schedule wakes only when a key is due: three keys over three periods are three wakes a period, and none without keys', () => {
+  const { clock, fired } = countingClock();
+  const seen: string[] = [];
+  const schedule = new ResyncSchedule({ periodMs: 300_000, clock, enqueue: (k) => seen.push(k) });
+  schedule.start();
+  clock.advance(600_000);
+  assert.equal(fired(), 0, 'no keys, no timer');
+  for (const k of ['a', 'b', 'c']) schedule.track(k);
+  clock.advance(900_000);
+  assert.equal(seen.length, 9, 'each key once a period');
+  assert.ok(fired() <= 9, `${fired()} wakes for 9 resyncs`);
+  schedule.stop();
+  assert.equal(clock.pendingTimers(), 0);
+});
+
+test('keys tracked while the schedule waits for a later slot are resynced in their own slot, exactly one period apart', () => {
+  const clock = new FakeClock();
+  const at = new Map<string, number[]>();
+  let i = 0;
+  // Slots chosen by the sequence land before and after the one already armed.
+  const schedule = new ResyncSchedule({ periodMs: 100_000, clock, enqueue: (k) => at.set(k, [...(at.get(k) ?? []), clock.now()]), random: () => 0.9 });
+  schedule.track('first');
+  schedule.start();
+  for (const wait of [3_000, 17_000, 1_000, 40_000]) {
+    clock.advance(wait);
+    schedule.track(`k${i++}`);
+  }
+  schedule.untrack('first');
+  clock.advance(300_000);
+  for (let k = 0; k < i; k++) {
+    const times = at.get(`k${k}`) ?? [];
+    assert.ok(times.length >= 2, `k${k} resynced ${times.length} times`);
+    assert.deepEqual(times.slice(1).map((t, j) => t - times[j]!), times.slice(1).map(() => 100_000), `k${k} at ${times.join(', ')}`);
+  }
+  schedule.stop();
+});

@@ -37,7 +37,12 @@ export class ResyncSchedule {
   private sequence = 0;
   private offset: number;
   private cancel: (() => void) | undefined;
+  private started = false;
   private epoch = 0;
+  /** The first tick not yet served. */
+  private next = 1;
+  /** The tick the timer is set for (undefined: none set). */
+  private armedTick: number | undefined;
   private readonly batch: boolean;
 
   constructor(options: ResyncOptions) {
@@ -75,6 +80,17 @@ export class ResyncSchedule {
     let bucket = this.buckets.get(slot);
     if (!bucket) this.buckets.set(slot, (bucket = new Set()));
     bucket.add(key);
+    if (this.started && (this.armedTick === undefined || this.tickOf(slot) < this.armedTick)) this.arm();
+  }
+
+  /** The first tick from `from` on that serves `slot`. */
+  private tickOf(slot: number, from = this.from()): number {
+    return from + ((((slot - from) % this.slots) + this.slots) % this.slots);
+  }
+
+  /** The first tick still to come: after the last served, and not one whose time has passed. */
+  private from(): number {
+    return Math.max(this.next, Math.floor((this.clock.now() - this.epoch) / this.tickMs) + 1);
   }
 
   untrack(key: string): void {
@@ -101,26 +117,58 @@ export class ResyncSchedule {
     this.sequence = 0;
     this.offset = this.random();
     for (const key of keys) this.track(key);
+    this.arm();
   }
 
   start(): void {
-    if (this.cancel || this.periodMs <= 0) return;
+    if (this.started || this.periodMs <= 0) return;
+    this.started = true;
     this.epoch = this.clock.now();
-    this.schedule(1);
+    this.next = 1;
+    this.arm();
   }
 
   stop(): void {
+    this.started = false;
     this.cancel?.();
     this.cancel = undefined;
+    this.armedTick = undefined;
   }
 
-  private schedule(tick: number): void {
+  /**
+   * The first tick from `from` on whose slot holds keys (undefined: no keys). Sparse buckets are
+   * searched by slot, dense ones by walking the ticks (the next one is then a tick or two away).
+   */
+  private dueTick(from: number): number | undefined {
+    if (this.buckets.size === 0) return undefined;
+    if (this.buckets.size * 4 < this.slots) {
+      let first = Infinity;
+      for (const slot of this.buckets.keys()) first = Math.min(first, this.tickOf(slot, from));
+      return first;
+    }
+    for (let tick = from; ; tick++) if (this.buckets.has(tick % this.slots)) return tick;
+  }
+
+  /**
+   * Sets the one timer for the next tick with keys due: an idle process is not woken on the
+   * ticks between (with a dozen objects and a period of minutes, most ticks are empty).
+   */
+  private arm(): void {
+    if (!this.started) return;
+    const tick = this.dueTick(this.from());
+    if (tick === this.armedTick) return;
+    this.cancel?.();
+    this.cancel = undefined;
+    this.armedTick = tick;
+    if (tick === undefined) return;
     // Timers are set against the epoch, so delays in firing do not add up over a period.
-    const due = this.epoch + tick * this.tickMs;
     this.cancel = this.clock.setTimer(() => {
+      this.cancel = undefined;
+      this.armedTick = undefined;
+      this.next = tick + 1;
       const bucket = this.buckets.get(tick % this.slots);
       for (const key of bucket ?? []) this.enqueue(key);
-      this.schedule(tick + 1);
-    }, due - this.clock.now());
+      this.arm();
+    }, this.epoch + tick * this.tickMs - this.clock.now());
   }
 }

@@ -72,6 +72,23 @@ test('a long delay can be cancelled between its steps; short delays are one time
   assert.equal(fired, 1);
 });
 
+test('a platform timer that fires less than a millisecond early (whole-millisecond timers on a finer clock) counts as due: no second wake for the fraction', () => {
+  let now = 0.6;
+  const timers: (() => void)[] = [];
+  const clock = timerClock({ now: () => now, setTimeout: (fn) => (timers.push(fn), fn), clearTimeout() {} });
+  let fired = 0;
+  clock.setTimer(() => fired++, 1000); // due at 1000.6
+  now = 1000.2; // the platform fires it 0.4 ms before that
+  timers.shift()!();
+  assert.equal(fired, 1, 'due');
+  assert.equal(timers.length, 0, 'no second platform timer for the last fraction of a millisecond');
+  clock.setTimer(() => fired++, 1000); // due at 2000.2
+  now = 1999.2; // a whole millisecond early: it waits on
+  timers.shift()!();
+  assert.equal(fired, 1);
+  assert.equal(timers.length, 1);
+});
+
 test('an awaited delay or waitFor on the system clock keeps the process alive until it is over', () => {
   // A process with nothing else to do: if the wait's timer did not hold it open, node would
   // exit before the wait ends (status 13, "unsettled top-level await") — what `kfn cluster up` did.

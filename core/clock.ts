@@ -49,7 +49,10 @@ export function timerClock(timers: TimerPrimitives): Clock {
       const arm = (wait: number) => {
         timer = timers.setTimeout(() => {
           const left = due - timers.now();
-          if (left > 0) arm(left);
+          // Node's timers count whole milliseconds on a loop time taken at the start of each
+          // turn, so they fire up to a millisecond before a finer now() says: that is due, not
+          // another wake for the fraction.
+          if (left >= 1) arm(left);
           else fn();
         }, Math.min(Math.max(0, wait), maxTimerMs));
       };
