@@ -82,3 +82,24 @@ for (const [name, transport] of [
 
   });
 }
+
+test('an answer is parsed once for its caller; a tap gets it parsed only if it looks (a copy of its own), and the same Exchange otherwise', async (t) => {
+  const server = createServer((req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end('{"metadata":{"name":"a","resourceVersion":"7"}}'));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => (server.closeAllConnections(), server.close()));
+  const seen: import('./api.ts').Exchange[] = [];
+  const api = new KubeApi(connectionFromOptions({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })).withTap({ request: (e) => void seen.push(e) });
+  const parse = JSON.parse;
+  let parses = 0;
+  JSON.parse = ((...args: Parameters<typeof parse>) => (parses++, parse(...args))) as typeof parse;
+  let answer: { metadata: { name: string } };
+  try {
+    answer = await api.request('PATCH', '/x', { body: { a: 1 } });
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.equal(parses, 1, 'one parse: the tap did not look at the answer');
+  answer.metadata.name = 'changed by the caller';
+  assert.deepEqual(seen[0]!.response, { metadata: { name: 'a', resourceVersion: '7' } }, 'the tap reads the answer as it came');
+  assert.deepEqual({ ...seen[0] }.body, { a: 1 });
+});

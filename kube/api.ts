@@ -324,18 +324,31 @@ function parsedOrText(value: unknown): unknown {
   }
 }
 
+/**
+ * What a tap is told of one request. The answer is parsed when the tap first reads `response`
+ * (a copy of its own, apart from the caller's): a tap that only counts requests costs no parse.
+ */
 function exchangeOf(method: Method, path: string, options: RequestOptions, status: number, text: string | undefined, error?: string): Exchange {
   const query: Record<string, string> = {};
   for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) query[k] = String(v);
-  return {
+  const exchange: Exchange = {
     method,
     path,
     ...(Object.keys(query).length ? { query } : {}),
     ...(options.body !== undefined ? { body: parsedOrText(options.body), contentType: options.contentType ?? 'application/json' } : {}),
     status,
-    ...(text !== undefined ? { response: text === '' ? '' : parsedOrText(text) } : {}),
     ...(error ? { error } : {}),
   };
+  if (text === undefined) return exchange;
+  return Object.defineProperty(exchange, 'response', {
+    enumerable: true,
+    configurable: true,
+    get() {
+      const response = text === '' ? '' : parsedOrText(text);
+      Object.defineProperty(exchange, 'response', { value: response, enumerable: true, configurable: true, writable: true });
+      return response;
+    },
+  });
 }
 
 /** Server-side applies one object (forced, under `fieldManager`); returns the result. */

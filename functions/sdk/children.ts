@@ -12,7 +12,7 @@
 import { controllerUid, describeObject, objectId, refOf, sameKind, type KindRef } from '../../core/objects.ts';
 import { childLabels, ownerUidLabel } from '../../core/names.ts';
 import type { ChildState } from '../../core/response.ts';
-import { ApiError, objectPath, type KubeObject } from '../../kube/api.ts';
+import { ApiError, metadataAccept, objectPath, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import { ReconcileError, type InvocationScope } from './invocation.ts';
 import type { InvocationObserver } from './record.ts';
@@ -175,6 +175,9 @@ export class Children {
         return api.request<KubeObject | undefined>('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
           contentType: 'application/apply-patch+yaml',
+          // Only its metadata back (the reference reported to the bridge): the whole object is
+          // the apiserver's to encode and this process's to parse for nothing.
+          accept: metadataAccept,
           query: { fieldManager: reconciler.fieldManager, force: true },
         });
       });

@@ -168,7 +168,8 @@ export class DryRunApi extends KubeApi {
     // A DELETE with DeleteOptions in its body takes its options from the body alone: the query's
     // dryRun would be ignored and the object really deleted. So it goes in both.
     const body = method === 'DELETE' && isDeleteOptions(options.body) ? { ...options.body, dryRun: ['All'] } : options.body;
-    return super.text(method, path, { ...options, body, query: { ...options.query, dryRun: 'All' } });
+    // The whole object back, whatever the write asked for: what it would become is the point.
+    return super.text(method, path, { ...options, body, accept: undefined, query: { ...options.query, dryRun: 'All' } });
   }
 }
 

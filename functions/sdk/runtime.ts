@@ -22,7 +22,7 @@ import { systemClock, type Clock } from '../../core/clock.ts';
 import { describeObject, refOf, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type Change, type ReconcileResponse } from '../../core/response.ts';
 import { type ReceivedReconcile } from '../../core/event.ts';
-import { ApiError, collectionPath, listAll, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
+import { ApiError, collectionPath, listAll, metadataAccept, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import { Snapshot } from './snapshot.ts';
 import type { InvocationObserver } from './record.ts';
@@ -345,6 +345,7 @@ class Invocation implements InvocationScope {
         return this.api.request<KubeObject | undefined>('PATCH', `${this.primaryPath}/status`, {
           body: { ...statusBody, metadata: { ...statusBody.metadata, ...precondition } },
           contentType: 'application/apply-patch+yaml',
+          accept: metadataAccept,
           query: { fieldManager: this.reconciler.fieldManager, force: true },
         });
       });

@@ -8,7 +8,7 @@ import pino from 'pino';
 import { authenticate } from '../../core/authentication.ts';
 import { encodeReconcileEvent, type ReconcileReason } from '../../core/event.ts';
 import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind, type KindRef } from '../../functions/sdk/index.ts';
-import { applyObject } from '../../kube/api.ts';
+import { applyObject, type Exchange } from '../../kube/api.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
@@ -91,6 +91,33 @@ describe('SDK runtime', () => {
     await waitFor('the Gizmo to be gone once its finalizer is removed', async () => api.request('GET', `${path}/g`).then(() => undefined, () => true));
     const gone = await deliver('g', 'deleted');
     assert.deepEqual(gone.body, { result: 'done', changes: [] }, 'a gone object needs nothing');
+  });
+
+  test("the function's writes ask for the written object's metadata only (what it reports), not the whole object back", async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk-meta');
+    const group = `${uniqueName('sdkmeta')}.kfn.test`;
+    const Widget = defineKind({ group, version: 'v1', kind: 'Widget', spec: t.Object({ size: t.Integer() }), status: t.Object({ size: t.Optional(t.Integer()) }) });
+    await installKind(t2, api, Widget);
+    const fn = defineReconciler({
+      for: Widget,
+      owns: [ConfigMap],
+      reconcile: (w) => ({ children: [child(ConfigMap, { metadata: { name: `${w.metadata.name}-page` }, data: { big: 'x'.repeat(50_000) } })], status: { size: w.spec.size } }),
+    });
+    const writes: Exchange[] = [];
+    const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api: api.withTap({ request: (e) => void (e.method !== 'GET' && writes.push(e)) }), log: pino({ level: 'silent' }) });
+    await api.request('POST', `/apis/${Widget.apiVersion}/namespaces/${ns}/widgets`, { body: { apiVersion: Widget.apiVersion, kind: 'Widget', metadata: { name: 'w' }, spec: { size: 3 } } });
+    const answer = await deliverTo(app, api, Widget, ns, 'w', 'created');
+    assert.deepEqual(answer.body.changes!.map((c) => `${c.action} ${c.ref.kind} ${c.ref.name}`), ['applied ConfigMap w-page', 'status Widget w']);
+    const applies = writes.filter((w) => w.contentType === 'application/apply-patch+yaml');
+    assert.equal(applies.length, 2, 'the child and the status');
+    for (const w of applies) {
+      assert.equal((w.response as { kind?: string }).kind, 'PartialObjectMetadata', `${w.path} answered with ${(w.response as { kind?: string }).kind}`);
+      assert.ok(JSON.stringify(w.response).length < 5_000, `${w.path}: ${JSON.stringify(w.response).length} bytes back`);
+    }
+    const cm = await api.request<{ data: { big: string } }>('GET', `/api/v1/namespaces/${ns}/configmaps/w-page`);
+    assert.equal(cm.data.big.length, 50_000, 'the write itself is whole');
   });
 
   test('a finalizer the SDK did not add (a restore, exported YAML, GitOps) is removed all the same, with others\' kept; so with skip-finalizer', async (t2) => {
