@@ -147,13 +147,15 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
     }
     panels.push({ title: 'P4 resident memory (MiB; smaller is better)', bars });
   }
-  const cold = results.coldStart as { kfn: number[]; hono: number[]; operator: number[] } | undefined;
+  const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[] } | undefined;
   if (cold) {
     const [k, h, o] = [median(cold.kfn), median(cold.hono), median(cold.operator)];
+    const v1 = cold.kfnContract1?.length ? median(cold.kfnContract1) : undefined;
     panels.push({
       title: 'P5 cold start: process start -> first reconcile answered (ms, median)',
       bars: [
         { label: 'kfn function', value: k, text: `${fixed(k, 0)} ms  ${fixed(k / h, 2)}× Hono`, contender: 'kfn' },
+        ...(v1 !== undefined ? [{ label: '  contract-1 event', value: v1, text: `${fixed(v1, 0)} ms  ${fixed(v1 / h, 2)}× Hono`, contender: 'kfn' as const }] : []),
         { label: 'bare Hono', value: h, text: `${fixed(h, 0)} ms`, contender: 'bare Hono' },
         { label: 'Go operator', value: o, text: `${fixed(o, 0)} ms`, contender: 'controller-runtime' },
       ],
