@@ -37,6 +37,9 @@ const atRest = (bridge: Bridge) =>
     return q.length === 0 && q.inFlight === 0 ? q : undefined;
   });
 
+/** White-box: the requeues a Reconciler keeps behind newer changes (bridge/controller.ts). */
+const keptRequeues = (bridge: Bridge) => (bridge.runtime('widgets') as unknown as { requeues: Map<string, unknown> }).requeues.size;
+
 describe('Bridge on a fake clock', () => {
   test('a deleted object\'s tombstone is kept until its deleted delivery succeeds', async (t) => {
     const { server, clock, receiver, bridge } = await setup(t);
@@ -124,6 +127,37 @@ describe('Bridge on a fake clock', () => {
     assert.equal(requeued.reason, 'requeue');
     await atRest(bridge);
     assert.equal(receiver.of('w').length, 4);
+    assert.equal(keptRequeues(bridge), 0, 'nothing kept once delivered');
+  });
+
+  test('a requeue kept behind a newer change is dropped when that change is answered with a requeue of its own, or the object is deleted', async (t) => {
+    const metrics = new BridgeMetrics();
+    const adds = async () => Number((await metrics.registry.getSingleMetricAsString('workqueue_adds_total')).match(/name="widgets"\} (\d+)/)?.[1] ?? 0);
+    const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } }, { metrics });
+    server.put('w');
+    await until('created delivered', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    // Both updates answer requeue; while the first is answered, the second change is queued.
+    receiver.answer = async (d, res) => {
+      if (d.reason === 'updated' && d.received.data.primary.generation === 2) {
+        const before = await adds();
+        server.put('w', { generation: 3 });
+        await until('the change queued', async () => ((await adds()) > before ? true : undefined));
+      }
+      if (d.reason === 'updated') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'requeue' }));
+      answerDone(d, res);
+    };
+    server.put('w', { generation: 2 });
+    await until('the change delivered', () => receiver.of('w').find((d) => d.reason === 'updated' && d.received.data.primary.generation === 3));
+    await atRest(bridge);
+    assert.equal(keptRequeues(bridge), 0, 'the newer requeue is the one pending; the older is not kept');
+    clock.advance(60_000);
+    await atRest(bridge);
+    assert.deepEqual(receiver.of('w').map((d) => d.reason), ['created', 'updated', 'updated', 'requeue'], 'one requeue delivery');
+    server.remove('w');
+    await until('deleted delivered', () => receiver.of('w').find((d) => d.reason === 'deleted'));
+    await atRest(bridge);
+    assert.equal(keptRequeues(bridge), 0);
   });
 
   test('Reconcilers that join a watch while its first list is being applied are told of every object it lists', async (t) => {

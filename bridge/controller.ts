@@ -580,7 +580,10 @@ export class Controller {
     if (s.requeue) {
       const requeue: PendingObservation = { reason: 'requeue', observedAt: s.requeue.observedAt };
       if (this.pending.has(key)) this.requeues.set(key, requeue);
-      else this.setPending(key, requeue);
+      else {
+        this.setPending(key, requeue);
+        this.requeues.delete(key);
+      }
     }
     this.bridge.holds.release(this.config.name, key, s.holdUntil, this);
     switch (s.queue.kind) {
@@ -607,7 +610,12 @@ export class Controller {
 
   /** Drops the pending observation if no newer one arrived meanwhile. */
   private finish(key: string, pending: PendingObservation, deleted = false): void {
-    if (this.pending.get(key) === pending) this.pending.delete(key);
+    if (this.pending.get(key) === pending) {
+      this.pending.delete(key);
+      // A requeue kept for the key's delayed add is owed no more once that add has come (and
+      // been folded into this delivery) or the object is gone.
+      if (deleted || !this.queue.isDelayed(key)) this.requeues.delete(key);
+    }
     if (deleted) this.tombstones.delete(key);
   }
 

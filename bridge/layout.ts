@@ -10,7 +10,8 @@
 //           its layout and no other layout's Lease is live (a replica of the old layout that
 //           took a Lease in the instant of the change sees the record on its next check, and
 //           lets go first).
-//   check:  at every renewal the record must still name the layout; if not, the replica stops.
+//   check:  every 10 s the record must still name the layout; if not, the replica stops (while
+//           its Leases are renewed no other layout can record itself: this catches a hand edit).
 //
 // So a rollout from one layout to another delivers with the old layout until its last replica
 // has gone, then with the new one; a replica whose layout is not recorded stands by. Leases

@@ -88,6 +88,35 @@ describe('LeaderElector', () => {
     assert.equal(store.holder(), 'a');
   });
 
+  test('a renewal still in flight when stop() lets the Lease go does not take it back', async () => {
+    const clock = new FakeClock();
+    const store = leaseStore();
+    let hold: (() => void) | undefined;
+    let gate = false;
+    const gated = (api: KubeApi): KubeApi =>
+      ({
+        request: async (method: string, path: string, options?: unknown) => {
+          if (gate && method === 'PUT') {
+            gate = false;
+            await new Promise<void>((resolve) => (hold = resolve));
+          }
+          return api.request(method as 'PUT', path, options as never);
+        },
+        withSignal: (signal: AbortSignal) => gated(api.withSignal(signal)),
+      }) as unknown as KubeApi;
+    const elector = new LeaderElector({ api: gated(store.api), namespace: 'ns', name: 'bridge', identity: 'a', clock });
+    void elector.run(() => undefined, () => undefined);
+    await flush();
+    gate = true;
+    await advance(clock, 2_500); // the next renewal's write is on its way
+    assert.ok(hold, 'a renewal is in flight');
+    await elector.stop();
+    assert.equal(store.holder(), undefined, 'let go');
+    hold!();
+    await flush();
+    assert.equal(store.holder(), undefined, 'not taken back by the renewal that was in flight');
+  });
+
   test("the machine's time set back an hour or forward a day: the leader keeps renewing on time; the Lease shows wall time", async () => {
     const clock = new FakeClock();
     const store = leaseStore();

@@ -136,6 +136,8 @@ export class LeaderElector {
       } catch (err) {
         if (!(err instanceof ApiError) || err.status !== 409) throw err;
         this.written = undefined;
+        // Stopping meanwhile (stop() let the Lease go): not taken back.
+        if (this.stopped) return false;
       }
     }
     let lease: Lease;

@@ -164,3 +164,25 @@ test('keys tracked while the schedule waits for a later slot are resynced in the
   }
   schedule.stop();
 });
+
+test('a timer that fires late (a blocked event loop) does not make the schedule skip the ticks it passed', () => {
+  const clock = new FakeClock();
+  const setTimer = clock.setTimer.bind(clock);
+  let lateOnce = true;
+  clock.setTimer = (fn, ms) => {
+    if (lateOnce && clock.now() - start > 20_000) {
+      lateOnce = false;
+      return setTimer(fn, ms + 1_500);
+    }
+    return setTimer(fn, ms);
+  };
+  const start = clock.now();
+  const perKey = new Map<string, number>();
+  const schedule = new ResyncSchedule({ periodMs: 10_000, clock, enqueue: (k) => perKey.set(k, (perKey.get(k) ?? 0) + 1) });
+  for (let i = 0; i < 10; i++) schedule.track(`k${i}`);
+  schedule.start();
+  for (let s = 0; s < 50; s++) clock.advance(1000);
+  schedule.stop();
+  assert.equal(lateOnce, false, 'a timer was late');
+  for (let i = 0; i < 10; i++) assert.equal(perKey.get(`k${i}`), 5, `k${i}: ${perKey.get(`k${i}`)} resyncs in 5 periods`);
+});

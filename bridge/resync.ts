@@ -80,17 +80,24 @@ export class ResyncSchedule {
     let bucket = this.buckets.get(slot);
     if (!bucket) this.buckets.set(slot, (bucket = new Set()));
     bucket.add(key);
-    if (this.started && (this.armedTick === undefined || this.tickOf(slot) < this.armedTick)) this.arm();
+    if (!this.started) return;
+    this.skipToNow();
+    if (this.armedTick === undefined || this.tickOf(slot) < this.armedTick) this.arm();
   }
 
   /** The first tick from `from` on that serves `slot`. */
-  private tickOf(slot: number, from = this.from()): number {
+  private tickOf(slot: number, from = this.next): number {
     return from + ((((slot - from) % this.slots) + this.slots) % this.slots);
   }
 
-  /** The first tick still to come: after the last served, and not one whose time has passed. */
-  private from(): number {
-    return Math.max(this.next, Math.floor((this.clock.now() - this.epoch) / this.tickMs) + 1);
+  /**
+   * Moves the next tick to serve up to now when no earlier one is owed: with no timer set, or the
+   * one set not yet due, the ticks whose time has passed had no keys when it was set. A timer
+   * that is late (a blocked event loop) keeps them: it serves each in turn when it fires.
+   */
+  private skipToNow(): void {
+    const now = Math.floor((this.clock.now() - this.epoch) / this.tickMs) + 1;
+    if (now > this.next && (this.armedTick === undefined || this.armedTick >= now)) this.next = now;
   }
 
   untrack(key: string): void {
@@ -117,6 +124,8 @@ export class ResyncSchedule {
     this.sequence = 0;
     this.offset = this.random();
     for (const key of keys) this.track(key);
+    if (!this.started) return;
+    this.skipToNow();
     this.arm();
   }
 
@@ -155,7 +164,7 @@ export class ResyncSchedule {
    */
   private arm(): void {
     if (!this.started) return;
-    const tick = this.dueTick(this.from());
+    const tick = this.dueTick(this.next);
     if (tick === this.armedTick) return;
     this.cancel?.();
     this.cancel = undefined;

@@ -250,6 +250,11 @@ export class WorkQueue {
     return this.processing.size;
   }
 
+  /** True while `key` has a delayed add pending. */
+  isDelayed(key: string): boolean {
+    return this.waiting.has(key);
+  }
+
   /** Keys with a delayed add pending (requeueAfter, backoff). */
   get delayed(): number {
     return this.waiting.size;
