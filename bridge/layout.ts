@@ -10,8 +10,9 @@
 //           its layout and no other layout's Lease is live (a replica of the old layout that
 //           took a Lease in the instant of the change sees the record on its next check, and
 //           lets go first).
-//   check:  every 10 s the record must still name the layout; if not, the replica stops (while
-//           its Leases are renewed no other layout can record itself: this catches a hand edit).
+//   check:  the record must still name the layout (looked at every poll for a Lease duration
+//           after admission, every 10 s after that, when only a hand edit can change it); if
+//           not, the replica stops.
 //
 // So a rollout from one layout to another delivers with the old layout until its last replica
 // has gone, then with the new one; a replica whose layout is not recorded stands by. Leases
@@ -26,6 +27,9 @@ import { ApiError, type KubeApi } from '../kube/api.ts';
  */
 const staleAfterMs = 20 * 60_000;
 
+/** A Lease's duration (the bridge's election): after it, no other layout can have missed this one's Lease. */
+const leaseDurationMs = 15_000;
+
 export interface LayoutOptions {
   api: KubeApi;
   namespace: string;
@@ -37,9 +41,11 @@ export interface LayoutOptions {
   /** How often Leases are looked at while waiting (default 2 s, the retry period). */
   pollMs?: number;
   /**
-   * How often a replica that delivers looks at the record (default 10 s, the renew deadline).
-   * Another layout records itself only once every Lease of this one has gone unrenewed for a
-   * whole duration, so while this replica renews, only a hand edit changes the record.
+   * How often a replica that delivers looks at the record once it has delivered for a Lease
+   * duration (default 10 s; every `pollMs` before). Another layout records itself only when it
+   * sees no Lease of this one live: that can still happen in the instant this replica takes its
+   * Lease (a claim read before it and written after), not once the Lease has been renewed for a
+   * duration, when only a hand edit changes the record.
    */
   checkMs?: number;
   /** The annotation a Lease's hand-over note is in (read from another layout's released Leases). */
@@ -75,7 +81,7 @@ export class LayoutGate {
     return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
   }
 
-  private sleep(ms = this.o.pollMs ?? 2000): Promise<void> {
+  private sleep(ms: number = this.o.pollMs ?? 2000): Promise<void> {
     return new Promise((resolve) => this.clock.setTimer(resolve, ms));
   }
 
@@ -180,8 +186,9 @@ export class LayoutGate {
    * decides nothing: the Lease's own renewal does.
    */
   async watch(onReplaced: () => void, signal?: AbortSignal): Promise<void> {
+    const from = this.clock.now();
     while (!signal?.aborted) {
-      await this.sleep(this.o.checkMs ?? 10_000);
+      await this.sleep(this.clock.now() - from < leaseDurationMs ? undefined : (this.o.checkMs ?? 10_000));
       if (signal?.aborted) return;
       if ((await this.current().catch(() => true)) === false) return onReplaced();
     }
