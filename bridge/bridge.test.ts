@@ -28,6 +28,22 @@ async function setup(t: TestContext, spec: Record<string, unknown> = {}, options
 }
 
 /**
+ * setup() with the queue's adds counted, and `changeQueued`: changes an object and waits until
+ * the bridge has queued the change (for a change that must arrive while a delivery runs).
+ */
+async function setupCountingAdds(t: TestContext, spec: Record<string, unknown>) {
+  const metrics = new BridgeMetrics();
+  const f = await setup(t, spec, { metrics });
+  const adds = async () => Number((await metrics.registry.getSingleMetricAsString('workqueue_adds_total')).match(/name="widgets"\} (\d+)/)?.[1] ?? 0);
+  const changeQueued = async (name: string, extra: Parameters<FakeApiServer['put']>[1]) => {
+    const before = await adds();
+    f.server.put(name, extra);
+    await until('the change queued', async () => ((await adds()) > before ? true : undefined));
+  };
+  return { ...f, changeQueued };
+}
+
+/**
  * The Reconciler's queue at rest: nothing ready, nothing being delivered (every answer has been
  * handled). What it still holds for later is in `delayed`, on the fake clock.
  */
@@ -100,9 +116,7 @@ describe('Bridge on a fake clock', () => {
   });
 
   test('a requeue answer does not take the reason of a change seen while it was being delivered; its own delivery still follows its backoff', async (t) => {
-    const metrics = new BridgeMetrics();
-    const adds = async () => Number((await metrics.registry.getSingleMetricAsString('workqueue_adds_total')).match(/name="widgets"\} (\d+)/)?.[1] ?? 0);
-    const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } }, { metrics });
+    const { server, clock, receiver, bridge, changeQueued } = await setupCountingAdds(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
     server.put('w');
     await until('created delivered', () => receiver.of('w')[0]);
     await atRest(bridge);
@@ -110,9 +124,7 @@ describe('Bridge on a fake clock', () => {
     // changes again (generation 3), and the watch queues that change.
     receiver.answer = async (d, res) => {
       if (d.reason === 'updated' && d.attempt === 1 && d.received.data.primary.generation === 2) {
-        const before = await adds();
-        server.put('w', { generation: 3 });
-        await until('the change queued', async () => ((await adds()) > before ? true : undefined));
+        await changeQueued('w', { generation: 3 });
         return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'requeue' }));
       }
       answerDone(d, res);
@@ -131,18 +143,14 @@ describe('Bridge on a fake clock', () => {
   });
 
   test('a requeue kept behind a newer change is dropped when that change is answered with a requeue of its own, or the object is deleted', async (t) => {
-    const metrics = new BridgeMetrics();
-    const adds = async () => Number((await metrics.registry.getSingleMetricAsString('workqueue_adds_total')).match(/name="widgets"\} (\d+)/)?.[1] ?? 0);
-    const { server, clock, receiver, bridge } = await setup(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } }, { metrics });
+    const { server, clock, receiver, bridge, changeQueued } = await setupCountingAdds(t, { resyncPeriodSeconds: 0, backoff: { baseDelayMs: 30_000, maxDelayMs: 30_000 } });
     server.put('w');
     await until('created delivered', () => receiver.of('w')[0]);
     await atRest(bridge);
     // Both updates answer requeue; while the first is answered, the second change is queued.
     receiver.answer = async (d, res) => {
       if (d.reason === 'updated' && d.received.data.primary.generation === 2) {
-        const before = await adds();
-        server.put('w', { generation: 3 });
-        await until('the change queued', async () => ((await adds()) > before ? true : undefined));
+        await changeQueued('w', { generation: 3 });
       }
       if (d.reason === 'updated') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: 'requeue' }));
       answerDone(d, res);

@@ -17,7 +17,7 @@
 // So a rollout from one layout to another delivers with the old layout until its last replica
 // has gone, then with the new one; a replica whose layout is not recorded stands by. Leases
 // named `<lease>-<i>` (the layout of earlier versions) count as another layout.
-import type { Takeover } from './leader.ts';
+import { defaultLeaseDurationMs, type Takeover } from './leader.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
 
@@ -26,9 +26,6 @@ import { ApiError, type KubeApi } from '../kube/api.ts';
  * clocks' skew: the longest delivery (900 s) and a generous skew have passed.
  */
 const staleAfterMs = 20 * 60_000;
-
-/** A Lease's duration (the bridge's election): after it, no other layout can have missed this one's Lease. */
-const leaseDurationMs = 15_000;
 
 export interface LayoutOptions {
   api: KubeApi;
@@ -188,7 +185,7 @@ export class LayoutGate {
   async watch(onReplaced: () => void, signal?: AbortSignal): Promise<void> {
     const from = this.clock.now();
     while (!signal?.aborted) {
-      await this.sleep(this.clock.now() - from < leaseDurationMs ? undefined : (this.o.checkMs ?? 10_000));
+      await this.sleep(this.clock.now() - from < defaultLeaseDurationMs ? undefined : (this.o.checkMs ?? 10_000));
       if (signal?.aborted) return;
       if ((await this.current().catch(() => true)) === false) return onReplaced();
     }

@@ -62,6 +62,9 @@ function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/** How long a Lease lasts unrenewed (client-go's default, and the bridge's). */
+export const defaultLeaseDurationMs = 15_000;
+
 export class LeaderElector {
   private readonly o: Required<Pick<LeaderElectionOptions, 'api' | 'namespace' | 'name' | 'identity' | 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs'>> &
     Pick<LeaderElectionOptions, 'log' | 'acquireAfter' | 'handOverAnnotation' | 'handOver'>;
@@ -79,7 +82,7 @@ export class LeaderElector {
 
   constructor(options: LeaderElectionOptions) {
     const { clock, random, ...rest } = options;
-    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...rest };
+    this.o = { leaseDurationMs: defaultLeaseDurationMs, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...rest };
     this.clock = clock ?? systemClock;
     this.random = random ?? Math.random;
   }
