@@ -29,6 +29,29 @@ test('a function bundle leaves @kubernetes/client-node to a chunk loaded on dema
   assert.ok(!readFileSync(join(dir, 'out', 'fn.mjs'), 'utf8').includes('var KubeConfig'));
 });
 
+/** The bundle files `file` loads as it starts: itself and the chunks it imports statically, transitively. */
+function loadedAtStart(dir: string, file: string, seen = new Set<string>()): Set<string> {
+  if (seen.has(file)) return seen;
+  seen.add(file);
+  const text = readFileSync(join(dir, file), 'utf8');
+  for (const [, chunk] of text.matchAll(/^(?:import|export)\b[^;]*?from\s*"\.\/([^"]+)";|^import\s*"\.\/([^"]+)";/gms)) if (chunk) loadedAtStart(dir, chunk, seen);
+  return seen;
+}
+
+test('a function that declares no defaults starts without the CEL library: it is in a chunk loaded when a default is first evaluated', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-cel-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const entry = join(dir, 'fn.ts');
+  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`);
+  const out = join(dir, 'out');
+  const files = await bundleFunction(entry, out);
+  const cel = (f: string) => readFileSync(join(out, f), 'utf8').includes('node_modules/@bufbuild/cel/');
+  const atStart = [...loadedAtStart(out, 'fn.mjs')];
+  assert.ok(atStart.length > 1, `fn.mjs imports chunks at start (${atStart.join(', ')})`);
+  assert.deepEqual(atStart.filter(cel), [], 'nothing loaded at start holds the CEL library');
+  assert.ok(files.some((f) => f.endsWith('.mjs') && cel(f)), 'a chunk loaded on demand holds it');
+});
+
 test("a deployed function's stack names the user's file and line: the bundle's source map, read when it throws", async (t) => {
   // Built in a project of its own (the cwd), as `kfn deploy` builds one.
   const project = mkdtempSync(join(tmpdir(), 'kfn-bundle-project-'));

@@ -18,6 +18,7 @@ import { codePath, compiled, repoRoot } from '../cluster/paths.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import type { Kind } from '../functions/sdk/kind.ts';
 import { ruleProblems } from '../functions/sdk/rules.ts';
+import { expressionProblems } from '../functions/sdk/policy-cel.ts';
 import { defaultsAsPolicies, defaultsManifests, mutatingPolicyVersions, type MutatingPolicyVersion } from '../functions/sdk/policies.ts';
 import { UsageError } from './command.ts';
 import { authForAnnotation, functionLabel, functionLabels, secretServes } from '../core/names.ts';
@@ -62,6 +63,9 @@ export async function loadFunction(dir: string): Promise<Reconciler> {
   const kind = reconciler.for as Partial<Kind>;
   const problems = kind.options ? ruleProblems(kind as Kind) : [];
   if (problems.length) throw new UsageError(`kfn: ${entry}: the rules of ${reconciler.for.kind} are not what the apiserver takes:\n  ${problems.join('\n  ')}`, 1);
+  // Declared defaults and guards, likewise (defineReconciler checks their shape, not their CEL).
+  const expressions = expressionProblems(reconciler);
+  if (expressions.length) throw new UsageError(`kfn: ${entry}: ${reconciler.name}'s declared defaults or guards are not CEL:\n  ${expressions.join('\n  ')}`, 1);
   return reconciler;
 }
 

@@ -6,7 +6,7 @@
 //   POST /admission/validate  → allowed, or denied with every problem as "field: message"
 import { isDeepStrictEqual } from 'node:util';
 import type { Reconciler } from './reconciler.ts';
-import { applyDefaults, hasDefaulting } from './policies.ts';
+import { hasDefaulting } from './policies.ts';
 
 /** A problem validate() found: "spec.replicas: must be ≤ 10", or the field and message apart. */
 export type Problem = string | { field: string; message: string };
@@ -112,6 +112,8 @@ export async function admit(reconciler: Reconciler, mode: 'default' | 'validate'
     if (!hasDefaulting(reconciler)) return answer({ allowed: true });
     // The declared defaults first, as the apiserver's policies would have run them; then default().
     const { object: _o, oldObject: _old, ...rest } = request;
+    // Loaded here, not at start: only a function with declared defaults evaluates CEL (policy-cel.ts).
+    const { applyDefaults } = await import('./policy-cel.ts');
     const copy = applyDefaults(reconciler, { operation: request.operation, object: structuredClone(obj) as never, ...(request.oldObject ? { oldObject: request.oldObject as never } : {}), request: rest })!;
     const returned = reconciler.default ? await reconciler.default(copy as never) : undefined;
     const defaulted = (returned ?? copy) as Record<string, unknown>;

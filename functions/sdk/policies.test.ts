@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { functionManifests } from './manifests.ts';
 import { applyDefaults, checkAdmission } from './testing.ts';
 import { defaultsAsPolicies, defaultsManifests, ownWritesPass } from './policies.ts';
+import { expressionProblems } from './policy-cel.ts';
 import { defineReconciler } from './index.ts';
 import { hasWebhooks } from './webhooks.ts';
 import { boxes, Box, defaultCases, guardCases, guarding } from '../../test/support/rules-cases.ts';
@@ -83,7 +84,7 @@ test('applyDefaults: an array index as the apiserver\'s JSON Patch takes it: 0 t
   for (const bad of ['/spec/tags/3', '/spec/tags/-4', '/spec/tags/first']) assert.throws(() => tags(bad), /cannot add \/spec\/tags\/\S+: no index/, bad);
 });
 
-test('a default that cannot be computed refuses the request, as failurePolicy Fail does (Ignore lets it through as it was); a declaration that cannot be one is refused by defineReconciler', () => {
+test('a default that cannot be computed refuses the request, as failurePolicy Fail does (Ignore lets it through as it was); a declaration that cannot be one is refused by defineReconciler, an expression that is not CEL by the check kfn runs when it loads the function', () => {
   const broken = defineReconciler({ name: 'broken', for: Box, reconcile: () => ({}), defaults: [{ set: { '/spec/color': 'object.spec.missing' } }] });
   assert.throws(() => applyDefaults(broken, { operation: 'CREATE', object: box({}) }), /policy 'kfn-broken-boxes\.defaults\.kfn\.test' with binding 'kfn-broken-boxes\.defaults\.kfn\.test' denied request: expression 'object\.spec\.missing' resulted in error: /);
   const lenient = { ...broken, admission: { failurePolicy: 'Ignore' as const } };
@@ -94,9 +95,14 @@ test('a default that cannot be computed refuses the request, as failurePolicy Fa
   const orphan = defineReconciler({ name: 'orphan', for: Box, reconcile: () => ({}), defaults: [{ set: { '/status/phase': "'new'" } }] });
   assert.throws(() => applyDefaults(orphan, { operation: 'CREATE', object: box({}) }), /cannot add \/status\/phase: its parent does not exist/);
   assert.throws(() => defineReconciler({ name: 'bad', for: Box, reconcile: () => ({}), defaults: [{ when: 'object.spec.(', set: { 'spec.size': '1', '/metadata/name': "'x'" } }] }), (err: Error) => {
-    assert.match(err.message, /^bad: defaults\[0\]\.when: `object\.spec\.\(` is not CEL/);
-    assert.match(err.message, /"spec\.size" is not a JSON Pointer/);
+    assert.match(err.message, /^bad: defaults\[0\]\.set: "spec\.size" is not a JSON Pointer/);
     assert.match(err.message, /"\/metadata\/name" is not a JSON Pointer to a field of the object that a default may set/);
     return true;
   });
+  const notCel = defineReconciler({ name: 'notcel', for: Box, reconcile: () => ({}), defaults: [{ when: 'object.spec.(', set: { '/spec/size': "1 +" } }], guards: [{ kind: Box, rules: [{ expression: 'object.spec.size >', messageExpression: "'got ' +" }] }] });
+  assert.deepEqual(
+    expressionProblems(notCel).map((p) => p.replace(/ is not CEL: .*/s, ' is not CEL')),
+    ['defaults[0].when: `object.spec.(` is not CEL', 'defaults[0].set["/spec/size"]: `1 +` is not CEL', 'guards[0].rules[0].expression: `object.spec.size >` is not CEL', "guards[0].rules[0].messageExpression: `'got ' +` is not CEL"],
+  );
+  assert.deepEqual(expressionProblems(orphan), []);
 });

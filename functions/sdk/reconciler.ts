@@ -20,7 +20,7 @@ import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, Live } from './types.ts';
 import type { KindRef } from '../../core/objects.ts';
 import type { Problem } from './admission.ts';
-import { defaultsProblems, type Defaults, type Guard } from './policies.ts';
+import { defaultsShapeProblems, type Defaults, type Guard } from './policies.ts';
 import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
 
@@ -236,7 +236,7 @@ export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(de
     if (use.names.length === 0) throw new Error(`${name}: uses of ${use.kind.kind} gives \`names: []\`, which allows no object; leave names out to allow every ${use.kind.kind}`);
     if (refused.length) throw new Error(`${name}: uses of ${use.kind.kind} limits ${refused.join(', ')} to names, which RBAC cannot do (a ${refused[0]} names no one object); declare ${refused.join(', ')} in a separate entry without names`);
   }
-  const problems = defaultsProblems(definition.defaults ?? []);
+  const problems = defaultsShapeProblems(definition.defaults ?? []);
   if (problems.length) throw new Error(`${name}: ${problems.join('; ')}`);
   return { ...definition, name, fieldManager: fieldManagerName(name), finalizer: definition.finalize ? finalizerName(name) : undefined };
 }

@@ -31,7 +31,7 @@ import type { Reconciler } from './reconciler.ts';
 import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
 import { checkRules } from './rules.ts';
-import { applyDefaults, checkAdmission } from './policies.ts';
+import { applyDefaults, checkAdmission } from './policy-cel.ts';
 
 export { applyDefaults, checkAdmission, checkRules, labelSelectorMatches };
 import { receivedFrom } from './replay.ts';
