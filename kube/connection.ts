@@ -221,7 +221,8 @@ export function connectionFromKubeconfig(path: string, transport?: TransportFact
 function currentContext(text: string, path: string) {
   let doc: KubeconfigFile;
   try {
-    doc = parse(text) as KubeconfigFile;
+    // A kubeconfig kfn resolved is JSON (kubeconfig.ts): read without the YAML parser, which is slow on its first call.
+    doc = (text.trimStart().startsWith('{') ? JSON.parse(text) : parse(text)) as KubeconfigFile;
     if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);

@@ -104,11 +104,11 @@ test('--context picks a context; the namespace comes from -n, else the context, 
   assert.throws(() => resolveKubeconfig({ context: 'staging' }, s.env), /context "staging" is not in ~\/\.kube\/config \(its contexts: dev, prod\)/);
 });
 
-test('the chosen context alone, with every file it names made absolute, so that it works from anywhere', (t) => {
+test('the chosen context alone, with every file it names made absolute, so that it works from anywhere; as JSON, which reads without the YAML parser', (t) => {
   const s = scratch(t);
   writeFileSync(join(s.dir, 'ca.crt'), 'CA');
   const path = s.write(join(s.dir, 'config'), { current: 'k', contexts: { k: { cluster: 'k', user: 'u' }, other: { cluster: 'k' } }, clusters: { k: { server: 'https://k.example:6443', 'certificate-authority': 'ca.crt' } }, users: { u: { tokenFile: 'token', exec: { command: './bin/plugin', args: [] } } } });
-  const doc = parse(resolveKubeconfig({ kubeconfig: path }, s.env).kubeconfig) as { contexts: unknown[]; clusters: { cluster: Record<string, string> }[]; users: { user: { tokenFile: string; exec: { command: string } } }[]; 'current-context': string };
+  const doc = JSON.parse(resolveKubeconfig({ kubeconfig: path }, s.env).kubeconfig) as { contexts: unknown[]; clusters: { cluster: Record<string, string> }[]; users: { user: { tokenFile: string; exec: { command: string } } }[]; 'current-context': string };
   assert.equal(doc.contexts.length, 1);
   assert.equal(doc['current-context'], 'k');
   assert.equal(doc.clusters[0]!.cluster['certificate-authority'], join(s.dir, 'ca.crt'));
@@ -142,6 +142,7 @@ test('with no kubeconfig anywhere: in-cluster when a ServiceAccount is mounted, 
   assert.equal(inCluster.namespace, 'kfn-system');
   assert.equal(inCluster.context, undefined);
   assert.deepEqual(inCluster.files, []);
+  assert.equal((JSON.parse(inCluster.kubeconfig) as { users: { user: { tokenFile: string } }[] }).users[0]!.user.tokenFile, join(s.env.serviceAccountDir, 'token'), 'the in-cluster kubeconfig is JSON too: a function cold start reads no YAML');
   // A kubeconfig, when there is one, still comes first.
   s.write(s.homeConfig, one('https://home.example:6443'));
   assert.equal(resolveKubeconfig({}, s.env).via, '~/.kube/config');
