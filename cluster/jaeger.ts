@@ -15,7 +15,7 @@ function jaegerSpec(): BuildSpec {
   return {
     label: `jaeger-${version}`,
     title: 'Jaeger',
-    intro: [`Jaeger (module ${version}, the v2 binary)`, 'A first build downloads about 0.8 GiB of Go modules and takes about 6 minutes on 2 cores.'],
+    intro: [`Jaeger (module ${version}, the v2 binary)`, 'A first build downloads about 0.8 GiB of Go modules and takes about 4 minutes on 2 cores.'],
     moduleDirs: [jaegerModuleDir],
     inputs: [goMod, join(jaegerModuleDir, 'go.sum')],
     steps: [{ name: 'jaeger', pkg: 'github.com/jaegertracing/jaeger/cmd/jaeger', moduleDir: jaegerModuleDir, ldflags: '-s -w' }],
