@@ -79,7 +79,7 @@ const simpleUsage: Record<string, string> = {
     'Usage: kfn cluster registry [--auth]',
     '',
     "Starts the running cluster's OCI registry (CNCF Distribution, built from its Go module on first",
-    "use, about 2 minutes) on the node's address on the pod network, so the host, the node's",
+    "use, about a minute) on the node's address on the pod network, so the host, the node's",
     'containerd (plain HTTP for that address only) and pods reach it at one name; prints that',
     'name (host:port). Its storage is in the cluster\'s state directory. Push to it with',
     '`kfn image push --registry local` or `kfn deploy --registry local`.',

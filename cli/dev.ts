@@ -25,7 +25,7 @@ import { createApp } from '../functions/sdk/app.ts';
 import { clusterFlags, clusterFlagsUsage, localClusterFlag, parseCommandArgs, parsePort, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster, writeClusterKubeconfig } from './cluster-choice.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
-import { applyFunction, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry, servedMutatingPolicies } from './functions.ts';
+import { applyFunction, checkExpressions, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry, servedMutatingPolicies } from './functions.ts';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { isReconcilerObject } from '../core/reconciler-spec.ts';
@@ -56,6 +56,7 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 const bundleDir = join(workRoot, 'dev', 'bundles');
+let bundleAttempts = 0;
 
 /** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
 async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
@@ -63,7 +64,9 @@ async function loadBundle(dir: string, name: string, version: number): Promise<{
   // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
   const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
   mkdirSync(bundleDir, { recursive: true });
-  const file = join(bundleDir, `${name}.${version}.mjs`);
+  // A name of its own for each attempt: Node keeps every module it imported by its URL, so a
+  // second attempt at a version under the same name would get the first (the one refused).
+  const file = join(bundleDir, `${name}.${version}.${++bundleAttempts}.mjs`);
   writeFileSync(file, out.outputFiles[0]!.text);
   let mod: { default?: Reconciler };
   try {
@@ -73,7 +76,9 @@ async function loadBundle(dir: string, name: string, version: number): Promise<{
   } finally {
     rmSync(file, { force: true });
   }
-  return { reconciler: defaultReconciler(mod, entry), inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
+  const reconciler = defaultReconciler(mod, entry);
+  checkExpressions(reconciler, entry);
+  return { reconciler, inputs: new Set(Object.keys(out.metafile.inputs).map((i) => resolve(process.cwd(), i))) };
 }
 
 /** Why a function does not build or load, said where (cli/load-errors.ts), as kfn serve says it. */

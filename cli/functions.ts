@@ -59,14 +59,22 @@ export async function loadFunction(dir: string): Promise<Reconciler> {
     throw new UsageError(`kfn: ${dir} does not load\n${await describeLoadError(err, entry)}`, 1);
   }
   const reconciler = defaultReconciler(mod, entry);
-  // Rules that are not CEL: said here, with the file, not by the apiserver at deploy time.
+  checkExpressions(reconciler, entry);
+  return reconciler;
+}
+
+/**
+ * Refuses, with the file, a function whose CEL the apiserver would not take: its kind's rules,
+ * its declared defaults (defineReconciler checks their shape, not their CEL, so that a function's
+ * start does not load the CEL library). Every command that loads a function runs it: this
+ * module's loadFunction, and kfn dev's loader at each save.
+ */
+export function checkExpressions(reconciler: Reconciler, entry: string): void {
   const kind = reconciler.for as Partial<Kind>;
   const problems = kind.options ? ruleProblems(kind as Kind) : [];
   if (problems.length) throw new UsageError(`kfn: ${entry}: the rules of ${reconciler.for.kind} are not what the apiserver takes:\n  ${problems.join('\n  ')}`, 1);
-  // Declared defaults and guards, likewise (defineReconciler checks their shape, not their CEL).
   const expressions = expressionProblems(reconciler);
-  if (expressions.length) throw new UsageError(`kfn: ${entry}: ${reconciler.name}'s declared defaults or guards are not CEL:\n  ${expressions.join('\n  ')}`, 1);
-  return reconciler;
+  if (expressions.length) throw new UsageError(`kfn: ${entry}: ${reconciler.name}'s declared defaults are not CEL:\n  ${expressions.join('\n  ')}`, 1);
 }
 
 /**

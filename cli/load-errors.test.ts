@@ -111,12 +111,12 @@ test('a rule that is not CEL is refused when the function loads, with its file a
   });
 });
 
-test('declared defaults or guards that are not CEL are refused when the function loads, with its file and the place of each', async () => {
+test('declared defaults that are not CEL are refused when the function loads, with its file and the place of each', async () => {
   const entry = folder('baddefaults', {
-    'index.ts': `import { defineKind, defineReconciler, t } from '${sdk}';\nexport const Thing = defineKind({\n  group: 'demo.example.com', version: 'v1', kind: 'Thing',\n  spec: t.Object({ n: t.Integer() }),\n  status: t.Object({}),\n});\nexport default defineReconciler({ name: 'thing', for: Thing, reconcile: () => ({}), defaults: [{ set: { '/spec/n': '1 +' } }], guards: [{ kind: Thing, rules: [{ expression: 'object.spec.n >' }] }] });\n`,
+    'index.ts': `import { defineKind, defineReconciler, t } from '${sdk}';\nexport const Thing = defineKind({\n  group: 'demo.example.com', version: 'v1', kind: 'Thing',\n  spec: t.Object({ n: t.Integer() }),\n  status: t.Object({}),\n});\nexport default defineReconciler({ name: 'thing', for: Thing, reconcile: () => ({}), defaults: [{ set: { '/spec/n': '1 +' }, when: 'object.spec.n >' }] });\n`,
   });
   await assert.rejects(loadFunction(join(entry, '..')), (err: Error) => {
-    assert.match(err.message, new RegExp(`^kfn: ${root}/baddefaults/index\\.ts: thing's declared defaults or guards are not CEL:\n  defaults\\[0\\]\\.set\\["/spec/n"\\]: \`1 \\+\` is not CEL: .+\n  guards\\[0\\]\\.rules\\[0\\]\\.expression: \`object\\.spec\\.n >\` is not CEL`));
+    assert.match(err.message, new RegExp(`^kfn: ${root}/baddefaults/index\\.ts: thing's declared defaults are not CEL:\n  defaults\\[0\\]\\.when: \`object\\.spec\\.n >\` is not CEL: .+\n  defaults\\[0\\]\\.set\\["/spec/n"\\]: \`1 \\+\` is not CEL`));
     return true;
   });
 });

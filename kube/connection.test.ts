@@ -51,6 +51,16 @@ test('an exec credential plugin (as EKS, GKE and AKS use) gives the token; a fai
   await assert.rejects(async () => broken.headers(), /kubeconfig .*config: the credential plugin of user u failed: /);
 });
 
+test('a kubeconfig in JSON reads as one in YAML, and so does one in YAML flow style, which also starts with a brace', (t) => {
+  const path = kubeconfig(t, { token: 'abc' });
+  const doc = { apiVersion: 'v1', kind: 'Config', 'current-context': 'c', contexts: [{ name: 'c', context: { cluster: 'k', user: 'u' } }], clusters: [{ name: 'k', cluster: { server: 'https://127.0.0.1:6443' } }], users: [{ name: 'u', user: { token: 'abc' } }] };
+  writeFileSync(path, JSON.stringify(doc));
+  assert.deepEqual(connectionFromKubeconfig(path).headers(), { Authorization: 'Bearer abc' });
+  writeFileSync(path, stringify(doc, { collectionStyle: 'flow' }));
+  assert.match(readFileSync(path, 'utf8'), /^\{\s*apiVersion: v1,/);
+  assert.deepEqual(connectionFromKubeconfig(path).headers(), { Authorization: 'Bearer abc' });
+});
+
 test('missing files and contexts are clear errors', (t) => {
   assert.throws(() => connectionFromKubeconfig('/nonexistent/kubeconfig'), /cannot read kubeconfig \/nonexistent\/kubeconfig/);
   const path = kubeconfig(t, { token: 'x' }, { 'certificate-authority-data': Buffer.from('CA').toString('base64') });

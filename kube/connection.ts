@@ -217,12 +217,26 @@ export function connectionFromKubeconfig(path: string, transport?: TransportFact
   return connectionFromKubeconfigText(text, path, dirname(path), transport);
 }
 
+/**
+ * A kubeconfig kfn resolved is JSON (kubeconfig.ts), read without the YAML parser, which is slow
+ * on its first call; anything else, or text that only starts like JSON (YAML's flow style), as YAML.
+ */
+function parseKubeconfigText(text: string): KubeconfigFile {
+  if (text.trimStart().startsWith('{')) {
+    try {
+      return JSON.parse(text) as KubeconfigFile;
+    } catch {
+      // YAML in flow style: below.
+    }
+  }
+  return parse(text) as KubeconfigFile;
+}
+
 /** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
 function currentContext(text: string, path: string) {
   let doc: KubeconfigFile;
   try {
-    // A kubeconfig kfn resolved is JSON (kubeconfig.ts): read without the YAML parser, which is slow on its first call.
-    doc = (text.trimStart().startsWith('{') ? JSON.parse(text) : parse(text)) as KubeconfigFile;
+    doc = parseKubeconfigText(text);
     if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);

@@ -91,6 +91,13 @@ describe('kfn dev', { concurrency: true }, () => {
     assert.equal(s.dev.functions()[0]!.version, 2);
     s.fn.edit('    replicas: 2,,', '    replicas: 2,');
     await waitFor('version 3 after the fix', async () => s.dev.functions()[0]!.version === 3 && !s.dev.functions()[0]!.loadError);
+    // A declared default that is not CEL: refused on reload as kfn deploy refuses it, and version 3 stays.
+    s.fn.edit("  name: 'myweb',", "  name: 'myweb',\n  defaults: [{ set: { '/spec/pageContentHtml': \"'<h1>' +\" } }],");
+    const notCel = await waitFor('the declared default refused', async () => s.dev.functions()[0]!.loadError);
+    assert.match(notCel, /myweb's declared defaults are not CEL:\n {2}defaults\[0\]\.set\["\/spec\/pageContentHtml"\]: `'<h1>' \+` is not CEL/);
+    assert.equal(s.dev.functions()[0]!.version, 3);
+    s.fn.edit("\n  defaults: [{ set: { '/spec/pageContentHtml': \"'<h1>' +\" } }],", '');
+    await waitFor('version 4 after the fix', async () => s.dev.functions()[0]!.version === 4 && !s.dev.functions()[0]!.loadError);
     await waitFor('the records file', async () => readFileSync(s.records, 'utf8').includes(created.id));
 
     // Offline: the created record, replayed with today's code (2 replicas), differs in that field only.
