@@ -15,11 +15,15 @@ import { encodeReconcileEvent } from '../core/event.ts';
 import { freePort } from '../test/support/bridge.ts';
 import { bundleFunction, hostBundle } from './bundle.ts';
 
+/** MyWeb's entry as its container runs it (cli/bundle.ts functionBundle writes the same). */
+const writeMyWebContainerEntry = (entry: string) =>
+  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`);
+
 test('a function bundle leaves @kubernetes/client-node to a chunk loaded on demand', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const entry = join(dir, 'fn.ts');
-  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`);
+  writeMyWebContainerEntry(entry);
   const files = await bundleFunction(entry, join(dir, 'out'));
   assert.ok(files.includes('fn.mjs'), `the entry is fn.mjs (${files.join(', ')})`);
   const entrySize = statSync(join(dir, 'out', 'fn.mjs')).size;
@@ -42,7 +46,7 @@ test('a function that declares no defaults starts without the CEL library: it is
   const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-cel-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const entry = join(dir, 'fn.ts');
-  writeFileSync(entry, `import reconciler from ${JSON.stringify(join(repoRoot, 'functions', 'myweb', 'index.ts'))};\nimport { runInContainer } from ${JSON.stringify(join(repoRoot, 'functions', 'sdk', 'node', 'index.ts'))};\nawait runInContainer(reconciler);\n`);
+  writeMyWebContainerEntry(entry);
   const out = join(dir, 'out');
   const files = await bundleFunction(entry, out);
   const cel = (f: string) => readFileSync(join(out, f), 'utf8').includes('node_modules/@bufbuild/cel/');

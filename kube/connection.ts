@@ -19,9 +19,8 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { parse } from 'yaml';
 import { ClusterUnavailable, credentialsUnreadable, explainingConnection } from './cluster-failures.ts';
-import { resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
+import { parseKubeconfig, resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
 
 /** One HTTP request to the apiserver, as a transport sends it. */
 export interface HttpRequest {
@@ -217,26 +216,11 @@ export function connectionFromKubeconfig(path: string, transport?: TransportFact
   return connectionFromKubeconfigText(text, path, dirname(path), transport);
 }
 
-/**
- * A kubeconfig kfn resolved is JSON (kubeconfig.ts), read without the YAML parser, which is slow
- * on its first call; anything else, or text that only starts like JSON (YAML's flow style), as YAML.
- */
-function parseKubeconfigText(text: string): KubeconfigFile {
-  if (text.trimStart().startsWith('{')) {
-    try {
-      return JSON.parse(text) as KubeconfigFile;
-    } catch {
-      // YAML in flow style: below.
-    }
-  }
-  return parse(text) as KubeconfigFile;
-}
-
 /** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
 function currentContext(text: string, path: string) {
   let doc: KubeconfigFile;
   try {
-    doc = parseKubeconfigText(text);
+    doc = parseKubeconfig(text) as KubeconfigFile;
     if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);

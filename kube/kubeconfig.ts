@@ -90,10 +90,26 @@ export function homePath(path: string, home = homedir()): string {
   return path === home || path.startsWith(`${home}/`) ? `~${path.slice(home.length)}` : path;
 }
 
+/**
+ * A kubeconfig's text as a document. One kfn wrote (a resolved kubeconfig, kubeconfigText below)
+ * is JSON, read without the YAML parser, which is slow on its first call; anything else, and text
+ * that only starts like JSON (YAML's flow style), as YAML.
+ */
+export function parseKubeconfig(text: string): unknown {
+  if (text.trimStart().startsWith('{')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      // YAML in flow style: below.
+    }
+  }
+  return parse(text);
+}
+
 function readKubeconfig(file: string, into: MergedKubeconfig): void {
   let doc: unknown;
   try {
-    doc = parse(readFileSync(file, 'utf8'));
+    doc = parseKubeconfig(readFileSync(file, 'utf8'));
   } catch (err) {
     throw new Error(`cannot read kubeconfig ${file}: ${(err as Error).message}`);
   }
@@ -191,7 +207,7 @@ function notInCluster(e: KubeconfigEnvironment): string {
 
 /**
  * A resolved kubeconfig's text: JSON, which is YAML too (kubectl and every client read it), and
- * which the connection reads with JSON.parse. The YAML library's first parse and stringify cost
+ * which parseKubeconfig reads with JSON.parse. The YAML library's first parse and stringify cost
  * a cold function about 25 ms of its first reconcile; in a pod, no YAML is read at all.
  */
 const kubeconfigText = (doc: Record<string, unknown>) => `${JSON.stringify(doc, null, 2)}\n`;
