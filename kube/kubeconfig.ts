@@ -206,11 +206,12 @@ function notInCluster(e: KubeconfigEnvironment): string {
 }
 
 /**
- * A resolved kubeconfig's text: JSON, which is YAML too (kubectl and every client read it), and
- * which parseKubeconfig reads with JSON.parse. The YAML library's first parse and stringify cost
- * a cold function about 25 ms of its first reconcile; in a pod, no YAML is read at all.
+ * The text of a kubeconfig kfn writes (a resolved one, a ServiceAccount's): JSON, which is YAML
+ * too (kubectl and every client read it), and which parseKubeconfig reads with JSON.parse. The
+ * YAML library's first parse and stringify cost a cold function about 25 ms of its first
+ * reconcile; in a pod, no YAML is read at all.
  */
-const kubeconfigText = (doc: Record<string, unknown>) => `${JSON.stringify(doc, null, 2)}\n`;
+export const kubeconfigText = (doc: Record<string, unknown>) => `${JSON.stringify(doc, null, 2)}\n`;
 
 /** A pod's own identity: its ServiceAccount token (re-read as it rotates) and the cluster CA, as a kubeconfig. */
 function inClusterChoice(selection: ClusterSelection, e: KubeconfigEnvironment): KubeconfigChoice | undefined {

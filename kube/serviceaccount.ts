@@ -2,9 +2,9 @@
 // a TokenRequest for any ServiceAccount, and a kubeconfig that uses that token.
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { stringify } from 'yaml';
 import { ApiError, type KubeApi } from './api.ts';
 import { kubeconfigCluster } from './connection.ts';
+import { kubeconfigText } from './kubeconfig.ts';
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -41,14 +41,14 @@ export async function requestServiceAccountToken(api: KubeApi, ref: ServiceAccou
 }
 
 /**
- * A kubeconfig (YAML) for the current cluster of the kubeconfig at `basePath` that
+ * A kubeconfig (JSON text, kubeconfigText) for the current cluster of the kubeconfig at `basePath` that
  * authenticates with `token` only. The cluster's CA is written inline (read from its file if
  * the base names one), so the result works wherever it is put.
  */
 export function kubeconfigForToken(basePath: string, token: string, user = 'serviceaccount'): string {
   const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(readFileSync(basePath, 'utf8'), basePath, dirname(basePath));
   const cluster = { server, ...(ca ? { 'certificate-authority-data': Buffer.from(ca).toString('base64') } : {}), ...(insecureSkipTlsVerify ? { 'insecure-skip-tls-verify': true } : {}) };
-  return stringify({
+  return kubeconfigText({
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [{ name: 'kfn', cluster }],
