@@ -54,3 +54,14 @@ test('the fleet at rest is a panel of its own: memory to scale, each side beside
   assert.deepEqual(bars.map((b) => [b.contender, b.value]), [['controller-runtime', 400], ['kfn', 200]]);
   assert.match(bars[1]!.text!, /200 MiB {2}0\.50× {2}2\.00 CPU s {2}9\.5 pods/);
 });
+
+test('P5 shows the Lambda cold starts beside a bare handler and bare Hono, when the run measured them', () => {
+  const coldStart = { kfn: [200], hono: [100], operator: [240] };
+  const without = comparePanels({ ...result, coldStart }).find((p) => p.title.startsWith('P5'))!;
+  assert.equal(without.bars.length, 3);
+  const panel = comparePanels({ ...result, coldStart: { ...coldStart, lambda: { kfn: [300, 330, 320], bare: [150, 160, 170], hono: [180, 190, 200] } } }).find((p) => p.title.startsWith('P5'))!;
+  const lambda = panel.bars.slice(3);
+  assert.match((lambda[0] as { gap: string }).gap, /on Lambda/);
+  assert.deepEqual((lambda.slice(1) as Bar[]).map((b) => [b.label.trim(), b.value]), [['kfn function', 320], ['bare handler', 160], ['bare Hono', 190]]);
+  assert.match((lambda[1] as Bar).text!, /320 ms {2}2\.00× bare handler/);
+});

@@ -104,6 +104,17 @@ const fixed = (n: number, digits = 1) => n.toFixed(digits);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? 0;
 
 /** The panels of a `bench:compare` result (its JSON), for the parts it measured. */
+/** P5 on Lambda: a new environment → its first invocation answered, kfn beside a bare handler and bare Hono. */
+function lambdaBars(l: { kfn: number[]; bare: number[]; hono: number[] }): Panel['bars'] {
+  const [k, b, h] = [median(l.kfn), median(l.bare), median(l.hono)];
+  return [
+    { gap: 'on Lambda (new environment -> first invocation answered)' },
+    { label: '  kfn function', value: k, text: `${fixed(k, 0)} ms  ${fixed(k / b, 2)}× bare handler`, contender: 'kfn' },
+    { label: '  bare handler', value: b, text: `${fixed(b, 0)} ms`, contender: 'bare Hono' },
+    { label: '  bare Hono', value: h, text: `${fixed(h, 0)} ms`, contender: 'bare Hono' },
+  ];
+}
+
 export function comparePanels(results: Record<string, unknown>): Panel[] {
   const panels: Panel[] = [];
   const conv = results.convergence as { contender: string; concurrency: number; seconds: number; readsPerObject: number; idle?: { reads: number; writes: number } }[] | undefined;
@@ -147,7 +158,7 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
     }
     panels.push({ title: 'P4 resident memory (MiB; smaller is better)', bars });
   }
-  const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[] } | undefined;
+  const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] } } | undefined;
   if (cold) {
     const [k, h, o] = [median(cold.kfn), median(cold.hono), median(cold.operator)];
     const v1 = cold.kfnContract1?.length ? median(cold.kfnContract1) : undefined;
@@ -158,6 +169,7 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
         ...(v1 !== undefined ? [{ label: '  contract-1 event', value: v1, text: `${fixed(v1, 0)} ms  ${fixed(v1 / h, 2)}× Hono`, contender: 'kfn' as const }] : []),
         { label: 'bare Hono', value: h, text: `${fixed(h, 0)} ms`, contender: 'bare Hono' },
         { label: 'Go operator', value: o, text: `${fixed(o, 0)} ms`, contender: 'controller-runtime' },
+        ...(cold.lambda ? lambdaBars(cold.lambda) : []),
       ],
     });
   }

@@ -9,7 +9,8 @@
 //   P3 idle         apiserver requests by each contender over one resync period of N idle MyWebs.
 //   P5 cold start   process start → first reconcile answered: kfn's function (its deployment
 //                   bundle) vs a bare Hono server (bundled the same way) vs the Go operator's
-//                   start → first reconcile.
+//                   start → first reconcile; and on Lambda (aws-lambda-ric, a new environment →
+//                   first invocation answered), kfn's package vs a bare handler and bare Hono.
 //   P6 relists      K watched objects: deliveries after an apiserver restart, and after changes
 //                   made while kfn's bridge and the adapter were frozen, then 410 Gone.
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
@@ -34,7 +35,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,6 +62,8 @@ import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
 import { fleetAtRest, fleetCleanup, type FleetSide } from './fleet.ts';
+import { buildLambdaPackage } from '../../cli/build.ts';
+import { startLambda, unzipPackage, type LocalLambda } from '../support/lambda.ts';
 
 const { values } = parseArgs({
   options: {
@@ -294,7 +297,7 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
 const coldRuns = Number(values['cold-starts']);
 
 /** Bundles `source` as a function image's bundle is made (cli/bundle.ts) and returns its entry. */
-async function bundleEntry(name: string, source: string): Promise<string> {
+async function bundleEntry(name: string, source: string, target?: string): Promise<string> {
   const work = join(dir, `bundle-${name}`);
   mkdirSync(work, { recursive: true });
   // Beside the repository's node_modules, so that packages resolve as they do for a function.
@@ -302,7 +305,7 @@ async function bundleEntry(name: string, source: string): Promise<string> {
   mkdirSync(join(repoRoot, '.kfn', 'build'), { recursive: true });
   writeFileSync(entry, source);
   try {
-    await bundleFunction(entry, work);
+    await bundleFunction(entry, work, target);
   } finally {
     rmSync(entry, { force: true });
   }
@@ -366,7 +369,7 @@ async function contract2Event(ns: string, name: string, last: ReconcileResponse 
 /** The generation each child had when the bench last looked (the bridge's baseline, as far as the bench can tell). */
 const coldGenerations = new Map<string, number>();
 
-async function coldStart(): Promise<{ kfn: number[]; kfnContract1: number[]; kfnListening: number[]; hono: number[]; operator: number[] }> {
+async function coldStart(): Promise<{ kfn: number[]; kfnContract1: number[]; kfnListening: number[]; hono: number[]; operator: number[]; lambda: { kfn: number[]; bare: number[]; hono: number[] } }> {
   const ns = await createNamespace('kfn-compare-cold');
   await api.request('POST', webs(ns), { body: web('cold', 30999) });
   const secret = 'bench-cold-start';
@@ -413,7 +416,54 @@ async function coldStart(): Promise<{ kfn: number[]; kfnContract1: number[]; kfn
     await stop(op);
   }
   log(`P5 median: kfn function ${percentile(result.kfn, 50).toFixed(0)} ms, bare Hono ${percentile(result.hono, 50).toFixed(0)} ms, Go operator ${percentile(result.operator, 50).toFixed(0)} ms`);
+  const lambda = await lambdaColdStart(ns, fnKubeconfig, secret);
   await deleteNamespace(ns);
+  return { ...result, lambda };
+}
+
+/**
+ * P5 on Lambda: a new execution environment each time (aws-lambda-ric under the local Lambda of
+ * test/support/lambda.ts), the clock running from the request sent to its Function URL until the
+ * answer: the runtime client's start, the handler module's import, the first invocation. kfn's
+ * package as `kfn build` makes it, answering the contract-2 event P5 sends above, against a bare
+ * handler and a bare Hono app under Hono's Lambda adapter, both bundled as kfn's is (esbuild,
+ * node22, one module and its chunks).
+ */
+async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string): Promise<{ kfn: number[]; bare: number[]; hono: number[] }> {
+  const pkg = await buildLambdaPackage(join(repoRoot, 'functions', 'myweb'), join(dir, 'lambda'));
+  const kfnTask = join(dir, 'lambda', 'task');
+  unzipPackage(pkg.zip, kfnTask);
+  const bare = await bundleEntry('lambda-bare', "export const handler = async () => ({ statusCode: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ result: 'done', changes: [] }) });\n", 'node22');
+  const hono = await bundleEntry('lambda-hono', "import { Hono } from 'hono';\nimport { handle } from 'hono/aws-lambda';\nconst app = new Hono();\napp.post('/', (c) => c.json({ result: 'done', changes: [] }));\nexport const handler = handle(app);\n", 'node22');
+  const handlerOf = (file: string) => `${basename(file, '.mjs')}.handler`;
+  const lambdas = {
+    kfn: await startLambda({ codeDir: kfnTask, env: { KFN_AUTH_SECRET: secret, KFN_KUBECONFIG: readFileSync(fnKubeconfig, 'utf8') }, functionName: 'kfn-fn-myweb', concurrency: 1 }),
+    bare: await startLambda({ codeDir: dirname(bare), handler: handlerOf(bare), functionName: 'bare', concurrency: 1 }),
+    hono: await startLambda({ codeDir: dirname(hono), handler: handlerOf(hono), functionName: 'bare-hono', concurrency: 1 }),
+  };
+  cleanups.push(() => Promise.all(Object.values(lambdas).map((l) => l.stop())).then(() => undefined));
+  const result = { kfn: [] as number[], bare: [] as number[], hono: [] as number[] };
+  let last: ReconcileResponse | undefined;
+  const cold = async (lambda: LocalLambda, send: () => Promise<boolean>): Promise<number> => {
+    await lambda.freeze();
+    const started = now();
+    if (!(await send())) throw new Error(`the Lambda did not answer its first invocation as expected:\n${lambda.logs().slice(-2000)}`);
+    return now() - started;
+  };
+  const post = async (lambda: LocalLambda) => (await fetch(lambda.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).ok;
+  for (let i = 0; i < coldRuns; i++) {
+    const event = await contract2Event(ns, 'cold', last);
+    result.kfn.push(await cold(lambdas.kfn, async () => {
+      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
+      const r = await sendReconcileEvent({ url: lambdas.kfn.url, message, credentials: { kind: 'hmac', secret }, timeoutMs: 30_000 });
+      if (r.outcome.kind === 'done' || r.outcome.kind === 'requeue') last = r.outcome.response;
+      return r.outcome.kind === 'done' || r.outcome.kind === 'requeue';
+    }));
+    result.bare.push(await cold(lambdas.bare, () => post(lambdas.bare)));
+    result.hono.push(await cold(lambdas.hono, () => post(lambdas.hono)));
+  }
+  for (const l of Object.values(lambdas)) await l.stop();
+  log(`P5 on Lambda, median: kfn ${percentile(result.kfn, 50).toFixed(0)} ms, bare handler ${percentile(result.bare, 50).toFixed(0)} ms, bare Hono ${percentile(result.hono, 50).toFixed(0)} ms`);
   return result;
 }
 
@@ -903,13 +953,17 @@ if (lat) {
   }
   say(`  at start (1,000 existing objects): kfn delivered ${lat.initialDeliveries.kfn}, ApiServerSource ${lat.initialDeliveries.adapter}`);
 }
-const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; kfnListening: number[]; hono: number[]; operator: number[] } | undefined;
+const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; kfnListening: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] } } | undefined;
 if (cold) {
   say();
   say(`P5 cold start, process start → first reconcile answered (median of ${coldRuns}, ms)`);
   const [k, h, o] = [percentile(cold.kfn, 50), percentile(cold.hono, 50), percentile(cold.operator, 50)];
   const v1 = cold.kfnContract1?.length ? `   (a contract-1 event, which it reads for: ${percentile(cold.kfnContract1, 50).toFixed(0)}, ${x(percentile(cold.kfnContract1, 50), h)})` : '';
   say(`  kfn function ${k.toFixed(0)} (answering /healthz: ${percentile(cold.kfnListening, 50).toFixed(0)})   bare Hono ${h.toFixed(0)}   Go operator (to its first reconcile) ${o.toFixed(0)}   kfn / Hono ${x(k, h)} (goal ≤ 1.5×)${v1}`);
+  if (cold.lambda) {
+    const [lk, lb, lh] = [percentile(cold.lambda.kfn, 50), percentile(cold.lambda.bare, 50), percentile(cold.lambda.hono, 50)];
+    say(`  on Lambda (new environment → first invocation answered): kfn ${lk.toFixed(0)}   bare handler ${lb.toFixed(0)}   bare Hono ${lh.toFixed(0)}   kfn / bare handler ${x(lk, lb)}, / bare Hono ${x(lk, lh)}`);
+  }
 }
 const mem = results.memory as { objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[] | undefined;
 if (mem) {
