@@ -75,6 +75,33 @@ test('appending does not write on the caller\'s turn; lines come out in order, i
   assert.equal(readFileSync(path, 'utf8').match(/id-100"/g)?.length, 1, 'written once');
 });
 
+test('writes go through one open file while it is held; a journal removed from outside comes back once the hold is over', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  let clock = 0;
+  const j = new Journal(path, { holdMs: 1000, now: () => clock });
+  const fds = () => readdirSync('/proc/self/fd').length;
+  const before = fds();
+  j.append(entry(0));
+  await j.flush();
+  const held = fds();
+  assert.equal(held, before + 1, 'the journal holds its file open after a write');
+  for (let i = 1; i <= 5; i++) {
+    clock += 100;
+    j.append(entry(i));
+    await j.flush();
+    assert.equal(fds(), held, 'the same file stays open between writes (no open and close per write)');
+  }
+  assert.equal(readFileSync(path, 'utf8').trim().split('\n').length, 6);
+  rmSync(path); // as someone cleaning up might
+  clock += 1000;
+  j.append(entry(6));
+  await j.flush();
+  assert.match(readFileSync(path, 'utf8'), /"id":"id-6"/, 'past the hold, the journal opens its path again');
+  assert.equal(fds(), held, 'the old file closed when the new one opened');
+});
+
 /**
  * A directory that cannot be written: a read-only tmpfs as root (who may write anywhere else),
  * or mode 0555 for anyone else. Made read-only by `lock()`, writable again by `unlock()`.
@@ -108,7 +135,9 @@ test('a read-only directory: rotation and writes fail without an unhandled rejec
   const unhandled = rejections(t);
   const { dir, lock, unlock } = lockableDir(t);
   const problems: string[] = [];
-  const j = new Journal(join(dir, 'j.jsonl'), { maxBytes: 600, onProblem: (p) => problems.push(p) });
+  // No hold: each write opens the path and closes it, so the volume can be made read-only between
+  // writes (a remount refuses while a file on it is open for writing).
+  const j = new Journal(join(dir, 'j.jsonl'), { maxBytes: 600, holdMs: 0, onProblem: (p) => problems.push(p) });
   for (let i = 0; i < 3; i++) j.append(entry(i));
   await j.flush();
   lock();

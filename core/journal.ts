@@ -4,14 +4,16 @@
 // wherever they appear.
 //
 // Writing is off the delivery path: `append` only queues the line; the lines queued meanwhile
-// are written together by one asynchronous append, in order. What is still queued when the
-// process exits is written synchronously then, so an exit loses nothing (a SIGKILL may lose
-// the last lines, as it would any buffered log).
+// are written together by one asynchronous write, in order, to the file held open for up to a
+// second (`holdMs`): opening and closing it for every write was a tenth of a busy bridge's CPU.
+// Past the hold the path is opened again, so a journal removed or replaced from outside comes
+// back within a second. What is still queued when the process exits is written synchronously
+// then, so an exit loses nothing (a SIGKILL may lose the last lines, as it would any buffered log).
 //
 // A journal never stops what it records: a volume that is read-only, full or broken costs
 // lines (counted in `failures` and `dropped`, reported through onProblem), never an exception.
 import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { appendFile } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Observation } from './event.ts';
 import type { DeliveryOutcome, ReconcileResponse } from './response.ts';
@@ -53,6 +55,10 @@ export interface JournalOptions {
    * per episode, not per line; a success ends the episode. Default: a process warning.
    */
   onProblem?: (problem: string) => void;
+  /** How long the file stays open for further writes before its path is opened again (default 1000 ms). */
+  holdMs?: number;
+  /** The clock the hold is measured on (default performance.now). */
+  now?: () => number;
 }
 
 const secretFields = new Set(['data', 'stringData', 'binaryData']);
@@ -89,6 +95,12 @@ export class Journal<T extends object = JournalEntry> {
   private dropping = false;
   private readonly rotates: boolean;
   private readonly redacts: boolean;
+  private readonly holdMs: number;
+  private readonly now: () => number;
+  /** The file open for writing, and when it was opened; closed past the hold, at a rotation, after a failed write. */
+  private file: { handle: FileHandle; openedAt: number } | undefined;
+  /** Closes the file once writing has stopped for a hold (unref'd: it keeps no process alive). */
+  private idleClose: ReturnType<typeof setTimeout> | undefined;
   /** Writes and rotations that failed. */
   failures = 0;
   /** Lines dropped unwritten: the queue was full. */
@@ -101,6 +113,8 @@ export class Journal<T extends object = JournalEntry> {
     this.maxQueued = Math.max(1, options.maxQueuedLines ?? 10_000);
     this.onProblem = options.onProblem ?? ((problem) => process.emitWarning(problem));
     this.redacts = options.redactSecretFields ?? true;
+    this.holdMs = options.holdMs ?? 1000;
+    this.now = options.now ?? (() => performance.now());
     mkdirSync(dirname(path), { recursive: true });
     const existing = existsSync(path) ? statSync(path) : undefined;
     this.size = existing?.size ?? 0;
@@ -156,6 +170,7 @@ export class Journal<T extends object = JournalEntry> {
         }
         if (!chunk) {
           try {
+            await this.release();
             this.rotate();
           } catch (err) {
             this.failed('rotate', err);
@@ -165,17 +180,37 @@ export class Journal<T extends object = JournalEntry> {
         }
         this.writing = chunk;
         try {
-          await appendFile(this.path, chunk);
+          await (await this.openFile()).write(chunk);
           this.size += bytes;
           this.failing = false;
         } catch (err) {
           this.failed('append to', err);
+          await this.release();
         }
         this.writing = undefined;
       }
+      if (this.file && this.now() - this.file.openedAt >= this.holdMs) await this.release();
     } finally {
       this.draining = undefined;
+      this.idleClose ??= setTimeout(() => {
+        this.idleClose = undefined;
+        if (!this.draining) void this.release();
+      }, this.holdMs).unref();
     }
+  }
+
+  /** The file to write to: the one held open, unless held past holdMs; else the path opened again. */
+  private async openFile(): Promise<FileHandle> {
+    if (this.file && this.now() - this.file.openedAt >= this.holdMs) await this.release();
+    if (!this.file) this.file = { handle: await open(this.path, 'a'), openedAt: this.now() };
+    return this.file.handle;
+  }
+
+  /** Closes the held file; never rejects (a close that fails has nothing left to lose). */
+  private async release(): Promise<void> {
+    const file = this.file;
+    this.file = undefined;
+    await file?.handle.close().catch(() => undefined);
   }
 
   /** At exit: what is queued (and a write still under way, at worst twice) goes out now. */
