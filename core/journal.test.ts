@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -81,12 +81,18 @@ test('writes go through one open file while it is held; a journal removed from o
   const path = join(dir, 'j.jsonl');
   let clock = 0;
   const j = new Journal(path, { holdMs: 1000, now: () => clock });
-  const fds = () => readdirSync('/proc/self/fd').length;
-  const before = fds();
+  // Descriptors open on the journal's file (a removed one reads "… (deleted)").
+  const fds = () => readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`).startsWith(path);
+    } catch {
+      return false; // closed meanwhile (the listing's own)
+    }
+  }).length;
   j.append(entry(0));
   await j.flush();
   const held = fds();
-  assert.equal(held, before + 1, 'the journal holds its file open after a write');
+  assert.equal(held, 1, 'the journal holds its file open after a write');
   for (let i = 1; i <= 5; i++) {
     clock += 100;
     j.append(entry(i));
@@ -100,6 +106,38 @@ test('writes go through one open file while it is held; a journal removed from o
   await j.flush();
   assert.match(readFileSync(path, 'utf8'), /"id":"id-6"/, 'past the hold, the journal opens its path again');
   assert.equal(fds(), held, 'the old file closed when the new one opened');
+});
+
+test('a line appended while the journal closes its file is written by the same flush', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  // The clock is read when the file opens, then when the write is done (past the hold: it
+  // closes): a delivery's line arrives at that moment.
+  let reads = 0;
+  const j: Journal = new Journal(path, { holdMs: 0, now: () => (++reads === 2 && j.append(entry(1)), 0) });
+  j.append(entry(0));
+  await j.flush();
+  assert.equal(j.queuedLines, 0, 'nothing left queued once flush resolves');
+  assert.deepEqual(readFileSync(path, 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { id: string }).id), ['id-0', 'id-1']);
+});
+
+test('a write the file system cuts short (a file size limit) is a failure, counted and reported', { skip: process.platform !== 'linux' && 'needs ulimit and /bin/sh' }, (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  // A child under `ulimit -f 4` (4 KiB files; Node ignores SIGXFSZ, so a write past it is short,
+  // then EFBIG): about 6 KiB of lines in one write.
+  const script = `import { Journal } from ${JSON.stringify(new URL('./journal.ts', import.meta.url).href)};
+const problems = [];
+const j = new Journal(${JSON.stringify(path)}, { onProblem: (p) => problems.push(p) });
+for (let i = 0; i < 6; i++) j.append({ id: 'line-' + i, pad: 'x'.repeat(1000) });
+await j.flush();
+console.log(JSON.stringify({ failures: j.failures, problems }));`;
+  const out = execFileSync('/bin/sh', ['-c', `ulimit -f 4; exec "$0" --input-type=module -e "$1"`, process.execPath, script], { encoding: 'utf8' });
+  const { failures, problems } = JSON.parse(out) as { failures: number; problems: string[] };
+  assert.ok(failures >= 1, `the cut-short write counted as a failure (failures: ${failures})`);
+  assert.match(problems[0] ?? '', /j\.jsonl/);
 });
 
 /**
@@ -192,7 +230,7 @@ test('a disk that does not keep up: the queue is bounded, the oldest lines dropp
     const buf = Buffer.alloc(1 << 16);
     for (;;) {
       const n = await new Promise<number>((resolve, reject) => read(reader!, buf, 0, buf.length, null, (err, bytes) => (err ? reject(err) : resolve(bytes))));
-      // Each write opens and closes the pipe: an end of file only means the next has not begun.
+      // The journal closes the pipe at times (past its hold): an end of file only means the next write has not begun.
       if (n === 0) await new Promise((r) => setTimeout(r, 5));
       text += buf.subarray(0, n).toString('utf8');
       if (text.includes('"id-99"')) return text;

@@ -180,7 +180,9 @@ export class Journal<T extends object = JournalEntry> {
         }
         this.writing = chunk;
         try {
-          await (await this.openFile()).write(chunk);
+          // appendFile, not write: it writes again after a short write (a file size limit, a
+          // signal on a pipe), so a cut-short batch is an error here, not a half line.
+          await (await this.openFile()).appendFile(chunk);
           this.size += bytes;
           this.failing = false;
         } catch (err) {
@@ -189,9 +191,12 @@ export class Journal<T extends object = JournalEntry> {
         }
         this.writing = undefined;
       }
-      if (this.file && this.now() - this.file.openedAt >= this.holdMs) await this.release();
+      // Not awaited: a line appended meanwhile must find no drain under way, and start one.
+      if (this.file && this.now() - this.file.openedAt >= this.holdMs) void this.release();
     } finally {
       this.draining = undefined;
+      // A line appended after the loop's last look (with nothing left to write it) starts the next drain.
+      if (this.queued.length) this.draining = this.drain();
       this.idleClose ??= setTimeout(() => {
         this.idleClose = undefined;
         if (!this.draining) void this.release();

@@ -39,6 +39,7 @@ test('kubeconfigForToken keeps the cluster (its CA inline, even from a file the 
   assert.doesNotMatch(text, /admin-token|elsewhere/);
   // JSON (which is YAML too): a Lambda reads it from $KFN_KUBECONFIG on its first invocation, and
   // kfn dev's functions on their first reconcile, without the YAML parser's first-call cost.
+  assert.equal(text.trimEnd().includes('\n'), false, 'on one line: the shortest form, for an environment variable');
   const doc = JSON.parse(text) as { clusters: { cluster: Record<string, unknown> }[]; users: { user: Record<string, unknown> }[] };
   assert.equal(doc.clusters[0]!.cluster['certificate-authority-data'], 'Q0E=');
   assert.deepEqual(doc.users[0]!.user, { token: 'sa-token' });

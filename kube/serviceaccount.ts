@@ -41,9 +41,10 @@ export async function requestServiceAccountToken(api: KubeApi, ref: ServiceAccou
 }
 
 /**
- * A kubeconfig (JSON text, kubeconfigText) for the current cluster of the kubeconfig at `basePath` that
- * authenticates with `token` only. The cluster's CA is written inline (read from its file if
- * the base names one), so the result works wherever it is put.
+ * A kubeconfig for the current cluster of the kubeconfig at `basePath` that authenticates with
+ * `token` only. The cluster's CA is written inline (read from its file if the base names one),
+ * so the result works wherever it is put. JSON on one line (kubeconfigText): the shortest form,
+ * for a Lambda's $KFN_KUBECONFIG, where all its environment variables together hold 4 KB.
  */
 export function kubeconfigForToken(basePath: string, token: string, user = 'serviceaccount'): string {
   const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(readFileSync(basePath, 'utf8'), basePath, dirname(basePath));
@@ -55,5 +56,5 @@ export function kubeconfigForToken(basePath: string, token: string, user = 'serv
     users: [{ name: user, user: { token } }],
     contexts: [{ name: 'kfn', context: { cluster: 'kfn', user } }],
     'current-context': 'kfn',
-  });
+  }, 0);
 }
