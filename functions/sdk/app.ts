@@ -3,7 +3,7 @@
 // runtime-specific.
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
 import { ContractError, maxDeliveryMs, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
 import { systemClock, type Clock } from '../../core/clock.ts';
@@ -29,6 +29,8 @@ export interface FunctionOptions {
   /** Makes the Kubernetes client on the first reconcile (default: --kubeconfig/$KUBECONFIG/in-cluster). */
   connect?: () => KubeApi;
   log?: Logger;
+  /** Where the default log's lines go (default: stdout, line by line; a server batches them, node/log.ts). */
+  logDestination?: DestinationStream;
   /** The clock the runtime reads (finalizer timeouts, condition times); tests pass a fake one. */
   now?: () => Date;
   /** Where each invocation's record goes (default: as $KFN_RECORD says; none when unset). */
@@ -84,7 +86,8 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Creden
  */
 export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), options: FunctionOptions = {}): Hono {
   const current = typeof reconcilerOrGetter === 'function' ? reconcilerOrGetter : () => reconcilerOrGetter;
-  const log = options.log ?? pino({ base: { component: `kfn-fn-${current().name}` } });
+  const logOptions = { base: { component: `kfn-fn-${current().name}` } };
+  const log = options.log ?? (options.logDestination ? pino(logOptions, options.logDestination) : pino(logOptions));
   const given = options.credentials ?? credentialsFromEnv();
   const credentials = typeof given === 'function' ? given : () => given;
   if (credentials().kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');

@@ -70,7 +70,7 @@ export function createHostApp(reconcilers: Reconciler[], options: HostOptions = 
   // Every function's reconciles, each by its name: one scrape for the process.
   const metrics = options.metrics ?? processMetrics;
   app.get('/metrics', (c) => c.body(metrics.text(), 200, { 'content-type': metricsContentType }));
-  const base = options.log ?? pino();
+  const base = options.log ?? (options.logDestination ? pino({}, options.logDestination) : pino());
   for (const reconciler of reconcilers) {
     const log = base.child({ component: `kfn-fn-${reconciler.name}` });
     app.route(hostPath(reconciler.name).slice(0, -1), createApp(reconciler, { ...options, api: undefined, connect, log, credentials: credentials(reconciler.name) }));

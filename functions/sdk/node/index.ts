@@ -15,6 +15,7 @@ import { defaultsAsPolicies, defaultsAsPoliciesEnv } from '../policies.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { loadConnection } from '../../../kube/connection.ts';
 import { startTracing } from '../../../core/tracing.ts';
+import { batchedStdout } from './log.ts';
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
@@ -55,7 +56,7 @@ function renewalFromEnv(reconciler: Reconciler, options: ServeOptions): RenewalO
 export async function serve(declared: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
   // Deployed where the apiserver runs its declared defaults itself: no webhook (nor certificate) for them here.
   const reconciler = process.env[defaultsAsPoliciesEnv] ? defaultsAsPolicies(declared) : declared;
-  const app = createApp(reconciler, options);
+  const app = createApp(reconciler, serverLog(options));
   const hostname = options.hostname ?? '0.0.0.0';
   const webhooks = options.webhooks ?? (servesHttps(reconciler) && process.env.KFN_WEBHOOK_CERT_DIR ? { port: Number(process.env.KFN_WEBHOOK_PORT ?? 9443), certDir: process.env.KFN_WEBHOOK_CERT_DIR } : undefined);
   const tls = webhooks ? await serveWebhooks(app, { ...webhooks, hostname, onReload: (err) => (err ? console.error(`kfn: the webhook certificate could not be reloaded: ${err.message}`) : console.error('kfn: webhook certificate reloaded')) }) : undefined;
@@ -77,13 +78,16 @@ export async function serve(declared: Reconciler, options: ServeOptions = {}): P
  * function with webhooks or deliveryTls is refused.
  */
 export async function serveHost(reconcilers: Reconciler[], options: HostServeOptions = {}): Promise<ServerType> {
-  return listen(createHostApp(reconcilers, options), { port: portOf(options), hostname: options.hostname ?? '0.0.0.0' });
+  return listen(createHostApp(reconcilers, serverLog(options)), { port: portOf(options), hostname: options.hostname ?? '0.0.0.0' });
 }
 
 export interface HostServeOptions extends HostOptions {
   port?: number;
   hostname?: string;
 }
+
+/** A server's options with its log's lines batched to stdout (log.ts), unless they say where the log goes. */
+const serverLog = <T extends { log?: unknown; logDestination?: unknown }>(options: T): T => (options.log || options.logDestination ? options : { ...options, logDestination: batchedStdout() });
 
 const portOf = (options: { port?: number }) => options.port ?? Number(process.env.PORT ?? 8080);
 
