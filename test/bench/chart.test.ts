@@ -65,3 +65,9 @@ test('P5 shows the Lambda cold starts beside a bare handler and bare Hono, when 
   assert.deepEqual((lambda.slice(1) as Bar[]).map((b) => [b.label.trim(), b.value]), [['kfn function', 320], ['bare handler', 160], ['bare Hono', 190]]);
   assert.match((lambda[1] as Bar).text!, /320 ms {2}1\.68× bare Hono, 2\.00× bare handler/);
 });
+
+test('P5 on Knative is a panel of its own: kfn beside bare Hono, both from zero', () => {
+  const panel = comparePanels({ ...result, knativeColdStart: { kfn: [1100, 1000, 1200], hono: [900, 800, 1000] } }).find((p) => p.title.startsWith('P5 on Knative'))!;
+  assert.deepEqual((panel.bars as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 1100], ['bare Hono', 900]]);
+  assert.match((panel.bars[0] as Bar).text!, /1100 ms {2}1\.22× bare Hono/);
+});

@@ -173,6 +173,17 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       ],
     });
   }
+  const knative = results.knativeColdStart as { kfn: number[]; hono: number[] } | undefined;
+  if (knative) {
+    const [k, h] = [median(knative.kfn), median(knative.hono)];
+    panels.push({
+      title: 'P5 on Knative: scale from zero -> first answer (ms, median)',
+      bars: [
+        { label: 'kfn function', value: k, text: `${fixed(k, 0)} ms  ${fixed(k / h, 2)}× bare Hono`, contender: 'kfn' },
+        { label: 'bare Hono', value: h, text: `${fixed(h, 0)} ms`, contender: 'bare Hono' },
+      ],
+    });
+  }
   const rel = results.relists as { objects: number; changed: number; after410: Record<string, number>; missed: Record<string, number> } | undefined;
   if (rel) {
     panels.push({

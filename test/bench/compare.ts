@@ -10,7 +10,9 @@
 //   P5 cold start   process start → first reconcile answered: kfn's function (its deployment
 //                   bundle) vs a bare Hono server (bundled the same way) vs the Go operator's
 //                   start → first reconcile; and on Lambda (aws-lambda-ric, a new environment →
-//                   first invocation answered), kfn's package vs a bare handler and bare Hono.
+//                   first invocation answered), kfn's package vs a bare handler and bare Hono;
+//                   and on Knative (p5k, after P7: scale from zero → first answer through the
+//                   ingress), kfn's function vs a bare Hono app in the same Knative Service.
 //   P6 relists      K watched objects: deliveries after an apiserver restart, and after changes
 //                   made while kfn's bridge and the adapter were frozen, then 410 Gone.
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
@@ -27,9 +29,9 @@
 // others' CPU alike. Figures move between runs on a shared machine: read the ratios.
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
-//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu] [--out DIR]
+//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu,p7,p5k] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
-//                            [--fleet-settle 120] [--fleet-idle 180] [--cold-starts 11]
+//                            [--fleet-settle 120] [--fleet-idle 180] [--cold-starts 11] [--knative-cold-starts 5]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -63,6 +65,17 @@ import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
 import { fleetAtRest, fleetCleanup, type FleetSide } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
+import { installOnLocalCluster } from '../../cli/knative.ts';
+import { installBridge, bridgeNamespace } from '../../cli/incluster.ts';
+import { deployFunctions } from '../../cli/deploy.ts';
+import { undeployFunction } from '../../cli/undeploy.ts';
+import { ensureBinaries } from '../../cluster/build.ts';
+import { buildImage, importImages, nodeRecipe } from '../../cluster/images.ts';
+import { nodePaths } from '../../cluster/node.ts';
+import { ingressNamespace } from '../../cluster/traefik.ts';
+import { clusterPaths } from '../../cluster/paths.ts';
+import { waitFor } from '../../core/clock.ts';
+import { request as undiciRequest } from 'undici';
 import { startLambda, unzipPackage, type LocalLambda } from '../support/lambda.ts';
 
 const { values } = parseArgs({
@@ -73,11 +86,13 @@ const { values } = parseArgs({
     changes: { type: 'string', default: '1000' },
     memory: { type: 'string', default: '1000,10000,20000,40000' },
     'snapshot-objects': { type: 'string', default: '10000' },
-    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu,p7' },
+    only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu,p7,p5k' },
     'fleet-settle': { type: 'string', default: '120' },
     'fleet-idle': { type: 'string', default: '180' },
     'relist-objects': { type: 'string', default: '10000' },
     'cold-starts': { type: 'string', default: '11' },
+    // Each waits for both Knative Services to be back at zero (about 40 s).
+    'knative-cold-starts': { type: 'string', default: '5' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
@@ -483,6 +498,86 @@ async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string)
   }
   for (const l of Object.values(lambdas)) await l.stop();
   log(`P5 on Lambda, median: kfn ${percentile(result.kfn, 50).toFixed(0)} ms, bare handler ${percentile(result.bare, 50).toFixed(0)} ms, bare Hono ${percentile(result.hono, 50).toFixed(0)} ms`);
+  return result;
+}
+
+/**
+ * P5 on Knative: scale from zero → first answer, kfn's MyWeb function as `kfn deploy --target
+ * knative` runs it beside a bare Hono app in a Knative Service that is kfn's with the container
+ * swapped (same scaling, probes, resources, security context). Each request goes from this
+ * machine to the ingress (Traefik's pod, with the Service's host name), as the bridge's does
+ * from its pod; the clock runs from the request to the answer, both Services at zero before each.
+ * The bridge's Reconciler is removed once deployed: only the bench's events wake the function.
+ */
+async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: number[] }> {
+  await installOnLocalCluster({ log });
+  await installBridge(api, cluster.state.binDir, 'kfn-bench', log);
+  const ns = await createNamespace('kfn-compare-knative');
+  cleanups.push(async () => {
+    await undeployFunction(api, 'myweb', { namespace: bridgeNamespace, log: () => undefined }).catch(() => undefined);
+    await deleteNamespace(ns);
+  });
+  await api.request('POST', webs(ns), { body: web('cold', 30997) });
+  await deployFunctions([join(repoRoot, 'functions', 'myweb')], { api, namespace: bridgeNamespace, namespaces: [ns], target: 'knative', windowSeconds: 6, log });
+  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
+  const services = '/apis/serving.knative.dev/v1/namespaces';
+  type KnativeService = { spec: { template: { metadata?: { annotations?: Record<string, string>; labels?: Record<string, string> }; spec: { containers: Record<string, unknown>[]; volumes?: unknown; serviceAccountName?: string } } }; status?: { conditions?: { type: string; status: string }[] } };
+  const kfnService = await api.request<KnativeService>('GET', `${services}/${bridgeNamespace}/services/kfn-fn-myweb`);
+  // Bare Hono: its bundle on kfn's Node image, in kfn's Knative Service with the container swapped.
+  const hono = await bundleEntry('knative-hono', "import { Hono } from 'hono';\nimport { serve } from '@hono/node-server';\nconst app = new Hono();\napp.get('/healthz', (c) => c.text('ok'));\napp.post('/', (c) => c.json({ result: 'done', changes: [] }));\nserve({ fetch: app.fetch, port: Number(process.env.PORT ?? 8080) });\n");
+  const node = nodeRecipe();
+  const image = buildImage({ name: 'bench-hono', tag: 'bench', base: node, files: [[dirname(hono), '/app']], config: { ...node.config, Entrypoint: ['/usr/local/bin/node', `/app/${basename(hono)}`] } }, await ensureBinaries({ log }), log);
+  importImages(nodePaths(clusterPaths().dir).containerdSocket, [image.tarball]);
+  const template = structuredClone(kfnService.spec.template);
+  const container: Record<string, unknown> = { ...template.spec.containers[0]!, image: image.ref };
+  delete container.env;
+  delete container.volumeMounts;
+  delete template.spec.volumes;
+  delete template.spec.serviceAccountName;
+  template.spec.containers = [container];
+  template.metadata = { annotations: Object.fromEntries(Object.entries(template.metadata?.annotations ?? {}).filter(([k]) => k.startsWith('autoscaling.knative.dev/'))) };
+  await api.request('POST', `${services}/${ns}/services`, { body: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', metadata: { name: 'bench-hono' }, spec: { template } } });
+  await waitFor('the bare Hono Knative Service to be Ready', async () => (await api.request<KnativeService>('GET', `${services}/${ns}/services/bench-hono`)).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') || undefined, { timeoutMs: 120_000 });
+  const ingress = await api.request<{ items: { status: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${ingressNamespace}/pods`);
+  const ingressIp = ingress.items.find((p) => p.status.podIP)?.status.podIP;
+  if (!ingressIp) throw new Error(`no ingress pod with an address in ${ingressNamespace}`);
+  const url = `http://${ingressIp}:8080/`;
+  const sides = [
+    { host: `kfn-fn-myweb.${bridgeNamespace}.svc.cluster.local`, ns: bridgeNamespace, service: 'kfn-fn-myweb' },
+    { host: `bench-hono.${ns}.svc.cluster.local`, ns, service: 'bench-hono' },
+  ];
+  const podsUp = async (side: (typeof sides)[number]) => (await api.request<{ items: unknown[] }>('GET', `/api/v1/namespaces/${side.ns}/pods`, { query: { labelSelector: `serving.knative.dev/service=${side.service}` } })).items.length;
+  const secret = Buffer.from((await api.request<{ data: { secret: string } }>('GET', `/api/v1/namespaces/${bridgeNamespace}/secrets/kfn-fn-myweb`)).data.secret, 'base64').toString('utf8');
+  const result = { kfn: [] as number[], hono: [] as number[] };
+  let last: ReconcileResponse | undefined;
+  for (let i = 0; i < runs; i++) {
+    // Both at zero (the pods gone, not only terminating): the next request starts a pod.
+    await waitFor('both Knative Services to be at zero', async () => ((await podsUp(sides[0]!)) + (await podsUp(sides[1]!)) === 0) || undefined, { timeoutMs: 240_000, intervalMs: 250 });
+    const kfn = async () => {
+      const event = await contract2Event(ns, 'cold', last);
+      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
+      message.headers.host = sides[0]!.host;
+      const started = now();
+      const r = await sendReconcileEvent({ url, message, credentials: { kind: 'hmac', secret }, timeoutMs: 60_000 });
+      if (r.outcome.kind !== 'done' && r.outcome.kind !== 'requeue') throw new Error(`kfn's Knative Service answered ${r.status}: ${'why' in r.outcome ? r.outcome.why : ''}`);
+      result.kfn.push(now() - started);
+      last = r.outcome.response;
+    };
+    const bare = async () => {
+      const started = now();
+      const res = await undiciRequest(url, { method: 'POST', headers: { host: sides[1]!.host, 'content-type': 'application/json' }, body: '{}' });
+      await res.body.text();
+      if (res.statusCode !== 200) throw new Error(`the bare Hono Knative Service answered ${res.statusCode}`);
+      result.hono.push(now() - started);
+    };
+    // Taking turns at going first: the second starts while the first's new pod is still up.
+    for (const start of i % 2 ? [bare, kfn] : [kfn, bare]) await start();
+    log(`P5 on Knative, cold start ${i + 1}/${runs}: kfn ${result.kfn.at(-1)!.toFixed(0)} ms, bare Hono ${result.hono.at(-1)!.toFixed(0)} ms`);
+  }
+  await undeployFunction(api, 'myweb', { namespace: bridgeNamespace, log: () => undefined });
+  await deleteNamespace(ns);
+  // The in-cluster bridge goes too, as P7 leaves none (Knative stays installed, as after P7).
+  await deleteNamespace(bridgeNamespace);
   return result;
 }
 
@@ -917,6 +1012,15 @@ try {
       log(`P7 stopped: ${(err as Error).message}`);
     }
   }
+  // After P7, which installs Knative too: the parts before it run without Knative's controllers.
+  if (only.has('p5k')) {
+    try {
+      results.knativeColdStart = await knativeColdStart(Number(values['knative-cold-starts']));
+    } catch (err) {
+      results.knativeColdStartError = (err as Error).message;
+      log(`P5 on Knative stopped: ${(err as Error).message}`);
+    }
+  }
 } finally {
   for (const fn of cleanups.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });
@@ -983,6 +1087,16 @@ if (cold) {
   if (cold.lambda) {
     const [lk, lb, lh] = [percentile(cold.lambda.kfn, 50), percentile(cold.lambda.bare, 50), percentile(cold.lambda.hono, 50)];
     say(`  on Lambda (new environment → first invocation answered): kfn ${lk.toFixed(0)}   bare handler ${lb.toFixed(0)}   bare Hono ${lh.toFixed(0)}   kfn / bare handler ${x(lk, lb)}, / bare Hono ${x(lk, lh)}`);
+  }
+}
+const knativeCold = results.knativeColdStart as { kfn: number[]; hono: number[] } | undefined;
+if (knativeCold || results.knativeColdStartError) {
+  if (!cold) say();
+  if (knativeCold) {
+    const [kk, kh] = [percentile(knativeCold.kfn, 50), percentile(knativeCold.hono, 50)];
+    say(`  on Knative (scale from zero → first answer, median of ${knativeCold.kfn.length}): kfn ${kk.toFixed(0)}   bare Hono ${kh.toFixed(0)}   kfn / bare Hono ${x(kk, kh)}`);
+  } else {
+    say(`  on Knative: stopped (${results.knativeColdStartError})`);
   }
 }
 const mem = results.memory as { objects: number; kfn: number; kfnHeapAfterGc: number; cr: number; adapter: number }[] | undefined;
