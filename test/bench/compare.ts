@@ -311,6 +311,8 @@ async function convergence(contender: 'floor' | 'controller-runtime' | 'kfn', co
 // Eleven each: a median of five moved by 10–20 % between runs on a shared machine.
 const coldRuns = Number(values['cold-starts']);
 if (!Number.isInteger(coldRuns) || coldRuns < 1) throw new Error(`--cold-starts must be a whole number of at least 1, not "${values['cold-starts']}"`);
+const knativeColdRuns = Number(values['knative-cold-starts']);
+if (!Number.isInteger(knativeColdRuns) || knativeColdRuns < 1) throw new Error(`--knative-cold-starts must be a whole number of at least 1, not "${values['knative-cold-starts']}"`);
 
 /** Bundles `source` as a function image's bundle is made (cli/bundle.ts) and returns its entry. */
 async function bundleEntry(name: string, source: string, target?: string): Promise<string> {
@@ -510,13 +512,17 @@ async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string)
  * The bridge's Reconciler is removed once deployed: only the bench's events wake the function.
  */
 async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: number[] }> {
+  let ns: string | undefined;
+  // Whatever happens: the function, the namespace and the in-cluster bridge go (Knative stays, as after P7).
+  const teardown = async () => {
+    await undeployFunction(api, 'myweb', { namespace: bridgeNamespace, log: () => undefined }).catch(() => undefined);
+    if (ns) await deleteNamespace(ns).catch(() => undefined);
+    await deleteNamespace(bridgeNamespace).catch(() => undefined);
+  };
+  cleanups.push(teardown);
   await installOnLocalCluster({ log });
   await installBridge(api, cluster.state.binDir, 'kfn-bench', log);
-  const ns = await createNamespace('kfn-compare-knative');
-  cleanups.push(async () => {
-    await undeployFunction(api, 'myweb', { namespace: bridgeNamespace, log: () => undefined }).catch(() => undefined);
-    await deleteNamespace(ns);
-  });
+  ns = await createNamespace('kfn-compare-knative');
   await api.request('POST', webs(ns), { body: web('cold', 30997) });
   await deployFunctions([join(repoRoot, 'functions', 'myweb')], { api, namespace: bridgeNamespace, namespaces: [ns], target: 'knative', windowSeconds: 6, log });
   await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
@@ -538,8 +544,8 @@ async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: nu
   template.metadata = { annotations: Object.fromEntries(Object.entries(template.metadata?.annotations ?? {}).filter(([k]) => k.startsWith('autoscaling.knative.dev/'))) };
   await api.request('POST', `${services}/${ns}/services`, { body: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', metadata: { name: 'bench-hono' }, spec: { template } } });
   await waitFor('the bare Hono Knative Service to be Ready', async () => (await api.request<KnativeService>('GET', `${services}/${ns}/services/bench-hono`)).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') || undefined, { timeoutMs: 120_000 });
-  const ingress = await api.request<{ items: { status: { podIP?: string } }[] }>('GET', `/api/v1/namespaces/${ingressNamespace}/pods`);
-  const ingressIp = ingress.items.find((p) => p.status.podIP)?.status.podIP;
+  const ingress = await api.request<{ items: { status: { podIP?: string; conditions?: { type: string; status: string }[] } }[] }>('GET', `/api/v1/namespaces/${ingressNamespace}/pods`);
+  const ingressIp = ingress.items.find((p) => p.status.podIP && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))?.status.podIP;
   if (!ingressIp) throw new Error(`no ingress pod with an address in ${ingressNamespace}`);
   const url = `http://${ingressIp}:8080/`;
   const sides = [
@@ -574,10 +580,7 @@ async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: nu
     for (const start of i % 2 ? [bare, kfn] : [kfn, bare]) await start();
     log(`P5 on Knative, cold start ${i + 1}/${runs}: kfn ${result.kfn.at(-1)!.toFixed(0)} ms, bare Hono ${result.hono.at(-1)!.toFixed(0)} ms`);
   }
-  await undeployFunction(api, 'myweb', { namespace: bridgeNamespace, log: () => undefined });
-  await deleteNamespace(ns);
-  // The in-cluster bridge goes too, as P7 leaves none (Knative stays installed, as after P7).
-  await deleteNamespace(bridgeNamespace);
+  await teardown();
   return result;
 }
 
@@ -1015,7 +1018,7 @@ try {
   // After P7, which installs Knative too: the parts before it run without Knative's controllers.
   if (only.has('p5k')) {
     try {
-      results.knativeColdStart = await knativeColdStart(Number(values['knative-cold-starts']));
+      results.knativeColdStart = await knativeColdStart(knativeColdRuns);
     } catch (err) {
       results.knativeColdStartError = (err as Error).message;
       log(`P5 on Knative stopped: ${(err as Error).message}`);

@@ -175,13 +175,18 @@ describe('MyWeb end to end', { concurrency: true }, () => {
     // Let everything settle, then watch one full resync period.
     await sleep(3000);
     const cursor = journalLines(s.journal).length;
+    const outputCursor = s.output().length;
     await waitFor('a resync of every MyWeb', async () => {
       const resynced = new Set(journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync').map((l) => l.key));
       return resynced.size === 50 || undefined;
     }, { timeoutMs: 30_000 });
     const resyncs = journalLines(s.journal).slice(cursor).filter((l) => l.reason === 'resync');
     const writes = resyncs.reduce((n, l) => n + (l.response?.changes?.length ?? 0), 0);
-    const idle = reconciles(s.output()).filter((l) => l.reason === 'resync').slice(-50);
+    // The function writes its log lines in batches (up to 200 ms late): wait for all fifty.
+    const idle = await waitFor('the function\'s log lines of those resyncs', async () => {
+      const lines = reconciles(s.output().slice(outputCursor)).filter((l) => l.reason === 'resync');
+      return lines.length >= 50 ? lines.slice(-50) : undefined;
+    }, { timeoutMs: 10_000 });
     const idleReads = idle.reduce((n, l) => n + l.reads, 0);
     t.diagnostic(`idle resync: ${resyncs.length} deliveries, ${writes} writes, ${idleReads} apiserver reads by the function`);
     assert.equal(writes, 0, 'an idle resync writes nothing');

@@ -15,7 +15,7 @@ import { defaultsAsPolicies, defaultsAsPoliciesEnv } from '../policies.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { loadConnection } from '../../../kube/connection.ts';
 import { startTracing } from '../../../core/tracing.ts';
-import { batchedStdout } from './log.ts';
+import { batchedStdout, flushServerLogs } from './log.ts';
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
@@ -165,6 +165,8 @@ async function runUntilStopped(server: ServerType, who: string, listening: strin
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => done(s));
   });
   console.error(`${who}: ${signal}: taking no new requests, finishing those in flight`);
+  flushServerLogs();
   await new Promise<void>((done) => server.close(() => done()));
+  flushServerLogs();
   console.error(`${who}: stopped`);
 }

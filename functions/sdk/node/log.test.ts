@@ -25,3 +25,26 @@ test('a line logged just before the process exits is written', async () => {
   const got = await chunks("out.write('first\\n');\nsetTimeout(() => { out.write('last\\n'); process.exit(0); }, 10);");
   assert.deepEqual(got.join('').trim().split('\n'), ['first', 'last']);
 });
+
+test('a line logged while a batch is still being written comes out soon after, not at the next line or at exit', async () => {
+  // 2 MB at once fills the pipe (its reader paused for a second): writes are under way when the
+  // last line comes, 100 ms later; the child stays up for 3 s.
+  const script = `import { batchedStdout } from ${JSON.stringify(new URL('./log.ts', import.meta.url).href)};
+const out = batchedStdout(50);
+for (let i = 0; i < 2000; i++) out.write('x'.repeat(999) + '\\n');
+setTimeout(() => out.write('tail\\n'), 100);
+setTimeout(() => {}, 3000);`;
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  child.stdout.pause();
+  setTimeout(() => child.stdout.resume(), 1000);
+  let text = '';
+  let tailAt: number | undefined;
+  child.stdout.on('data', (b: Buffer) => {
+    text += b.toString('utf8');
+    if (tailAt === undefined && text.includes('tail\n')) tailAt = performance.now() - started;
+  });
+  await new Promise((resolve) => child.on('exit', resolve));
+  assert.ok(tailAt !== undefined && tailAt < 2500, `the last line came ${tailAt?.toFixed(0)} ms after the start (the child exits at 3000)`);
+  assert.equal(text.split('\n').filter((l) => l.startsWith('x')).length, 2000, 'every line, once');
+});

@@ -1,31 +1,59 @@
 // The function server's log: pino's lines written to stdout together, not one system call each.
 import pino, { type DestinationStream } from 'pino';
 
+/** A batching stdout; `send` hands what waits to the writer now (async), `sendSync` writes it at once. */
+interface Batcher {
+  send(): void;
+  sendSync(): void;
+}
+
+// Every live batcher, for one exit listener and one shutdown flush for them all.
+const batchers = new Set<WeakRef<Batcher>>();
+process.once('exit', () => {
+  for (const b of batchers) b.deref()?.sendSync();
+});
+
+/** Hands every batching log's waiting lines to stdout now: a server calls it when told to stop. */
+export function flushServerLogs(): void {
+  for (const b of batchers) b.deref()?.send();
+}
+
 /**
- * Stdout for pino in batches: the lines of up to `delayMs` (default 200) written together, or as
- * soon as 8 KiB wait; what is left is written at exit. A busy function logs a line per reconcile,
- * and writing each by itself was about a twentieth of its CPU. For a server only: a Lambda is
- * frozen between invocations with its lines unwritten, so it keeps pino's line-by-line default.
+ * Stdout for pino in batches: the lines of up to `delayMs` (default 200) handed over together, or
+ * as soon as `maxBytes` (8 KiB) wait; what is left is written at exit. A busy function logs a line
+ * per reconcile, and writing each by itself was about a twentieth of its CPU. For a server only:
+ * a Lambda is frozen between invocations with its lines unwritten, so it keeps pino's
+ * line-by-line default. The batching is here, not in sonic-boom's minLength: its flush does
+ * nothing while a write is under way, which left lines waiting for the next one.
  */
-export function batchedStdout(delayMs = 200): DestinationStream {
-  const out = pino.destination({ dest: 1, sync: false, minLength: 8192 });
+export function batchedStdout(delayMs = 200, maxBytes = 8192): DestinationStream {
+  // minLength 0: each batch handed over is written whole, after any write under way.
+  const out = pino.destination({ dest: 1, sync: false });
+  let waiting = '';
   let timer: NodeJS.Timeout | undefined;
-  process.once('exit', () => {
-    try {
-      out.flushSync();
-    } catch {
-      // exiting: nothing more to do
-    }
-  });
+  const batcher: Batcher = {
+    send() {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      if (!waiting) return;
+      out.write(waiting);
+      waiting = '';
+    },
+    sendSync() {
+      batcher.send();
+      try {
+        out.flushSync();
+      } catch {
+        // exiting: nothing more to do
+      }
+    },
+  };
+  batchers.add(new WeakRef(batcher));
   return {
     write(line: string) {
-      out.write(line);
-      // With a callback, a flush asked for while a write is under way happens after it (without
-      // one, sonic-boom drops it); the callback's error (fsync of a pipe) says nothing here.
-      timer ??= setTimeout(() => {
-        timer = undefined;
-        out.flush(() => {});
-      }, delayMs).unref();
+      waiting += line;
+      if (waiting.length >= maxBytes) batcher.send();
+      else timer ??= setTimeout(() => batcher.send(), delayMs).unref();
     },
   };
 }
