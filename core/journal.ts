@@ -192,7 +192,7 @@ export class Journal<T extends object = JournalEntry> {
         this.writing = undefined;
       }
       // Not awaited: a line appended meanwhile must find no drain under way, and start one.
-      if (this.file && this.now() - this.file.openedAt >= this.holdMs) void this.release();
+      if (this.heldPastHold()) void this.release();
     } finally {
       this.draining = undefined;
       // A line appended after the loop's last look (with nothing left to write it) starts the next drain.
@@ -206,9 +206,13 @@ export class Journal<T extends object = JournalEntry> {
 
   /** The file to write to: the one held open, unless held past holdMs; else the path opened again. */
   private async openFile(): Promise<FileHandle> {
-    if (this.file && this.now() - this.file.openedAt >= this.holdMs) await this.release();
+    if (this.heldPastHold()) await this.release();
     if (!this.file) this.file = { handle: await open(this.path, 'a'), openedAt: this.now() };
     return this.file.handle;
+  }
+
+  private heldPastHold(): boolean {
+    return this.file !== undefined && this.now() - this.file.openedAt >= this.holdMs;
   }
 
   /** Closes the held file; never rejects (a close that fails has nothing left to lose). */

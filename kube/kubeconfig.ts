@@ -208,9 +208,9 @@ function notInCluster(e: KubeconfigEnvironment): string {
 /**
  * The text of a kubeconfig kfn writes (a resolved one, a ServiceAccount's): JSON, which is YAML
  * too (kubectl and every client read it), and which parseKubeconfig reads with JSON.parse
- * (`indent` 0: on one line, the shortest, for an environment variable). The
- * YAML library's first parse and stringify cost a cold function about 25 ms of its first
- * reconcile; in a pod, no YAML is read at all.
+ * (`indent` 0: on one line, the shortest, for an environment variable). The YAML library's first
+ * parse and stringify cost a cold function about 25 ms of its first reconcile; in a pod, no YAML
+ * is read at all.
  */
 export const kubeconfigText = (doc: Record<string, unknown>, indent = 2) => `${JSON.stringify(doc, null, indent)}\n`;
 

@@ -483,7 +483,7 @@ async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string)
   };
   // The whole answer read, as sendReconcileEvent reads kfn's.
   const post = async (lambda: LocalLambda) => {
-    const res = await fetch(lambda.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const res = await fetch(lambda.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', signal: AbortSignal.timeout(30_000) });
     await res.text();
     return res.ok;
   };
@@ -571,7 +571,8 @@ async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: nu
     };
     const bare = async () => {
       const started = now();
-      const res = await undiciRequest(url, { method: 'POST', headers: { host: sides[1]!.host, 'content-type': 'application/json' }, body: '{}' });
+      // Bounded as kfn's delivery above is (60 s).
+      const res = await undiciRequest(url, { method: 'POST', headers: { host: sides[1]!.host, 'content-type': 'application/json' }, body: '{}', headersTimeout: 60_000, bodyTimeout: 60_000 });
       await res.body.text();
       if (res.statusCode !== 200) throw new Error(`the bare Hono Knative Service answered ${res.statusCode}`);
       result.hono.push(now() - started);
