@@ -75,20 +75,24 @@ test('appending does not write on the caller\'s turn; lines come out in order, i
   assert.equal(readFileSync(path, 'utf8').match(/id-100"/g)?.length, 1, 'written once');
 });
 
-test('writes go through one open file while it is held; a journal removed from outside comes back once the hold is over', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'j.jsonl');
-  let clock = 0;
-  const j = new Journal(path, { holdMs: 1000, now: () => clock });
-  // Descriptors open on the journal's file (a removed one reads "… (deleted)").
-  const fds = () => readdirSync('/proc/self/fd').filter((fd) => {
+/** Descriptors this process has open on a path (a removed file's reads "… (deleted)"). */
+function fdsOn(path: string): number {
+  return readdirSync('/proc/self/fd').filter((fd) => {
     try {
       return readlinkSync(`/proc/self/fd/${fd}`).startsWith(path);
     } catch {
       return false; // closed meanwhile (the listing's own)
     }
   }).length;
+}
+
+test('writes go through one open file while it is held; a journal removed from outside comes back once the hold is over', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  let clock = 0;
+  const j = new Journal(path, { holdMs: 1000, now: () => clock });
+  const fds = () => fdsOn(path);
   j.append(entry(0));
   await j.flush();
   const held = fds();
@@ -120,6 +124,18 @@ test('a line appended while the journal closes its file is written by the same f
   await j.flush();
   assert.equal(j.queuedLines, 0, 'nothing left queued once flush resolves');
   assert.deepEqual(readFileSync(path, 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { id: string }).id), ['id-0', 'id-1']);
+});
+
+test('a file held past its hold is closed by the time flush resolves (a volume can then be remounted or unmounted)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  const j = new Journal(path, { holdMs: 0 });
+  for (let i = 0; i < 50; i++) {
+    j.append(entry(i));
+    await j.flush();
+    assert.equal(fdsOn(path), 0, `after write ${i}, the file is closed once flush resolves`);
+  }
 });
 
 test('a write the file system cuts short (a file size limit) is a failure, counted and reported', { skip: process.platform !== 'linux' && 'needs ulimit and /bin/sh' }, (t) => {

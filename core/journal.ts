@@ -99,6 +99,8 @@ export class Journal<T extends object = JournalEntry> {
   private readonly now: () => number;
   /** The file open for writing, and when it was opened; closed past the hold, at a rotation, after a failed write. */
   private file: { handle: FileHandle; openedAt: number } | undefined;
+  /** A close under way (not awaited by the drain, awaited by flush). */
+  private releasing: Promise<void> | undefined;
   /** Closes the file once writing has stopped for a hold (unref'd: it keeps no process alive). */
   private idleClose: ReturnType<typeof setTimeout> | undefined;
   /** Writes and rotations that failed. */
@@ -143,7 +145,8 @@ export class Journal<T extends object = JournalEntry> {
 
   /** Resolves once every line appended so far is written (or has failed to be). */
   async flush(): Promise<void> {
-    while (this.draining) await this.draining;
+    // A close the drain started is part of it: once flush resolves, nothing holds the volume busy.
+    while (this.draining || this.releasing) await (this.draining ?? this.releasing);
   }
 
   private failed(what: string, err: unknown): void {
@@ -216,10 +219,15 @@ export class Journal<T extends object = JournalEntry> {
   }
 
   /** Closes the held file; never rejects (a close that fails has nothing left to lose). */
-  private async release(): Promise<void> {
+  private release(): Promise<void> {
     const file = this.file;
+    if (!file) return this.releasing ?? Promise.resolve();
     this.file = undefined;
-    await file?.handle.close().catch(() => undefined);
+    const closing: Promise<void> = file.handle.close().catch(() => undefined).finally(() => {
+      if (this.releasing === closing) this.releasing = undefined;
+    });
+    this.releasing = closing;
+    return closing;
   }
 
   /** At exit: what is queued (and a write still under way, at worst twice) goes out now. */
