@@ -59,24 +59,36 @@ test("a function's guards, as the apiserver runs them, refuse and allow what che
     for (const p of policies as { kind: string; metadata: { name: string } }[]) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${p.kind === 'ValidatingAdmissionPolicy' ? 'validatingadmissionpolicies' : 'validatingadmissionpolicybindings'}/${p.metadata.name}`).catch(() => undefined);
   });
   const path = (o: { apiVersion: string; kind: string }) => (o.kind === 'Deployment' ? `/apis/apps/v1/namespaces/${ns}/deployments` : `/api/v1/namespaces/${ns}/configmaps`);
-  // The apiserver takes a moment to load a new policy: until then it lets everything through.
-  const probe = guardCases.find((c) => c.refusals.length && c.operation === 'CREATE')!;
-  await waitFor('the policies to be in force', () => api.request('POST', path(probe.object!), { query: { dryRun: 'All' }, body: { ...probe.object!, metadata: { name: uniqueName('probe') } } }).then(() => undefined, () => true), { timeoutMs: 30_000 });
-  for (const c of guardCases) {
-    const local = checkAdmission(guarding, { operation: c.operation, object: c.object, oldObject: c.oldObject });
-    assert.equal(local.length, c.refusals.length, `${c.name}: checkAdmission`);
+  // One policy per guarded kind, each loaded by the apiserver a moment after it is created: until
+  // then that kind's requests all pass. So before the cases, each kind's first refused case is
+  // tried until it is refused (a guard that never refuses still fails, after 30 s).
+  const attempt = (c: (typeof guardCases)[number], name: string): Promise<unknown> => {
     const target = (c.object ?? c.oldObject)!;
-    const name = uniqueName(target.metadata.name);
     const at = `${path(target)}/${name}`;
-    const named = <T extends { metadata: object }>(o: T) => ({ ...o, metadata: { ...o.metadata, name } });
-    if (c.oldObject) await api.request('POST', path(c.oldObject), { body: named(c.oldObject) });
-    const attempt =
-      c.operation === 'CREATE' ? api.request('POST', path(target), { query: { dryRun: 'All' }, body: named(c.object!) })
+    const answer =
+      c.operation === 'CREATE' ? api.request('POST', path(target), { query: { dryRun: 'All' }, body: { ...c.object!, metadata: { ...c.object!.metadata, name } } })
       // A merge patch of the new spec: the Deployment's controller writes to it meanwhile, so a
       // PUT on the version stored could meet a conflict instead of the policy.
       : c.operation === 'UPDATE' ? api.request('PATCH', at, { query: { dryRun: 'All' }, body: { spec: c.object!.spec }, contentType: 'application/merge-patch+json' })
       : api.request('DELETE', at, { query: { dryRun: 'All' } });
-    const answer = await attempt.then(() => undefined, (err: unknown) => err);
+    return answer.then(() => undefined, (err: unknown) => err);
+  };
+  const stored = async (c: (typeof guardCases)[number]): Promise<string> => {
+    const name = uniqueName((c.object ?? c.oldObject)!.metadata.name);
+    if (c.oldObject) await api.request('POST', path(c.oldObject), { body: { ...c.oldObject, metadata: { ...c.oldObject.metadata, name } } });
+    return name;
+  };
+  const kindOf = (c: (typeof guardCases)[number]) => (c.object ?? c.oldObject)!.kind;
+  for (const kind of new Set(guardCases.map(kindOf))) {
+    const probe = guardCases.find((c) => c.refusals.length && kindOf(c) === kind);
+    if (!probe) continue;
+    const name = await stored(probe);
+    await waitFor(`the policy on ${kind} to be in force (${probe.name}: refused)`, () => attempt(probe, name), { timeoutMs: 30_000, intervalMs: 200 });
+  }
+  for (const c of guardCases) {
+    const local = checkAdmission(guarding, { operation: c.operation, object: c.object, oldObject: c.oldObject });
+    assert.equal(local.length, c.refusals.length, `${c.name}: checkAdmission`);
+    const answer = await attempt(c, await stored(c));
     if (!c.refusals.length) {
       assert.equal(answer, undefined, `${c.name}: the apiserver allows it too (${String(answer)})`);
       continue;
