@@ -387,6 +387,19 @@ async function contract2Event(ns: string, name: string, last: ReconcileResponse 
 /** The generation each child had when the bench last looked (the bridge's baseline, as far as the bench can tell). */
 const coldGenerations = new Map<string, number>();
 
+/**
+ * P5's delivery to kfn's function: the contract-2 event built by contract2Event, encoded and
+ * signed as the bridge sends it (`host` for an ingress that routes by it). Throws unless the
+ * function reconciled; returns its answer, the next event's `last`.
+ */
+async function deliverCold(url: string, event: Awaited<ReturnType<typeof contract2Event>>, secret: string, timeoutMs: number, host?: string): Promise<ReconcileResponse | undefined> {
+  const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
+  if (host) message.headers.host = host;
+  const r = await sendReconcileEvent({ url, message, credentials: { kind: 'hmac', secret }, timeoutMs });
+  if (r.outcome.kind !== 'done' && r.outcome.kind !== 'requeue') throw new Error(`kfn's function at ${host ?? url} answered ${r.status}: ${'why' in r.outcome ? r.outcome.why : ''}`);
+  return r.outcome.response;
+}
+
 async function coldStart(): Promise<{ kfn: number[]; kfnContract1: number[]; kfnListening: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] }; lambdaError?: string }> {
   const ns = await createNamespace('kfn-compare-cold');
   await api.request('POST', webs(ns), { body: web('cold', 30999) });
@@ -405,10 +418,8 @@ async function coldStart(): Promise<{ kfn: number[]; kfnContract1: number[]; kfn
     // has it in its watches' stores.
     const event = await contract2Event(ns, 'cold', last);
     result.kfn.push(await timeToAnswer(fnFile, { KFN_AUTH_SECRET: secret, KUBECONFIG: fnKubeconfig }, async (port) => {
-      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
-      const r = await sendReconcileEvent({ url: `http://127.0.0.1:${port}/`, message, credentials: { kind: 'hmac', secret }, timeoutMs: 10_000 });
-      if (r.outcome.kind === 'done' || r.outcome.kind === 'requeue') last = r.outcome.response;
-      return r.outcome.kind === 'done' || r.outcome.kind === 'requeue';
+      last = await deliverCold(`http://127.0.0.1:${port}/`, event, secret, 10_000);
+      return true;
     }));
     // A contract-1 event (a bridge of an earlier kfn): the function reads the MyWeb and lists its children.
     result.kfnContract1.push(await timeToAnswer(fnFile, { KFN_AUTH_SECRET: secret, KUBECONFIG: fnKubeconfig }, async (port) => {
@@ -478,7 +489,10 @@ async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string)
   const cold = async (lambda: LocalLambda, send: () => Promise<boolean>): Promise<number> => {
     await lambda.freeze();
     const started = now();
-    if (!(await send())) throw new Error(`the Lambda did not answer its first invocation as expected:\n${lambda.logs().slice(-2000)}`);
+    const answered = await send().catch((err: Error) => {
+      throw new Error(`${err.message}\n${lambda.logs().slice(-2000)}`);
+    });
+    if (!answered) throw new Error(`the Lambda did not answer its first invocation as expected:\n${lambda.logs().slice(-2000)}`);
     return now() - started;
   };
   // The whole answer read, as sendReconcileEvent reads kfn's.
@@ -490,10 +504,8 @@ async function lambdaColdStart(ns: string, fnKubeconfig: string, secret: string)
   for (let i = 0; i < coldRuns; i++) {
     const event = await contract2Event(ns, 'cold', last);
     result.kfn.push(await cold(lambdas.kfn, async () => {
-      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
-      const r = await sendReconcileEvent({ url: lambdas.kfn.url, message, credentials: { kind: 'hmac', secret }, timeoutMs: 30_000 });
-      if (r.outcome.kind === 'done' || r.outcome.kind === 'requeue') last = r.outcome.response;
-      return r.outcome.kind === 'done' || r.outcome.kind === 'requeue';
+      last = await deliverCold(lambdas.kfn.url, event, secret, 30_000);
+      return true;
     }));
     result.bare.push(await cold(lambdas.bare, () => post(lambdas.bare)));
     result.hono.push(await cold(lambdas.hono, () => post(lambdas.hono)));
@@ -561,13 +573,9 @@ async function knativeColdStart(runs: number): Promise<{ kfn: number[]; hono: nu
     await waitFor('both Knative Services to be at zero', async () => ((await podsUp(sides[0]!)) + (await podsUp(sides[1]!)) === 0) || undefined, { timeoutMs: 240_000, intervalMs: 250 });
     const kfn = async () => {
       const event = await contract2Event(ns, 'cold', last);
-      const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: event.primary, reason: 'resync', observedAt: Date.now() }, 1, 'kfn://bench', undefined, event.observed);
-      message.headers.host = sides[0]!.host;
       const started = now();
-      const r = await sendReconcileEvent({ url, message, credentials: { kind: 'hmac', secret }, timeoutMs: 60_000 });
-      if (r.outcome.kind !== 'done' && r.outcome.kind !== 'requeue') throw new Error(`kfn's Knative Service answered ${r.status}: ${'why' in r.outcome ? r.outcome.why : ''}`);
+      last = await deliverCold(url, event, secret, 60_000, sides[0]!.host);
       result.kfn.push(now() - started);
-      last = r.outcome.response;
     };
     const bare = async () => {
       const started = now();
