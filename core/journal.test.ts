@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import type { open } from 'node:fs/promises';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { Journal, redact, type JournalEntry } from './journal.ts';
@@ -130,8 +132,26 @@ test('a file held past its hold is closed by the time flush resolves (a volume c
   const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'j.jsonl');
+  // Closes that take 20 ms (a slow volume): a close flush did not wait for would still be under
+  // way. The journal's `open` is fs/promises' own, swapped here through Node's builtin-module sync.
+  const fsp = createRequire(import.meta.url)('node:fs/promises') as { open: typeof open };
+  const realOpen = fsp.open;
+  fsp.open = (async (...args: Parameters<typeof open>) => {
+    const handle = await realOpen(...args);
+    const close = handle.close.bind(handle);
+    handle.close = async () => {
+      await new Promise((r) => setTimeout(r, 20));
+      return close();
+    };
+    return handle;
+  }) as typeof open;
+  syncBuiltinESMExports();
+  t.after(() => {
+    fsp.open = realOpen;
+    syncBuiltinESMExports();
+  });
   const j = new Journal(path, { holdMs: 0 });
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 3; i++) {
     j.append(entry(i));
     await j.flush();
     assert.equal(fdsOn(path), 0, `after write ${i}, the file is closed once flush resolves`);

@@ -99,7 +99,7 @@ export class Journal<T extends object = JournalEntry> {
   private readonly now: () => number;
   /** The file open for writing, and when it was opened; closed past the hold, at a rotation, after a failed write. */
   private file: { handle: FileHandle; openedAt: number } | undefined;
-  /** A close under way (not awaited by the drain, awaited by flush). */
+  /** The closes under way, chained (not awaited by the drain, awaited by flush). */
   private releasing: Promise<void> | undefined;
   /** Closes the file once writing has stopped for a hold (unref'd: it keeps no process alive). */
   private idleClose: ReturnType<typeof setTimeout> | undefined;
@@ -145,7 +145,8 @@ export class Journal<T extends object = JournalEntry> {
 
   /** Resolves once every line appended so far is written (or has failed to be). */
   async flush(): Promise<void> {
-    // A close the drain started is part of it: once flush resolves, nothing holds the volume busy.
+    // A close the drain started (a file held past holdMs) is part of it: once flush resolves, that
+    // file is closed. A file opened less than holdMs ago stays open until its idle close.
     while (this.draining || this.releasing) await (this.draining ?? this.releasing);
   }
 
@@ -223,7 +224,8 @@ export class Journal<T extends object = JournalEntry> {
     const file = this.file;
     if (!file) return this.releasing ?? Promise.resolve();
     this.file = undefined;
-    const closing: Promise<void> = file.handle.close().catch(() => undefined).finally(() => {
+    // Chained to a close still under way: flush waits for every one, whichever ends first.
+    const closing: Promise<void> = Promise.all([this.releasing, file.handle.close().catch(() => undefined)]).then(() => {
       if (this.releasing === closing) this.releasing = undefined;
     });
     this.releasing = closing;

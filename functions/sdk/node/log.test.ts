@@ -48,3 +48,26 @@ setTimeout(() => {}, 3000);`;
   assert.ok(tailAt !== undefined && tailAt < 2500, `the last line came ${tailAt?.toFixed(0)} ms after the start (the child exits at 3000)`);
   assert.equal(text.split('\n').filter((l) => l.startsWith('x')).length, 2000, 'every line, once');
 });
+
+/** Runs `body` in a child with batchedStdout(1000) as `out`, sends it SIGTERM once it says "ready" on stderr; its stdout and how it ended. */
+async function terminated(body: string): Promise<{ stdout: string; code: number | null; signal: NodeJS.Signals | null }> {
+  const script = `import { batchedStdout } from ${JSON.stringify(new URL('./log.ts', import.meta.url).href)};\nconst out = batchedStdout(1000);\n${body}\nsetInterval(() => {}, 1000);\nprocess.stderr.write('ready\\n');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  child.stdout.on('data', (b: Buffer) => (stdout += b.toString('utf8')));
+  child.stderr.on('data', (b: Buffer) => b.toString('utf8').includes('ready') && child.kill('SIGTERM'));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+  return { stdout, code, signal };
+}
+
+test('a SIGTERM nothing handles writes the lines waiting, then ends the process as the signal does', async () => {
+  const got = await terminated("out.write('waiting\\n');");
+  assert.equal(got.stdout, 'waiting\n');
+  assert.deepEqual([got.code, got.signal], [null, 'SIGTERM'], 'killed by the signal, as without the log');
+});
+
+test("a SIGTERM the program handles is the program's: the lines waiting are written and it exits as it chooses", async () => {
+  const got = await terminated("out.write('waiting\\n');\nprocess.once('SIGTERM', () => setTimeout(() => process.exit(3), 20));");
+  assert.equal(got.stdout, 'waiting\n');
+  assert.deepEqual([got.code, got.signal], [3, null]);
+});

@@ -9,9 +9,28 @@ interface Batcher {
 
 // Every live batcher, for one exit listener and one shutdown flush for them all.
 const batchers = new Set<WeakRef<Batcher>>();
-process.once('exit', () => {
-  for (const b of batchers) b.deref()?.sendSync();
-});
+let listening = false;
+
+/**
+ * At exit, and at a SIGTERM or SIGINT, what waits is written. A signal nothing else in the
+ * program handles then ends the process as it would have (raised again with no listener left):
+ * a program that calls serve() and no more is stopped by its pod's SIGTERM as before, with its
+ * last lines out.
+ */
+function listen(): void {
+  if (listening) return;
+  listening = true;
+  const sendAll = () => {
+    for (const b of batchers) b.deref()?.sendSync();
+  };
+  process.once('exit', sendAll);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      sendAll();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    });
+  }
+}
 
 /** Hands every batching log's waiting lines to stdout now: a server calls it when told to stop. */
 export function flushServerLogs(): void {
@@ -49,6 +68,7 @@ export function batchedStdout(delayMs = 200, maxBytes = 8192): DestinationStream
     },
   };
   batchers.add(new WeakRef(batcher));
+  listen();
   return {
     write(line: string) {
       waiting += line;
