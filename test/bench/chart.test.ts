@@ -71,3 +71,23 @@ test('P5 on Knative is a panel of its own: kfn beside bare Hono, both from zero'
   assert.deepEqual((panel.bars as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 1100], ['bare Hono', 900]]);
   assert.match((panel.bars[0] as Bar).text!, /1100 ms {2}1\.22× bare Hono/);
 });
+
+test('reconcile time over P1, P4 with snapshots and the CPU per delivery are panels too, each beside its peer or goal', () => {
+  const convergence = [
+    ...result.convergence,
+    { contender: 'controller-runtime', concurrency: 4, seconds: 40, writesPerObject: 5, readsPerObject: 0, reconcile: { count: 2000, p50Ms: 20, meanMs: 50 } },
+    { contender: 'kfn', concurrency: 4, seconds: 44, writesPerObject: 5, readsPerObject: 0, reconcile: { count: 1800, p50Ms: 30, meanMs: 55 } },
+  ];
+  const snapshotMemory = { webs: 100, children: 300, emptyRss: 70, emptyHeap: 12, v1Rss: 120, v1Heap: 38, v2Rss: 150, v2Heap: 55, cr: 300 };
+  const cpu = { deliveries: 2000, bridge: { perDeliveryMs: 4, busyMs: 8000, places: [], file: 'b' }, function: { perDeliveryMs: 5, busyMs: 10000, places: [], file: 'f' } };
+  const panels = comparePanels({ ...result, convergence, snapshotMemory, cpu });
+  const reconcile = panels.find((p) => p.title.startsWith('Reconcile time'))!;
+  assert.deepEqual((reconcile.bars.filter((b) => 'value' in b) as Bar[]).map((b) => [b.contender, b.value]), [['controller-runtime', 20], ['kfn', 30]]);
+  assert.match((reconcile.bars.find((b) => 'value' in b && b.contender === 'kfn') as Bar).text!, /30\.0 ms p50 {2}1\.50× c-r/);
+  const snap = panels.find((p) => p.title.startsWith('P4 with snapshots'))!;
+  assert.deepEqual((snap.bars as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 120], ['kfn', 150], ['controller-runtime', 300]]);
+  assert.match((snap.bars[1] as Bar).text!, /150 MiB {2}0\.50× c-r/);
+  const perDelivery = panels.find((p) => p.title.startsWith('CPU per delivery'))!;
+  assert.deepEqual((perDelivery.bars as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 9], ['floor', 3]]);
+  assert.match((perDelivery.bars[0] as Bar).text!, /9\.00 ms \(bridge 4\.00, function 5\.00\) {2}3\.00× the goal/);
+});

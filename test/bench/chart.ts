@@ -117,7 +117,7 @@ function lambdaBars(l: { kfn: number[]; bare: number[]; hono: number[] }): Panel
 /** The panels of a `bench:compare` result (its JSON), for the parts it measured. */
 export function comparePanels(results: Record<string, unknown>): Panel[] {
   const panels: Panel[] = [];
-  const conv = results.convergence as { contender: string; concurrency: number; seconds: number; readsPerObject: number; idle?: { reads: number; writes: number } }[] | undefined;
+  const conv = results.convergence as { contender: string; concurrency: number; seconds: number; readsPerObject: number; idle?: { reads: number; writes: number }; reconcile?: { p50Ms: number; meanMs: number } }[] | undefined;
   // Concurrency 0 is a contender on its defaults (kfn's adaptive limit).
   const labelOf = (r: { contender: string; concurrency: number }) => (r.contender === 'floor' ? 'floor (16 writers)' : r.concurrency ? `${r.contender} ×${r.concurrency}` : `${r.contender} defaults`);
   const who = (contender: string): Bar['contender'] => (contender === 'floor' ? 'floor' : contender === 'kfn' ? 'kfn' : 'controller-runtime');
@@ -127,6 +127,23 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       title: `P1 convergence: ${results.objects} MyWebs created -> all Ready (seconds; shorter is better)`,
       bars: conv.map((r) => ({ label: labelOf(r), value: r.seconds, text: `${fixed(r.seconds)} s  ${fixed(r.seconds / floor, 2)}× floor`, contender: who(r.contender) })),
     });
+    // Each kfn row with a controller-runtime row at the same concurrency, that row beside it.
+    const timed = conv.filter((r) => r.reconcile && r.concurrency);
+    const pairs = [...new Set(timed.map((r) => r.concurrency))].flatMap((c) => {
+      const cr = timed.find((r) => r.contender === 'controller-runtime' && r.concurrency === c);
+      const kfn = timed.find((r) => r.contender === 'kfn' && r.concurrency === c);
+      return cr && kfn ? [[cr, kfn] as const] : [];
+    });
+    if (pairs.length) {
+      panels.push({
+        title: 'Reconcile time over P1: kfn delivery -> answer, controller-runtime Reconcile (ms, p50; shorter is better)',
+        bars: pairs.flatMap(([cr, kfn]) => [
+          { gap: `×${cr.concurrency}` },
+          { label: '  controller-runtime', value: cr.reconcile!.p50Ms, text: `${fixed(cr.reconcile!.p50Ms)} ms p50  (mean ${fixed(cr.reconcile!.meanMs)})`, contender: 'controller-runtime' as const },
+          { label: '  kfn', value: kfn.reconcile!.p50Ms, text: `${fixed(kfn.reconcile!.p50Ms)} ms p50  ${fixed(kfn.reconcile!.p50Ms / cr.reconcile!.p50Ms, 2)}× c-r  (mean ${fixed(kfn.reconcile!.meanMs)})`, contender: 'kfn' as const },
+        ]),
+      });
+    }
     const idle = conv.filter((r) => r.idle);
     if (idle.length) {
       panels.push({
@@ -157,6 +174,17 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       bars.push({ label: '  ApiServerSource', value: r.adapter, text: `${fixed(r.adapter, 0)} MiB`, contender: 'ApiServerSource' });
     }
     panels.push({ title: 'P4 resident memory (MiB; smaller is better)', bars });
+  }
+  const snap = results.snapshotMemory as { webs: number; children: number; v1Rss: number; v2Rss: number; cr: number } | undefined;
+  if (snap) {
+    panels.push({
+      title: `P4 with snapshots: ${snap.webs.toLocaleString('en')} MyWebs and their ${snap.children.toLocaleString('en')} children (MiB; smaller is better)`,
+      bars: [
+        { label: 'kfn bridge, contract 1', value: snap.v1Rss, text: `${fixed(snap.v1Rss, 0)} MiB  ${fixed(snap.v1Rss / snap.cr, 2)}× c-r`, contender: 'kfn' },
+        { label: 'kfn bridge, contract 2', value: snap.v2Rss, text: `${fixed(snap.v2Rss, 0)} MiB  ${fixed(snap.v2Rss / snap.cr, 2)}× c-r`, contender: 'kfn' },
+        { label: 'controller-runtime', value: snap.cr, text: `${fixed(snap.cr, 0)} MiB`, contender: 'controller-runtime' },
+      ],
+    });
   }
   const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] } } | undefined;
   if (cold) {
@@ -191,6 +219,18 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       bars: [
         { label: 'kfn bridge: delivered', value: rel.after410.kfn!, text: `${rel.after410.kfn}  (never delivered: ${rel.missed.kfn})`, contender: 'kfn' },
         { label: 'ApiServerSource: delivered', value: rel.after410.adapter!, text: `${rel.after410.adapter}  (never delivered: ${rel.missed.adapter})`, contender: 'ApiServerSource' },
+      ],
+    });
+  }
+  const cpu = results.cpu as { bridge: { perDeliveryMs: number }; function: { perDeliveryMs: number } } | undefined;
+  if (cpu) {
+    // No peer measures this: the bar beside kfn's is the issue's goal (bridge and function together).
+    const [b, f, goal] = [cpu.bridge.perDeliveryMs, cpu.function.perDeliveryMs, 3];
+    panels.push({
+      title: 'CPU per delivery during a kfn ×1 convergence, bridge and function together (ms; less is better)',
+      bars: [
+        { label: 'kfn', value: b + f, text: `${fixed(b + f, 2)} ms (bridge ${fixed(b, 2)}, function ${fixed(f, 2)})  ${fixed((b + f) / goal, 2)}× the goal`, contender: 'kfn' },
+        { label: 'goal', value: goal, text: `${fixed(goal, 2)} ms`, contender: 'floor' },
       ],
     });
   }
