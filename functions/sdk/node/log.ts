@@ -1,10 +1,9 @@
 // The function server's log: pino's lines written to stdout together, not one system call each.
 import pino, { type DestinationStream } from 'pino';
 
-/** A batching stdout; `send` hands what waits to the writer now (async), `sendSync` writes it at once. */
+/** A batching stdout; `send` writes what waits now. */
 interface Batcher {
   send(): void;
-  sendSync(): void;
 }
 
 // Every live batcher, for one exit listener and one shutdown flush for them all.
@@ -21,7 +20,7 @@ function listen(): void {
   if (listening) return;
   listening = true;
   const sendAll = () => {
-    for (const b of batchers) b.deref()?.sendSync();
+    for (const b of batchers) b.deref()?.send();
   };
   process.once('exit', sendAll);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
@@ -43,11 +42,15 @@ export function flushServerLogs(): void {
  * per reconcile, and writing each by itself was about a twentieth of its CPU. For a server only:
  * a Lambda is frozen between invocations with its lines unwritten, so it keeps pino's
  * line-by-line default. The batching is here, not in sonic-boom's minLength: its flush does
- * nothing while a write is under way, which left lines waiting for the next one.
+ * nothing while a write is under way, which left lines waiting for the next one. Each batch is
+ * written synchronously, as pino's default writes each line: at exit or at a signal nothing
+ * is left in flight to be lost (an asynchronous write still under way when a SIGTERM ends the
+ * process never reaches stdout).
  */
 export function batchedStdout(delayMs = 200, maxBytes = 8192): DestinationStream {
-  // minLength 0: each batch handed over is written whole, after any write under way.
-  const out = pino.destination({ dest: 1, sync: false });
+  // Synchronous, minLength 0: each batch is written whole when handed over (sonic-boom retries
+  // a stdout that answers EAGAIN).
+  const out = pino.destination({ dest: 1, sync: true });
   let waiting = '';
   let timer: NodeJS.Timeout | undefined;
   const batcher: Batcher = {
@@ -55,15 +58,12 @@ export function batchedStdout(delayMs = 200, maxBytes = 8192): DestinationStream
       if (timer) clearTimeout(timer);
       timer = undefined;
       if (!waiting) return;
-      out.write(waiting);
+      const lines = waiting;
       waiting = '';
-    },
-    sendSync() {
-      batcher.send();
       try {
-        out.flushSync();
+        out.write(lines);
       } catch {
-        // exiting: nothing more to do
+        // stdout is gone (a closed pipe): the lines have nowhere to go
       }
     },
   };
