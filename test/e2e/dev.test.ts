@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
+import { nodePorts } from '../support/ports.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { startDevServer, type DevServer } from '../../cli/dev.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
@@ -54,7 +55,7 @@ async function devStack(t: TestContext, cluster: TestCluster) {
 }
 
 const web = (name: string, port: number, html: string) => ({ apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port, pageContentHtml: html } });
-let nextPort = 31500 + Math.floor(Math.random() * 50) * 10;
+const nextPort = nodePorts('e2e/dev');
 
 const recordFor = (dev: DevServer, object: string, match: (r: InvocationRecord) => boolean) => async () => dev.records().find((r) => `${r.event.data.primary.namespace}/${r.event.data.primary.name}` === object && match(r));
 
@@ -69,7 +70,7 @@ describe('kfn dev', { concurrency: true }, () => {
     const cluster = await testCluster();
     const s = await devStack(t, cluster);
     const object = `${s.ns}/site`;
-    await s.api.request('POST', s.mywebs, { body: web('site', nextPort++, '<h1>one</h1>') });
+    await s.api.request('POST', s.mywebs, { body: web('site', await nextPort(s.api), '<h1>one</h1>') });
     const created = await waitFor('the created delivery, recorded with its writes', recordFor(s.dev, object, (r) => r.event.reason === 'created' && r.writes.length >= 3));
     assert.deepEqual(created.children.map((c) => [c.ref.kind, c.written]), [['ConfigMap', true], ['Deployment', true], ['Service', true]]);
     // Contract 2: the object came in the event; the function did not read it.
@@ -138,8 +139,8 @@ describe('kfn dev', { concurrency: true }, () => {
     await page.locator('#conn', { hasText: 'live' }).waitFor({ timeout: 15_000 });
     await page.locator('[data-function="myweb"]').waitFor();
 
-    await s.api.request('POST', s.mywebs, { body: web('ui-site', nextPort++, '<h1>from the browser test</h1>') });
-    await s.api.request('POST', s.mywebs, { body: web('other', nextPort++, '<h1>other</h1>') });
+    await s.api.request('POST', s.mywebs, { body: web('ui-site', await nextPort(s.api), '<h1>from the browser test</h1>') });
+    await s.api.request('POST', s.mywebs, { body: web('other', await nextPort(s.api), '<h1>other</h1>') });
     const createdRow = page.locator(`#rows tr[data-object="${s.ns}/ui-site"][data-reason="created"]`);
     await createdRow.waitFor({ timeout: 30_000 });
     await page.locator(`#rows tr[data-object="${s.ns}/other"]`).first().waitFor({ timeout: 30_000 });

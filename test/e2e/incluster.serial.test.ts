@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../cluster/paths.ts';
+import { nodePorts } from '../support/ports.ts';
 import { kubeApi, testCluster, testNamespace, untilDefaultsApply, untilWebhookRefuses } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
@@ -123,7 +124,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
   assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
 
-  const port = 32000 + Math.floor(Math.random() * 700);
+  const port = await nodePorts('e2e/incluster')(api);
   await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
     body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site' }, spec: { nodePortNumber: port, pageContentHtml: '<h1>served by pods</h1>' } },
   });

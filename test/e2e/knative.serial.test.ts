@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import type { JournalEntry } from '../../core/journal.ts';
 import { ApiError, type KubeApi } from '../../kube/api.ts';
 import { deployFunctions } from '../../cli/deploy.ts';
+import { nodePorts } from '../support/ports.ts';
 import { followBridgeJournal, installBridge } from '../../cli/incluster.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { repoRoot } from '../../cluster/paths.ts';
@@ -27,6 +28,7 @@ const system = 'kfn-system';
 /** The identity of the Reconcilers this test writes by hand. */
 const testIdentity = { name: 'kfn-test-knative', namespace: system };
 const log = (line: string) => console.error(`[knative] ${line}`);
+const nextPort = nodePorts('e2e/knative');
 
 describe('functions on Knative Serving', () => {
   let cluster: TestCluster;
@@ -104,7 +106,7 @@ describe('functions on Knative Serving', () => {
     const fnPods = async () => (await api.request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${system}/pods?labelSelector=serving.knative.dev/service=kfn-fn-myweb`)).items;
     await waitFor('the function to scale to zero', async () => (await fnPods()).length === 0 || undefined, { timeoutMs: 150_000, intervalMs: 1000 });
 
-    const port = 31500 + (process.pid % 150);
+    const port = await nextPort(api);
     const written = Date.now();
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
       body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'woken' }, spec: { nodePortNumber: port, pageContentHtml: '<h1>from zero</h1>' } },
@@ -207,7 +209,7 @@ describe('functions on Knative Serving', () => {
       },
     });
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
-      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'never' }, spec: { nodePortNumber: 31499, pageContentHtml: 'x' } },
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'never' }, spec: { nodePortNumber: await nextPort(api), pageContentHtml: 'x' } },
     });
     // Before Knative gives up on the revision the Service has no address yet, and the Reconciler
     // says so first (seen in CI): wait for the verdict that names Knative's reason.
@@ -254,7 +256,7 @@ describe('functions on Knative Serving', () => {
       },
     });
     await api.request('POST', `/apis/operator.k8s-summit.org/v1/namespaces/${ns}/mywebs`, {
-      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'orphan' }, spec: { nodePortNumber: 31498, pageContentHtml: 'x' } },
+      body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'orphan' }, spec: { nodePortNumber: await nextPort(api), pageContentHtml: 'x' } },
     });
     const condition = await waitFor('the Reconciler to name the missing sink', async () => {
       const c = await reconcilerReady('lost');

@@ -6,15 +6,16 @@ import { describe, test } from 'node:test';
 import { testCluster } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, type FunctionStack } from '../support/functions.ts';
+import { nodePorts } from '../support/ports.ts';
 import type { LocalLambda } from '../support/lambda.ts';
 
 const iam = { region: 'eu-west-1', accessKeyId: 'AKIDKFNE2ETEST', secretAccessKey: 'kfn-e2e-secret' };
 /** Credentials from the environment only: no shared files, no instance metadata. */
 const awsEnv = (secret: string) => ({ AWS_ACCESS_KEY_ID: iam.accessKeyId, AWS_SECRET_ACCESS_KEY: secret, AWS_REGION: iam.region, AWS_CONFIG_FILE: '/nonexistent', AWS_SHARED_CREDENTIALS_FILE: '/nonexistent', AWS_EC2_METADATA_DISABLED: 'true' });
 
-let port = 31100 + (process.pid % 300);
+const nextPort = nodePorts('e2e/lambda-delivery');
 async function createMyWeb(stack: FunctionStack, name: string): Promise<void> {
-  await stack.api.request('POST', stack.objects, { body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: port++, pageContentHtml: `<p>${name}</p>` } } });
+  await stack.api.request('POST', stack.objects, { body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { nodePortNumber: await nextPort(stack.api), pageContentHtml: `<p>${name}</p>` } } });
 }
 async function waitReady(stack: FunctionStack, name: string, timeoutMs = 60_000): Promise<void> {
   await waitFor(`MyWeb ${name} to be Ready`, async () => {

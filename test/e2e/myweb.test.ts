@@ -10,6 +10,7 @@ import { ApiError, applyObject } from '../../kube/api.ts';
 import { testCluster, type TestCluster } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, stackReport } from '../support/functions.ts';
+import { nodePortRange, nodePorts } from '../support/ports.ts';
 
 const myWebStack = (t: TestContext, cluster: TestCluster, extra: { resyncPeriodSeconds?: number; contract?: 1 | 2 } = {}) => functionStack(t, cluster, 'myweb', extra);
 
@@ -35,14 +36,16 @@ interface Obj {
   status?: Record<string, unknown>;
 }
 
-// Ports for these tests: a range no other test uses.
-let nextPort = 30100 + Math.floor(Math.random() * 100) * 20;
+// NodePorts for these tests: this file's own block (see test/support/ports.ts).
+const nextPort = nodePorts('e2e/myweb');
 
 describe('MyWeb end to end', { concurrency: true }, () => {
   test('create → Ready with children; edits roll out; drift is repaired; delete collects children', async (t) => {
     const cluster = await testCluster();
     const s = await myWebStack(t, cluster);
-    const port = nextPort++;
+    // What a timed-out wait adds: the journal's and the function's last lines (a refused write shows there).
+    const report = () => stackReport(s);
+    const port = await nextPort(s.api);
     const applyStarted = Date.now();
     const created = await s.api.request<Obj>('POST', s.objects, { body: web('site', port) });
     const kubectl = promisify(execFile);
@@ -63,29 +66,29 @@ describe('MyWeb end to end', { concurrency: true }, () => {
       const res = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(2000) });
       return res.ok ? res.text() : undefined;
     };
-    assert.equal(await waitFor(`the page on 127.0.0.1:${port}`, served), '<h1>Hello, World!</h1>');
+    assert.equal(await waitFor(`the page on 127.0.0.1:${port}`, served, { context: report }), '<h1>Hello, World!</h1>');
 
     // Edit the page: ConfigMap updated, pods roll (new pod-template hash).
     const hashOf = (d: Obj) => ((d.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations['myweb.kfn.dev/page-sha256']);
     const oldHash = hashOf(dep);
     await s.api.request('PATCH', `${s.objects}/site`, { body: { spec: { pageContentHtml: '<h1>Edited</h1>' } }, contentType: 'application/merge-patch+json' });
-    await waitFor('the page ConfigMap to be updated', async () => (await get('configmaps/site-page')).data?.['index.html'] === '<h1>Edited</h1>' || undefined);
-    await waitFor('the Deployment to roll to a new pod template', async () => hashOf(await getApps('deployments/site')) !== oldHash || undefined);
-    await waitFor('the edited page to be served once the pods rolled', async () => ((await served()) === '<h1>Edited</h1>') || undefined, { timeoutMs: 90_000 });
+    await waitFor('the page ConfigMap to be updated', async () => (await get('configmaps/site-page')).data?.['index.html'] === '<h1>Edited</h1>' || undefined, { context: report });
+    await waitFor('the Deployment to roll to a new pod template', async () => hashOf(await getApps('deployments/site')) !== oldHash || undefined, { context: report });
+    await waitFor('the edited page to be served once the pods rolled', async () => ((await served()) === '<h1>Edited</h1>') || undefined, { timeoutMs: 90_000, context: report });
     await waitFor('a second ReplicaSet (the pods rolled)', async () => {
       const rs = await s.api.request<{ items: unknown[] }>('GET', `/apis/apps/v1/namespaces/${s.ns}/replicasets`);
       return rs.items.length >= 2 || undefined;
-    });
+    }, { context: report });
     // Edit the port: Service updated.
-    const newPort = nextPort++;
+    const newPort = await nextPort(s.api);
     await s.api.request('PATCH', `${s.objects}/site`, { body: { spec: { nodePortNumber: newPort } }, contentType: 'application/merge-patch+json' });
-    await waitFor('the Service to move to the new port', async () => (((await get('services/site')).spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort === newPort) || undefined);
+    await waitFor('the Service to move to the new port', async () => (((await get('services/site')).spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort === newPort) || undefined, { context: report });
 
     // Drift: delete the Service, scale the Deployment by hand.
     await s.api.request('DELETE', `/api/v1/namespaces/${s.ns}/services/site`);
-    await waitFor('the Service to be recreated', () => get('services/site'));
+    await waitFor('the Service to be recreated', () => get('services/site'), { context: report });
     await s.api.request('PATCH', `/apis/apps/v1/namespaces/${s.ns}/deployments/site`, { body: { spec: { replicas: 3 } }, contentType: 'application/merge-patch+json' });
-    await waitFor('the Deployment to be scaled back to 1', async () => (((await getApps('deployments/site')).spec as { replicas: number }).replicas === 1) || undefined);
+    await waitFor('the Deployment to be scaled back to 1', async () => (((await getApps('deployments/site')).spec as { replicas: number }).replicas === 1) || undefined, { context: report });
 
     // Delete: the garbage collector removes the children.
     await s.api.request('DELETE', `${s.objects}/site`);
@@ -99,15 +102,15 @@ describe('MyWeb end to end', { concurrency: true }, () => {
         }
       }
       return true;
-    }, { timeoutMs: 60_000 });
+    }, { timeoutMs: 60_000, context: report });
   });
 
   test('an out-of-range port is rejected by the CRD; a port in use gives Ready=False without a hot loop', async (t) => {
     const cluster = await testCluster();
     const s = await myWebStack(t, cluster);
-    await assert.rejects(s.api.request('POST', s.objects, { body: web('bad', 29999) }), /nodePortNumber in body should be greater than or equal to 30000/);
+    await assert.rejects(s.api.request('POST', s.objects, { body: web('bad', 29999) }), new RegExp(`nodePortNumber in body should be greater than or equal to ${nodePortRange.first}`));
 
-    const taken = nextPort++;
+    const taken = await nextPort(s.api);
     await applyObject(s.api, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'squatter', namespace: s.ns }, spec: { type: 'NodePort', selector: { x: 'y' }, ports: [{ port: 80, nodePort: taken }] } } as never, 'kfn-test');
     await s.api.request('POST', s.objects, { body: web('clash', taken) });
     const ready = await waitFor('Ready=False with the apiserver reason', async () => {
@@ -141,12 +144,10 @@ describe('MyWeb end to end', { concurrency: true }, () => {
   for (const contract of [2, 1] as const) test(`50 MyWebs, contract ${contract}: writes per create, and an idle resync makes zero writes${contract === 2 ? ' and zero reads' : ' (a function reading for itself still works)'}`, async (t) => {
     const cluster = await testCluster();
     const s = await myWebStack(t, cluster, { resyncPeriodSeconds: 8, contract });
-    const first = nextPort;
-    nextPort += 50;
     const started = new Map<string, number>();
     for (let i = 0; i < 50; i++) {
       started.set(`w${i}`, Date.now());
-      await s.api.request('POST', s.objects, { body: web(`w${i}`, first + i) });
+      await s.api.request('POST', s.objects, { body: web(`w${i}`, await nextPort(s.api)) });
     }
     const readyAt = new Map<string, number>();
     await waitFor('all 50 MyWebs to be Ready', async () => {

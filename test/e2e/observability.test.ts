@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { ensurePrometheus } from '../../cluster/prometheus.ts';
+import { nodePorts } from '../support/ports.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { waitFor } from '../../core/clock.ts';
 import { testCluster } from '../support/cluster.ts';
@@ -66,9 +67,9 @@ test('Prometheus scrapes the bridge and a function: every dashboard panel has da
 
   // Work for the panels: MyWebs created, one edited (a new generation to become Ready for).
   const kubectl = (...args: string[]) => promisify(execFile)(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, '-n', s.ns, ...args]);
-  const base = 30600 + Math.floor(Math.random() * 50) * 4;
+  const nextPort = nodePorts('e2e/observability');
   const web = (name: string, port: number, html: string) => ({ apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name }, spec: { image: 'kfn.local/nginx:1.22', nodePortNumber: port, pageContentHtml: html } });
-  for (const [i, name] of ['one', 'two', 'three'].entries()) await s.api.request('POST', s.objects, { body: web(name, base + i, `<p>${name}</p>`) });
+  for (const name of ['one', 'two', 'three']) await s.api.request('POST', s.objects, { body: web(name, await nextPort(s.api), `<p>${name}</p>`) });
   await kubectl('wait', '--for=condition=Ready', 'myweb/one', 'myweb/two', 'myweb/three', '--timeout=120s').catch((err) => assert.fail(`${err}\n${report()}`));
   await s.api.request('PATCH', `${s.objects}/one`, { body: { spec: { pageContentHtml: '<p>one, edited</p>' } }, contentType: 'application/merge-patch+json' });
 

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { ensureJaeger } from '../../cluster/jaeger.ts';
+import { nodePorts } from '../support/ports.ts';
 import { waitFor } from '../../core/clock.ts';
 import { testCluster } from '../support/cluster.ts';
 import { functionStack, stackReport } from '../support/functions.ts';
@@ -30,7 +31,7 @@ test("a MyWeb's creation is one trace from the bridge's watch event through the 
     else process.env.OTEL_EXPORTER_OTLP_ENDPOINT = before.OTEL_EXPORTER_OTLP_ENDPOINT;
   });
   const s = await functionStack(t, cluster, 'myweb');
-  const port = 30800 + Math.floor(Math.random() * 100);
+  const port = await nodePorts('e2e/tracing')(s.api);
   await s.api.request('POST', s.objects, { body: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'traced' }, spec: { image: 'kfn.local/nginx:1.22', nodePortNumber: port, pageContentHtml: '<p>traced</p>' } } });
   await promisify(execFile)(join(cluster.state.binDir, 'kubectl'), ['--kubeconfig', cluster.paths.kubeconfig, '-n', s.ns, 'wait', '--for=condition=Ready', 'myweb/traced', '--timeout=120s']).catch((err) => assert.fail(`${err}\n${stackReport(s)}`));
 

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { nodePorts } from '../support/ports.ts';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
@@ -24,7 +25,7 @@ test('kfn diff shows what a function would create, change and delete for one obj
   const ns = await testNamespace(t, cluster, 'diff');
   await applyObject(api, crdOf(MyWeb) as never, 'kfn-test');
   await waitFor('the MyWeb CRD to be served', () => api.resource(MyWeb.apiVersion, MyWeb.kind));
-  const port = 32_100 + Math.floor(Math.random() * 500);
+  const port = await nodePorts('integration/diff')(api);
   await api.request('POST', `/apis/${MyWeb.apiVersion}/namespaces/${ns}/mywebs`, { body: { apiVersion: MyWeb.apiVersion, kind: 'MyWeb', metadata: { name: 'site' }, spec: { nodePortNumber: port, pageContentHtml: '<h1>diff</h1>' } } });
   const kfn = (args: string[]) =>
     promisify(execFile)(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'diff', ...args, `--kubeconfig=${cluster.paths.kubeconfig}`], { cwd: repoRoot }).then(

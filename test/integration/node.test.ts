@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { nodePorts } from '../support/ports.ts';
 import { AppsV1Api, CoreV1Api, KubeConfig, type V1PodSpec } from '@kubernetes/client-node';
-import { applyYaml, expectApiError, testCluster, testNamespace } from '../support/cluster.ts';
+import { applyYaml, expectApiError, kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 
 /** Runs a pod to completion and returns its phase and log. */
@@ -23,7 +24,7 @@ describe('the real node', { concurrency: true }, () => {
   test('a NodePort Service answers on 127.0.0.1; a ClusterIP Service answers pods by its DNS name', async (t) => {
     const cluster = await testCluster();
     const ns = await testNamespace(t, cluster, 'svc');
-    const nodePort = 30000 + Math.floor(Math.random() * 2700);
+    const nodePort = await nodePorts('integration/node')(kubeApi(cluster.kc));
     await applyYaml(
       cluster.kc,
       `

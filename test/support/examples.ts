@@ -11,6 +11,10 @@ import { loadFunction } from '../../cli/functions.ts';
 import { testCluster, testNamespace } from './cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { functionStack, journalLines, stackReport, type FunctionRuntime } from './functions.ts';
+import { nodePorts } from './ports.ts';
+
+/** One source of NodePorts per runner for the whole process: every example's samples take theirs in turn. */
+const examplePorts = { 'e2e/examples': nodePorts('e2e/examples'), 'e2e/lambda': nodePorts('e2e/lambda') };
 
 interface Obj {
   apiVersion: string;
@@ -40,10 +44,10 @@ export async function exampleLifecycle(t: TestContext, dir: string, options: { r
   }
   const pathOf = async (o: Obj) => objectPath(await api.resource(o.apiVersion, o.kind), o.metadata.name, ns);
   const reconciler = await loadFunction(dir);
-  // MyWeb samples use fixed node ports; give this run its own, above the other tests' range.
-  let port = (options.runtime === 'lambda' ? 31700 : 32200) + (process.pid % 400);
+  // MyWeb samples use fixed node ports; give this run its own (see ports.ts).
+  const nextPort = examplePorts[options.runtime === 'lambda' ? 'e2e/lambda' : 'e2e/examples'];
   for (const s of samples) {
-    if (s.kind === 'MyWeb') (s as unknown as { spec: { nodePortNumber: number } }).spec.nodePortNumber = port++;
+    if (s.kind === 'MyWeb') (s as unknown as { spec: { nodePortNumber: number } }).spec.nodePortNumber = await nextPort(api);
     await applyObject(api, s as never, 'kfn-test');
   }
   for (const s of samples) {

@@ -19,13 +19,10 @@ let listening = false;
 function listen(): void {
   if (listening) return;
   listening = true;
-  const sendAll = () => {
-    for (const b of batchers) b.deref()?.send();
-  };
-  process.once('exit', sendAll);
+  process.once('exit', flushServerLogs);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => {
-      sendAll();
+      flushServerLogs();
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
     });
   }
