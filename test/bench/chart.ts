@@ -236,10 +236,11 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
   }
   const fleet = results.fleet as { side: string; memoryMiB: number; cpuPerMinute: number; pods: number }[] | undefined;
   if (fleet?.length) {
-    const peer = fleet[0]!;
+    // The ratio is to the twelve controller-runtime operators, when this run measured them.
+    const peer = fleet.find((f) => f.side === 'controller-runtime ×12 operators');
     panels.push({
       title: 'P7 the fleet at rest: twelve operators, memory (MiB; smaller is better), CPU per idle minute',
-      bars: fleet.map((f) => ({ label: f.side.slice(0, 30), value: f.memoryMiB, text: `${fixed(f.memoryMiB, 0)} MiB  ${fixed(f.memoryMiB / peer.memoryMiB, 2)}×  ${fixed(f.cpuPerMinute, 2)} CPU s  ${fixed(f.pods)} pods`, contender: f.side.startsWith('kfn') ? 'kfn' : 'controller-runtime' })),
+      bars: fleet.map((f) => ({ label: f.side.slice(0, 30), value: f.memoryMiB, text: `${fixed(f.memoryMiB, 0)} MiB  ${peer ? `${fixed(f.memoryMiB / peer.memoryMiB, 2)}×  ` : ''}${fixed(f.cpuPerMinute, 2)} CPU s  ${fixed(f.pods)} pods`, contender: f.side.startsWith('kfn') ? 'kfn' : 'controller-runtime' })),
     });
   }
   return panels;

@@ -31,7 +31,8 @@
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
 //                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu,p7,p5k] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
-//                            [--fleet-settle 120] [--fleet-idle 180] [--cold-starts 11] [--knative-cold-starts 5]
+//                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
+//                            [--cold-starts 11] [--knative-cold-starts 5]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -63,7 +64,7 @@ import { objectId, type ObjectRef } from '../../core/objects.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
-import { fleetAtRest, fleetCleanup, type FleetSide } from './fleet.ts';
+import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { installBridge, bridgeNamespace } from '../../cli/incluster.ts';
@@ -89,6 +90,7 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'p1,p2,p3,p4,p5,p6,cpu,p7,p5k' },
     'fleet-settle': { type: 'string', default: '120' },
     'fleet-idle': { type: 'string', default: '180' },
+    'fleet-sides': { type: 'string', default: fleetSideNames.join(',') },
     'relist-objects': { type: 'string', default: '10000' },
     'cold-starts': { type: 'string', default: '11' },
     // Each waits for both Knative Services to be back at zero (about 40 s).
@@ -101,6 +103,8 @@ const { values } = parseArgs({
 const objects = Number(values.objects);
 const changes = Number(values.changes);
 const only = new Set(values.only.split(','));
+const fleetSides = values['fleet-sides'].split(',').filter(Boolean) as FleetSideName[];
+for (const side of fleetSides) if (!(fleetSideNames as readonly string[]).includes(side)) throw new Error(`--fleet-sides: no side "${side}" (the sides: ${fleetSideNames.join(', ')})`);
 if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
 const log = (line: string) => console.error(`  ${line}`);
 const now = () => performance.timeOrigin + performance.now(); // wall-clock ms, comparable with the peers' unix ns
@@ -1018,7 +1022,7 @@ try {
     const fleet: FleetSide[] = [];
     results.fleet = fleet;
     try {
-      await fleetAtRest({ api, cluster, operator: peers.operator, settleSeconds: Number(values['fleet-settle']), idleSeconds: Number(values['fleet-idle']), log, into: fleet });
+      await fleetAtRest({ api, cluster, operator: peers.operator, settleSeconds: Number(values['fleet-settle']), idleSeconds: Number(values['fleet-idle']), log, into: fleet, sides: fleetSides });
     } catch (err) {
       results.fleetError = (err as Error).message;
       log(`P7 stopped: ${(err as Error).message}`);
@@ -1158,20 +1162,27 @@ if (cpu) {
 }
 const fleet = results.fleet as FleetSide[] | undefined;
 if (fleet?.length) {
-  const [operators, manager] = [fleet[0]!, fleet[1] ?? fleet[0]!];
+  // Without the twelve operators measured (--fleet-sides), no ratios: a dash.
+  const operators = fleet.find((f) => f.side === 'controller-runtime ×12 operators');
+  const manager = fleet.find((f) => f.side === 'controller-runtime, one manager ×12 controllers');
+  const ratio = (a: number, peer: FleetSide | undefined, of: (f: FleetSide) => number) => (peer ? x(a, of(peer)) : '–');
+  // NaN: the side it leans on (operators, deployment) was not measured.
+  const marginal = (f: FleetSide) => (Number.isFinite(f.marginalMiB) ? f.marginalMiB.toFixed(1) : '–');
   say();
   say(`P7 the fleet at rest: twelve operators, ${values['fleet-settle']} s settled, then ${values['fleet-idle']} s idle (the kubelet's working sets, mean of looks every 5 s; CPU over the idle period)`);
   say('  side                                              MiB   ×12 c-r   CPU s/idle min   ×12 c-r    pods   one more operator (MiB)');
-  for (const f of fleet) say(`  ${f.side.padEnd(46)} ${f.memoryMiB.toFixed(0).padStart(6)}   ${x(f.memoryMiB, operators.memoryMiB).padStart(7)}   ${f.cpuPerMinute.toFixed(2).padStart(14)}   ${x(f.cpuPerMinute, operators.cpuPerMinute).padStart(7)}   ${f.pods.toFixed(1).padStart(5)}   ${f.marginalMiB.toFixed(1).padStart(8)}`);
+  for (const f of fleet) say(`  ${f.side.padEnd(46)} ${f.memoryMiB.toFixed(0).padStart(6)}   ${ratio(f.memoryMiB, operators, (o) => o.memoryMiB).padStart(7)}   ${f.cpuPerMinute.toFixed(2).padStart(14)}   ${ratio(f.cpuPerMinute, operators, (o) => o.cpuPerMinute).padStart(7)}   ${f.pods.toFixed(1).padStart(5)}   ${marginal(f).padStart(8)}`);
   for (const f of fleet.filter((f) => f.side.startsWith('kfn'))) {
     const parts = Object.entries(f.parts).map(([name, p]) => `${name} ${p.memoryMiB.toFixed(0)} MiB / ${p.cpuPerMinute.toFixed(2)} s / ${p.pods.toFixed(1)} pods${name === 'functions' ? ` (none up in ${(p.atZero * 100).toFixed(0)}% of looks)` : ''}`);
     say(`  ${f.side}: ${parts.join('; ')}`);
+    if (f.idleDeliveries) say(`    deliveries during the idle period: ${describeCounts(f.idleDeliveries)}`);
+    if (f.functionsUp) say(`    each function's pod up, share of looks: ${Object.entries(f.functionsUp).sort((a, b) => b[1] - a[1]).map(([fn, up]) => `${fn.replace(/^kfn-fn-/, '')} ${(up * 100).toFixed(0)}%`).join(', ') || 'none up'}`);
   }
   const knative = fleet.find((f) => f.side === 'kfn on Knative');
   const host = fleet.find((f) => f.side.startsWith('kfn, shared host'));
-  if (knative) say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${x(knative.memoryMiB, operators.memoryMiB)} (goal ≤ 0.5×), idle CPU ${x(knative.cpuPerMinute, operators.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${knative.marginalMiB.toFixed(1)} MiB (goal ≤ 5)`);
+  if (knative) say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${ratio(knative.memoryMiB, operators, (o) => o.memoryMiB)} (goal ≤ 0.5×), idle CPU ${ratio(knative.cpuPerMinute, operators, (o) => o.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${marginal(knative)} MiB (goal ≤ 5)`);
   if (results.fleetError) say(`  P7 stopped before its last sides: ${results.fleetError}`);
-  if (host) say(`  shared host: ${x(host.memoryMiB, manager.memoryMiB)} one controller-runtime manager of twelve (goal ≤ 1.0×), one more operator ${host.marginalMiB.toFixed(1)} MiB (goal ≤ 5)`);
+  if (host) say(`  shared host: ${ratio(host.memoryMiB, manager, (m) => m.memoryMiB)} one controller-runtime manager of twelve (goal ≤ 1.0×), one more operator ${marginal(host)} MiB (goal ≤ 5)`);
 }
 const table = lines.join('\n');
 console.log(table);

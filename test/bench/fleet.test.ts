@@ -2,7 +2,8 @@
 // series of looks says of each part (pods coming and going, as Knative's do).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { figuresOf, kfnPartOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
+import type { JournalEntry } from '../../core/journal.ts';
+import { deliveriesIn, describeCounts, figuresOf, functionsUpIn, kfnPartOf, knativeServiceOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
 
 test('a look holds each pod\'s working set and CPU, by namespace/pod, and nothing of containers or the node', () => {
   const look = parseResourceMetrics(
@@ -46,4 +47,27 @@ test("a kfn side counts Knative's and the ingress's pods only when its functions
   assert.deepEqual(keys.map(kfnPartOf('deployment')), ['bridge', 'functions', 'host', undefined, undefined, undefined]);
   assert.deepEqual(keys.map(kfnPartOf('host')), ['bridge', 'functions', 'host', undefined, undefined, undefined]);
   assert.deepEqual(keys.map(kfnPartOf('knative')), ['bridge', 'functions', 'host', 'knative', 'ingress', undefined]);
+});
+
+test('what woke the fleet: each Knative function\'s share of looks with a pod up, and the deliveries of the idle period by reconciler and reason', () => {
+  assert.equal(knativeServiceOf('kfn-fn-myweb-00001-deployment-5d8f7c9b4-x2x7q'), 'kfn-fn-myweb');
+  assert.equal(knativeServiceOf('kfn-bridge-6c9d4f7b8-abcde'), undefined);
+  const look = (...pods: string[]): Look => new Map(pods.map((p) => [`kfn-system/${p}`, { memory: 1, cpu: 0 }]));
+  const partOf = kfnPartOf('knative');
+  const up = functionsUpIn([look('kfn-bridge-a-1'), look('kfn-bridge-a-1', 'kfn-fn-myweb-00001-deployment-a-1', 'kfn-fn-myweb-00001-deployment-a-2'), look('kfn-fn-podset-00002-deployment-b-1'), look()], partOf);
+  assert.deepEqual(up, { 'kfn-fn-myweb': 0.25, 'kfn-fn-podset': 0.25 }, 'two pods of one function in one look count once');
+
+  const entry = (time: string, reconciler: string, reason: JournalEntry['reason'], durationMs = 5) => ({ time, reconciler, reason, durationMs }) as JournalEntry;
+  const entries = [
+    entry('2026-11-27T01:00:00.000Z', 'myweb', 'resync'),
+    entry('2026-11-27T01:01:02.000Z', 'myweb', 'created', 3000), // sent while settling, answered after a cold start
+    entry('2026-11-27T01:02:00.000Z', 'myweb', 'resync'),
+    entry('2026-11-27T01:03:00.000Z', 'podset', 'child'),
+    entry('2026-11-27T01:04:00.000Z', 'myweb', 'resync', 1000), // sent within, answered after the end
+    entry('2026-11-27T01:04:01.000Z', 'myweb', 'resync'),
+  ];
+  const counts = deliveriesIn(entries, Date.parse('2026-11-27T01:01:00.000Z'), Date.parse('2026-11-27T01:04:00.000Z'));
+  assert.deepEqual(counts, { 'myweb resync': 2, 'podset child': 1 }, 'only the deliveries sent in the idle period');
+  assert.equal(describeCounts(counts), '3 (myweb resync 2, podset child 1)');
+  assert.equal(describeCounts({}), 'none');
 });

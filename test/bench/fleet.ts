@@ -19,7 +19,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { deployFunctions, deployHost } from '../../cli/deploy.ts';
 import { functionDirs, loadFunction } from '../../cli/functions.ts';
-import { installBridge, bridgeNamespace } from '../../cli/incluster.ts';
+import { followBridgeJournal, installBridge, bridgeNamespace } from '../../cli/incluster.ts';
+import type { JournalEntry } from '../../core/journal.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { ensureBinaries } from '../../cluster/build.ts';
 import { buildImage, importImages, nonRootUid } from '../../cluster/images.ts';
@@ -100,7 +101,15 @@ export interface FleetSide {
   pods: number;
   /** Memory one more operator adds (MiB), as the side's figures give it. */
   marginalMiB: number;
+  /** kfn: the deliveries the bridge made during the idle period, by `reconciler reason` (what woke the functions). */
+  idleDeliveries?: Record<string, number>;
+  /** Knative: the share of the looks in which each function had a pod up. */
+  functionsUp?: Record<string, number>;
 }
+
+/** P7's sides, in the order they run; `--fleet-sides` picks some (the ratios need `operators`). */
+export const fleetSideNames = ['operators', 'manager', 'deployment', 'host', 'knative'] as const;
+export type FleetSideName = (typeof fleetSideNames)[number];
 
 export interface FleetOptions {
   api: KubeApi;
@@ -114,6 +123,42 @@ export interface FleetOptions {
   log: (line: string) => void;
   /** Where each side goes as it is measured (the caller keeps those measured should a later one fail). */
   into?: FleetSide[];
+  /** The sides to measure (default all). The marginal figures of `manager` and `host` use `operators`' and `deployment`'s. */
+  sides?: readonly FleetSideName[];
+}
+
+/** A Knative function pod's Service (`kfn-fn-myweb-00001-deployment-…` → `kfn-fn-myweb`), or undefined. */
+export function knativeServiceOf(pod: string): string | undefined {
+  return /^(.+)-\d{5}-deployment-/.exec(pod)?.[1];
+}
+
+/** The share of `looks` in which each Knative function had a pod up, by Service. */
+export function functionsUpIn(looks: Look[], partOf: (key: string) => Part | undefined): Record<string, number> {
+  const up: Record<string, number> = {};
+  for (const look of looks) {
+    const services = new Set<string>();
+    for (const key of look.keys()) {
+      const service = partOf(key) === 'functions' ? knativeServiceOf(key.split('/')[1]!) : undefined;
+      if (service) services.add(service);
+    }
+    for (const service of services) up[service] = (up[service] ?? 0) + 1 / looks.length;
+  }
+  return up;
+}
+
+/**
+ * The deliveries sent in [from, to) (ms; a journal entry's `time` is when the answer came, so the
+ * send is `durationMs` before it), counted by `reconciler reason`.
+ */
+export function deliveriesIn(entries: readonly JournalEntry[], from: number, to: number): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const e of entries) {
+    const sent = Date.parse(e.time) - e.durationMs;
+    if (sent < from || sent >= to) continue;
+    const what = `${e.reconciler} ${e.reason}`;
+    counts[what] = (counts[what] ?? 0) + 1;
+  }
+  return counts;
 }
 
 const teams = 12;
@@ -126,34 +171,57 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
   await fleetCleanup(api);
   const node = await realNode(api);
   const look = async (): Promise<Look> => parseResourceMetrics(await api.text('GET', `/api/v1/nodes/${node}/proxy/metrics/resource`));
-  const measure = async (side: string, partOf: (key: string) => Part | undefined, marginal: (parts: Map<Part, PartFigures>) => number): Promise<FleetSide> => {
+  const want = (name: FleetSideName) => (o.sides ?? fleetSideNames).includes(name);
+  const measure = async (side: string, partOf: (key: string) => Part | undefined, marginal: (parts: Map<Part, PartFigures>) => number, kfn?: 'deployment' | 'host' | 'knative'): Promise<FleetSide> => {
     log(`P7 ${side}: settling ${o.settleSeconds} s, then ${o.idleSeconds} s idle`);
-    await sleep(o.settleSeconds * 1000);
+    // On a kfn side, the leading bridge's journal: which deliveries came during the idle period.
+    const journal: JournalEntry[] = [];
+    const following = kfn ? followBridgeJournal(api, bridgeNamespace, (e) => journal.push(e)) : undefined;
     const looks: Look[] = [];
-    const end = Date.now() + o.idleSeconds * 1000;
-    for (;;) {
-      looks.push(await look());
-      if (Date.now() >= end) break;
-      await sleep(Math.min((o.everySeconds ?? 5) * 1000, Math.max(0, end - Date.now())));
+    let idleFrom = 0;
+    let end = 0;
+    try {
+      await sleep(o.settleSeconds * 1000);
+      idleFrom = Date.now();
+      end = idleFrom + o.idleSeconds * 1000;
+      for (;;) {
+        looks.push(await look());
+        if (Date.now() >= end) break;
+        await sleep(Math.min((o.everySeconds ?? 5) * 1000, Math.max(0, end - Date.now())));
+      }
+      // The journal's lines come through the pod's log: give the last ones a moment to arrive.
+      if (following) await sleep(2000);
+    } finally {
+      following?.abort();
     }
     const parts = figuresOf(looks, partOf, o.idleSeconds);
     const sum = (f: (p: PartFigures) => number) => [...parts.values()].reduce((s, p) => s + f(p), 0);
     const result: FleetSide = { side, parts: Object.fromEntries(parts), memoryMiB: sum((p) => p.memoryMiB), cpuPerMinute: sum((p) => p.cpuPerMinute), pods: sum((p) => p.pods), marginalMiB: marginal(parts) };
+    if (following) result.idleDeliveries = deliveriesIn(journal, idleFrom, end);
+    if (kfn === 'knative') result.functionsUp = functionsUpIn(looks, partOf);
     log(`P7 ${side}: ${result.memoryMiB.toFixed(0)} MiB, ${result.cpuPerMinute.toFixed(2)} CPU s per idle minute, ${result.pods.toFixed(1)} pods`);
+    if (result.idleDeliveries) log(`P7 ${side}: deliveries during the idle period: ${describeCounts(result.idleDeliveries)}`);
     return result;
   };
   const sides: FleetSide[] = o.into ?? [];
 
   // controller-runtime: the peer's binary as an image on the node, one MyWeb per team.
-  const binaries = await ensureBinaries({ log });
-  const image = buildImage({ name: 'myweb-operator', tag: 'bench', files: [[o.operator, '/operator']], config: { Entrypoint: ['/operator'], User: String(nonRootUid) } }, binaries, log);
-  importImages(nodePaths(clusterPaths().dir).containerdSocket, [image.tarball]);
+  const operatorImage = async () => {
+    const binaries = await ensureBinaries({ log });
+    const image = buildImage({ name: 'myweb-operator', tag: 'bench', files: [[o.operator, '/operator']], config: { Entrypoint: ['/operator'], User: String(nonRootUid) } }, binaries, log);
+    importImages(nodePaths(clusterPaths().dir).containerdSocket, [image.tarball]);
+    return image.ref;
+  };
+  let image: string | undefined;
   // The operators' pods, not the MyWebs' nginx pods beside them.
   const operatorsOf = (key: string): Part | undefined => (key.startsWith(`${benchNs}/myweb-`) ? 'operators' : undefined);
   const perOperator = (parts: Map<Part, PartFigures>) => (parts.get('operators')?.memoryMiB ?? 0) / teams;
-  let single = 0;
+  // The manager's and the shared host's marginal figures lean on a side before them: NaN without it.
+  let single = Number.NaN;
   for (const manager of [false, true]) {
-    await operatorsUp(api, image.ref, manager, log);
+    if (!want(manager ? 'manager' : 'operators')) continue;
+    image ??= await operatorImage();
+    await operatorsUp(api, image, manager, log);
     const side = await measure(manager ? 'controller-runtime, one manager ×12 controllers' : 'controller-runtime ×12 operators', operatorsOf, manager ? (p) => ((p.get('operators')?.memoryMiB ?? 0) - single) / (teams - 1) : perOperator);
     if (!manager) single = side.memoryMiB / teams;
     sides.push(side);
@@ -165,10 +233,11 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
   const perFunction = (parts: Map<Part, PartFigures>) => (parts.get('functions')?.memoryMiB ?? 0) / dirs.length;
   // One more function on a shared host: the host's memory less one function's own process (the
   // Deployment side's mean), over the functions it serves beyond the first.
-  let oneProcess = 0;
+  let oneProcess = Number.NaN;
   let hostedCount = 0;
   const hostMarginal = (parts: Map<Part, PartFigures>) => ((parts.get('host')?.memoryMiB ?? 0) - oneProcess) / Math.max(1, hostedCount - 1);
   for (const how of ['deployment', 'host', 'knative'] as const) {
+    if (!want(how)) continue;
     if (how === 'knative') await installOnLocalCluster({ log });
     await installBridge(api, o.cluster.state.binDir, 'kfn-bench', log);
     await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: samplesNs } } });
@@ -185,13 +254,20 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
     }
     const samples: KubeObject[] = [];
     for (const dir of dirs) samples.push(...((await applyYaml(o.cluster.kc, readFileSync(join(dir, 'samples.yaml'), 'utf8'), samplesNs)) as KubeObject[]));
-    const side = await measure({ deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', knative: 'kfn on Knative' }[how], kfnPartOf(how), how === 'host' ? hostMarginal : perFunction);
+    const side = await measure({ deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', knative: 'kfn on Knative' }[how], kfnPartOf(how), how === 'host' ? hostMarginal : perFunction, how);
     if (how === 'deployment') oneProcess = side.marginalMiB;
     sides.push(side);
     await samplesGone(api, samples, log);
     await kfnGone(api, log);
   }
   return sides;
+}
+
+/** `{ "a x": 2, "b y": 1 }` as `3 (a x 2, b y 1)`, the most first; `none` when empty. */
+export function describeCounts(counts: Record<string, number>): string {
+  const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
+  if (entries.length === 0) return 'none';
+  return `${entries.reduce((n, [, c]) => n + c, 0)} (${entries.map(([what, c]) => `${what} ${c}`).join(', ')})`;
 }
 
 /**
