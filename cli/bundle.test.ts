@@ -3,10 +3,12 @@
 // A shared host's bundle runs several functions in one process, each on its path.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { repoRoot } from '../cluster/paths.ts';
 import { authenticate } from '../core/authentication.ts';
@@ -42,18 +44,55 @@ function loadedAtStart(dir: string, file: string, seen = new Set<string>()): Set
   return seen;
 }
 
-test('a function that declares no defaults starts without the CEL library: it is in a chunk loaded when a default is first evaluated', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-cel-'));
+/**
+ * MyWeb's container bundle, in a folder removed after the test, checked to leave what `holds`
+ * marks to chunks loaded on demand: nothing loaded at start holds it, a chunk beside them does.
+ */
+async function myWebBundleWithout(t: TestContext, what: string, holds: (text: string) => boolean): Promise<{ dir: string; out: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-bundle-lazy-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const entry = join(dir, 'fn.ts');
   writeMyWebContainerEntry(entry);
   const out = join(dir, 'out');
   const files = await bundleFunction(entry, out);
-  const cel = (f: string) => readFileSync(join(out, f), 'utf8').includes('node_modules/@bufbuild/cel/');
+  const has = (f: string) => holds(readFileSync(join(out, f), 'utf8'));
   const atStart = [...loadedAtStart(out, 'fn.mjs')];
   assert.ok(atStart.length > 1, `fn.mjs imports chunks at start (${atStart.join(', ')})`);
-  assert.deepEqual(atStart.filter(cel), [], 'nothing loaded at start holds the CEL library');
-  assert.ok(files.some((f) => f.endsWith('.mjs') && cel(f)), 'a chunk loaded on demand holds it');
+  assert.deepEqual(atStart.filter(has), [], `nothing loaded at start holds ${what}`);
+  assert.ok(files.some((f) => f.endsWith('.mjs') && has(f)), `a chunk loaded on demand holds ${what}`);
+  return { dir, out };
+}
+
+test('a function that declares no defaults starts without the CEL library: it is in a chunk loaded when a default is first evaluated', async (t) => {
+  await myWebBundleWithout(t, 'the CEL library', (text) => text.includes('node_modules/@bufbuild/cel/'));
+});
+
+test('a function bundle starts without the YAML parser (a chunk of its own), and reads a YAML kubeconfig all the same', async (t) => {
+  const { dir, out } = await myWebBundleWithout(t, 'the YAML parser', (text) => text.includes('"MULTIPLE_DOCS"'));
+
+  // An "apiserver" that records what it is asked, named in a kubeconfig in YAML.
+  const asked: { path: string; authorization?: string }[] = [];
+  const apiserver = createServer((req, res) => {
+    asked.push({ path: req.url ?? '', authorization: req.headers.authorization });
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'not found' }));
+  });
+  await new Promise<void>((resolve) => apiserver.listen(0, '127.0.0.1', resolve));
+  t.after(() => apiserver.close());
+  const kubeconfig = join(dir, 'kubeconfig.yaml');
+  writeFileSync(kubeconfig, ['apiVersion: v1', 'kind: Config', 'current-context: here', 'contexts:', '- name: here', '  context: {cluster: here, user: me}', 'clusters:', '- name: here', `  cluster: {server: 'http://127.0.0.1:${(apiserver.address() as AddressInfo).port}'}`, 'users:', '- name: me', '  user: {token: yaml-token}', ''].join('\n'));
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(out, 'fn.mjs')], { env: { ...process.env, PORT: String(port), KFN_AUTH_SECRET: 'key', KUBECONFIG: kubeconfig }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let output = '';
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
+  await waitFor('the function to listen', async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok || undefined, { timeoutMs: 20_000, context: () => output });
+  // A contract-1 delivery: the function reads the MyWeb itself, through the YAML kubeconfig's cluster.
+  const { message } = encodeReconcileEvent({ reconciler: 'myweb', primary: { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', namespace: 'demo', name: 'site', uid: 'uid-site' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+  const signed = authenticate(message, { kind: 'hmac', secret: 'key' });
+  const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: signed.headers, body: signed.body });
+  assert.ok(res.ok, `the delivery answered ${res.status}: ${await res.text()}\n${output}`);
+  assert.ok(asked.some((a) => a.path.startsWith('/apis/operator.k8s-summit.org/v1/namespaces/demo/mywebs/site') && a.authorization === 'Bearer yaml-token'), `the MyWeb read with the YAML kubeconfig's token: ${JSON.stringify(asked)}\n${output}`);
 });
 
 test("a deployed function's stack names the user's file and line: the bundle's source map, read when it throws", async (t) => {

@@ -4,6 +4,7 @@
 import { commands } from './commands.ts';
 import { unknownCommand, UsageError } from './command.ts';
 import { handleStopSignals } from './signals.ts';
+import { loadYamlParser } from '../kube/kubeconfig.ts';
 
 function topUsage(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -35,7 +36,10 @@ async function main(argv: string[]): Promise<number> {
   if (!entry) {
     throw unknownCommand('kfn', name, commands.map((c) => c.name), topUsage());
   }
-  return (await entry.load()).run(rest);
+  // Any command may read a kubeconfig, and the bundled CLI (the bridge's image) cannot load the
+  // YAML parser synchronously when one first needs it (kube/kubeconfig.ts).
+  const [command] = await Promise.all([entry.load(), loadYamlParser()]);
+  return command.run(rest);
 }
 
 handleStopSignals();

@@ -14,9 +14,9 @@
 // The answer is the chosen context alone as a kubeconfig of its own, every file it names made
 // absolute: connection.ts builds the connection from it, and a child process can be handed it.
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { parse } from 'yaml';
 
 /** What the user asked for: kubectl's --kubeconfig, --context and -n. */
 export interface ClusterSelection {
@@ -90,20 +90,65 @@ export function homePath(path: string, home = homedir()): string {
   return path === home || path.startsWith(`${home}/`) ? `~${path.slice(home.length)}` : path;
 }
 
+// The YAML parser (the `yaml` package, 250 KB) is loaded when a kubeconfig first needs it. A
+// function reads a JSON kubeconfig kfn wrote, or none at all in a cluster: its bundle keeps the
+// parser in a chunk of its own, and a cold start does not compile it (about 10 ms of one). A
+// bundle has no node_modules to load it from synchronously, so its entry points await
+// kubeconfigParserReady (or loadYamlParser) before reading a kubeconfig; run from source or from
+// the package, the parser is loaded on first use.
+let yamlParse: ((text: string) => unknown) | undefined;
+
+/** Loads the YAML parser (once). */
+export async function loadYamlParser(): Promise<void> {
+  // A CommonJS package: its exports are the module's default export, in Node and in a bundle
+  // (esbuild's chunk exports only that).
+  yamlParse ??= ((await import('yaml')) as unknown as { default: typeof import('yaml') }).default.parse;
+}
+
+/** JSON text parsed, or undefined when it is not JSON (YAML, JSON's superset, then reads it). */
+function asJson(text: string): { doc: unknown } | undefined {
+  if (!text.trimStart().startsWith('{')) return undefined;
+  try {
+    return { doc: JSON.parse(text) };
+  } catch {
+    return undefined; // YAML in flow style
+  }
+}
+
+/**
+ * Loads the YAML parser if a kubeconfig that `selection` would read (or `text`, a kubeconfig
+ * given as text) is not JSON: what a bundled program awaits before it reads one.
+ */
+export async function kubeconfigParserReady(selection: ClusterSelection | { text: string } = {}, e: KubeconfigEnvironment = defaultKubeconfigEnvironment()): Promise<void> {
+  if (yamlParse) return;
+  const texts = 'text' in selection ? [selection.text] : kubeconfigFiles(selection, e).files.flatMap((file) => {
+    try {
+      return [readFileSync(file, 'utf8')];
+    } catch {
+      return []; // missing or unreadable: resolveKubeconfig says so
+    }
+  });
+  if (texts.some((text) => !asJson(text))) await loadYamlParser();
+}
+
+function parseYaml(text: string): unknown {
+  if (!yamlParse) {
+    try {
+      yamlParse = (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse;
+    } catch {
+      throw new Error('it is YAML, and the YAML parser is not loaded in this bundle (its entry point must await kubeconfigParserReady() first)');
+    }
+  }
+  return yamlParse(text);
+}
+
 /**
  * A kubeconfig's text as a document. One kfn wrote (a resolved kubeconfig, kubeconfigText below)
  * is JSON, read without the YAML parser, which is slow on its first call; anything else, and text
  * that only starts like JSON (YAML's flow style), as YAML.
  */
 export function parseKubeconfig(text: string): unknown {
-  if (text.trimStart().startsWith('{')) {
-    try {
-      return JSON.parse(text);
-    } catch {
-      // YAML in flow style: below.
-    }
-  }
-  return parse(text);
+  return (asJson(text) ?? { doc: parseYaml(text) }).doc;
 }
 
 function readKubeconfig(file: string, into: MergedKubeconfig): void {

@@ -6,6 +6,7 @@ import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { connectionFromKubeconfigText, loadConnection } from '../../../kube/connection.ts';
+import { kubeconfigParserReady } from '../../../kube/kubeconfig.ts';
 import { startTracing, type Tracing } from '../../../core/tracing.ts';
 
 /**
@@ -29,7 +30,11 @@ export function lambdaHandler(reconciler: Reconciler, options: FunctionOptions =
     // freezes the process between invocations (a batch left for later may never go).
     // A tracing setup that failed is said once and left off: the reconciles go on.
     const traced = await (tracing ??= startTracing(`kfn-fn-${reconciler.name}`).catch((err: Error) => (console.error(`kfn: tracing is off: ${err.message}`), undefined)));
-    app ??= createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
+    if (!app) {
+      // The bundle loads the YAML parser only if the kubeconfig needs it (kube/kubeconfig.ts).
+      if (!options.api && !options.connect) await kubeconfigParserReady(process.env.KFN_KUBECONFIG ? { text: process.env.KFN_KUBECONFIG } : {});
+      app = createApp(reconciler, { connect: () => new KubeApi(lambdaConnection()), ...options });
+    }
     try {
       return await handle(app)(event, context);
     } finally {

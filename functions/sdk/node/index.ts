@@ -14,6 +14,7 @@ import { servesHttps, serveWebhooks } from '../webhooks.ts';
 import { defaultsAsPolicies, defaultsAsPoliciesEnv } from '../policies.ts';
 import { KubeApi } from '../../../kube/api.ts';
 import { loadConnection } from '../../../kube/connection.ts';
+import { kubeconfigParserReady } from '../../../kube/kubeconfig.ts';
 import { startTracing } from '../../../core/tracing.ts';
 import { batchedStdout, flushServerLogs } from './log.ts';
 
@@ -54,6 +55,8 @@ function renewalFromEnv(reconciler: Reconciler, options: ServeOptions): RenewalO
  * HTTP server closes both, and each connection ends once its answer in flight is out.
  */
 export async function serve(declared: Reconciler, options: ServeOptions = {}): Promise<ServerType> {
+  // A bundle loads the YAML parser only if the kubeconfig it will read needs it (kube/kubeconfig.ts).
+  if (!options.api && !options.connect) await kubeconfigParserReady();
   // Deployed where the apiserver runs its declared defaults itself: no webhook (nor certificate) for them here.
   const reconciler = process.env[defaultsAsPoliciesEnv] ? defaultsAsPolicies(declared) : declared;
   const app = createApp(reconciler, serverLog(options));
@@ -78,6 +81,7 @@ export async function serve(declared: Reconciler, options: ServeOptions = {}): P
  * function with webhooks or deliveryTls is refused.
  */
 export async function serveHost(reconcilers: Reconciler[], options: HostServeOptions = {}): Promise<ServerType> {
+  if (!options.api && !options.connect) await kubeconfigParserReady();
   return listen(createHostApp(reconcilers, serverLog(options)), { port: portOf(options), hostname: options.hostname ?? '0.0.0.0' });
 }
 
