@@ -95,7 +95,9 @@ export function homePath(path: string, home = homedir()): string {
 // parser in a chunk of its own, and a cold start does not compile it (about 10 ms of one). A
 // bundle has no node_modules to load it from synchronously, so its entry points await
 // kubeconfigParserReady (or loadYamlParser) before reading a kubeconfig; run from source or from
-// the package, the parser is loaded on first use.
+// the package, the parser is loaded on first use. A function checks its kubeconfig when it
+// starts and reads it at its first reconcile: one that turns from JSON into YAML in between (not
+// what kfn writes, nor a pod's) is refused with an error that says so.
 let yamlParse: ((text: string) => unknown) | undefined;
 
 /** Loads the YAML parser (once). */
@@ -136,7 +138,7 @@ function parseYaml(text: string): unknown {
     try {
       yamlParse = (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse;
     } catch {
-      throw new Error('it is YAML, and the YAML parser is not loaded in this bundle (its entry point must await kubeconfigParserReady() first)');
+      throw new Error("it is YAML, and this bundle has not loaded the YAML parser: write it as JSON, or have the program await kubeconfigParserReady() (from 'kfn/sdk') before its first reconcile");
     }
   }
   return yamlParse(text);

@@ -31,6 +31,8 @@ export { explainedFields, explainWorkload, whyNotAvailable } from './workloads.t
 export { defaultObservedFields } from '../../core/reconciler-spec.ts';
 export { createApp } from './app.ts';
 export { createHostApp } from './host.ts';
+/** For a bundled program that builds its server from createApp itself: await it before the first reconcile if its kubeconfig may be YAML. */
+export { kubeconfigParserReady } from '../../kube/kubeconfig.ts';
 export { serve, serveHost } from './node/index.ts';
 export { lambdaHandler } from './lambda/index.ts';
 export { parseQuantity } from '../../kube/quantity.ts';

@@ -64,7 +64,7 @@ import { objectId, type ObjectRef } from '../../core/objects.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
-import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, type FleetSide, type FleetSideName } from './fleet.ts';
+import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { installBridge, bridgeNamespace } from '../../cli/incluster.ts';
@@ -1169,13 +1169,14 @@ if (fleet?.length) {
   // NaN: the side it leans on (operators, deployment) was not measured.
   const marginal = (f: FleetSide) => (Number.isFinite(f.marginalMiB) ? f.marginalMiB.toFixed(1) : '–');
   say();
-  say(`P7 the fleet at rest: twelve operators, ${values['fleet-settle']} s settled, then ${values['fleet-idle']} s idle (the kubelet's working sets, mean of looks every 5 s; CPU over the idle period)`);
+  say(`P7 the fleet at rest: twelve operators, ${values['fleet-settle']} s settled (a kfn side also until its bridge has delivered nothing but resyncs for ${quietSeconds} s), then ${values['fleet-idle']} s idle (the kubelet's working sets, mean of looks every 5 s; CPU over the idle period)`);
   say('  side                                              MiB   ×12 c-r   CPU s/idle min   ×12 c-r    pods   one more operator (MiB)');
   for (const f of fleet) say(`  ${f.side.padEnd(46)} ${f.memoryMiB.toFixed(0).padStart(6)}   ${ratio(f.memoryMiB, operators, (o) => o.memoryMiB).padStart(7)}   ${f.cpuPerMinute.toFixed(2).padStart(14)}   ${ratio(f.cpuPerMinute, operators, (o) => o.cpuPerMinute).padStart(7)}   ${f.pods.toFixed(1).padStart(5)}   ${marginal(f).padStart(8)}`);
   for (const f of fleet.filter((f) => f.side.startsWith('kfn'))) {
     const parts = Object.entries(f.parts).map(([name, p]) => `${name} ${p.memoryMiB.toFixed(0)} MiB / ${p.cpuPerMinute.toFixed(2)} s / ${p.pods.toFixed(1)} pods${name === 'functions' ? ` (none up in ${(p.atZero * 100).toFixed(0)}% of looks)` : ''}`);
     say(`  ${f.side}: ${parts.join('; ')}`);
-    if (f.idleDeliveries) say(`    deliveries during the idle period: ${describeCounts(f.idleDeliveries)}`);
+    if (f.settledSeconds !== undefined) say(`    settled ${f.settledSeconds} s`);
+    if (f.idleDeliveries) say(`    deliveries during the idle period: ${describeCounts(f.idleDeliveries)} (of ${f.journalled} in the leading bridge's journal)`);
     if (f.functionsUp) say(`    each function's pod up, share of looks: ${Object.entries(f.functionsUp).sort((a, b) => b[1] - a[1]).map(([fn, up]) => `${fn.replace(/^kfn-fn-/, '')} ${(up * 100).toFixed(0)}%`).join(', ') || 'none up'}`);
   }
   const knative = fleet.find((f) => f.side === 'kfn on Knative');

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JournalEntry } from '../../core/journal.ts';
-import { deliveriesIn, describeCounts, figuresOf, functionsUpIn, kfnPartOf, knativeServiceOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
+import { deliveriesIn, describeCounts, lastAnswer, figuresOf, functionsUpIn, kfnPartOf, knativeServiceOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
 
 test('a look holds each pod\'s working set and CPU, by namespace/pod, and nothing of containers or the node', () => {
   const look = parseResourceMetrics(
@@ -70,4 +70,6 @@ test('what woke the fleet: each Knative function\'s share of looks with a pod up
   assert.deepEqual(counts, { 'myweb resync': 2, 'podset child': 1 }, 'only the deliveries sent in the idle period');
   assert.equal(describeCounts(counts), '3 (myweb resync 2, podset child 1)');
   assert.equal(describeCounts({}), 'none');
+  assert.equal(lastAnswer([...entries].reverse()), Date.parse('2026-11-27T01:04:01.000Z'), 'the latest answer, whatever the order');
+  assert.equal(lastAnswer([]), 0);
 });

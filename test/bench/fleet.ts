@@ -103,8 +103,25 @@ export interface FleetSide {
   marginalMiB: number;
   /** kfn: the deliveries the bridge made during the idle period, by `reconciler reason` (what woke the functions). */
   idleDeliveries?: Record<string, number>;
+  /** kfn: every delivery the leading bridge's journal held by the end (the idle ones among them): that it was read at all. */
+  journalled?: number;
+  /** How long the side settled before the idle period (s): the settling time, longer on a kfn side still delivering. */
+  settledSeconds?: number;
   /** Knative: the share of the looks in which each function had a pod up. */
   functionsUp?: Record<string, number>;
+}
+
+/**
+ * How long a kfn side's bridge must have delivered nothing before its idle period starts:
+ * Knative's default stable window (60 s) and grace period to zero (30 s), after which a function
+ * its last delivery woke is back at zero.
+ */
+export const quietSeconds = 90;
+// (Resyncs are not counted: at rest they go on, spread over the period on Deployments.)
+
+/** When the last delivery of `entries` was answered (ms), or 0 for none. */
+export function lastAnswer(entries: readonly JournalEntry[]): number {
+  return entries.reduce((last, e) => Math.max(last, Date.parse(e.time)), 0);
 }
 
 /** P7's sides, in the order they run; `--fleet-sides` picks some (the ratios need `operators`). */
@@ -180,8 +197,17 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
     const looks: Look[] = [];
     let idleFrom = 0;
     let end = 0;
+    const settleFrom = Date.now();
     try {
       await sleep(o.settleSeconds * 1000);
+      // A kfn side has settled once its bridge has delivered nothing for quietSeconds too (a
+      // function woken by the samples' last changes is then back at zero on Knative), or after
+      // twice the settling time at most.
+      if (following) {
+        // Resyncs go on at rest (spread over the period on Deployments): only changes count.
+        const changes = () => journal.filter((e) => e.reason !== 'resync');
+        while (Date.now() - lastAnswer(changes()) < quietSeconds * 1000 && Date.now() - settleFrom < 2 * o.settleSeconds * 1000) await sleep(5000);
+      }
       idleFrom = Date.now();
       end = idleFrom + o.idleSeconds * 1000;
       for (;;) {
@@ -197,10 +223,17 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
     const parts = figuresOf(looks, partOf, o.idleSeconds);
     const sum = (f: (p: PartFigures) => number) => [...parts.values()].reduce((s, p) => s + f(p), 0);
     const result: FleetSide = { side, parts: Object.fromEntries(parts), memoryMiB: sum((p) => p.memoryMiB), cpuPerMinute: sum((p) => p.cpuPerMinute), pods: sum((p) => p.pods), marginalMiB: marginal(parts) };
-    if (following) result.idleDeliveries = deliveriesIn(journal, idleFrom, end);
+    result.settledSeconds = Math.round((idleFrom - settleFrom) / 1000);
+    if (following) {
+      result.idleDeliveries = deliveriesIn(journal, idleFrom, end);
+      result.journalled = journal.length;
+      const before = journal.filter((e) => Date.parse(e.time) < idleFrom && e.reason !== 'resync');
+      if (journal.length === 0) log(`P7 ${side}: the leading bridge's journal could not be read: its deliveries are not known, and it settled ${result.settledSeconds} s`);
+      else log(`P7 ${side}: settled ${result.settledSeconds} s; ${before.length ? `the last delivery for a change answered ${Math.round((idleFrom - lastAnswer(before)) / 1000)} s before the idle period` : 'no delivery for a change before the idle period'}`);
+    }
     if (kfn === 'knative') result.functionsUp = functionsUpIn(looks, partOf);
     log(`P7 ${side}: ${result.memoryMiB.toFixed(0)} MiB, ${result.cpuPerMinute.toFixed(2)} CPU s per idle minute, ${result.pods.toFixed(1)} pods`);
-    if (result.idleDeliveries) log(`P7 ${side}: deliveries during the idle period: ${describeCounts(result.idleDeliveries)}`);
+    if (result.idleDeliveries) log(`P7 ${side}: deliveries during the idle period: ${describeCounts(result.idleDeliveries)} (of ${result.journalled} in the leading bridge's journal)`);
     return result;
   };
   const sides: FleetSide[] = o.into ?? [];
