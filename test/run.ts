@@ -27,6 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { BuildOptions } from '../cluster/build.ts';
 import { ensureRuntimeClient } from './support/lambda.ts';
 import type { Failure } from './support/count-reporter.ts';
+import { nodeTestArgs } from './support/node-test.ts';
 
 const { values, positionals } = parseArgs({
   options: { unit: { type: 'boolean', default: false }, concurrency: { type: 'string' } },
@@ -95,19 +96,7 @@ const countsDir = mkdtempSync(join(tmpdir(), 'kfn-test-'));
 function runNodeTest(files: string[], concurrency: number, env: NodeJS.ProcessEnv): Promise<number> {
   if (files.length === 0) return Promise.resolve(0);
   const counts = join(countsDir, `${Date.now()}.json`);
-  const args = [
-    '--test',
-    `--test-concurrency=${concurrency}`,
-    '--test-timeout=300000',
-    // A file's process ends once its tests (and their after hooks) have: a child process a test
-    // leaves holding a pipe or socket must not keep the whole run waiting.
-    '--test-force-exit',
-    '--test-reporter=spec',
-    '--test-reporter-destination=stdout',
-    `--test-reporter=${join(testRoot, 'support', 'count-reporter.ts')}`,
-    `--test-reporter-destination=${counts}`,
-    ...files.map((f) => relative(repoRoot, f)),
-  ];
+  const args = nodeTestArgs(files.map((f) => relative(repoRoot, f)), concurrency, counts);
   return new Promise((done) => {
     const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: 'inherit', env });
     child.on('close', (code, signal) => {
