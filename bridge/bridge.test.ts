@@ -12,6 +12,8 @@ import { BridgeMetrics } from './metrics.ts';
 import type { Journal, JournalEntry } from '../core/journal.ts';
 import type { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { traceInMemory } from '../test/support/tracing.ts';
+import { undecidedGraceMs } from './identity.ts';
+import { ApiError } from '../kube/api.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -416,16 +418,98 @@ describe('deliveries held while the identity is refused', () => {
       return plain(method as never, path, options);
     };
     server.put('w');
-    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true });
+    let problem: string | undefined;
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, onProblem: (_, source, p) => source === 'identity' && (problem = p) });
     t.after(() => bridge.stop(1000));
     await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
-    await until('the first list', () => (bridge.ready ? true : undefined));
+    await until('the refusal', () => problem);
     await atRest(bridge);
     assert.equal(receiver.deliveries.length, 0, 'nothing while refused');
+    // A Reconciler that may not be delivered for watches nothing: nothing of its kinds is held.
+    assert.deepEqual(bridge.watchList(), []);
     allowed = true;
     clock.advance(1000); // the next review, a second after a refusal
     const first = await until('the delivery once allowed', () => receiver.of('w')[0]);
     assert.equal(first.reason, 'created');
+  });
+
+  test('refused after it was allowed: its watches are let go, and what they held with them; allowed again, it watches and delivers again', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    let allowed = true;
+    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
+      if (path.includes('/serviceaccounts/')) return { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } };
+      if (path.includes('subjectaccessreviews')) return { status: { allowed } };
+      return plain(method as never, path, options);
+    };
+    for (let i = 0; i < 20; i++) server.put(`w${i}`);
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, identityRecheckMs: 1000 });
+    t.after(() => bridge.stop(1000));
+    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+    await until('every object delivered', () => (receiver.deliveries.length >= 20 ? true : undefined));
+    assert.equal(bridge.watchList()[0]?.objects, 20);
+    allowed = false;
+    clock.advance(1000);
+    await until('its watch let go', () => (bridge.watchList().length === 0 ? true : undefined));
+    const delivered = receiver.deliveries.length;
+    server.put('while-refused');
+    clock.advance(60_000);
+    await atRest(bridge);
+    assert.equal(receiver.deliveries.length, delivered, 'nothing delivered while refused');
+    allowed = true;
+    clock.advance(1000);
+    await until('the object made while refused, delivered once allowed again', () => receiver.of('while-refused')[0]);
+  });
+});
+
+describe('a review that cannot decide', () => {
+  test('the last verdict stands for a grace period, then deliveries are held and said to be, until a review decides again', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    let failing = false;
+    let reviews = 0;
+    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
+      if (path.includes('/serviceaccounts/') || path.includes('subjectaccessreviews')) {
+        reviews++;
+        if (failing) throw new ApiError(503, 'the apiserver is shutting down');
+        return path.includes('/serviceaccounts/') ? { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } } : { status: { allowed: true } };
+      }
+      return plain(method as never, path, options);
+    };
+    let problem: string | undefined;
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, identityRecheckMs: 1000, onProblem: (_, source, p) => source === 'identity' && (problem = p) });
+    t.after(() => bridge.stop(1000));
+    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+    server.put('before');
+    await until('the first delivery', () => receiver.of('before')[0]);
+    failing = true;
+    // The next review (every second here) fails.
+    clock.advance(1000);
+    await until('the failed review', () => (reviews > 2 ? true : undefined));
+    server.put('in-grace');
+    await until('delivered within the grace period', () => receiver.of('in-grace')[0]);
+    // Retried at 1, 2, 4 … s; once the grace has passed, the next failure holds deliveries.
+    for (let waited = 0; waited <= undecidedGraceMs + 16_000 && !problem; waited += 1000) {
+      clock.advance(1000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.match(problem ?? '', /could not be reviewed for \d+ s \(.*shutting down\): deliveries are held until they can be/);
+    server.put('held');
+    await atRest(bridge);
+    assert.equal(receiver.of('held').length, 0, 'nothing delivered while no review can decide');
+    failing = false;
+    for (let waited = 0; waited <= 5000 && problem; waited += 1000) {
+      clock.advance(1000);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.equal(problem, undefined, 'a verdict again clears the problem');
+    await until('the held object delivered once a review decides', () => receiver.of('held')[0]);
   });
 });
 

@@ -63,6 +63,9 @@ export interface BridgeOptions {
  */
 export const discoveryWaitMs = 5_000;
 
+/** How soon the watches of a Reconciler just allowed are started again after they could not be. */
+const attachRetryMs = 5_000;
+
 /** One shared watch of a kind, with the Reconcilers that listen to it. */
 interface SharedWatch {
   ref: KindRef;
@@ -120,7 +123,15 @@ export class Bridge {
       const runtime = this.runtimes.get(reconciler);
       if (runtime && runtime !== by) runtime.wake(key);
     };
-    this.context = { ...options, clock: this.clock, source: this.source, holds: this.holds, recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message), rbacWatched: () => this.rbac?.watching ?? false };
+    this.context = {
+      ...options,
+      clock: this.clock,
+      source: this.source,
+      holds: this.holds,
+      recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message),
+      rbacWatched: () => this.rbac?.watching ?? false,
+      accessChanged: (runtime, allowed) => this.accessChanged(runtime, allowed),
+    };
     options.metrics?.trackWatches(() => this.watchStates());
   }
 
@@ -231,11 +242,46 @@ export class Bridge {
       }, this.options.watcher);
       void this.rbac.start();
     }
+    // A kind the API does not serve fails the Reconciler now (it is retried), before anything runs.
+    for (const need of watchedKinds(config)) await this.resourceToWatch(need.ref);
     const runtime = new Controller(this.context, config);
     if (previous) runtime.inherit(previous);
     this.runtimes.set(config.name, runtime);
+    // One with an identity to review watches nothing until it is allowed (accessChanged).
+    if (runtime.allowed) await this.attachWatches(runtime);
+    this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
+  }
+
+  /** A Reconciler's identity was allowed (its watches start) or refused (they are let go). */
+  private async accessChanged(runtime: Controller, allowed: boolean): Promise<void> {
+    const name = runtime.config.name;
+    if (this.runtimes.get(name) !== runtime) return;
+    if (!allowed) {
+      await this.releaseWatches(name);
+      return;
+    }
+    try {
+      await this.attachWatches(runtime);
+      this.options.onProblem?.(name, 'watches', undefined);
+    } catch (err) {
+      // A kind served a moment ago may be gone again (its CRD deleted): said, and tried again.
+      this.options.onProblem?.(name, 'watches', `its watches could not start: ${(err as Error).message}`);
+      this.clock.setTimer(() => {
+        if (this.runtimes.get(name) === runtime && runtime.allowed) void this.accessChanged(runtime, true);
+      }, attachRetryMs);
+    }
+  }
+
+  /** Starts (or joins) the watches a Reconciler needs and tells it what they already hold. */
+  private async attachWatches(runtime: Controller): Promise<void> {
+    const { config } = runtime;
     for (const need of watchedKinds(config)) {
       const shared = await this.acquireWatch(need, config.name);
+      if (this.runtimes.get(config.name) !== runtime) {
+        // Removed (or replaced) while its watches were starting: what it took is given back.
+        if (!this.runtimes.has(config.name)) await this.releaseWatches(config.name);
+        return;
+      }
       if (sameKind(need.ref, config.for) && !runtime.primaryWatches.includes(shared.watcher)) runtime.primaryWatches.push(shared.watcher);
       else if (!sameKind(need.ref, config.for)) runtime.addWatch(need.ref, shared.watcher);
       if (shared.problem) this.options.onProblem?.(config.name, `watch ${kindId(need.ref)}`, shared.problem);
@@ -244,7 +290,6 @@ export class Bridge {
       // Reconciler joined reach it only this way (the later ones come as events).
       for (const [key, object] of shared.watcher.store) runtime.onEvent(need.ref, { type: 'apply', object, key }, true);
     }
-    this.options.log.info({ reconciler: config.name, for: kindId(config.for), sink: config.sink.uri ?? config.sink.ref, namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'reconciler started');
   }
 
   /**
@@ -256,6 +301,12 @@ export class Bridge {
     if (!runtime) return;
     this.runtimes.delete(name);
     await runtime.stop(waitMs);
+    await this.releaseWatches(name, keep);
+    this.options.log.info({ reconciler: name }, 'reconciler stopped');
+  }
+
+  /** Lets go of the watches `name` uses, except those in `keep`; one nobody uses any more stops. */
+  private async releaseWatches(name: string, keep: Set<string> = new Set()): Promise<void> {
     for (const [id, shared] of this.watches) {
       if (keep.has(id) || !shared.users.has(name)) continue;
       shared.users.delete(name);
@@ -265,7 +316,6 @@ export class Bridge {
         this.watches.delete(id);
       }
     }
-    this.options.log.info({ reconciler: name }, 'reconciler stopped');
   }
 
   /** The resource of a kind to watch: a kind not served yet is waited for (bounded) the first time, in case its CRD has just been Established. */

@@ -13,7 +13,7 @@ import { sinkFailureOf, type DeliveryResult } from './delivery.ts';
 import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
-import { identityProblem, identityRecheckMs, identityRecheckWatchedMs } from './identity.ts';
+import { identityProblem, identityRecheckMs, identityRecheckWatchedMs, undecidedGraceMs } from './identity.ts';
 import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { TimeToReady } from './ready-time.ts';
@@ -56,6 +56,12 @@ export interface ControllerContext {
   identityRecheckMs?: number;
   /** True while the bridge sees every RBAC change (bridge/rbac-changes.ts): rights are reviewed on a change, not polled. */
   rbacWatched?: () => boolean;
+  /**
+   * The identity's verdict changed: allowed, the Reconciler's watches are started (none runs
+   * before: a Reconciler that may not be delivered for costs no more than its record); refused,
+   * they are let go.
+   */
+  accessChanged?: (controller: Controller, allowed: boolean) => Promise<void>;
 }
 
 
@@ -130,9 +136,17 @@ export class Controller {
 
   /**
    * Whether the Reconciler's identity may see everything its deliveries carry (bridge/identity.ts):
-   * unknown until first reviewed; nothing is delivered unless allowed.
+   * unknown until first reviewed; `undecided` once reviews have failed for undecidedGraceMs
+   * (the apiserver cannot answer, so a revocation could not be seen). Nothing is delivered unless allowed.
    */
-  private access: 'unknown' | 'allowed' | 'refused' = 'unknown';
+  private access: 'unknown' | 'allowed' | 'refused' | 'undecided' = 'unknown';
+  /** When the reviews started failing to reach a verdict (undefined while they reach one). */
+  private undecidedSince: number | undefined;
+
+  /** True once the identity may see what it is sent (or none is needed): the watches may run. */
+  get allowed(): boolean {
+    return this.access === 'allowed' || this.access === 'undecided';
+  }
   private cancelReview: (() => void) | undefined;
   private stopped = false;
 
@@ -171,21 +185,39 @@ export class Controller {
     try {
       problem = await identityProblem(this.bridge.api, this.config, this.bridge.requireIdentity ?? false);
     } catch (err) {
-      // No verdict (a kind not served yet, the apiserver away): the last one stands, and until
-      // there is a first, nothing is delivered.
-      // (Not reported: what keeps the review from a verdict — a kind not served yet — is what
-      // the Reconciler's watch reports, as WatchFailed.)
+      // No verdict (a kind not served yet, the apiserver away or failing): the last one stands
+      // for a grace period — a blip must not stop a fleet — and after it deliveries are held, so
+      // that a revocation the bridge cannot see does not go on being ignored. Until there is a
+      // first verdict, nothing is delivered.
       if (this.stopped) return;
+      const now = this.bridge.clock.now();
+      this.undecidedSince ??= now;
+      if (this.access === 'allowed' && now - this.undecidedSince >= undecidedGraceMs) {
+        this.access = 'undecided';
+        const problem = `its identity's rights could not be reviewed for ${Math.round((now - this.undecidedSince) / 1000)} s (${(err as Error).message}): deliveries are held until they can be`;
+        this.bridge.onProblem?.(this.config.name, 'identity', problem);
+        this.bridge.log.warn({ reconciler: this.config.name, problem }, 'not delivering: its identity cannot be reviewed');
+      }
       this.scheduleReview();
       return;
     }
     if (this.stopped) return;
+    this.undecidedSince = undefined;
     const before = this.access;
     this.access = problem ? 'refused' : 'allowed';
     this.bridge.onProblem?.(this.config.name, 'identity', problem);
     if (problem && before !== 'refused') this.bridge.log.warn({ reconciler: this.config.name, problem }, 'not delivering: its identity may not see what it would be sent');
     if (!problem && before === 'refused') this.bridge.log.info({ reconciler: this.config.name }, 'its identity may see what it is sent now; delivering');
-    if (!problem && before !== 'allowed') this.redeliverAll();
+    if (problem && before !== 'refused') {
+      // Nothing is kept of what it may not see: its watches go, and with them what it tracked.
+      this.forgetObjects();
+      await this.bridge.accessChanged?.(this, false);
+    }
+    if (!problem && before !== 'allowed') {
+      if (before !== 'undecided') await this.bridge.accessChanged?.(this, true);
+      if (this.stopped) return;
+      this.redeliverAll();
+    }
     this.scheduleReview();
   }
 
@@ -195,17 +227,30 @@ export class Controller {
   /**
    * The next review: after the recheck period once allowed; sooner while not — the identity's
    * ServiceAccount and Role are often applied just after the Reconciler (kfn deploy), and the
-   * first delivery should not wait a whole period for them.
+   * first delivery should not wait a whole period for them — and sooner while reviews fail.
    */
   private scheduleReview(): void {
     // Allowed: again after the period, long while RBAC changes are watched (each one has the rights
-    // reviewed at once). Not allowed: sooner, up to identityRecheckMs — what is missing may be the
-    // ServiceAccount or its consent, which no RBAC watch shows.
+    // reviewed at once). Not allowed, or not decided: sooner, up to identityRecheckMs — what is
+    // missing may be the ServiceAccount or its consent, or the apiserver's answer.
     const fixed = this.bridge.identityRecheckMs;
     const period = fixed ?? (this.bridge.rbacWatched?.() ? identityRecheckWatchedMs : identityRecheckMs);
-    this.reviewsFailed = this.access === 'allowed' ? 0 : this.reviewsFailed + 1;
-    const delay = this.access === 'allowed' ? period : Math.min(fixed ?? identityRecheckMs, 1000 * 2 ** (this.reviewsFailed - 1));
+    const settled = this.access === 'allowed' && this.undecidedSince === undefined;
+    this.reviewsFailed = settled ? 0 : this.reviewsFailed + 1;
+    const delay = settled ? period : Math.min(fixed ?? identityRecheckMs, 1000 * 2 ** (this.reviewsFailed - 1));
     this.cancelReview = this.bridge.clock.setTimer(() => void this.reviewAccess(), delay);
+  }
+
+  /** Lets go of every object it tracked (its identity was refused): its watches are let go next. */
+  private forgetObjects(): void {
+    for (const w of this.primaryWatches) for (const key of w.store.keys()) this.resync.untrack(key);
+    for (const key of [...this.deferred.keys()]) this.undefer(key);
+    for (const index of this.primaryIndexes) index.clear();
+    this.pending.clear();
+    this.requeues.clear();
+    this.tombstones.clear();
+    this.primaryWatches = [];
+    this.otherWatches.clear();
   }
 
   /** Every object again once its identity may see it: the live ones as a resync, the deleted ones as deleted. */
@@ -353,6 +398,16 @@ export class Controller {
 
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
+    if (!this.allowed) {
+      // Watches kept from the spec this one replaced, while its identity is reviewed: what they
+      // hold is replayed once it is allowed; only a deletion would be lost meanwhile.
+      if (sameKind(kind, this.config.for)) {
+        const key = event.key ?? objectKey(event.object.metadata);
+        if (event.type === 'delete' && this.inNamespaces(event.object) && this.owns(key)) this.tombstones.set(key, event.object);
+        else this.tombstones.delete(key);
+      }
+      return;
+    }
     this.snapshots?.onEvent(kind, event);
     // A delivery held back until its last writes are seen: this may be one of them.
     if (this.snapshots && this.deferred.size) {

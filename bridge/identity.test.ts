@@ -31,12 +31,23 @@ function authorizer(allowed: (attrs: { verb: string; resource: string; namespace
 }
 
 describe("a Reconciler's identity", () => {
-  test('the questions: list of the primary and each owned kind, get of each watched kind, in each namespace it looks in (every namespace when none)', () => {
+  test('the questions: list of the primary and each owned kind, list of a kind mapped by label or selector, get of a kind mapped by reference, in each namespace it looks in (every namespace when none)', () => {
     assert.deepEqual(
       accessQuestions(config({ namespaces: ['a', 'b'] })).map((q) => `${q.verb} ${q.kind.kind} ${q.namespace}`),
-      ['list Project a', 'list Project b', 'list Secret a', 'list Secret b', 'get ConfigMap a', 'get ConfigMap b'],
+      ['list Project a', 'list Project b', 'list Secret a', 'list Secret b', 'list ConfigMap a', 'list ConfigMap b'],
     );
     assert.deepEqual(accessQuestions(config()).map((q) => q.namespace), ['', '', '']);
+    // A label or a selector names whatever matches it (the names travel as triggers): only who
+    // may list the kind may learn them. A reference names one object the primary already names.
+    const mapped = config({
+      watches: [
+        { apiVersion: 'v1', kind: 'ConfigMap', mapping: { label: 'p' } },
+        { apiVersion: 'v1', kind: 'Pod', mapping: { selectorField: 'spec.selector' } },
+        { apiVersion: 'v1', kind: 'Secret', mapping: { referenceField: 'spec.secretRef.name' } },
+      ],
+      owns: [],
+    });
+    assert.deepEqual(accessQuestions(mapped).map((q) => `${q.verb} ${q.kind.kind}`), ['list Project', 'list ConfigMap', 'list Pod', 'get Secret']);
   });
 
   test('allowed everything: no problem; each review names the ServiceAccount as the authorizer knows it', async () => {

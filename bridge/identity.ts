@@ -27,6 +27,13 @@ export const identityRecheckMs = 30_000;
  */
 export const identityRecheckWatchedMs = 10 * 60_000;
 
+/**
+ * How long the last verdict stands while reviews cannot reach one (the apiserver away, failing or
+ * timing out): past it, deliveries are held until a review decides, so a revocation made while the
+ * bridge could not ask is never ignored for longer (reviews are retried at 1, 2, 4 … s meanwhile).
+ */
+export const undecidedGraceMs = 30_000;
+
 /** The rights could not be reviewed now (a kind not served, the apiserver away): no verdict either way. */
 export class Undecided extends Error {}
 
@@ -41,14 +48,18 @@ export interface AccessQuestion {
  * What a Reconciler's deliveries disclose, as questions: the primary and each owned kind are
  * delivered whole (contract 2) or as references to every object of them, so the identity must
  * be able to list them where the Reconciler looks; a watched kind is disclosed only by name (the
- * trigger of a mapped event), so get is enough.
+ * trigger of a mapped event).
  */
 export function accessQuestions(config: ReconcilerConfig): AccessQuestion[] {
   const scopes = config.namespaces.length ? config.namespaces : [''];
   const kinds: { kind: KindRef; verb: AccessQuestion['verb'] }[] = [
     { kind: config.for, verb: 'list' },
     ...config.owns.map((o) => ({ kind: { apiVersion: o.apiVersion, kind: o.kind }, verb: 'list' as const })),
-    ...config.watches.map((w) => ({ kind: { apiVersion: w.apiVersion, kind: w.kind }, verb: 'get' as const })),
+    // A watch mapped by a label or by a selector finds its objects by listing them: whoever runs
+    // the sink learns the names of every object that matches (the trigger of a mapped event), so
+    // the identity must be able to list them. A reference names its object in the primary, which
+    // the identity reads already: get is enough.
+    ...config.watches.map((w) => ({ kind: { apiVersion: w.apiVersion, kind: w.kind }, verb: 'referenceField' in w.mapping ? ('get' as const) : ('list' as const) })),
   ];
   return kinds.flatMap((k) => scopes.map((namespace) => ({ ...k, namespace })));
 }

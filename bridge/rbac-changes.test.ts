@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { FakeClock } from '../core/clock.ts';
 import { ApiError } from '../kube/api.ts';
-import { RbacChanges, rbacQuietMs } from './rbac-changes.ts';
+import { accessKinds, RbacChanges, rbacCeilingMs, rbacQuietMs } from './rbac-changes.ts';
 
 const quiet = { info: () => {}, warn: () => {}, error: () => {} };
 
@@ -15,8 +15,9 @@ test('RBAC watched: its first lists are no change; changes in a burst are one re
   const clock = new FakeClock();
   let reviews = 0;
   const rbac = new RbacChanges(server.api(), clock, quiet, () => reviews++, { backoffMs: [1000, 2000] });
-  // The fake serves one resource whatever kind is asked: the four RBAC watches each see every change.
-  const seen = (changes: number) => () => (rbac.changesSeen >= changes * 4 ? true : undefined);
+  // The fake serves one resource whatever kind is asked: every watch (RBAC's four kinds and
+  // ServiceAccounts) sees each change.
+  const seen = (changes: number) => () => (rbac.changesSeen >= changes * accessKinds.length ? true : undefined);
   t.after(() => rbac.stop());
   assert.equal(rbac.watching, false, 'nothing claimed before the watches have listed');
   await rbac.start();
@@ -59,4 +60,46 @@ test('RBAC watchable in part (a kind not served or not allowed): the watches alr
   await rbac.start();
   assert.equal(rbac.watching, false);
   await until('the two started watches to end', () => (server.openWatches === 0 ? true : undefined));
+});
+
+test('a burst that never quiets down is still reviewed: at most rbacCeilingMs after its first change, and again while it goes on', async (t) => {
+  const server = new FakeApiServer({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', plural: 'roles' });
+  const clock = new FakeClock();
+  let reviews = 0;
+  const rbac = new RbacChanges(server.api(), clock, quiet, () => reviews++, { backoffMs: [1000, 2000] });
+  t.after(() => rbac.stop());
+  await rbac.start();
+  await until('every watch listed', () => (rbac.watching ? true : undefined));
+  // A Role touched every 900 ms (less than the quiet second) for a minute: the quiet second
+  // alone would never come, and a revocation in the burst would never be reviewed.
+  const reviewedAt: number[] = [];
+  for (let i = 1; i <= 66; i++) {
+    server.put(`role-${i}`);
+    await until(`change ${i} seen`, () => (rbac.changesSeen >= i * accessKinds.length ? true : undefined));
+    const before = reviews;
+    clock.advance(900);
+    if (reviews > before) reviewedAt.push(clock.now());
+  }
+  assert.ok(reviewedAt.length >= 60_000 / rbacCeilingMs - 1, `reviews during a minute of changes: ${reviewedAt.length}`);
+  for (let i = 1; i < reviewedAt.length; i++) assert.ok(reviewedAt[i]! - reviewedAt[i - 1]! <= rbacCeilingMs + 900, `reviews ${reviewedAt[i - 1]} and ${reviewedAt[i]} are too far apart`);
+});
+
+test('a ServiceAccount changed (its consent to serve a Reconciler withdrawn) is a change: the rights are reviewed', async (t) => {
+  const server = new FakeApiServer({ apiVersion: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts' });
+  server.put('fn');
+  const clock = new FakeClock();
+  const kindsWatched: string[] = [];
+  const api = server.api();
+  const resource = api.resource.bind(api);
+  (api as { resource: unknown }).resource = async (apiVersion: string, kind: string) => (kindsWatched.push(`${apiVersion} ${kind}`), resource(apiVersion, kind));
+  let reviews = 0;
+  const rbac = new RbacChanges(api, clock, quiet, () => reviews++, { backoffMs: [1000, 2000] });
+  t.after(() => rbac.stop());
+  await rbac.start();
+  await until('every watch listed', () => (rbac.watching ? true : undefined));
+  assert.ok(kindsWatched.includes('v1 ServiceAccount'), `watched: ${kindsWatched.join(', ')}`);
+  server.put('fn');
+  await until('the change seen', () => (rbac.changesSeen >= accessKinds.length ? true : undefined));
+  clock.advance(rbacQuietMs);
+  assert.equal(reviews, 1);
 });

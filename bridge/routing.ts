@@ -81,6 +81,11 @@ abstract class PrimaryIndex<E> {
     this.file(key, entry);
   }
 
+  /** Forgets every primary (their Reconciler no longer watches them). */
+  clear(): void {
+    for (const key of [...this.entries.keys()]) this.delete(key);
+  }
+
   delete(key: string): void {
     const entry = this.entries.get(key);
     if (entry === undefined) return;

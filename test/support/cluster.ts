@@ -103,9 +103,14 @@ export async function testNamespace(t: TestContext, cluster: TestCluster, prefix
   return name;
 }
 
-/** Installs the Reconciler CRD (manifests/crds/reconciler.yaml) and waits until the apiserver serves it: a test that writes Reconcilers needs it whatever ran before. */
+/**
+ * Installs the Reconciler CRD (manifests/crds/reconciler.yaml) and the policy on the identities
+ * Reconcilers name (manifests/policies/), as manifests/ does, and waits until the apiserver serves
+ * the kind: a test that writes Reconcilers needs it whatever ran before.
+ */
 export async function installReconcilerCrd(cluster: TestCluster): Promise<void> {
   await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'));
+  await applyYaml(cluster.kc, readFileSync(join(repoRoot, 'manifests', 'policies', 'reconciler-identity.yaml'), 'utf8'));
   const api = kubeApi(cluster.kc);
   await waitFor('the Reconciler CRD to be served', () => api.resource('kfn.dev/v1alpha1', 'Reconciler'));
 }
