@@ -5,14 +5,37 @@ import { FakeClock } from '../core/clock.ts';
 import { Watcher, type WatchEvent } from './watcher.ts';
 
 /** A watcher on a fake clock: its backoff waits and its watchdog move only when the test says. */
-function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}) {
+function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}, api = server.api()) {
   const events: WatchEvent[] = [];
   const problems: (string | undefined)[] = [];
   const clock = new FakeClock();
-  const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1000, 2000], clock, random: () => 0.5, onProblem: (p) => problems.push(p), ...options });
+  const w = new Watcher(api, server.resource, { projection: 'metadata', backoffMs: [1000, 2000], clock, random: () => 0.5, onProblem: (p) => problems.push(p), ...options });
   w.subscribe((e) => events.push(e));
   w.start();
   return { w, events, problems, clock };
+}
+
+/** The fake's api with its lists held while `hold()` is in force: a relist the test stops half-way. */
+function holdingLists(server: FakeApiServer) {
+  const api = server.api();
+  const request = api.request.bind(api);
+  let holding = false;
+  const held: (() => void)[] = [];
+  api.request = (async (...args: Parameters<typeof request>) => {
+    if (holding) await new Promise<void>((resolve) => held.push(resolve));
+    return request(...args);
+  }) as typeof api.request;
+  return {
+    api,
+    hold: () => void (holding = true),
+    release: () => {
+      holding = false;
+      for (const resolve of held.splice(0)) resolve();
+    },
+    get held() {
+      return held.length;
+    },
+  };
 }
 
 const names = (events: WatchEvent[], type: WatchEvent['type']) => events.filter((e) => e.type === type).map((e) => ('object' in e ? e.object.metadata.name : ''));
@@ -150,4 +173,35 @@ describe('Watcher', () => {
     await until('the watch again', () => (server.openWatches === 1 ? true : undefined));
     assert.equal(w.failing, false, 'accepted again: as current as a watch that never broke');
   });
+
+  for (const via of ['a watch ERROR line', 'the answer to a watch request'] as const) {
+    test(`a 410 Gone as ${via}: the store is not vouched for until the relist has completed`, async (t) => {
+      const server = new FakeApiServer();
+      server.put('a');
+      const lists = holdingLists(server);
+      const { w, events } = watcherOn(server, {}, lists.api);
+      t.after(() => {
+        lists.release();
+        return w.stop();
+      });
+      await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+      assert.equal(w.failing, false);
+      lists.hold();
+      if (via === 'a watch ERROR line') server.endWatches({ code: 410, message: 'too old resource version' });
+      else {
+        // The watch ends; resuming it is refused: its version was compacted meanwhile.
+        server.compactedBelow = Number(server.currentVersion) + 1;
+        server.endWatches();
+      }
+      await until('the relist to be under way', () => (lists.held > 0 ? true : undefined));
+      assert.equal(w.stats.gone, 1);
+      assert.equal(w.failing, true, 'during the relist the store may hold what no longer exists');
+      server.put('b'); // past the compaction: the watch after the relist is accepted
+      lists.release();
+      await until('the relist', () => (events.some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+      await until('the watch again', () => (server.openWatches === 1 ? true : undefined));
+      assert.equal(w.failing, false, 'relisted: current again');
+      assert.ok(w.store.has('ns/b'));
+    });
+  }
 });

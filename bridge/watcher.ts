@@ -153,9 +153,10 @@ export class Watcher {
   }
 
   /**
-   * Whether the store may be falling behind the cluster: the last list or watch failed and no
-   * list has succeeded, nor a watch been accepted, since. What it holds is then not vouched for
-   * (bridge/snapshot.ts): the function reads that kind itself until the watch works again.
+   * Whether the store may be falling behind the cluster: the last list or watch failed (a 410
+   * Gone included, however it came) and no list has succeeded, nor a watch been accepted, since.
+   * What it holds is then not vouched for (bridge/snapshot.ts): the function reads that kind
+   * itself until the watch works again.
    */
   get failing(): boolean {
     return this.broken;
@@ -409,7 +410,13 @@ export class Watcher {
     this.options.onProblem?.(problem);
   }
 
+  /**
+   * The watch cannot resume: changes since `resourceVersion` may be missing from the store until
+   * the relist has completed. Both ways a 410 comes (a watch's ERROR line, the answer to a watch
+   * request) pass here, so both leave the store not vouched for.
+   */
   private gone(resourceVersion: string): State {
+    this.broken = true;
     this.stats.gone++;
     this.log('info', 'resourceVersion expired (410 Gone); relisting', { resourceVersion });
     return { phase: 'list', relist: true };

@@ -96,6 +96,90 @@ describe('WorkQueue', () => {
     assert.equal(q.get(), undefined);
   });
 
+  test('a retry still waiting when the key is delivered again gives way to what that delivery asks: it does not bring a requeue an hour early', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, backoff: { baseDelayMs: 100, maxDelayMs: 1000 } });
+    q.add('a');
+    q.get();
+    assert.equal(q.addRateLimited('a'), 100, 'the delivery failed: a retry in 100 ms');
+    q.done('a');
+    q.add('a'); // a newer change: delivered now, before the retry is due
+    assert.equal(q.get(), 'a');
+    q.forget('a'); // it succeeded, and asked to be requeued in an hour
+    q.addAfter('a', 3_600_000);
+    q.done('a');
+    clock.advance(100);
+    assert.equal(q.get(), undefined, 'not delivered at the failed delivery\'s retry time');
+    assert.ok(q.isDelayed('a'), 'the hour is still scheduled');
+    clock.advance(3_600_000 - 100 - 1);
+    assert.equal(q.get(), undefined);
+    clock.advance(1);
+    assert.equal(q.get(), 'a', 'delivered after the hour');
+  });
+
+  test('a retry asked while a newer change waits gives way to what the delivery of that change asks for', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, backoff: { baseDelayMs: 100, maxDelayMs: 1000 } });
+    q.add('a');
+    q.get();
+    q.add('a'); // a change while the delivery is under way
+    q.addRateLimited('a'); // and the delivery fails
+    q.done('a');
+    assert.equal(q.get(), 'a', 'the change is delivered at once, carrying the newest state');
+    q.forget('a');
+    q.addAfter('a', 3_600_000);
+    q.done('a');
+    clock.advance(100);
+    assert.equal(q.get(), undefined, 'the retry it made moot does not come');
+    clock.advance(3_600_000 - 100);
+    assert.equal(q.get(), 'a');
+  });
+
+  test('a requeue asked before a newer change is delivered still comes when its wait ends, whatever that delivery asks', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.add('a');
+    q.get();
+    q.add('a'); // a change while the delivery is under way
+    q.forget('a');
+    q.addAfter('a', 60_000); // the delivery asked to be requeued in a minute
+    q.done('a');
+    assert.equal(q.get(), 'a', 'the change first');
+    assert.ok(q.isDelayed('a'), 'the requeue still owed while the change is delivered');
+    q.forget('a'); // done, and requeued in an hour
+    q.addAfter('a', 3_600_000);
+    q.done('a');
+    clock.advance(60_000);
+    assert.equal(q.get(), 'a', 'the first requeue comes when asked');
+  });
+
+  test('a retry made moot by a delivery that asks for nothing still comes', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock, backoff: { baseDelayMs: 100, maxDelayMs: 1000 } });
+    q.add('a');
+    q.get();
+    q.add('a');
+    q.addRateLimited('a'); // a requeue without a delay asks as a retry does (controller-runtime's Requeue)
+    q.done('a');
+    assert.equal(q.get(), 'a');
+    q.forget('a');
+    q.done('a');
+    clock.advance(100);
+    assert.equal(q.get(), 'a');
+  });
+
+  test('an addAfter of no delay adds the key now and drops its later timer', () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ clock });
+    q.addAfter('a', 60_000);
+    q.addAfter('a', 0);
+    assert.deepEqual(drain(q), ['a']);
+    q.done('a');
+    assert.equal(q.delayed, 0);
+    clock.advance(60_000);
+    assert.equal(q.get(), undefined, 'not a second time');
+  });
+
   test('failures back off exponentially per key from 5 ms to 1000 s, reset by forget', () => {
     const clock = new FakeClock();
     const q = new WorkQueue({ clock });

@@ -1,7 +1,9 @@
 // The per-key work queue: a key is never handed to two workers at once; adding a key that is
 // already waiting does nothing more; adding a key while it is being processed makes it run
 // exactly once more after `done`. Real changes ("high") are served before resync and
-// initial-list work ("low"). Failures back off per key, exponentially, until `forget`.
+// initial-list work ("low"). Failures back off per key, exponentially, until `forget`; a retry
+// still waiting when the key is handed out again is made moot by that delivery, and gives way
+// to whatever is asked after it.
 //
 // The shape follows client-go's workqueue (add / get / done / forget / shutDown), with the
 // delaying and rate-limiting layers folded in, a priority lane, and the clock injected.
@@ -134,8 +136,14 @@ export class WorkQueue {
   private readonly dirty = new Map<string, { priority: Priority; since: number }>();
   // Keys handed out by `get` and not yet `done`, with the time they were handed out.
   private readonly processing = new Map<string, number>();
-  // Delayed adds: at most one timer per key, the earliest asked for.
-  private readonly waiting = new Map<string, { at: number; priority: Priority; cancel: () => void }>();
+  // Delayed adds: at most one timer per key, the earliest asked for — except a `moot` one, which
+  // any add asked later replaces, however late. Moot: a retry (addRateLimited) whose key has been
+  // handed out since it was asked; that delivery, of the newest state, was the retry, so what
+  // its answer asks decides. A moot retry nothing replaces still comes. A time asked by addAfter
+  // (a requeueAfter, a hold) is never moot: a newer change delivered first does not cancel it
+  // (docs/contract.md: the requeue still follows when its wait ends).
+  // Invariant: `moot` only on a `retry`.
+  private readonly waiting = new Map<string, { at: number; priority: Priority; cancel: () => void; retry: boolean; moot: boolean }>();
   private readonly listeners = new Set<() => void>();
   private shuttingDown = false;
 
@@ -164,19 +172,28 @@ export class WorkQueue {
     this.changed();
   }
 
-  /** Adds `key` after `delayMs`. If it is already due earlier, the earlier time stands. */
+  /**
+   * Adds `key` after `delayMs`. If it is already due earlier, the earlier time stands, unless
+   * that is a moot retry (see `waiting`). A delay of 0 or less adds it now, the earliest of all:
+   * the key's timer is dropped.
+   */
   addAfter(key: string, delayMs: number, priority: Priority = 'high'): void {
+    this.delayedAdd(key, delayMs, priority, false);
+  }
+
+  private delayedAdd(key: string, delayMs: number, priority: Priority, retry: boolean): void {
     if (this.shuttingDown) return;
-    if (delayMs <= 0) return this.add(key, priority);
     const at = this.clock.now() + delayMs;
     const existing = this.waiting.get(key);
-    if (existing && existing.at <= at) return;
+    if (delayMs > 0 && existing && !existing.moot && existing.at <= at) return;
     existing?.cancel();
+    this.waiting.delete(key);
+    if (delayMs <= 0) return this.add(key, priority);
     const cancel = this.clock.setTimer(() => {
       this.waiting.delete(key);
       this.add(key, priority);
     }, delayMs);
-    this.waiting.set(key, { at, priority, cancel });
+    this.waiting.set(key, { at, priority, cancel, retry, moot: false });
   }
 
   /**
@@ -189,7 +206,7 @@ export class WorkQueue {
     const delay = Math.max(own, overall);
     this.observer.retried?.(key);
     if (overall > own) this.observer.throttled?.(key, overall - own);
-    this.addAfter(key, delay, 'high');
+    this.delayedAdd(key, delay, 'high', true);
     return delay;
   }
 
@@ -210,6 +227,8 @@ export class WorkQueue {
     const entry = this.dirty.get(key)!;
     this.lanes[entry.priority].delete(key);
     this.dirty.delete(key);
+    const delayed = this.waiting.get(key);
+    if (delayed?.retry) delayed.moot = true;
     const now = this.clock.now();
     this.processing.set(key, now);
     this.observer.queued?.(key, now - entry.since);

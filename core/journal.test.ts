@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, read, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import type { open } from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
@@ -174,6 +174,109 @@ console.log(JSON.stringify({ failures: j.failures, problems }));`;
   const { failures, problems } = JSON.parse(out) as { failures: number; problems: string[] };
   assert.ok(failures >= 1, `the cut-short write counted as a failure (failures: ${failures})`);
   assert.match(problems[0] ?? '', /j\.jsonl/);
+});
+
+test('a write cut short (a full disk) leaves half a line, and the next entry starts on a line of its own', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  // While `cut` is set, the journal's next append writes three quarters of its data and then
+  // fails, as a write does that fills a disk. Swapped through Node's builtin-module sync.
+  let cut = false;
+  const fsp = createRequire(import.meta.url)('node:fs/promises') as { open: typeof open };
+  const realOpen = fsp.open;
+  fsp.open = (async (...args: Parameters<typeof open>) => {
+    const handle = await realOpen(...args);
+    const appendFile = handle.appendFile.bind(handle);
+    handle.appendFile = (async (data: string) => {
+      if (!cut) return appendFile(data);
+      cut = false;
+      await appendFile(data.slice(0, Math.floor(data.length * 0.75)));
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    }) as typeof handle.appendFile;
+    return handle;
+  }) as typeof open;
+  syncBuiltinESMExports();
+  t.after(() => {
+    fsp.open = realOpen;
+    syncBuiltinESMExports();
+  });
+  const problems: string[] = [];
+  const j = new Journal(path, { onProblem: (p) => problems.push(p) });
+  j.append(entry(0));
+  await j.flush();
+  cut = true;
+  j.append(entry(1));
+  j.append(entry(2)); // one write with entry 1: it ends in the middle of this one
+  await j.flush();
+  assert.equal(j.failures, 1);
+  assert.match(problems[0] ?? '', /ENOSPC/);
+  j.append(entry(3));
+  await j.flush();
+  // Cut again, and then the process exits: what it writes at exit starts on a line of its own too.
+  cut = true;
+  j.append(entry(4));
+  await j.flush();
+  j.append(entry(5));
+  j.flushSync();
+  await j.flush();
+  const lines = readFileSync(path, 'utf8').split('\n').filter((l) => l.trim());
+  assert.deepEqual(idsOf(lines), ['id-0', 'id-1', 'id-3', 'id-5'], 'every complete entry, and the one after each cut, read back');
+  assert.equal(lines.length, 6, 'each line cut short stands alone');
+});
+
+test('a journal opened on a file an earlier process left cut short starts its first entry on a line of its own', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'j.jsonl');
+  const whole = `${JSON.stringify(entry(0))}\n`;
+  writeFileSync(path, whole + whole.slice(0, 40));
+  const j = new Journal(path);
+  j.append(entry(1));
+  await j.flush();
+  assert.deepEqual(idsOf(readFileSync(path, 'utf8').split('\n')), ['id-0', 'id-1']);
+  // A file that ends a line gets no empty one.
+  j.append(entry(2));
+  await j.flush();
+  const reopened = new Journal(path);
+  reopened.append(entry(3));
+  await reopened.flush();
+  assert.doesNotMatch(readFileSync(path, 'utf8'), /\n\n/);
+});
+
+/** The ids of the lines that parse; a line cut short does not. */
+function idsOf(lines: string[]): string[] {
+  return lines.flatMap((l) => {
+    try {
+      return [(JSON.parse(l) as { id: string }).id];
+    } catch {
+      return [];
+    }
+  });
+}
+
+test('a journal whose directory cannot be made does not throw: the failure is counted and reported, and writing starts once it can be made', async (t) => {
+  const unhandled = rejections(t);
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-journal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const blocker = join(dir, 'a-file');
+  writeFileSync(blocker, '');
+  const path = join(blocker, 'journal', 'j.jsonl');
+  const problems: string[] = [];
+  const j = new Journal(path, { onProblem: (p) => problems.push(p) });
+  assert.equal(j.failures, 1);
+  assert.equal(problems.length, 1);
+  assert.match(problems[0]!, /cannot create the directory of .*j\.jsonl: .*ENOTDIR/);
+  j.append(entry(0));
+  await j.flush();
+  assert.ok(j.failures >= 2, 'its lines are lost, and counted');
+  assert.equal(problems.length, 1, 'reported once for the episode');
+  rmSync(blocker); // the way is clear: the directory can be made now
+  j.append(entry(1));
+  await j.flush();
+  assert.match(readFileSync(path, 'utf8'), /"id":"id-1"/);
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(unhandled, []);
 });
 
 /**

@@ -10,10 +10,13 @@
 // back within a second. What is still queued when the process exits is written synchronously
 // then, so an exit loses nothing (a SIGKILL may lose the last lines, as it would any buffered log).
 //
-// A journal never stops what it records: a volume that is read-only, full or broken costs
-// lines (counted in `failures` and `dropped`, reported through onProblem), never an exception.
-import { appendFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+// A journal never stops what it records: a volume that is read-only, full or broken, or a
+// directory that cannot be made, costs lines (counted in `failures` and `dropped`, reported
+// through onProblem), never an exception. A write cut short (a full disk, a file size limit)
+// leaves half a line; the next write starts on a new line, so a reader loses only the half line
+// (passed over as not JSON) and never the entry after it.
+import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
+import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Observation } from './event.ts';
 import type { DeliveryOutcome, ReconcileResponse } from './response.ts';
@@ -93,6 +96,14 @@ export class Journal<T extends object = JournalEntry> {
   private failing = false;
   /** In a dropping episode: reported; a queue that has room again ends it. */
   private dropping = false;
+  /**
+   * The file may end in the middle of a line: a write failed part way, here or in the process
+   * that wrote the file before. The next write then starts with a newline (an empty line, when
+   * nothing had been written: readers pass over those), so its first entry is a line of its own.
+   */
+  private cut = false;
+  /** Its directory could not be made: each opening of the file tries again first. */
+  private directoryMissing = false;
   private readonly rotates: boolean;
   private readonly redacts: boolean;
   private readonly holdMs: number;
@@ -117,11 +128,17 @@ export class Journal<T extends object = JournalEntry> {
     this.redacts = options.redactSecretFields ?? true;
     this.holdMs = options.holdMs ?? 1000;
     this.now = options.now ?? (() => performance.now());
-    mkdirSync(dirname(path), { recursive: true });
-    const existing = existsSync(path) ? statSync(path) : undefined;
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+    } catch (err) {
+      this.failed('create the directory of', err);
+      this.directoryMissing = true;
+    }
+    const existing = statOf(path);
     this.size = existing?.size ?? 0;
     // A device or pipe (--journal=/dev/stdout in a pod) is never rotated: it cannot be renamed.
     this.rotates = !existing || existing.isFile();
+    this.cut = existing?.isFile() === true && existing.size > 0 && !endsWithNewline(path, existing.size);
     openJournals.add(new WeakRef(this as Journal<object>));
   }
 
@@ -183,13 +200,18 @@ export class Journal<T extends object = JournalEntry> {
           continue;
         }
         this.writing = chunk;
+        let handle: FileHandle | undefined;
         try {
-          // appendFile, not write: it writes again after a short write (a file size limit, a
-          // signal on a pipe), so a cut-short batch is an error here, not a half line.
-          await (await this.openFile()).appendFile(chunk);
-          this.size += bytes;
+          handle = await this.openFile();
+          const text = this.cut ? `\n${chunk}` : chunk;
+          // appendFile, not write: it writes the rest after a short write (a signal on a pipe).
+          // One that cannot go on (a full disk, a file size limit) rejects with part written.
+          await handle.appendFile(text);
+          this.size += bytes + (this.cut ? 1 : 0);
+          this.cut = false;
           this.failing = false;
         } catch (err) {
+          if (handle) this.cut = true;
           this.failed('append to', err);
           await this.release();
         }
@@ -211,6 +233,10 @@ export class Journal<T extends object = JournalEntry> {
   /** The file to write to: the one held open, unless held past holdMs; else the path opened again. */
   private async openFile(): Promise<FileHandle> {
     if (this.heldPastHold()) await this.release();
+    if (this.directoryMissing) {
+      await mkdir(dirname(this.path), { recursive: true });
+      this.directoryMissing = false;
+    }
     if (!this.file) this.file = { handle: await open(this.path, 'a'), openedAt: this.now() };
     return this.file.handle;
   }
@@ -235,11 +261,13 @@ export class Journal<T extends object = JournalEntry> {
   /** At exit: what is queued (and a write still under way, at worst twice) goes out now. */
   flushSync(): void {
     const rest = (this.writing ?? '') + this.queued.join('');
+    // A write under way may have written part of its lines: start on a line of its own.
+    const newLine = this.cut || this.writing !== undefined;
     this.queued = [];
     this.writing = undefined;
     if (!rest) return;
     try {
-      appendFileSync(this.path, rest);
+      appendFileSync(this.path, newLine ? `\n${rest}` : rest);
     } catch {
       /* exiting: nothing more to do */
     }
@@ -252,5 +280,29 @@ export class Journal<T extends object = JournalEntry> {
     }
     renameSync(this.path, `${this.path}.1`);
     this.size = 0;
+    this.cut = false;
+  }
+}
+
+/** The file at `path`, or undefined when there is none or it cannot be seen (a write will say why). */
+function statOf(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the file of `size` bytes at `path` ends a line; not readable counts as not (a blank line at worst). */
+function endsWithNewline(path: string, size: number): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const last = Buffer.alloc(1);
+    return readSync(fd, last, 0, 1, size - 1) === 1 && last[0] === 0x0a;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
