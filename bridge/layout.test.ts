@@ -34,12 +34,15 @@ function leaseStore(clock: FakeClock) {
       return structuredClone(stored);
     },
   } as unknown as KubeApi;
-  const now = () => new Date(clock.wall()).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+  const microTime = (wall: number) => new Date(wall).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
   return {
     api,
-    /** A replica holding (and renewing) the Lease `name` now; `note` on a let-go one. */
-    hold: (name: string, holder: string) => leases.set(name, { metadata: { name, resourceVersion: String(++rv) }, spec: { holderIdentity: holder, renewTime: now(), leaseDurationSeconds: 15 } }),
-    release: (name: string, note?: string) => leases.set(name, { metadata: { name, resourceVersion: String(++rv), annotations: note ? { 'kfn.dev/held': note } : {} }, spec: { renewTime: now(), leaseDurationSeconds: 1 } }),
+    /** A replica holding (and renewing) the Lease `name` now, by its wall clock (default this one's). */
+    hold: (name: string, holder: string, wall = clock.wall()) => leases.set(name, { metadata: { name, resourceVersion: String(++rv) }, spec: { holderIdentity: holder, renewTime: microTime(wall), leaseDurationSeconds: 15 } }),
+    /** A replica letting the Lease `name` go, with `note` for the next holder. */
+    release: (name: string, note?: string) => leases.set(name, { metadata: { name, resourceVersion: String(++rv), annotations: note ? { 'kfn.dev/held': note } : {} }, spec: { renewTime: microTime(clock.wall()), leaseDurationSeconds: 1 } }),
+    /** The Lease `name` deleted (by hand, or by an undeploy), whoever holds it. */
+    remove: (name: string) => leases.delete(name),
     record: () => leases.get('bridge-layout')?.spec.holderIdentity,
   };
 }
@@ -107,7 +110,7 @@ test('admit: refused when the record names another layout; waits while another l
   assert.deepEqual(admitted, [{ from: 'expired', holder: 'racer' }], 'admitted once it went a whole duration unrenewed; its holder may have left deliveries running');
 });
 
-test('Leases of earlier versions (<lease>-<i>) count as another layout; one unrenewed for longer than any clock skew explains is not waited for', async () => {
+test('Leases of earlier versions (<lease>-<i>) count as another layout; one whose renewTime is an hour old is still waited for a duration: its age by another machine\'s wall clock is not trusted', async () => {
   const clock = new FakeClock();
   const store = leaseStore(clock);
   store.hold('bridge-0', 'legacy');
@@ -121,13 +124,61 @@ test('Leases of earlier versions (<lease>-<i>) count as another layout; one unre
   assert.equal(claimed, true);
 
   const fresh = leaseStore(clock);
-  clock.stepWall(-3_600_000);
-  fresh.hold('bridge-1-of-2', 'long-gone'); // last renewed an hour ago, by the wall clock
-  clock.stepWall(3_600_000);
+  fresh.hold('bridge-1-of-2', 'long-gone', clock.wall() - 3_600_000); // last renewed an hour ago, or by a clock an hour behind
   const leader = gate(fresh, clock, 1);
-  await leader.claim();
-  assert.equal(fresh.record(), 'shards=1', 'recorded without waiting');
-  assert.deepEqual(await leader.admit(), [], 'and nothing to hold from it');
+  let recorded = false;
+  void leader.claim().then(() => (recorded = true));
+  await advance(clock, 14_000);
+  assert.equal(recorded, false, 'waited for until it has gone a duration unchanged, as this replica saw it');
+  await advance(clock, 3000);
+  assert.equal(fresh.record(), 'shards=1');
+  assert.deepEqual(await leader.admit(), [{ from: 'expired', holder: 'long-gone' }], 'its holder may have left deliveries running: they are held');
+});
+
+test('a Lease is judged by what this replica saw change, on its own clock: renewed by a replica whose wall clock is 20 min behind or ahead, it is never taken over; left unrenewed for longer than its duration, it is', async () => {
+  for (const skew of [-20 * 60_000, 20 * 60_000]) {
+    const clock = new FakeClock();
+    const store = leaseStore(clock);
+    await gate(store, clock, 2).claim();
+    /** The renewing replica's wall clock. */
+    const theirs = () => clock.wall() + skew;
+    store.hold('bridge-0-of-2', 'old-0', theirs());
+    const three = gate(store, clock, 3);
+    let claimed = false;
+    void three.claim().then(() => (claimed = true));
+    for (let i = 0; i < 30; i++) {
+      await advance(clock, 2000);
+      store.hold('bridge-0-of-2', 'old-0', theirs()); // renewed every 2 s, as the election does
+    }
+    assert.equal(claimed, false, `a live Lease renewed by a clock ${skew / 60_000} min off is waited for`);
+    assert.equal(store.record(), 'shards=2');
+    await advance(clock, 14_000);
+    assert.equal(claimed, false, `not yet a whole duration unrenewed (clock ${skew / 60_000} min off)`);
+    await advance(clock, 3000);
+    assert.equal(claimed, true, `taken over once unrenewed for longer than its duration (clock ${skew / 60_000} min off)`);
+    assert.deepEqual(await three.admit(), [{ from: 'expired', holder: 'old-0' }]);
+  }
+});
+
+test('a deleted Lease is not taken for free: it counts as live until a whole duration has passed since this replica found it gone, then as expired from its last holder', async () => {
+  const clock = new FakeClock();
+  const store = leaseStore(clock);
+  await gate(store, clock, 2).claim();
+  store.hold('bridge-0-of-2', 'old-0');
+  const three = gate(store, clock, 3);
+  let claimed = false;
+  void three.claim().then(() => (claimed = true));
+  await advance(clock, 6000);
+  store.hold('bridge-0-of-2', 'old-0'); // renewed, and seen so at the next look
+  await advance(clock, 1000);
+  // Deleted by hand: its holder's last renewal was accepted before, so it may deliver until its
+  // renew deadline; this replica last saw it renewed no later than now.
+  store.remove('bridge-0-of-2');
+  await advance(clock, 14_000);
+  assert.equal(claimed, false, 'not taken over before a whole duration since it was last seen renewed');
+  await advance(clock, 4000);
+  assert.equal(claimed, true, 'taken over once gone for a whole duration');
+  assert.deepEqual(await three.admit(), [{ from: 'expired', holder: 'old-0' }], 'from the holder last seen: what it may have left running is held');
 });
 
 test('an apiserver away (a restart) is waited for: claim and admit retry, they do not give up', async () => {

@@ -5,7 +5,17 @@
 // replica of each. The Lease `<lease>-layout` records the layout that may deliver:
 //
 //   claim:  a replica of another layout waits, holding no Lease, until no Lease of any other
-//           layout is live (held and renewed within its duration), then records its own.
+//           layout is live, then records its own. A Lease is live while it is held and its
+//           record has changed within its duration as this replica saw it, on this replica's
+//           own clock (as client-go's election judges its Lease): the renewTime another
+//           machine wrote is never compared with this one's wall clock, so skew between them
+//           neither ends a live Lease nor keeps a dead one. A Lease seen and then found gone
+//           (deleted by hand, by an undeploy) changed when it was found gone: its holder's last
+//           renewal was accepted before the deletion, and the holder stops leading within its
+//           renew deadline of that renewal, shorter than the Lease's duration. The price: a
+//           Lease left held by a replica that was killed is waited for a duration, and taken
+//           over as expired, by every replica that starts while it is there; its age by the
+//           wall clock that wrote it cannot be trusted.
 //   admit:  after taking one of its Leases, a replica delivers only once the record still names
 //           its layout and no other layout's Lease is live (a replica of the old layout that
 //           took a Lease in the instant of the change sees the record on its next check, and
@@ -20,12 +30,6 @@
 import { defaultLeaseDurationMs, type Takeover } from './leader.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
-
-/**
- * A Lease last renewed (or let go) this long ago by its own wall time is over, whatever the
- * clocks' skew: the longest delivery (900 s) and a generous skew have passed.
- */
-const staleAfterMs = 20 * 60_000;
 
 export interface LayoutOptions {
   api: KubeApi;
@@ -51,7 +55,21 @@ export interface LayoutOptions {
 
 interface Lease {
   metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
-  spec?: { holderIdentity?: string; renewTime?: string; leaseDurationSeconds?: number };
+  spec?: { holderIdentity?: string; renewTime?: string; leaseDurationSeconds?: number; leaseTransitions?: number };
+}
+
+/** What this replica last saw of another layout's Lease, and when (clock.now()) that last changed. */
+interface Seen {
+  /** The record as seen: a change of any of these (or the Lease found gone) restarts its duration. */
+  holder?: string;
+  renewTime?: string;
+  transitions?: number;
+  resourceVersion?: string;
+  /** Gone from the list since `changedAt`; `holder` is who held it when last seen. */
+  gone: boolean;
+  changedAt: number;
+  durationMs: number;
+  note?: string;
 }
 
 /** The Leases of a layout: `<lease>` for one leader, `<lease>-<i>-of-<N>` for N shards. */
@@ -62,8 +80,8 @@ export function layoutLeaseNames(leaseName: string, shards: number): string[] {
 export class LayoutGate {
   private readonly o: LayoutOptions;
   private readonly clock: Clock;
-  /** Per Lease of another layout: what was last seen of it and when it last changed (clock.now()). */
-  private readonly seen = new Map<string, { holder?: string; renewTime?: string; changedAt: number; durationMs: number; note?: string; stale: boolean }>();
+  /** Per Lease of another layout seen since this gate started: what was last seen of it, and when it last changed. */
+  private readonly seen = new Map<string, Seen>();
 
   constructor(options: LayoutOptions) {
     this.o = options;
@@ -95,30 +113,38 @@ export class LayoutGate {
 
   /**
    * Looks at every Lease of another layout once: answers the names of those live now. A Lease
-   * first seen held counts as live until it has gone a whole duration unrenewed.
+   * first seen held counts as live until it has gone a whole duration unchanged; one seen held
+   * and then gone, until a whole duration after it was found gone.
    */
   private async othersLive(): Promise<string[]> {
     const own = new Set(layoutLeaseNames(this.o.leaseName, this.o.shards));
     const ours = new RegExp(`^${this.o.leaseName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(-\\d+(-of-\\d+)?)?$`);
     const list = await this.o.api.request<{ items: Lease[] }>('GET', this.leases);
+    // Dated when the answer arrived: a renewal it shows was sent no later than that.
     const now = this.clock.now();
-    const live: string[] = [];
+    const listed = new Set<string>();
     for (const lease of list.items) {
       const name = lease.metadata.name;
       if (own.has(name) || !ours.test(name)) continue;
-      const holder = lease.spec?.holderIdentity || undefined;
-      const renewTime = lease.spec?.renewTime;
+      listed.add(name);
+      const spec = lease.spec ?? {};
+      const seen: Omit<Seen, 'changedAt'> = {
+        holder: spec.holderIdentity || undefined,
+        renewTime: spec.renewTime,
+        transitions: spec.leaseTransitions,
+        resourceVersion: lease.metadata.resourceVersion,
+        gone: false,
+        durationMs: (spec.leaseDurationSeconds ?? 15) * 1000,
+        note: this.o.handOverAnnotation ? lease.metadata.annotations?.[this.o.handOverAnnotation] : undefined,
+      };
       const last = this.seen.get(name);
-      const durationMs = (lease.spec?.leaseDurationSeconds ?? 15) * 1000;
-      const note = this.o.handOverAnnotation ? lease.metadata.annotations?.[this.o.handOverAnnotation] : undefined;
-      // Wall times from other machines are not trusted for a Lease's expiry, except one so old
-      // that no clock skew explains it: a layout that went away long ago is not waited for.
-      const stale = this.clock.wall() - Date.parse(renewTime?.replace(/(\.\d{3})\d*Z$/, '$1Z') ?? '') > staleAfterMs;
-      if (!last || last.holder !== holder || last.renewTime !== renewTime) this.seen.set(name, { holder, renewTime, changedAt: now, durationMs, note, stale });
-      const s = this.seen.get(name)!;
-      if (holder && !s.stale && now - s.changedAt <= s.durationMs) live.push(name);
+      const changed = !last || last.gone || last.holder !== seen.holder || last.renewTime !== seen.renewTime || last.transitions !== seen.transitions || last.resourceVersion !== seen.resourceVersion;
+      this.seen.set(name, { ...seen, changedAt: changed ? now : last.changedAt });
     }
-    return live;
+    for (const [name, last] of this.seen) {
+      if (!listed.has(name) && !last.gone) this.seen.set(name, { ...last, gone: true, changedAt: now });
+    }
+    return [...this.seen].filter(([, s]) => s.holder && now - s.changedAt <= s.durationMs).map(([name]) => name);
   }
 
   /**
@@ -161,8 +187,9 @@ export class LayoutGate {
       try {
         if ((await this.record()).shards !== this.o.shards) return undefined;
         if ((await this.othersLive()).length === 0) {
-          // Every other layout's Lease has been let go (its note says what it held) or has expired.
-          return [...this.seen.values()].filter((s) => !s.stale && (s.holder || s.note)).map((s): Takeover => (s.holder ? { from: 'expired', holder: s.holder } : { from: 'released', note: s.note }));
+          // Every other layout's Lease has been let go (its note says what it held), has expired, or
+          // has been gone a whole duration (its holder, last seen, may have left deliveries running).
+          return [...this.seen.values()].filter((s) => s.holder || s.note).map((s): Takeover => (s.holder ? { from: 'expired', holder: s.holder } : { from: 'released', note: s.note }));
         }
       } catch (err) {
         this.o.log?.(`the shard layout cannot be read yet (${(err as Error).message}); retrying`, { lease: this.recordName });

@@ -39,7 +39,15 @@ function leaseStore() {
     throw new Error(`unexpected ${method}`);
   };
   const api = (signal?: AbortSignal): KubeApi => ({ request: request(signal), withSignal: (s: AbortSignal) => api(s) }) as unknown as KubeApi;
-  return { api: api(), state, lease: () => lease, holder: () => lease?.spec.holderIdentity, steal: (who: string) => lease && ((lease.spec.holderIdentity = who), (lease.metadata.resourceVersion = String(++rv))) };
+  return {
+    api: api(),
+    state,
+    lease: () => lease,
+    holder: () => lease?.spec.holderIdentity,
+    steal: (who: string) => lease && ((lease.spec.holderIdentity = who), (lease.metadata.resourceVersion = String(++rv))),
+    /** The Lease deleted (by hand, or by an undeploy), whoever holds it. */
+    remove: () => ((lease = undefined), ++rv),
+  };
 }
 
 async function leading(clock: FakeClock, store: ReturnType<typeof leaseStore>) {
@@ -226,6 +234,37 @@ describe('LeaderElector', () => {
     const again = candidate('c');
     await run(again);
     assert.deepEqual(takeovers.at(-1), { from: 'expired', holder: 'c' });
+  });
+
+  test('a Lease deleted while held is not taken for free: a standby that saw it held waits a whole duration from when it found it gone, then takes it over as expired from that holder', async () => {
+    const clock = new FakeClock(0);
+    const store = leaseStore();
+    // The leader is cut off from the apiserver the moment its Lease is deleted: it leads on
+    // until its renew deadline, unaware.
+    let cut = false;
+    const cutOff = (api: KubeApi): KubeApi =>
+      ({
+        request: (...args: Parameters<KubeApi['request']>) => (cut ? Promise.reject(new Error('connection refused')) : api.request(...args)),
+        withSignal: (signal: AbortSignal) => cutOff(api.withSignal(signal)),
+      }) as unknown as KubeApi;
+    const a = new LeaderElector({ api: cutOff(store.api), namespace: 'ns', name: 'bridge', identity: 'a', clock });
+    let aLostAt: number | undefined;
+    void a.run(() => {}, () => (aLostAt = clock.now()));
+    await flush();
+    const b = new LeaderElector({ api: store.api, namespace: 'ns', name: 'bridge', identity: 'b', clock, random: () => 0 });
+    let bLed: { at: number; takeover: unknown } | undefined;
+    void b.run((takeover) => void (bLed = { at: clock.now(), takeover }), () => {});
+    await advance(clock, 5_000);
+    assert.equal(b.isLeader, false, 'a standby while the leader renews');
+    const deletedAt = clock.now();
+    cut = true;
+    store.remove();
+    await advance(clock, 30_000);
+    assert.ok(aLostAt !== undefined, 'the cut-off leader stepped down');
+    assert.ok(bLed, 'the standby took the Lease in the end');
+    assert.ok(bLed.at >= aLostAt, `the standby led from ${bLed.at} ms while the old leader led until ${aLostAt} ms`);
+    assert.ok(bLed.at - deletedAt >= 15_000, `led ${bLed.at - deletedAt} ms after the Lease it last saw held was deleted: not before a whole duration`);
+    assert.deepEqual(bLed.takeover, { from: 'expired', holder: 'a' }, 'what the holder last seen may have left running is held');
   });
 
   test("a standby judges the Lease's age from when its answer arrived, as client-go does: a slow first read cannot let it take over while the leader may still lead", async () => {

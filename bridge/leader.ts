@@ -2,7 +2,9 @@
 // a candidate takes the lease when its holder has not renewed it for leaseDuration (judged by
 // the candidate's own clock since an answer last showed the lease changed — dated when that
 // answer arrived — so clock skew between machines does not matter); the leader renews every retryPeriod and gives up — and the
-// process must stop at once — when it could not renew for renewDeadline.
+// process must stop at once — when it could not renew for renewDeadline. A Lease the candidate
+// saw and then finds deleted changed when it was found gone: it is created again only a whole
+// leaseDuration later, and taken over from the holder last seen.
 //
 // No split brain: renewDeadline (10 s) is shorter than leaseDuration (15 s), it is counted
 // from when the last successful renewal was *sent* (a standby saw that renewal no earlier),
@@ -57,6 +59,18 @@ interface Lease {
   };
 }
 
+/** What a candidate last saw of the Lease's record, and when (clock.now()) that last changed. */
+interface Observed {
+  holder?: string;
+  renewTime?: string;
+  transitions?: number;
+  resourceVersion?: string;
+  durationMs: number;
+  /** Found deleted at `at`; the rest is the Lease as last seen. */
+  gone: boolean;
+  at: number;
+}
+
 function microTime(ms: number): string {
   // MicroTime: RFC 3339 with microseconds.
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -70,7 +84,8 @@ export class LeaderElector {
     Pick<LeaderElectionOptions, 'log' | 'acquireAfter' | 'handOverAnnotation' | 'handOver'>;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private observed: { holder?: string; renewTime?: string; resourceVersion?: string; at: number } = { at: 0 };
+  /** Undefined until this candidate first reads or writes the Lease. */
+  private observed: Observed | undefined;
   private stopped = false;
   private leading = false;
   /** The Lease as last read or written, while this candidate holds it (undefined otherwise). */
@@ -148,13 +163,25 @@ export class LeaderElector {
       lease = await api.request<Lease>('GET', this.path);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status !== 404) throw err;
+      // A Lease seen before and gone now (deleted by hand, by an undeploy) may still be led: its
+      // holder's last renewal was accepted before the deletion, so before this answer, and it
+      // leads until its renew deadline (shorter than the duration) from that renewal. The
+      // deletion is a change of the record, seen now. This candidate's own Lease while it leads
+      // is the exception: nobody else can have led since its last renewal. A candidate that never
+      // saw the Lease cannot tell a deleted one from a new one (nor can client-go's).
+      const last = this.observed;
+      const predecessor = last && !(this.leading && last.holder === identity) ? last : undefined;
+      if (predecessor) {
+        const gone = predecessor.gone ? predecessor : (this.observed = { ...predecessor, gone: true, at: this.clock.now() });
+        if (now - gone.at <= gone.durationMs) return false;
+      }
       if (now < (this.o.acquireAfter ?? 0)) return false;
       try {
         const created = await api.request<Lease>('POST', `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`, {
           body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec(0, microTime(wall)) },
         });
         this.observe(created, this.clock.now());
-        this.takeover = { from: 'nobody' };
+        this.takeover = predecessor?.holder ? { from: 'expired', holder: predecessor.holder } : { from: 'nobody' };
         return true;
       } catch (createErr) {
         if (createErr instanceof ApiError && createErr.status === 409) return false; // someone else created it first
@@ -166,9 +193,11 @@ export class LeaderElector {
     // read the Lease long after the request left, and the renewal it shows was sent no earlier
     // than that read. Dating it by the request would start the expiry early (client-go dates
     // its observedTime the same way).
-    if (s.holderIdentity !== this.observed.holder || s.renewTime !== this.observed.renewTime) this.observe(lease, this.clock.now());
+    const o = this.observed;
+    const changed = !o || o.gone || s.holderIdentity !== o.holder || s.renewTime !== o.renewTime || s.leaseTransitions !== o.transitions || lease.metadata.resourceVersion !== o.resourceVersion;
+    const seen = changed ? this.observe(lease, this.clock.now()) : o;
     const heldByOther = !!s.holderIdentity && s.holderIdentity !== identity;
-    const expired = now - this.observed.at > (s.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
+    const expired = now - seen.at > seen.durationMs;
     if (heldByOther && !expired) return false;
     if (s.holderIdentity !== identity && now < (this.o.acquireAfter ?? 0)) return false; // not our turn yet
     const transitions = (s.leaseTransitions ?? 0) + (s.holderIdentity === identity ? 0 : 1);
@@ -190,9 +219,18 @@ export class LeaderElector {
     }
   }
 
-  private observe(lease: Lease, now: number): void {
+  private observe(lease: Lease, now: number): Observed {
     this.written = lease.spec?.holderIdentity === this.o.identity ? lease : undefined;
-    this.observed = { holder: lease.spec?.holderIdentity, renewTime: lease.spec?.renewTime, resourceVersion: lease.metadata.resourceVersion, at: now };
+    const spec = lease.spec ?? {};
+    return (this.observed = {
+      holder: spec.holderIdentity,
+      renewTime: spec.renewTime,
+      transitions: spec.leaseTransitions,
+      resourceVersion: lease.metadata.resourceVersion,
+      durationMs: (spec.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000,
+      gone: false,
+      at: now,
+    });
   }
 
   /**

@@ -97,8 +97,8 @@ describe('admission', () => {
     assert.deepEqual([w.sideEffects, w.failurePolicy, w.timeoutSeconds], ['None', 'Fail', 10]);
     assert.deepEqual(
       (w as unknown as { matchConditions: { name: string }[] }).matchConditions.map((c) => c.name),
-      ['not-being-deleted', 'not-metadata-only'],
-      'never asked about an object being deleted or an update of metadata alone (kfn\'s finalizer removal)',
+      ['not-metadata-only'],
+      'never asked about an update of metadata alone (kfn\'s finalizer removal), of an object being deleted or not',
     );
     const service = webhookConfigurations(boxes, { client: { service: { namespace: 'kfn-system', name: 'kfn-fn-boxes' } }, caBundle: 'PEM' })[0] as { webhooks: { clientConfig: { service: unknown } }[] };
     assert.deepEqual(service.webhooks[0]!.clientConfig.service, { namespace: 'kfn-system', name: 'kfn-fn-boxes', port: 443, path: '/admission/default' });

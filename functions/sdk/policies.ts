@@ -1,34 +1,13 @@
 // Rules a function keeps on other kinds (or on its own, where a rule needs the request or the
 // stored object), run by the apiserver itself as a ValidatingAdmissionPolicy and its binding
 // (GA since Kubernetes 1.30): no webhook, so they hold with the function at zero or not deployed;
-// and its declared defaults, as a MutatingAdmissionPolicy. This module declares them and makes
-// their manifests; policy-cel.ts evaluates their CEL without a cluster (unit tests, and the
+// and its declared defaults, as a MutatingAdmissionPolicy. A function declares them as it declares
+// the rest (reconciler.ts: Guard, Defaults); this module makes their manifests; policy-cel.ts evaluates their CEL without a cluster (unit tests, and the
 // defaulting webhook), and only it loads the CEL library.
-import { groupOf, versionOf, type KindRef } from '../../core/objects.ts';
+import { groupOf, versionOf } from '../../core/objects.ts';
 import { functionLabels } from '../../core/names.ts';
 import { pluralOf } from './kind.ts';
-import type { Reconciler } from './reconciler.ts';
-
-export type Operation = 'CREATE' | 'UPDATE' | 'DELETE';
-
-/** One validation: a CEL expression that is true when the request may go on. */
-export interface GuardRule {
-  expression: string;
-  /** What the refusal says (default: "failed expression: <expression>"). */
-  message?: string;
-  /** CEL giving what the refusal says; wins over message when it gives a non-empty string. */
-  messageExpression?: string;
-  /** The refusal's HTTP reason (default Invalid, 422). */
-  reason?: 'Invalid' | 'Forbidden' | 'Unauthorized' | 'RequestEntityTooLarge';
-}
-
-/** Rules on requests for one kind. */
-export interface Guard {
-  kind: KindRef & { plural?: string };
-  /** The requests they apply to (default: CREATE and UPDATE). */
-  operations?: Operation[];
-  rules: GuardRule[];
-}
+import type { Defaults, Guard, Operation, Reconciler } from './reconciler.ts';
 
 /** The policy's (and its binding's) name: `kfn-<function>-<plural>.<group>`. */
 export function guardName(reconciler: Pick<Reconciler, 'name'>, guard: Guard): string {
@@ -72,21 +51,6 @@ export function policyManifests(reconciler: Reconciler, namespaces?: string[]): 
   });
 }
 
-/**
- * Defaults of the function's own kind, in CEL, that the apiserver writes itself before it stores
- * an object (a MutatingAdmissionPolicy, where the cluster serves one): when `when` holds, each
- * field of `set` gets its value, as a JSON Patch `add` (set when missing, replaced when there).
- * Where the cluster does not serve the policies, the function's defaulting webhook applies the
- * same declarations. On create and update, never on an object being deleted nor on an update of
- * its metadata alone (as the webhooks: ownWritesPass).
- */
-export interface Defaults {
-  /** CEL over `object`, `oldObject` and `request`: these defaults apply only when it is true (default: always). */
-  when?: string;
-  /** A field's JSON Pointer → CEL giving its value: `{ '/spec/image': "object.spec.image + ':latest'" }`. */
-  set: Record<string, string>;
-}
-
 /** The API group and versions that serve MutatingAdmissionPolicy, newest first (GA in 1.36, beta before). */
 export const mutatingPolicyVersions = ['admissionregistration.k8s.io/v1', 'admissionregistration.k8s.io/v1beta1'] as const;
 export type MutatingPolicyVersion = (typeof mutatingPolicyVersions)[number];
@@ -98,14 +62,14 @@ export function defaultsName(reconciler: Pick<Reconciler, 'name' | 'for'>): stri
 
 /**
  * What neither the admission webhooks nor the policies of declared defaults are asked about (CEL,
- * evaluated by the apiserver): an object being deleted, and an update that leaves the spec as it
- * was — kfn's own finalizer removal and notes, a user's annotations. A rule tightened since, or one
- * that reads an object already gone, must not leave an object Terminating forever; and a function
- * that is down must not block them.
+ * evaluated by the apiserver): an update that leaves the spec as it was, there or not — kfn's own
+ * finalizer removal and notes, a user's annotations (status has a subresource of its own). A rule
+ * tightened since must not leave an object Terminating forever, nor a function that is down block
+ * its finalizer's removal. Any other update is asked about, of an object being deleted too: its
+ * spec can still change, and is validated and defaulted as ever.
  */
 export const ownWritesPass = [
-  { name: 'not-being-deleted', expression: '!has(object.metadata.deletionTimestamp)' },
-  { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec" },
+  { name: 'not-metadata-only', expression: "request.operation != 'UPDATE' || has(object.spec) != has(oldObject.spec) || (has(object.spec) && object.spec != oldObject.spec)" },
 ];
 
 /** One declaration's JSON Patch, as a policy's mutation: its `add`s, or none when its `when` does not hold. */
@@ -167,23 +131,6 @@ export function defaultsAsPolicies<R extends Reconciler>(reconciler: R): R {
  * for one (kfn deploy grants it no rights on a webhook configuration it does not have).
  */
 export const defaultsAsPoliciesEnv = 'KFN_DEFAULTS_AS_POLICIES';
-
-/**
- * What is wrong with the shape of declared defaults, without evaluating CEL: a declaration that
- * sets nothing, a path that is not a JSON Pointer to a field a default may set. defineReconciler
- * refuses these; whether each expression is CEL, kfn says when it loads the function
- * (expressionProblems in policy-cel.ts), so a function's start does not load the CEL library.
- */
-export function defaultsShapeProblems(defaults: Defaults[]): string[] {
-  const problems: string[] = [];
-  defaults.forEach((d, i) => {
-    if (!Object.keys(d.set).length) problems.push(`defaults[${i}].set names no field`);
-    for (const path of Object.keys(d.set)) {
-      if (!/^(\/([^~/]|~[01])+)+$/.test(path) || /^\/(apiVersion|kind)$|^\/metadata\/(name|namespace|uid|resourceVersion)$/.test(path)) problems.push(`defaults[${i}].set: ${JSON.stringify(path)} is not a JSON Pointer to a field of the object that a default may set (/spec/image)`);
-    }
-  });
-  return problems;
-}
 
 export interface AdmissionRequest {
   operation: Operation;

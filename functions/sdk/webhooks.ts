@@ -30,7 +30,8 @@ export interface WebhookOwner {
  * MutatingWebhookConfiguration and one ValidatingWebhookConfiguration named kfn-fn-<name>, for
  * creates and updates of its kind (every version: matchPolicy Equivalent), sideEffects None,
  * the reconciler's failurePolicy (default Fail) and timeoutSeconds (default 10), never for an
- * object being deleted or an update of its metadata alone (ownWritesPass).
+ * update of its metadata alone (ownWritesPass: kfn's finalizer removal is never refused). An
+ * object being deleted is asked about as any other: its spec can still change.
  */
 export function webhookConfigurations(reconciler: Reconciler, options: { client: WebhookClient; caBundle?: string; injectCaFrom?: string; namespaces?: string[]; name?: string; owner?: WebhookOwner }): Record<string, unknown>[] {
   const kind = reconciler.for;
