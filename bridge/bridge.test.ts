@@ -59,6 +59,35 @@ const atRest = (bridge: Bridge) =>
 const keptRequeues = (bridge: Bridge) => (bridge.runtime('widgets') as unknown as { requeues: Map<string, unknown> }).requeues.size;
 
 describe('Bridge on a fake clock', () => {
+  test("a function whose clock is wrong is retried, not dropped: the Reconciler says ClockSkew with the skew, and is Running again once the clock is right", async (t) => {
+    const metrics = new BridgeMetrics();
+    const problems: (string | undefined)[] = [];
+    const { server, clock, receiver, bridge } = await setup(t, {}, { metrics, onProblem: (_, source, p) => source === 'clock' && problems.push(p) });
+    const warnings: string[] = [];
+    (bridge as unknown as { recordWarning: (o: unknown, reason: string) => Promise<void> }).recordWarning = async (_o, reason) => void warnings.push(reason);
+    let skewMs: number | undefined = 120_000;
+    receiver.answer = (d, res) => (skewMs === undefined ? answerDone(d, res) : void res.writeHead(400, { 'kfn-time': new Date(Date.now() + skewMs).toISOString(), 'content-type': 'application/json' }).end('{"error":"…","reason":"ClockSkew"}'));
+    const skew = async () => Number((await metrics.registry.getSingleMetricAsString('kfn_bridge_clock_skew_seconds')).match(/controller="widgets"\} (-?[\d.e+]+)/)?.[1]);
+    server.put('w');
+    server.put('v');
+    await until('both refused', () => (receiver.of('w')[0] && receiver.of('v')[0] ? true : undefined));
+    await atRest(bridge);
+    assert.equal(problems.length, 1, 'said once, for both objects');
+    assert.match(problems[0] ?? '', /clock is 120 s ahead of the bridge's/);
+    assert.ok(Math.abs((await skew()) - 120) < 2);
+    assert.deepEqual(warnings, [], 'no ReconcileRejected: not a verdict on the objects');
+    clock.advance(10);
+    await until('retried', () => receiver.of('w')[1]);
+    await atRest(bridge);
+    assert.equal(problems.length, 1, 'retried, still skewed: nothing new to say');
+    skewMs = undefined; // the clock set right
+    clock.advance(60_000);
+    await until('delivered again', () => receiver.of('w').length >= 3 && receiver.of('v').length >= 3 ? true : undefined);
+    await atRest(bridge);
+    assert.deepEqual(problems.slice(1), [undefined], 'cleared once');
+    assert.equal(await skew(), 0);
+  });
+
   test('a deleted object\'s tombstone is kept until its deleted delivery succeeds', async (t) => {
     const { server, clock, receiver, bridge } = await setup(t);
     server.put('w');

@@ -14,7 +14,7 @@ import type { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import { identityProblem, identityRecheckMs, identityRecheckWatchedMs, undecidedGraceMs } from './identity.ts';
-import { deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
+import { ClockSkewReport, deadlineGraceMs, journalEntryOf, settle, type Settlement } from './outcome.ts';
 import { ResyncSchedule } from './resync.ts';
 import { TimeToReady } from './ready-time.ts';
 import { DeliveryTraces, type ObservationTrace, type TraceCause } from './traces.ts';
@@ -101,6 +101,8 @@ export class Controller {
   private readonly primaryIndexes: (SelectorIndex | ReferenceIndex)[] = [];
   private readonly bridge: ControllerContext;
   private readonly sink: Sink;
+  /** What the Reconciler's Ready condition says of its function's clock (bridge/outcome.ts). */
+  private readonly clockSkew = new ClockSkewReport();
 
   constructor(bridge: ControllerContext, config: ReconcilerConfig) {
     this.bridge = bridge;
@@ -108,7 +110,7 @@ export class Controller {
     this.traces = new DeliveryTraces(config.name);
     // Only where the primary's watch keeps its status (contract 2, or a field-mapped watch).
     this.readyTime = watchedKinds(config)[0]?.full ? new TimeToReady((seconds) => bridge.metrics?.changeToReady.observe({ controller: config.name }, seconds)) : undefined;
-    this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem));
+    this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem), { allowPlainHttp: config.sink.allowPlainHttp === true });
     const metrics = bridge.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
     this.resync = new ResyncSchedule({
@@ -511,6 +513,11 @@ export class Controller {
     if (tracing.on) this.traces.answered(writtenBy(result.outcome));
     this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
     const { outcome } = result;
+    const clock = this.clockSkew.after(result);
+    if (clock) {
+      this.bridge.onProblem?.(this.config.name, 'clock', clock.problem);
+      this.bridge.metrics?.clockSkew.set({ controller: this.config.name }, clock.skewSeconds);
+    }
     const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
     if (outcome.kind === 'retry' && outcome.invalidAnswer) {
       this.bridge.metrics?.invalidAnswers.inc({ controller: this.config.name });

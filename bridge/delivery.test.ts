@@ -63,6 +63,16 @@ describe('sendReconcileEvent', () => {
     assert.deepEqual(terminal.outcome, { kind: 'terminal', why: 'HTTP 400: status 400' });
   });
 
+  test("400 with the function's clock is a refusal for time alone: retried (nothing runs, nothing is held), the skew measured", async (t) => {
+    const r = await receiver(t, (res) => res.writeHead(400, { 'kfn-time': new Date(Date.now() - 300_000).toISOString(), 'content-type': 'application/json' }).end('{"error":"sent ahead of this function\'s clock","reason":"ClockSkew","skewMs":-300000}'));
+    const result = await sendReconcileEvent({ url: r.url, message, credentials, timeoutMs: 2000 });
+    assert.equal(result.outcome.kind, 'retry');
+    const skew = result.outcome.kind === 'retry' ? result.outcome.clockSkewMs! : Number.NaN;
+    assert.ok(Math.abs(skew + 300_000) < 2000, `measured ${skew}`);
+    assert.equal(result.mayBeRunning, undefined);
+    assert.deepEqual(settle(result, 0, 0).queue, { kind: 'backoff', atLeastMs: 0 }, 'the backoff, not terminal');
+  });
+
   test("a redirect is not followed (the event is not sent on to where it points): the sink is not ready, and the delivery is retried", async (t) => {
     const elsewhere = await receiver(t, (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
     const r = await receiver(t, (res) => res.writeHead(307, { location: elsewhere.url }).end('moved'));
@@ -109,6 +119,7 @@ test("a delivery's sink failure is named by its reason, and the function's own a
     misrouted: (res) => res.writeHead(404).end('no route'),
     unauthorized: (res) => res.writeHead(401).end('signature'),
     invalid: (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"maybe"}'),
+    clockSkew: (res) => res.writeHead(400, { 'kfn-time': new Date(Date.now() + 120_000).toISOString() }).end('{"error":"…","reason":"ClockSkew"}'),
     silent: () => {},
   };
   let answer = 'done';
@@ -142,6 +153,7 @@ test("a delivery's sink failure is named by its reason, and the function's own a
     misrouted: 'misrouted',
     unauthorized: 'unauthorized',
     invalid: 'invalid_answer',
+    clockSkew: 'clock_skew',
     silent: 'timeout',
     closed: 'connection',
     credentials: 'credentials',

@@ -120,7 +120,7 @@ export async function sendReconcileEvent(options: SendOptions): Promise<Delivery
 }
 
 /** Why a delivery got no answer of the function's own, as kfn_bridge_sink_failures_total counts it; undefined when the function answered. */
-export const sinkFailureReasons = ['timeout', 'connection', 'tls', 'credentials', 'unauthorized', 'throttled', 'unavailable', 'gateway', 'duplicate', 'misrouted', 'invalid_answer'] as const;
+export const sinkFailureReasons = ['timeout', 'connection', 'tls', 'credentials', 'unauthorized', 'throttled', 'unavailable', 'gateway', 'duplicate', 'misrouted', 'invalid_answer', 'clock_skew'] as const;
 export type SinkFailure = (typeof sinkFailureReasons)[number];
 
 /**
@@ -132,6 +132,9 @@ export function sinkFailureOf(result: DeliveryResult): SinkFailure | undefined {
   const { outcome, status } = result;
   if (outcome.kind !== 'retry') return undefined;
   if (outcome.invalidAnswer) return 'invalid_answer';
+  // The function refused the event for its time alone: nothing was reconciled, and the fix is a
+  // clock, not the object.
+  if (outcome.clockSkewMs !== undefined) return 'clock_skew';
   if (status === undefined) return result.transport ?? 'connection';
   if (status === 401 || status === 403) return 'unauthorized';
   if (status === 429) return 'throttled';

@@ -30,3 +30,13 @@ test("the watches are counted by kind and state when scraped, and a state no wat
   states = [{ kind: 'Service', state: 'synced' }];
   assert.deepEqual(await lines(), ['kfn_bridge_watches{kind="Service",state="synced"} 1']);
 });
+
+test("a function's clock skew is a gauge per Reconciler, at 0 from its start, and refusals for it a sink failure reason", async () => {
+  const metrics = new BridgeMetrics({ defaultMetrics: false });
+  metrics.controllerStarted('web', 0);
+  const lines = async (name: string) => (await metrics.registry.getSingleMetricAsString(name)).split('\n').filter((l) => !l.startsWith('#'));
+  assert.deepEqual(await lines('kfn_bridge_clock_skew_seconds'), ['kfn_bridge_clock_skew_seconds{controller="web"} 0']);
+  metrics.clockSkew.set({ controller: 'web' }, -75.2);
+  assert.deepEqual(await lines('kfn_bridge_clock_skew_seconds'), ['kfn_bridge_clock_skew_seconds{controller="web"} -75.2']);
+  assert.ok((await lines('kfn_bridge_sink_failures_total')).includes('kfn_bridge_sink_failures_total{controller="web",reason="clock_skew"} 0'));
+});

@@ -126,8 +126,14 @@ export class BridgeMetrics {
 
   readonly sinkFailures = new Counter({
     name: 'kfn_bridge_sink_failures_total',
-    help: "Deliveries that got no answer of the function's own, by Reconciler and reason (timeout, connection, tls, credentials, unauthorized, throttled, unavailable, gateway, duplicate, misrouted, invalid_answer).",
+    help: "Deliveries that got no answer of the function's own, by Reconciler and reason (timeout, connection, tls, credentials, unauthorized, throttled, unavailable, gateway, duplicate, misrouted, invalid_answer, clock_skew).",
     labelNames: ['controller', 'reason'],
+    registers: [this.registry],
+  });
+  readonly clockSkew = new Gauge({
+    name: 'kfn_bridge_clock_skew_seconds',
+    help: "How far the function's clock is from the bridge's (positive: ahead), measured when it refused an event for its time (more than the 60 s the contract allows); 0 once it takes events again.",
+    labelNames: ['controller'],
     registers: [this.registry],
   });
   readonly heldBack = new Counter({
@@ -212,6 +218,7 @@ export class BridgeMetrics {
   controllerStarted(controller: string, nowSeconds: number): void {
     this.lastAnswer.set({ controller }, nowSeconds);
     this.lastSinkFailure.set({ controller }, 0);
+    this.clockSkew.set({ controller }, 0);
     for (const result of ['success', 'error', 'requeue', 'requeue_after']) this.reconcileTotal.inc({ controller, result }, 0);
     for (const counter of [this.reconcileErrors, this.terminalErrors, this.heldBack, this.invalidAnswers, this.staleSnapshotSkips, this.snapshotLagFallbacks]) counter.inc({ controller }, 0);
     for (const reason of sinkFailureReasons) this.sinkFailures.inc({ controller, reason }, 0);

@@ -2,7 +2,7 @@
 // whether the key's observation is finished, whether the key is held back, the metric's result
 // and the journal line. Controller.deliver carries the decision out.
 import type { JournalEntry } from '../core/journal.ts';
-import type { Observation } from '../core/event.ts';
+import { clockSkewMs, type Observation } from '../core/event.ts';
 import type { DeliveryResult } from './delivery.ts';
 
 /**
@@ -58,6 +58,48 @@ export function settle(result: DeliveryResult, now: number, deadline: number): S
     case 'terminal':
       return { result: 'error', queue: { kind: 'forget' }, finished: true, error: 'terminal' };
   }
+}
+
+/**
+ * What a Reconciler's Ready condition says of its function's clock, from its deliveries'
+ * answers: a problem while the function refuses events for their time (400 with its clock,
+ * core/response.ts), none once it takes one again. Says something only when that changes, or
+ * when the skew moves by a second or more, so that a thousand refused deliveries write the
+ * Reconciler's status once. A new report (a new controller) says something at its first
+ * answer either way: a problem an earlier one reported is cleared.
+ */
+export class ClockSkewReport {
+  /** The skew last reported (ms), 0 for none; undefined before the first. */
+  private reportedMs: number | undefined;
+
+  /** After one delivery: the problem to report (undefined: none) and the skew in seconds (0: none), or undefined when nothing changed. */
+  after(result: DeliveryResult): { problem: string | undefined; skewSeconds: number } | undefined {
+    const { outcome } = result;
+    const skewMs = outcome.kind === 'retry' ? outcome.clockSkewMs : undefined;
+    if (skewMs === undefined) {
+      if (!timeTaken(result) || this.reportedMs === 0) return undefined;
+      this.reportedMs = 0;
+      return { problem: undefined, skewSeconds: 0 };
+    }
+    if (this.reportedMs !== undefined && this.reportedMs !== 0 && Math.abs(skewMs - this.reportedMs) < 1000) return undefined;
+    this.reportedMs = skewMs;
+    const how = `${Math.round(Math.abs(skewMs) / 1000)} s ${skewMs >= 0 ? 'ahead of' : 'behind'}`;
+    return {
+      problem: `the function's clock is ${how} the bridge's, more than the ${clockSkewMs / 1000} s the contract allows: it refuses every event for its time. Set the machines' time right (NTP); deliveries are retried and resume by themselves`,
+      skewSeconds: skewMs / 1000,
+    };
+  }
+}
+
+/**
+ * Answers a function gives only once it has taken the event's time: a reconcile's answer, a
+ * reconcile that failed (500), a delivery it has already (409). Others — a proxy's, a refusal
+ * before the time was read — say nothing of its clock.
+ */
+function timeTaken(result: DeliveryResult): boolean {
+  const { outcome, status } = result;
+  if (outcome.kind === 'done' || outcome.kind === 'requeue') return true;
+  return outcome.kind === 'retry' && !outcome.invalidAnswer && (status === 500 || status === 409);
 }
 
 /** The journal line of one delivery attempt. */

@@ -4,6 +4,7 @@
 // nothing is sent, and the Reconciler's Ready condition says why.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:https';
+import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { generateServingPki, type ServingPki } from '../core/certificates.ts';
@@ -13,7 +14,7 @@ import { KubeApi } from '../kube/api.ts';
 import { connectionFromOptions } from '../kube/connection.ts';
 import { parseReconciler } from './config.ts';
 import { sinkFailureOf } from './delivery.ts';
-import { Sink } from './sink.ts';
+import { clusterLocalHost, Sink } from './sink.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {} };
 const message = encodeReconcileEvent({ reconciler: 'r', primary: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name: 'cm', uid: 'u', resourceVersion: '1' }, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test').message;
@@ -70,4 +71,55 @@ test('an https sink is delivered to when its CA is the bundle\'s, and refused wh
   // A bundle of both (the old and the new CA around a renewal) takes either.
   assert.equal((await sinkFor(impostor.url, `${own.caCert}${other.caCert}`).sink.send(message, 2000)).result.outcome.kind, 'done');
   assert.equal(fn.received(), 1);
+});
+
+/** A function on 127.0.0.1 over plain HTTP; counts what reaches it. */
+async function httpFunction(t: TestContext) {
+  let received = 0;
+  const server = createHttpServer((req, res) => {
+    received++;
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { port: (server.address() as AddressInfo).port, received: () => received };
+}
+
+test('a bearer token does not carry contract 2: nothing is sent, and the Reconciler says to use hmac', async (t) => {
+  const fn = await httpFunction(t);
+  const bearer = parseReconciler(reconcilerObject({ name: 'r' }, { for: { apiVersion: 'v1', kind: 'ConfigMap' }, sink: { uri: `http://127.0.0.1:${fn.port}/` }, auth: { type: 'bearer', secretRef: { name: 'tok', namespace: 'kfn-system' } } }));
+  const problems: (string | undefined)[] = [];
+  // The check comes before the Secret is read: this apiserver answers nothing.
+  const sink = new Sink({ ...bearer, contract: 2 }, new KubeApi(connectionFromOptions({ server: 'https://127.0.0.1:1' })), silent, (p) => problems.push(p));
+  const sent = await sink.send(message, 2000);
+  assert.equal(sent.result.outcome.kind, 'retry');
+  assert.equal(fn.received(), 0, 'nothing was sent');
+  assert.match(problems[0] ?? '', /spec\.auth\.type is bearer.*contract 2.*use hmac/);
+});
+
+test('plain http:// goes to a host inside the cluster (a Service) or on this machine only, unless allowed explicitly', async (t) => {
+  for (const host of ['fn', 'kfn-fn-web.kfn-system.svc', 'kfn-fn-web.kfn-system.svc.cluster.local', 'KFN-FN-WEB.KFN-SYSTEM.SVC.CLUSTER.LOCAL.', 'localhost', 'dev.localhost', '127.0.0.1', '127.1.2.3', '[::1]', '0.0.0.0', '[::]']) assert.equal(clusterLocalHost(host), true, host);
+  for (const host of ['example.com', 'fn.example.com', 'svc.example.com', 'web.svc.example.com', '10.0.0.7', '192.168.1.5', '8.8.8.8', '[2001:db8::1]', 'cluster.local.example.com']) assert.equal(clusterLocalHost(host), false, host);
+
+  const outside = sinkFor('http://fn.example.com/');
+  const refused = await outside.sink.send(message, 2000);
+  assert.equal(refused.result.outcome.kind, 'retry');
+  assert.match(outside.problems[0] ?? '', /^the sink http:\/\/fn\.example\.com\/ is plain http to a host outside the cluster .*https:\/\//);
+
+  const fn = await httpFunction(t);
+  const local = sinkFor(`http://127.0.0.1:${fn.port}/`);
+  assert.equal((await local.sink.send(message, 2000)).result.outcome.kind, 'done');
+  assert.deepEqual([fn.received(), local.problems], [1, []]);
+
+  // Allowed: the request goes (to an address that answers nothing, here), and the sink is not refused.
+  const config = parseReconciler(reconcilerObject({ name: 'r' }, { for: { apiVersion: 'v1', kind: 'ConfigMap' }, sink: { uri: 'http://192.0.2.1:9/' } }));
+  const problems: (string | undefined)[] = [];
+  const allowed = new Sink(config, new KubeApi(connectionFromOptions({ server: 'https://127.0.0.1:1' })), silent, (p) => problems.push(p), { allowPlainHttp: true });
+  const tried = await allowed.send(message, 200);
+  assert.equal(tried.result.outcome.kind, 'retry');
+  assert.ok(!problems.some((p) => p?.includes('plain http')), problems.join('; '));
 });

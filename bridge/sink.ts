@@ -2,7 +2,9 @@
 // object its ref names, once that is Ready), the CA an https sink is trusted by (its caBundle),
 // the credentials from the Reconciler's auth Secret (read again after a 401, for key rotation),
 // the SigV4 signer of a Lambda Function URL, and the sink's health as the Reconciler's Ready
-// condition shows it.
+// condition shows it. Events go in the clear only to a host inside the cluster (or on this
+// machine) unless plain http is allowed explicitly, and never with a bearer token in contract 2.
+import { isIP } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
 import type { Logger } from './log.ts';
 import type { ReconcilerConfig } from './config.ts';
@@ -16,6 +18,28 @@ import { authForAnnotation, secretServes } from '../core/names.ts';
 /** The sink cannot take deliveries now, for a reason a person can act on. */
 export class SinkError extends Error {}
 
+export interface SinkOptions {
+  /**
+   * Plain `http://` to a host outside the cluster: its events (a contract 2 event carries the
+   * objects themselves) can be read by anyone on the way. Refused unless allowed here.
+   */
+  allowPlainHttp?: boolean;
+}
+
+/**
+ * Whether a host is reached without leaving the cluster's network, or this machine: a Service's
+ * name as the cluster's DNS answers it (a single label, resolved in the bridge's namespace;
+ * `….svc`; `….cluster.local`), or this machine's (a loopback name or address). Anything else — a public name,
+ * an IP address that may be anyone's — is outside.
+ */
+export function clusterLocalHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1');
+  // 0.0.0.0 and :: as a destination are this machine.
+  if (isIP(host) === 4) return host.startsWith('127.') || host === '0.0.0.0';
+  if (isIP(host) === 6) return host === '::1' || host === '::';
+  return !host.includes('.') || host.endsWith('.svc') || host.endsWith('.cluster.local') || host === 'localhost' || host.endsWith('.localhost');
+}
+
 export class Sink {
   private readonly config: ReconcilerConfig;
   private readonly api: KubeApi;
@@ -27,13 +51,15 @@ export class Sink {
   private sigv4: RequestSigner | undefined;
   private tls: Agent | undefined;
   private warnedUnsigned = false;
+  private readonly options: SinkOptions;
 
   /** `report` is told when the sink's health changes: a problem, or undefined once it works again. */
-  constructor(config: ReconcilerConfig, api: KubeApi, log: Logger, report: (problem: string | undefined) => void) {
+  constructor(config: ReconcilerConfig, api: KubeApi, log: Logger, report: (problem: string | undefined) => void, options: SinkOptions = {}) {
     this.config = config;
     this.api = api;
     this.log = log;
     this.report = report;
+    this.options = options;
   }
 
   /** Sends one event; never throws: a sink or credentials that cannot be resolved is a retry. */
@@ -42,6 +68,7 @@ export class Sink {
     let sink = '';
     try {
       sink = await this.resolve();
+      this.checkTransport(sink);
       const credentials = await this.resolveCredentials();
       result = await sendReconcileEvent({ url: sink, message, credentials, timeoutMs, signer: await this.signer(), dispatcher: this.dispatcher() });
     } catch (err) {
@@ -52,7 +79,7 @@ export class Sink {
     // A sink ref is looked up again after a failed delivery: it may have moved, or stopped being Ready.
     if (result.outcome.kind === 'retry') this.url = undefined;
     if (result.outcome.kind === 'retry' && result.outcome.sinkProblem) this.setProblem(result.outcome.sinkProblem);
-    else if (result.outcome.kind !== 'retry' && result.status !== undefined) this.setProblem(undefined);
+    else if (result.status !== undefined && (result.outcome.kind !== 'retry' || result.outcome.clockSkewMs !== undefined)) this.setProblem(undefined);
     return { result, sink };
   }
 
@@ -77,6 +104,18 @@ export class Sink {
     if (!url) throw new SinkError(`${what} has no address yet (status.address.url and status.url are empty)`);
     this.url = url;
     return url;
+  }
+
+  /**
+   * Plain http leaves the request readable on the way: fine on the cluster's network (or with a
+   * mesh's mTLS over it, docs/bridge.md), not across networks nobody here controls.
+   */
+  private checkTransport(sink: string): void {
+    const url = new URL(sink);
+    if (url.protocol !== 'http:' || this.options.allowPlainHttp || clusterLocalHost(url.hostname)) return;
+    throw new SinkError(
+      `the sink ${sink} is plain http to a host outside the cluster (${url.hostname}): whoever is on the way could read every event, and a contract 2 event carries the objects themselves. Use https:// (with spec.sink.caBundle for the function's own CA), a Service's name inside the cluster (name.namespace.svc), or allow plain http explicitly (spec.sink.allowPlainHttp)`,
+    );
   }
 
   /**
@@ -138,6 +177,11 @@ export class Sink {
       this.warnedUnsigned = true;
       this.credentials = { kind: 'none' };
       return this.credentials;
+    }
+    if (auth.type === 'bearer' && this.config.contract === 2) {
+      // A bearer token signs nothing: a captured event could be sent again, or another sent in its
+      // name, and a contract 2 event is what the function applies. The function refuses it too.
+      throw new SinkError(`the Reconciler's spec.auth.type is bearer, and a bearer token signs neither the body nor the time: a captured contract 2 event, which carries the objects themselves, could be sent again or altered. For contract 2 use hmac (spec.auth.type hmac, the default)`);
     }
     const { name, namespace, key = 'secret' } = auth.secretRef;
     let secret: { metadata?: { annotations?: Record<string, string> }; data?: Record<string, string> };

@@ -2,7 +2,7 @@
 import { startBridge } from '../bridge/main.ts';
 import { startTracing } from '../core/tracing.ts';
 import { KubeApi } from '../kube/api.ts';
-import { connectCluster } from '../kube/connection.ts';
+import { connectCluster } from '../kube/cluster-failures.ts';
 import { describeCluster } from '../kube/kubeconfig.ts';
 import { undiciTransport } from '../kube/undici.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
@@ -52,7 +52,6 @@ const flags = {
 
 export const bridgeCommand: Command = {
   name: 'bridge',
-  summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents',
   usage,
   options: flags,
   async run(argv) {

@@ -50,7 +50,6 @@ const options = { target: { type: 'string' }, all: { type: 'boolean' }, out: { t
 
 export const buildCommand: Command = {
   name: 'build',
-  summary: 'build functions into Lambda deployment packages (zip)',
   usage,
   options,
   async run(argv) {

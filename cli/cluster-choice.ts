@@ -7,8 +7,8 @@
 // ways on.
 import { writeFileSync } from 'node:fs';
 import { KubeApi } from '../kube/api.ts';
-import { ClusterUnavailable, checkClusterAnswers } from '../kube/cluster-failures.ts';
-import { connectCluster, type ResolvedCluster, type TransportFactory } from '../kube/connection.ts';
+import { ClusterUnavailable, checkClusterAnswers, connectCluster, type ResolvedCluster } from '../kube/cluster-failures.ts';
+import type { TransportFactory } from '../kube/connection.ts';
 import { describeCluster, NoClusterConfigured, type ClusterSelection } from '../kube/kubeconfig.ts';
 import { clusterPaths, compiled } from '../cluster/paths.ts';
 import { readState } from '../cluster/state.ts';

@@ -280,7 +280,6 @@ const subcommandHelp: Record<string, { usage: string; options: Options }> = {
 
 export const clusterCommand: Command = {
   name: 'cluster',
-  summary: 'build, start, stop and inspect the local Kubernetes control plane',
   usage,
   options: {},
   subcommands: subcommandHelp,

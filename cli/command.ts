@@ -1,12 +1,12 @@
-// The shape every `kfn` command has: a name, one line of summary, a usage text shown by
-// `--help`, the flags its parser accepts, and a run function. Parsing errors print the usage
+// The shape every `kfn` command has: a name, a usage text shown by `--help`, the flags its
+// parser accepts, and a run function. Its one line of summary is written in cli/commands.ts, so
+// that `kfn --help` lists the commands without loading them. Parsing errors print the usage
 // and exit with status 2.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { closest } from './suggest.ts';
 
 export interface Command {
   name: string;
-  summary: string;
   usage: string;
   /**
    * The flags `run` parses (the object it gives parseCommandArgs): its usage names each of

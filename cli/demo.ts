@@ -68,7 +68,6 @@ const flags = { function: { type: 'string' }, 'exit-when-ready': { type: 'boolea
 
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'start a cluster, the bridge, the functions and samples, and show deliveries live',
   usage,
   options: flags,
   async run(argv) {
@@ -139,7 +138,10 @@ class Demo {
 
   /** 2. The Reconciler CRD, a fresh namespace for the samples, and where the rest will run. */
   async prepare(api: KubeApi): Promise<void> {
-    for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'crds', 'reconciler.yaml'), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
+    // The CRD, and the policy that makes naming an identity a right over it (as manifests/ installs them).
+    for (const file of [join('crds', 'reconciler.yaml'), join('policies', 'reconciler-identity.yaml')]) {
+      for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'manifests', file), 'utf8'))) await applyObject(api, doc.toJS(), 'kfn-demo');
+    }
     await freshNamespace(api);
     this.inCluster = !this.options.local && !!this.cluster?.local;
     if (this.options.knative && !this.inCluster) throw new UsageError('kfn demo --knative runs on the local cluster only (--local-cluster); on your own Knative cluster use `kfn deploy --target knative`.');

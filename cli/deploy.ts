@@ -77,7 +77,6 @@ const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namesp
 
 export const deployCommand: Command = {
   name: 'deploy',
-  summary: 'run functions in the local cluster as Deployments, their Reconcilers pointing at them',
   usage: deployUsage,
   options: deployFlags,
   async run(argv) {

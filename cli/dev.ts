@@ -310,7 +310,6 @@ const flags = { port: { type: 'string' }, namespace: { type: 'string', short: 'n
 
 export const devCommand: Command = {
   name: 'dev',
-  summary: 'run functions on a local dev server with reload on save and a live web UI of deliveries',
   usage,
   options: flags,
   async run(argv) {

@@ -43,7 +43,6 @@ const flags = { ...clusterFlags, namespace: { type: 'string', short: 'n' }, json
 
 export const diffCommand: Command = {
   name: 'diff',
-  summary: 'show what a function would change for one object now (server-side dry run)',
   usage,
   options: flags,
   async run(argv) {

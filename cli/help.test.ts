@@ -3,6 +3,8 @@
 // it. The rule is the same for every command, so a flag added to a parser without its line in
 // the help (or the other way round) fails here.
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Options } from './command.ts';
 import { commands } from './commands.ts';
@@ -57,4 +59,23 @@ test('the help check sees a flag a help offers but the parser refuses, and one t
   assert.deepEqual([...offeredFlags(usage)], ['--port', '-n']);
   assert.deepEqual(acceptedFlags({ port: { type: 'string' }, namespace: { type: 'string', short: 'n' } }), ['--port', '--namespace', '-n']);
   assert.equal(names(usage, '--namespace'), false);
+});
+
+// A command's one line of summary is written once, in cli/commands.ts, where `kfn --help` reads
+// it without loading the command: a second copy in the command's file would drift from it.
+test('each summary is written once, in cli/commands.ts, and the command under it has the same name', async () => {
+  const twice: string[] = [];
+  const summaries = commands.map((c) => c.summary);
+  assert.deepEqual(summaries.filter((s, i) => summaries.indexOf(s) !== i), [], 'two commands have the same summary');
+  for (const file of readdirSync(import.meta.dirname).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && f !== 'commands.ts')) {
+    const text = readFileSync(join(import.meta.dirname, file), 'utf8');
+    // As a string (a comment may say the same in prose).
+    for (const entry of commands) if (["'", '"', '`'].some((q) => text.includes(`${q}${entry.summary}${q}`))) twice.push(`cli/${file} repeats the summary of kfn ${entry.name}`);
+  }
+  assert.deepEqual(twice, []);
+  for (const entry of commands) {
+    const command = await entry.load();
+    assert.equal(command.name, entry.name, `cli/commands.ts lists kfn ${entry.name}, whose command calls itself ${command.name}`);
+    assert.equal('summary' in command, false, `kfn ${entry.name} carries a summary of its own: its one home is cli/commands.ts`);
+  }
 });

@@ -79,7 +79,6 @@ async function whatToMake(sub: 'build' | 'push', values: { all?: boolean; host?:
 
 export const imageCommand: Command = {
   name: 'image',
-  summary: 'build the bridge and function images; import them into the local node or push them to a registry',
   usage: imageUsage,
   options: {},
   subcommands: { build: { usage: imageUsage, options: imageBuildFlags }, push: { usage: imageUsage, options: imagePushFlags } },

@@ -156,7 +156,6 @@ const flags = { function: { type: 'string' }, group: { type: 'string' }, kind: {
 
 export const initCommand: Command = {
   name: 'init',
-  summary: 'write a new operator project that depends on kfn (npm create kfn@latest <dir>)',
   usage,
   options: flags,
   async run(argv) {

@@ -43,7 +43,6 @@ const flags = { timeout: { type: 'string' } } as const;
 
 export const knativeCommand: Command = {
   name: 'knative',
-  summary: 'install Knative Serving (with Traefik) on the local cluster, or show its status',
   usage,
   options: flags,
   async run(argv) {

@@ -66,7 +66,6 @@ const manifestsFlags = { host: { type: 'string' }, out: { type: 'string' }, appl
 
 export const manifestsCommand: Command = {
   name: 'manifests',
-  summary: 'write (and apply) CRDs, Reconcilers, RBAC, webhooks and workloads for the functions',
   usage: manifestsUsage,
   options: manifestsFlags,
   async run(argv) {

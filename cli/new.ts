@@ -161,7 +161,6 @@ const flags = { group: { type: 'string' }, kind: { type: 'string' }, version: { 
 
 export const newCommand: Command = {
   name: 'new',
-  summary: 'write a new function folder: the kind, its reconcile, samples, README and a unit test',
   usage,
   options: flags,
   async run(argv) {

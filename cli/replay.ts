@@ -310,7 +310,6 @@ const flags = {
 
 export const replayCommand: Command = {
   name: 'replay',
-  summary: 'replay recorded reconciles: offline against their reads, as a dry run, or live',
   usage,
   options: flags,
   async run(argv) {

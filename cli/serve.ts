@@ -1,5 +1,5 @@
 // `kfn serve`: run one function locally as an HTTP server, as Knative would.
-import { connectCluster } from '../kube/connection.ts';
+import { connectCluster } from '../kube/cluster-failures.ts';
 import { describeCluster } from '../kube/kubeconfig.ts';
 import { KubeApi } from '../kube/api.ts';
 import { serve } from '../functions/sdk/node/index.ts';
@@ -28,7 +28,6 @@ const serveFlags = { port: { type: 'string' }, host: { type: 'string' }, ...clus
 
 export const serveCommand: Command = {
   name: 'serve',
-  summary: 'run one reconcile function as an HTTP server',
   usage: serveUsage,
   options: serveFlags,
   async run(argv) {

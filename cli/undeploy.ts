@@ -141,7 +141,6 @@ const flags = { host: { type: 'string' }, namespace: { type: 'string', short: 'n
 
 export const undeployCommand: Command = {
   name: 'undeploy',
-  summary: 'remove what kfn deploy created for functions or a shared host (their CRDs and objects stay unless --crds)',
   usage,
   options: flags,
   async run(argv) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { authenticate, sign, signatureHeader, type Credentials } from './authentication.ts';
-import { ContractError, encodeReconcileEvent, eventBudgetBytes, eventId, fitObserved, parseReconcileRequest, reconcileEventType, type Observation, type ObservedState } from './event.ts';
+import { ClockSkewError, ContractError, encodeReconcileEvent, eventBudgetBytes, eventId, fitObserved, parseReconcileRequest, reconcileEventType, type Observation, type ObservedState } from './event.ts';
 import { classifyResponse, retryAfterMs } from './response.ts';
 
 const observation: Observation = {
@@ -111,13 +111,34 @@ describe('parseReconcileRequest', () => {
     expectContractError(() => parseReconcileRequest({ ...timed.headers, 'ce-kfntimeleft': 'soon' }, timed.body, { kind: 'none' }), 400, /kfntimeleft must be a whole number of milliseconds/);
   });
 
-  test('the signed deadline is the time window: a request sent again after it, or with a deadline too far ahead, is refused', () => {
+  test('the signed deadline and time left are the time window: a request sent again after it, or before it opened, is refused', () => {
     const deadline = Date.parse('2026-06-01T12:00:00Z');
-    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://local/bridge', deadline).message, hmac);
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://local/bridge', deadline, undefined, 30_000).message, hmac);
     assert.equal(parseReconcileRequest(headers, body, hmac, deadline - 1000).reason, 'updated', 'within the deadline');
-    assert.equal(parseReconcileRequest(headers, body, hmac, deadline + 30_000).reason, 'updated', 'a clock a little behind');
-    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline + 120_000), 400, /deadline .* has passed: a late or replayed request/);
-    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline - 3_600_000), 400, /further ahead than a delivery can last/);
+    assert.equal(parseReconcileRequest(headers, body, hmac, deadline + 30_000).reason, 'updated', 'a clock a little ahead');
+    assert.equal(parseReconcileRequest(headers, body, hmac, deadline - 30_000 - 59_000).reason, 'updated', 'a clock a little behind');
+    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline + 120_000), 400, /deadline .* passed .* ago by this function's clock/);
+    expectContractError(() => parseReconcileRequest(headers, body, hmac, deadline - 3_600_000), 400, /sent .* ahead of this function's clock/);
+  });
+
+  test("a refusal for the event's time alone is a ClockSkewError with the function's clock and the skew, whichever way the clock is wrong", () => {
+    const deadline = Date.parse('2026-06-01T12:00:00Z');
+    const sentAt = deadline - 30_000;
+    const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://local/bridge', deadline, undefined, 30_000).message, hmac);
+    for (const skew of [-61_000, -600_000, 91_000, 3_600_000]) {
+      assert.throws(() => parseReconcileRequest(headers, body, hmac, sentAt + skew), (err: unknown) => {
+        assert.ok(err instanceof ClockSkewError, `${skew}: expected a ClockSkewError, got ${String(err)}`);
+        assert.deepEqual([err.status, err.skewMs, err.at], [400, skew, sentAt + skew]);
+        return true;
+      });
+    }
+    // A clock more than 60 s behind is refused whatever the Reconciler's timeout: the window is
+    // the time the event was given, so the SDK's memory of the deliveries it took covers it all.
+    const long = authenticate(encodeReconcileEvent(observation, 1, 'kfn://local/bridge', deadline, undefined, 900_000).message, hmac);
+    assert.throws(() => parseReconcileRequest(long.headers, long.body, hmac, deadline - 900_000 - 61_000), ClockSkewError);
+    assert.equal(parseReconcileRequest(long.headers, long.body, hmac, deadline + 59_000).reason, 'updated', 'a delivery may take all its time to arrive');
+    // Malformed or unauthenticated: not a question of clocks.
+    assert.throws(() => parseReconcileRequest(headers, body.replace('site', 'evil'), hmac, sentAt + 91_000), (err: unknown) => err instanceof ContractError && !(err instanceof ClockSkewError) && err.status === 401);
   });
 
   test('checks bearer tokens', () => {
@@ -125,6 +146,15 @@ describe('parseReconcileRequest', () => {
     const { headers, body } = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a').message, bearer);
     assert.equal(parseReconcileRequest(headers, body, bearer).reason, 'updated');
     expectContractError(() => parseReconcileRequest({ ...headers, authorization: 'Bearer nope' }, body, bearer), 401, /bearer token/);
+  });
+
+  test('a bearer token does not carry contract 2: it signs neither the body nor the time, and such an event carries whole objects', () => {
+    const bearer: Credentials = { kind: 'bearer', token: 'tok' };
+    const observed: ObservedState = { primary: { apiVersion: observation.primary.apiVersion, kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', resourceVersion: '42' }, spec: {} }, kinds: [], children: [] };
+    const v2 = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a', Date.now() + 30_000, observed, 30_000).message, bearer);
+    expectContractError(() => parseReconcileRequest(v2.headers, v2.body, bearer), 401, /bearer token .* contract 2 .* HMAC/);
+    const signed = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a', Date.now() + 30_000, observed, 30_000).message, hmac);
+    assert.equal(parseReconcileRequest(signed.headers, signed.body, hmac).data.contract, 2);
   });
 
   test('refuses malformed requests with a clear 400 and never anything else', () => {
@@ -185,6 +215,19 @@ describe('classifyResponse', () => {
     assert.equal(plain.kind === 'retry' && plain.afterMs, undefined);
     assert.equal(classifyResponse(400, none, 'bad').kind, 'terminal');
     assert.equal(classifyResponse(422, none, 'invalid').kind, 'terminal');
+  });
+
+  test("400 with the function's clock (kfn-time) is a refusal for the event's time alone: retried with the skew measured, not terminal", () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    const ahead = classifyResponse(400, headersOf({ 'kfn-time': new Date(now + 75_000).toISOString() }), '{"error":"…","reason":"ClockSkew"}', now);
+    assert.equal(ahead.kind, 'retry');
+    assert.equal(ahead.kind === 'retry' && ahead.clockSkewMs, 75_000);
+    assert.match(ahead.kind === 'retry' ? ahead.why : '', /clock is 75\.0 s ahead of the bridge's/);
+    const behind = classifyResponse(400, headersOf({ 'kfn-time': new Date(now - 120_500).toISOString() }), '', now);
+    assert.equal(behind.kind === 'retry' && behind.clockSkewMs, -120_500);
+    assert.match(behind.kind === 'retry' ? behind.why : '', /clock is 120\.5 s behind the bridge's/);
+    assert.equal(classifyResponse(400, headersOf({ 'kfn-time': 'yesterday' }), 'bad', now).kind, 'terminal', 'no time to measure: a plain refusal');
+    assert.equal(classifyResponse(422, headersOf({ 'kfn-time': new Date(now).toISOString() }), 'invalid', now).kind, 'terminal', 'only 400 is a refusal for time');
   });
 
   test('a redirect, 404 and 405 are the sink not being ready, not the function\'s verdict: retried, with a problem for the Reconciler', () => {

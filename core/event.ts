@@ -211,6 +211,23 @@ export class ContractError extends Error {
   }
 }
 
+/**
+ * A signed event refused for its time alone: the function's clock puts it outside the window
+ * its deadline and time left set. Not a verdict on the event: the function answers 400 with its
+ * own wall clock (`kfn-time`, core/response.ts), and the bridge retries and reports the skew.
+ */
+export class ClockSkewError extends ContractError {
+  /** The function's wall clock less the bridge's when it sent the event, in ms (positive: the function is ahead; the request's transit included). */
+  readonly skewMs: number;
+  /** The function's wall clock when it refused (ms since epoch). */
+  readonly at: number;
+  constructor(message: string, skewMs: number, at: number) {
+    super(400, message);
+    this.skewMs = skewMs;
+    this.at = at;
+  }
+}
+
 export interface ReceivedReconcile {
   event: ReconcileCloudEvent;
   data: ReconcileEventData;
@@ -287,36 +304,58 @@ export function parseReconcileRequest(rawHeaders: Record<string, string | string
   if (typeof reason !== 'string' || !(reconcileReasons as readonly string[]).includes(reason)) {
     throw new ContractError(400, `kfnreason must be one of ${reconcileReasons.join(', ')}`);
   }
-  const attempt = Number(event.kfnattempt ?? 1);
-  const deadlineText = event.kfndeadline;
-  let deadline: Date | undefined;
-  if (deadlineText !== undefined) {
-    deadline = new Date(String(deadlineText));
-    if (Number.isNaN(deadline.getTime())) throw new ContractError(400, `kfndeadline must be an RFC 3339 time, not ${JSON.stringify(deadlineText)}`);
-    // The signed deadline is the request's time window: a captured request sent again later
-    // is refused, and so is one whose deadline lies further ahead than any delivery's can.
-    if (credentials.kind !== 'none') {
-      if (now > deadline.getTime() + clockSkewMs) throw new ContractError(400, `the event's deadline (kfndeadline ${deadline.toISOString()}) has passed: a late or replayed request`);
-      if (deadline.getTime() > now + maxDeliveryMs + clockSkewMs) throw new ContractError(400, `the event's deadline (kfndeadline ${deadline.toISOString()}) is further ahead than a delivery can last (${maxDeliveryMs / 1000} s)`);
-    }
+  if (credentials.kind === 'bearer' && data.contract === 2) {
+    // A bearer token signs nothing: whoever saw one request could send any body, and a contract-2
+    // body is what the function applies (the primary and its children, whole).
+    throw new ContractError(401, 'a bearer token signs neither the body nor the time, and a contract 2 event carries whole objects: this function takes contract 2 with HMAC only (the Reconciler\'s spec.auth.type hmac, the function\'s KFN_AUTH_SECRET)');
   }
+  const attempt = Number(event.kfnattempt ?? 1);
   let timeLeftMs: number | undefined;
   if (event.kfntimeleft !== undefined) {
     timeLeftMs = Number(event.kfntimeleft);
     if (!/^\d+$/.test(String(event.kfntimeleft)) || timeLeftMs > maxDeliveryMs) throw new ContractError(400, `kfntimeleft must be a whole number of milliseconds up to ${maxDeliveryMs}, not ${JSON.stringify(event.kfntimeleft)}`);
   }
+  const deadlineText = event.kfndeadline;
+  let deadline: Date | undefined;
+  if (deadlineText !== undefined) {
+    deadline = new Date(String(deadlineText));
+    if (Number.isNaN(deadline.getTime())) throw new ContractError(400, `kfndeadline must be an RFC 3339 time, not ${JSON.stringify(deadlineText)}`);
+    if (credentials.kind !== 'none') checkTimeWindow(deadline.getTime(), timeLeftMs, now);
+  }
   return { event, data, reason: reason as ReconcileReason, attempt: Number.isInteger(attempt) && attempt > 0 ? attempt : 1, ...(deadline ? { deadline } : {}), ...(timeLeftMs !== undefined ? { timeLeftMs } : {}) };
 }
+
+/**
+ * The signed deadline and time left are the request's time window, on the bridge's clock: from
+ * when it was sent (the deadline less the time left) to the deadline, each widened by the clock
+ * skew allowed. Outside it, on the function's clock, the request is refused: a captured request
+ * sent again later, or a clock that disagrees with the bridge's by more than the skew. The window
+ * is as long as the time the event was given plus twice the skew, and the SDK remembers every
+ * delivery it took for that long (functions/sdk/replays.ts): a copy is refused either way.
+ */
+function checkTimeWindow(deadline: number, timeLeftMs: number | undefined, now: number): void {
+  const sentAt = deadline - (timeLeftMs ?? maxDeliveryMs);
+  const skew = now - sentAt;
+  const fix = `the function's clock disagrees with the bridge's by more than the ${clockSkewMs / 1000} s allowed (set both machines' time by NTP)`;
+  if (now > deadline + clockSkewMs) {
+    throw new ClockSkewError(`the event's deadline (kfndeadline ${new Date(deadline).toISOString()}) passed ${seconds(now - deadline)} ago by this function's clock: a late or replayed request, or ${fix}`, skew, now);
+  }
+  if (now < sentAt - clockSkewMs) {
+    throw new ClockSkewError(`the event was sent (kfndeadline less kfntimeleft, ${new Date(sentAt).toISOString()}) ${seconds(-skew)} ahead of this function's clock: ${fix}`, skew, now);
+  }
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 /** The shape of `observed`, checked before a function trusts it (a 400 names what is wrong). */
 function checkObserved(observed: unknown): void {
   const bad = (what: string) => new ContractError(400, `data.observed: ${what}`);
   if (!observed || typeof observed !== 'object') throw bad('must be an object');
   const o = observed as Partial<ObservedState>;
-  const isObject = (v: unknown): v is ObservedObject => !!v && typeof v === 'object' && typeof (v as ObservedObject).metadata === 'object' && typeof (v as ObservedObject).metadata?.name === 'string';
-  if (!isObject(o.primary)) throw bad('primary must be an object with metadata.name');
+  const isObservedObject = (v: unknown): v is ObservedObject => !!v && typeof v === 'object' && typeof (v as ObservedObject).metadata === 'object' && typeof (v as ObservedObject).metadata?.name === 'string';
+  if (!isObservedObject(o.primary)) throw bad('primary must be an object with metadata.name');
   if (!Array.isArray(o.kinds) || !o.kinds.every((k) => k && typeof k.apiVersion === 'string' && typeof k.kind === 'string' && typeof k.resourceVersion === 'string')) throw bad('kinds must list {apiVersion, kind, resourceVersion}');
-  if (!Array.isArray(o.children) || !o.children.every((c) => isObject(c) && typeof c.apiVersion === 'string' && typeof c.kind === 'string')) throw bad('children must be objects with apiVersion, kind and metadata.name');
+  if (!Array.isArray(o.children) || !o.children.every((c) => isObservedObject(c) && typeof c.apiVersion === 'string' && typeof c.kind === 'string')) throw bad('children must be objects with apiVersion, kind and metadata.name');
   if (o.applied !== undefined && (typeof o.applied !== 'object' || o.applied === null || !Object.values(o.applied).every((h) => typeof h === 'string'))) throw bad('applied must map object ids to hashes');
 }
 

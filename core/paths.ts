@@ -13,7 +13,8 @@ export type FieldPath = string | readonly string[];
 
 const partsOf = (path: FieldPath): readonly string[] => (typeof path === 'string' ? path.split('.') : path);
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+/** An object or a list: a value whose fields or items can be read by key (`spec.ports.0`). */
+const isContainer = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
 /**
  * The one value at `path`; undefined when a field on the way is missing or not an object. A list
@@ -21,7 +22,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  */
 export function valueAt(obj: unknown, path: FieldPath): unknown {
   let cur = obj;
-  for (const part of partsOf(path)) cur = isObject(cur) ? cur[part] : undefined;
+  for (const part of partsOf(path)) cur = isContainer(cur) ? cur[part] : undefined;
   return cur;
 }
 
@@ -33,7 +34,7 @@ export function valueAt(obj: unknown, path: FieldPath): unknown {
 export function valuesAt(obj: unknown, path: FieldPath, options: { eachItem?: boolean } = {}): unknown[] {
   const spread = (v: unknown): unknown[] => (options.eachItem && Array.isArray(v) ? v : [v]);
   let found = spread(obj);
-  for (const part of partsOf(path)) found = found.flatMap((v) => (isObject(v) ? (part === '*' ? Object.values(v) : [v[part]]).flatMap(spread) : []));
+  for (const part of partsOf(path)) found = found.flatMap((v) => (isContainer(v) ? (part === '*' ? Object.values(v) : [v[part]]).flatMap(spread) : []));
   return found.filter((v) => v !== undefined);
 }
 
@@ -46,7 +47,7 @@ export function valuesAt(obj: unknown, path: FieldPath, options: { eachItem?: bo
 export function mapValuesAt(obj: unknown, path: FieldPath, change: (value: unknown, at: string[]) => unknown): unknown {
   const walk = (v: unknown, rest: readonly string[], at: string[]): unknown => {
     if (!rest.length) return v === undefined ? v : change(v, at);
-    if (!isObject(v)) return v;
+    if (!isContainer(v)) return v;
     const [head, ...tail] = rest as [string, ...string[]];
     if (Array.isArray(v)) return head === '*' ? v.map((item, i) => walk(item, tail, [...at, String(i)])) : v;
     const keys = head === '*' ? Object.keys(v) : head in v ? [head] : [];
@@ -64,7 +65,7 @@ export function setValueAt(target: Record<string, unknown>, path: FieldPath, val
   let into = target;
   for (const part of parts.slice(0, -1)) {
     const next = into[part];
-    into = into[part] = isObject(next) ? { ...next } : {};
+    into = into[part] = isContainer(next) ? { ...next } : {};
   }
   into[parts.at(-1)!] = value;
 }

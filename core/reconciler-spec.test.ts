@@ -87,3 +87,12 @@ test('a sink\'s caBundle: PEM certificates, each readable, with an https uri onl
   const crd = JSON.stringify(reconcilerSpecSchema.properties.sink);
   assert.match(crd, /"rule":"!has\(self\.caBundle\) \|\| \(has\(self\.uri\) && self\.uri\.startsWith\('https:\/\/'\)\)"/, 'the apiserver refuses the same');
 });
+
+test('a bearer token does not go with contract 2; plain http outside the cluster is allowed only by sink.allowPlainHttp', () => {
+  const spec = (extra: Record<string, unknown>) => defaultedReconcilerSpec({ for: { apiVersion: 'v1', kind: 'ConfigMap' }, sink: { uri: 'http://fn/' }, ...extra }).problems;
+  const auth = { type: 'bearer', secretRef: { name: 't', namespace: 'kfn-system' } };
+  assert.deepEqual(spec({ contract: 2, auth }), ['spec: auth.type bearer cannot carry contract 2: a bearer token signs neither the body nor the time, and a contract 2 event carries the objects themselves; use hmac']);
+  assert.deepEqual(spec({ contract: 1, auth }), []);
+  assert.deepEqual(spec({ contract: 2, auth: { secretRef: auth.secretRef } }), []);
+  assert.deepEqual(defaultedReconcilerSpec({ for: { apiVersion: 'v1', kind: 'ConfigMap' }, sink: { uri: 'http://fn.example.com/', allowPlainHttp: true } }).problems, []);
+});

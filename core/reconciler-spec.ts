@@ -8,6 +8,7 @@
 import { X509Certificate } from 'node:crypto';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { isObject, pointerAsField } from './json.ts';
 import { managedByKfnSelector, reconcilerApiVersion, reconcilerKind } from './names.ts';
 
 /**
@@ -95,6 +96,12 @@ const sinkSchema = withRules(
           "With an https uri: the CA certificates (PEM) the bridge trusts for this sink, and no other: a function's own CA, whose certificate its Service serves (a function defined with deliveryTls, which keeps it current). Without it an https sink is checked against the system's public roots.",
       }),
     ),
+    allowPlainHttp: Type.Optional(
+      Type.Boolean({
+        description:
+          'Deliver over plain http:// to a host outside the cluster (not a Service name, not this machine). Every event can be read on the way, and a contract 2 event carries the objects themselves: without this such a sink is refused.',
+      }),
+    ),
     awsIam: Type.Optional(
       Type.Object(
         {
@@ -150,7 +157,7 @@ export function observedFields(declared: readonly string[] | undefined): string[
   return declared.includes('*') ? undefined : [...declared];
 }
 
-export const reconcilerSpecSchema = Type.Object({
+export const reconcilerSpecSchema = withRules(Type.Object({
   for: Type.Object(kindFields, { description: 'The primary kind; one reconcile per object of it.' }),
   contract: Type.Optional(
     Type.Integer({
@@ -226,7 +233,13 @@ export const reconcilerSpecSchema = Type.Object({
       { default: {}, description: 'The overall limit on retries across all objects (token bucket, as controller-runtime); the per-object backoff applies too.' },
     ),
   ),
-});
+}), [
+  {
+    rule: "!(has(self.contract) && self.contract == 2 && has(self.auth) && has(self.auth.type) && self.auth.type == 'bearer')",
+    message: 'auth.type bearer cannot carry contract 2: a bearer token signs neither the body nor the time, and a contract 2 event carries the objects themselves; use hmac',
+    holds: (s) => !(s.contract === 2 && (s.auth as { type?: unknown } | undefined)?.type === 'bearer'),
+  },
+]);
 
 /** A Reconciler's spec with every default filled in: what the apiserver stores and the bridge reads. */
 export type ReconcilerSpec = Static<typeof reconcilerSpecSchema>;
@@ -279,8 +292,6 @@ export function isReconcilerObject(object: unknown): object is ReconcilerObject 
   return typeof o === 'object' && o !== null && o.apiVersion === reconcilerApiVersion && o.kind === reconcilerKind;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /**
  * A written spec with its defaults filled in (as the apiserver would), and every problem of it,
  * each naming its field: the schema's, unknown fields, the cross-field rules. The spec is a
@@ -294,7 +305,7 @@ export function defaultedReconcilerSpec(written: Record<string, unknown>): { spe
 function specProblems(spec: unknown): string[] {
   const problems = new Map<string, string>();
   for (const error of Value.Errors(reconcilerSpecSchema, spec)) {
-    const where = fieldName(error.path);
+    const where = pointerAsField('spec', error.path);
     if (!problems.has(where)) problems.set(where, error.value === undefined ? `${where} is required` : `${where} must be ${expectation(error.schema)}, not ${JSON.stringify(error.value)}`);
   }
   const sink = isObject(spec) && isObject(spec.sink) ? spec.sink : {};
@@ -311,11 +322,6 @@ function* walk(schema: TSchema, value: unknown, where: string): Generator<string
     else yield `${where}.${key} is not a field of a Reconciler (known: ${Object.keys(properties).join(', ')})`;
   }
   for (const rule of ((schema as unknown as Record<symbol, unknown>)[crossRules] as CrossRule<Record<string, unknown>>[] | undefined) ?? []) if (!rule.holds(value)) yield `${where}: ${rule.message}`;
-}
-
-/** `/spec/owns/0/kind` (as TypeBox reports it, below spec) → `spec.owns[0].kind`. */
-function fieldName(path: string): string {
-  return `spec${path.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part.replace(/~1/g, '/').replace(/~0/g, '~')}`)).join('')}`;
 }
 
 /** What a schema asks for, in words. */

@@ -2,7 +2,9 @@
 // ReconcileResponse is success (done, or requeue); 429 and 503 are retried after Retry-After;
 // other 5xx retried with backoff; a redirect, 404 or 405 is the sink not being ready (a route
 // being programmed, a wrong path), retried with backoff; 409 (the function already has this
-// delivery) retried once its first copy can have ended; other 4xx terminal for that observation.
+// delivery) retried once its first copy can have ended; 400 with the function's clock (`kfn-time`:
+// it refused the event for its time alone) retried, with the skew measured; other 4xx terminal
+// for that observation.
 import type { ObjectRef } from './objects.ts';
 
 export interface Change {
@@ -53,9 +55,20 @@ export type DeliveryOutcome =
    * `sinkProblem`: the answer came from in front of the function (the sink is not ready), not from it.
    * `invalidAnswer`: the function answered 2xx with a body that is not the contract's response.
    * `written`: what a function that failed (5xx) says it wrote before failing: the retry waits for it.
+   * `clockSkewMs`: the function refused the event for its time alone; how far its clock is from the
+   * bridge's (positive: ahead), measured when the answer came.
    */
-  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string; invalidAnswer?: string; written?: Change[] }
+  | { kind: 'retry'; afterMs?: number; why: string; sinkProblem?: string; invalidAnswer?: string; written?: Change[]; clockSkewMs?: number }
   | { kind: 'terminal'; why: string };
+
+/**
+ * The header of a function's refusal of an event for its time alone (400): its own wall clock,
+ * RFC 3339. Only that refusal carries it.
+ */
+export const functionTimeHeader = 'kfn-time';
+
+/** The reason a refusal for time gives in its body (`{"error", "reason", "skewMs"}`), as the Reconciler's Ready condition names it. */
+export const clockSkewReason = 'ClockSkew';
 
 /** The most of a function's answer the bridge reads (its `changes` are a few KB); the rest is dropped unread. */
 export const maxAnswerBytes = 1 << 20;
@@ -162,6 +175,15 @@ function writesOfFailure(body: string): Change[] | undefined {
   return 'response' in parsed && parsed.response?.changes.length ? parsed.response.changes : undefined;
 }
 
+/**
+ * How far the function's clock (its `kfn-time`) is from the bridge's when its answer came, in ms;
+ * undefined without a time. The answer's transit (milliseconds) counts against the function.
+ */
+function clockSkewOf(functionTime: string | null, now: number): number | undefined {
+  const at = functionTime ? Date.parse(functionTime) : Number.NaN;
+  return Number.isNaN(at) ? undefined : at - now;
+}
+
 /** Classifies a function's HTTP answer per the contract; `truncated` when the body was cut at maxAnswerBytes. */
 export function classifyResponse(status: number, headers: { get(name: string): string | null }, body: string, now = Date.now(), truncated = false): DeliveryOutcome {
   if (status >= 200 && status < 300) {
@@ -180,6 +202,14 @@ export function classifyResponse(status: number, headers: { get(name: string): s
   if (status >= 500) {
     const written = writesOfFailure(body);
     return { kind: 'retry', why: `HTTP ${status}: ${snippet}`, ...(written ? { written } : {}) };
+  }
+  const skewMs = status === 400 ? clockSkewOf(headers.get(functionTimeHeader), now) : undefined;
+  if (skewMs !== undefined) {
+    // Refused for its time alone: the clocks disagree, the event is fine. Not terminal — every
+    // object would be dropped until its next change — but retried with backoff until the clock
+    // is set right, and reported.
+    const how = `${(Math.abs(skewMs) / 1000).toFixed(1)} s ${skewMs >= 0 ? 'ahead of' : 'behind'}`;
+    return { kind: 'retry', why: `the function refused the event for its time: its clock is ${how} the bridge's, more than the contract allows; set the machines' time right (NTP). Retrying (HTTP 400: ${snippet})`, clockSkewMs: skewMs };
   }
   // The function has this delivery already (the same event id and attempt arrived twice: a
   // proxy's retry, or a replay): not a refusal; the first copy's reconcile may still be running.

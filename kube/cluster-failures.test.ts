@@ -13,8 +13,8 @@ import { test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { generateServingPki } from '../core/certificates.ts';
 import { ApiError, KubeApi } from './api.ts';
-import { ClusterUnavailable, checkClusterAnswers, explainFailure } from './cluster-failures.ts';
-import { connectCluster, nodeTransportWith } from './connection.ts';
+import { ClusterUnavailable, checkClusterAnswers, connectCluster, explainFailure } from './cluster-failures.ts';
+import { nodeTransportWith } from './connection.ts';
 
 const limits = { connectMs: 300, handshakeMs: 300, firstAnswerMs: 300 };
 const transport = nodeTransportWith(limits);

@@ -1,9 +1,12 @@
 // What it means when a cluster fails a command, in one line: what happened, where the cluster
 // came from (the kubeconfig file and context, and the server), and what to check. A refused,
 // unreachable, silent or untrusted server, a credential that cannot be read, a 401 and a 403
-// are explained; any other error is left as it is.
+// are explained; any other error is left as it is. A command's cluster comes connected this way
+// (connectCluster): the one place that puts the kubeconfig's choice, its connection and these
+// explanations together.
 import { ApiError, KubeApi } from './api.ts';
-import type { Connection } from './connection.ts';
+import { connectionFromKubeconfigText, type Connection, type TransportFactory } from './connection.ts';
+import { resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
 
 /** Where a connection goes and as whom, for messages. */
 export interface ClusterIdentity {
@@ -146,4 +149,27 @@ export async function checkClusterAnswers(cluster: ClusterIdentity & { connectio
     if (signal.aborted) throw new ClusterUnavailable(line(`the server did not answer within ${seconds(withinMs)}`, cluster, "check that the address is a Kubernetes apiserver's (scheme and port) and that it is not overloaded"), 'no-answer');
     throw err;
   }
+}
+
+/** A chosen cluster and its connection. */
+export interface ResolvedCluster extends KubeconfigChoice {
+  connection: Connection;
+}
+
+/**
+ * The cluster kubectl would use for --kubeconfig, --context and -n, for a command: its
+ * connection turns a failure to reach the cluster, a credential that cannot be read, a 401 and a
+ * 403 into one line that names the kubeconfig, the context and the server, and what to check
+ * (explainingConnection); `explain: false` leaves them as they come, for a process that judges
+ * them itself (the bridge).
+ */
+export function connectCluster(selection: ClusterSelection = {}, options: { transport?: TransportFactory; environment?: KubeconfigEnvironment; explain?: boolean } = {}): ResolvedCluster {
+  const choice = resolveKubeconfig(selection, options.environment);
+  let connection: Connection;
+  try {
+    connection = connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', options.transport);
+  } catch (err) {
+    throw new ClusterUnavailable(credentialsUnreadable(err, choice), 'credentials', { cause: err });
+  }
+  return { ...choice, connection: options.explain === false ? connection : explainingConnection(connection, choice) };
 }

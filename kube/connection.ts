@@ -19,8 +19,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { ClusterUnavailable, credentialsUnreadable, explainingConnection } from './cluster-failures.ts';
-import { parseKubeconfig, resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
+import { parseKubeconfig, resolveKubeconfig } from './kubeconfig.ts';
 
 /** One HTTP request to the apiserver, as a transport sends it. */
 export interface HttpRequest {
@@ -317,27 +316,4 @@ export function inClusterConnection(transport?: TransportFactory): Connection {
 export function loadConnection(path?: string, transport?: TransportFactory): Connection {
   const choice = resolveKubeconfig({ kubeconfig: path });
   return connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', transport);
-}
-
-/** A chosen cluster and its connection. */
-export interface ResolvedCluster extends KubeconfigChoice {
-  connection: Connection;
-}
-
-/**
- * The cluster kubectl would use for --kubeconfig, --context and -n, for a command: its
- * connection turns a failure to reach the cluster, a credential that cannot be read, a 401 and a
- * 403 into one line that names the kubeconfig, the context and the server, and what to check
- * (cluster-failures.ts); `explain: false` leaves them as they come, for a process that judges
- * them itself (the bridge).
- */
-export function connectCluster(selection: ClusterSelection = {}, options: { transport?: TransportFactory; environment?: KubeconfigEnvironment; explain?: boolean } = {}): ResolvedCluster {
-  const choice = resolveKubeconfig(selection, options.environment);
-  let connection: Connection;
-  try {
-    connection = connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', options.transport);
-  } catch (err) {
-    throw new ClusterUnavailable(credentialsUnreadable(err, choice), 'credentials', { cause: err });
-  }
-  return { ...choice, connection: options.explain === false ? connection : explainingConnection(connection, choice) };
 }

@@ -2,6 +2,7 @@
 // TypeScript types, its validation in code, and the OpenAPI schema the apiserver enforces. The
 // SDK's kinds and the bridge's own Reconciler are both written this way.
 import type { TSchema } from '@sinclair/typebox';
+import { isObject } from '../core/json.ts';
 
 export interface PrinterColumn {
   name: string;
@@ -313,7 +314,6 @@ function boundRefusals(s: Schema, at: string): string[] {
 }
 
 const show = (v: unknown) => JSON.stringify(v);
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const typeOf: Record<string, (v: unknown) => boolean> = {
   string: (v) => typeof v === 'string',
   integer: (v) => Number.isInteger(v),

@@ -5,11 +5,9 @@
 //   POST /admission/default   → allowed, with a JSONPatch of what default() changed
 //   POST /admission/validate  → allowed, or denied with every problem as "field: message"
 import { isDeepStrictEqual } from 'node:util';
-import type { Reconciler } from './reconciler.ts';
+import { escapePointerToken, isObject } from '../../core/json.ts';
+import type { Problem, Reconciler } from './reconciler.ts';
 import { hasDefaulting } from './policies.ts';
-
-/** A problem validate() found: "spec.replicas: must be ≤ 10", or the field and message apart. */
-export type Problem = string | { field: string; message: string };
 
 export interface AdmissionReview {
   apiVersion: 'admission.k8s.io/v1';
@@ -39,8 +37,7 @@ export class MalformedReview extends Error {}
 
 export type JsonPatchOp = { op: 'add' | 'replace'; path: string; value: unknown } | { op: 'remove'; path: string };
 
-const pointer = (parts: (string | number)[]) => parts.map((p) => `/${String(p).replaceAll('~', '~0').replaceAll('/', '~1')}`).join('');
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const pointer = (parts: (string | number)[]) => parts.map((p) => `/${escapePointerToken(String(p))}`).join('');
 
 /** The JSON Patch (RFC 6902) that turns `from` into `to`: objects field by field, a changed list whole. */
 export function jsonPatch(from: unknown, to: unknown, at: (string | number)[] = []): JsonPatchOp[] {

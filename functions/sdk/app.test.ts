@@ -5,6 +5,7 @@ import { describe, test } from 'node:test';
 import pino from 'pino';
 import { authenticate } from '../../core/authentication.ts';
 import { encodeReconcileEvent, type Observation } from '../../core/event.ts';
+import { classifyResponse, functionTimeHeader } from '../../core/response.ts';
 import MyWebFunction from '../myweb/index.ts';
 import { contains } from './fields.ts';
 import { createApp, credentialsFromEnv } from './app.ts';
@@ -191,6 +192,62 @@ describe('a captured event cannot be replayed', () => {
     assert.match(((await again.json()) as { error: string }).error, /already received.*replayed/);
     const retry = authenticate(encodeReconcileEvent(observation, 2, 'kfn://test', Date.now() + 30_000).message, credentials);
     assert.equal((await app.request('/', { method: 'POST', headers: retry.headers, body: retry.body })).status, 200);
+  });
+});
+
+describe("a function whose clock is wrong says so, and is not taken for one refusing the event", () => {
+  const web = { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u' }, spec: { image: 'nginx', nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } };
+  const sent = () => authenticate(encodeReconcileEvent(observation, 1, 'kfn://test', Date.now() + 30_000, undefined, 30_000).message, credentials);
+
+  for (const skew of [120_000, -120_000]) {
+    test(`${Math.abs(skew / 1000)} s ${skew > 0 ? 'ahead' : 'behind'}: 400 with its clock in kfn-time and the reason ClockSkew, which the bridge retries with the skew`, async () => {
+      const app = createApp(MyWebFunction, { credentials, log: silent, record: false, now: () => new Date(Date.now() + skew), api: memoryApi(MyWebFunction, { object: web }) });
+      const { headers, body } = sent();
+      const res = await app.request('/', { method: 'POST', headers, body });
+      const text = await res.text();
+      assert.equal(res.status, 400, text);
+      const answer = JSON.parse(text) as { error: string; reason?: string; skewMs?: number };
+      assert.equal(answer.reason, 'ClockSkew', text);
+      assert.ok(Math.abs(answer.skewMs! - skew) < 2000, `the skew it measured: ${answer.skewMs}`);
+      assert.ok(Math.abs(Date.parse(res.headers.get(functionTimeHeader) ?? '') - (Date.now() + skew)) < 2000, `its clock: ${res.headers.get(functionTimeHeader)}`);
+      const outcome = classifyResponse(res.status, res.headers, text);
+      const measured = outcome.kind === 'retry' ? outcome.clockSkewMs : undefined;
+      assert.ok(measured !== undefined && Math.abs(measured - skew) < 2000, `the bridge retries, measuring ${measured} (${outcome.kind})`);
+    });
+  }
+
+  test('10 minutes behind: a request is not taken, nor a copy of it sent once the memory of deliveries has let it go', async () => {
+    const clock = new FakeClock();
+    const behind = -600_000;
+    const wall = Date.now() - clock.now();
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, clock, now: () => new Date(wall + behind + clock.now()), api: memoryApi(MyWebFunction, { object: web }) });
+    const { headers, body } = sent();
+    const first = await app.request('/', { method: 'POST', headers, body });
+    clock.advance(200_000);
+    const copy = await app.request('/', { method: 'POST', headers, body });
+    assert.deepEqual([first.status, copy.status], [400, 400]);
+  });
+});
+
+describe('an event older than one the function has taken for the object is refused (contract 2: it carries the object)', () => {
+  const web = (resourceVersion: string, image: string) => ({ apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', uid: 'u', resourceVersion }, spec: { image, nodePortNumber: 30080, pageContentHtml: '<p>hi</p>' } });
+  const event = (resourceVersion: string, observedAt: number, carried = true) =>
+    authenticate(
+      encodeReconcileEvent({ ...observation, primary: { ...observation.primary, resourceVersion }, reason: carried ? 'updated' : 'replay', observedAt }, 1, 'kfn://test', Date.now() + 30_000, carried ? { primary: web(resourceVersion, `nginx:${resourceVersion}`), kinds: [], children: [] } : undefined, 30_000).message,
+      credentials,
+    );
+
+  test('version 10 after version 11 (a captured request sent again): 409, naming both; the same version again and another object are taken', async () => {
+    const app = createApp(MyWebFunction, { credentials, log: silent, record: false, api: memoryApi(MyWebFunction, { object: web('11', 'nginx:11') }) });
+    const send = (m: { headers: Record<string, string>; body: string }) => app.request('/', { method: 'POST', headers: m.headers, body: m.body });
+    const t = Date.parse('2026-01-01T00:00:00Z');
+    assert.equal((await send(event('11', t + 2))).status, 200);
+    const old = await send(event('10', t + 1));
+    assert.equal(old.status, 409);
+    assert.match(((await old.json()) as { error: string }).error, /at resourceVersion 10, older than 11, which this function has already taken/);
+    assert.equal((await send(event('11', t + 3))).status, 200, 'a resync of the same version');
+    assert.equal((await send(event('9', t + 4, false))).status, 200, 'an event without the object (kfn replay, contract 1): the function reads it as it is now');
+    assert.equal((await send(event('12', t + 5))).status, 200, 'a newer version');
   });
 });
 

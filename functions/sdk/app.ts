@@ -5,9 +5,10 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { loadConnection } from '../../kube/connection.ts';
-import { ContractError, maxDeliveryMs, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
+import { ClockSkewError, ContractError, maxDeliveryMs, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
+import { clockSkewReason, functionTimeHeader } from '../../core/response.ts';
 import { systemClock, type Clock } from '../../core/clock.ts';
-import { ReplayGuard } from './replays.ts';
+import { NewestVersions, ReplayGuard } from './replays.ts';
 import { type Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { admit, MalformedReview, parseAdmissionReview } from './admission.ts';
@@ -153,6 +154,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
   const now = options.now ?? (() => new Date());
   const clock = options.clock ?? systemClock;
   const replays = new ReplayGuard(clock);
+  const versions = new NewestVersions(clock);
   const metrics = options.metrics ?? processMetrics;
   let api = options.api;
   return async (c: Context) => {
@@ -169,10 +171,14 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
       if (using.kind !== 'none' && !replays.admit(received.event.id, received.attempt, received.timeLeftMs ?? maxDeliveryMs)) {
         throw new ContractError(409, `event ${received.event.id} (attempt ${received.attempt}) was already received: a replayed or duplicated request is not run again`);
       }
+      if (using.kind !== 'none') checkNewest(versions, received);
     } catch (err) {
       if (err instanceof ContractError) {
         metrics.refusedRequest(current().name, err.status);
         log.warn({ status: err.status, error: err.message }, 'refused a request');
+        // Refused for its time alone: the function's clock goes with it, so that the bridge can
+        // tell a clock to fix from a refused event, retry, and say how far the clocks are apart.
+        if (err instanceof ClockSkewError) return c.json({ error: err.message, reason: clockSkewReason, skewMs: err.skewMs }, 400, { [functionTimeHeader]: new Date(err.at).toISOString() });
         return c.json({ error: err.message }, err.status as 400);
       }
       throw err;
@@ -209,6 +215,21 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     // The bridge's delivery span is the parent (its traceparent header): one trace from the watch event to the writes.
     return inSpan(`reconcile ${kind.kind}`, () => reconcileAttributes(reconciler.name, received), reconcile, { parent: contextFromHeaders(headers), kind: SpanKind.SERVER });
   };
+}
+
+/**
+ * Refuses (409) an event that carries the primary at an older version than one this process has
+ * taken an event for: a captured request sent again would reconcile, and apply children from, an
+ * older spec. The bridge, should its own delivery be the older one (its watch behind another
+ * replica's), retries with the object as its watch holds it then.
+ */
+function checkNewest(versions: NewestVersions, received: ReceivedReconcile): void {
+  const { primary, observed } = received.data;
+  const version = observed?.primary.metadata.resourceVersion ?? primary.resourceVersion;
+  const newer = versions.take(primary.uid ?? `${primary.namespace ?? ''}/${primary.name}`, version, observed !== undefined);
+  if (newer !== undefined) {
+    throw new ContractError(409, `event ${received.event.id} carries ${primary.kind} ${primary.namespace ? `${primary.namespace}/` : ''}${primary.name} at resourceVersion ${version}, older than ${newer}, which this function has already taken: a replayed or out-of-date request is not run`);
+  }
 }
 
 /** A reconcile span's attributes, after OpenTelemetry's CloudEvents conventions and kfn's own. */

@@ -1,5 +1,6 @@
 // Field-level differences between two JSON values, and between two lists of writes: what
 // `kfn replay` and the dev UI show ("~ spec.replicas: 1 → 3").
+import { isObject } from '../../core/json.ts';
 import type { Exchange } from '../../kube/api.ts';
 
 export interface FieldChange {
@@ -8,8 +9,6 @@ export interface FieldChange {
   from?: unknown;
   to?: unknown;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function join(path: string, key: string | number): string {
   if (typeof key === 'number') return `${path}[${key}]`;

@@ -2,10 +2,8 @@
 //
 //   import { defineKind, defineReconciler, t, ConfigMap } from '../sdk/index.ts';
 export { Type as t, type Static } from '@sinclair/typebox';
-export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf } from './kind.ts';
-export type { Rule } from './rules.ts';
-export type { Defaults, Guard, GuardRule } from './policies.ts';
-export { Terminal, defineReconciler, type Child, type ConditionResult, type ReconcileContext, type ReconcileResult, type Reconciler } from './reconciler.ts';
+export { containerResources, crdOf, defineKind, quantity, resourceRequirements, type Kind, type ObjectMeta, type ObjectOf, type Rule } from './kind.ts';
+export { Terminal, defineReconciler, type Child, type ConditionResult, type Defaults, type Guard, type GuardRule, type ReconcileContext, type ReconcileResult, type Reconciler } from './reconciler.ts';
 export {
   ConfigMap,
   Deployment,

@@ -1,10 +1,24 @@
 // A custom kind, written once: its names, its spec and status schema (TypeBox, so the same
-// definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns.
+// definition gives the TypeScript types and the CRD's OpenAPI schema), printer columns, and the
+// CEL rules the apiserver checks (rules.ts evaluates them without a cluster).
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import type { KubeObject } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
 import { CrdRefused, crdRefusals, customResourceDefinition, type CrdOptions, type PrinterColumn } from '../../kube/crd.ts';
-import type { Rule } from './rules.ts';
+
+/** One rule: a CEL expression that is true when the value is valid. */
+export interface Rule {
+  /** `self` is the value the rule is on (a kind's `rules`: its spec); `oldSelf`, on an update, the value before. */
+  rule: string;
+  /** What the refusal says (default: "failed rule: <rule>"). */
+  message?: string;
+  /** CEL giving what the refusal says, from `self`: `'must be ≤ 10 (got ' + string(self.replicas) + ')'`; wins over message. */
+  messageExpression?: string;
+  /** The field the refusal names, relative to where the rule is: `.replicas`. */
+  fieldPath?: string;
+  /** How the apiserver words the refusal (default FieldValueInvalid). */
+  reason?: 'FieldValueInvalid' | 'FieldValueForbidden' | 'FieldValueRequired';
+}
 
 export interface KindOptions<Spec extends TObject, Status extends TObject> {
   group: string;

@@ -11,6 +11,7 @@
 // integers; fractions travel as quantity strings).
 import { isCelError, isCelList, isCelMap, isCelUint, type CelInput } from '@bufbuild/cel';
 import { groupOf, sameKind, versionOf } from '../../core/objects.ts';
+import { unescapePointerToken } from '../../core/json.ts';
 import { defaultsName, guardName, operationsOf, ownWritesPass, type AdmissionRequest } from './policies.ts';
 import type { Reconciler } from './reconciler.ts';
 import { compiled } from './rules.ts';
@@ -51,7 +52,7 @@ function jsonOf(value: unknown): unknown {
  * there, a negative one counts from the end (-1 appends), anything else is an error.
  */
 function addAt(root: Record<string, unknown>, path: string, value: unknown): void {
-  const parts = path.slice(1).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const parts = path.slice(1).split('/').map(unescapePointerToken);
   const last = parts.pop()!;
   let at: unknown = root;
   for (const part of parts) {

@@ -19,8 +19,6 @@ import type { ReconcileReason } from '../../core/event.ts';
 import type { Kind, ObjectOf } from './kind.ts';
 import type { ChildOf, Live } from './types.ts';
 import type { KindRef } from '../../core/objects.ts';
-import type { Problem } from './admission.ts';
-import { defaultsShapeProblems, type Defaults, type Guard } from './policies.ts';
 import { fieldManagerName, finalizerName } from '../../core/names.ts';
 
 
@@ -228,6 +226,49 @@ export interface Use {
 /** Verbs RBAC cannot limit to named objects. */
 const unnameable: UseVerb[] = ['list', 'watch', 'create'];
 
+// Admission, as a function declares it: the problems validate() returns, its guards on requests
+// (policies.ts makes their ValidatingAdmissionPolicies) and its declared defaults (a
+// MutatingAdmissionPolicy, or its defaulting webhook: admission.ts, policy-cel.ts).
+
+/** A problem validate() found: "spec.replicas: must be ≤ 10", or the field and message apart. */
+export type Problem = string | { field: string; message: string };
+
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE';
+
+/** One validation: a CEL expression that is true when the request may go on. */
+export interface GuardRule {
+  expression: string;
+  /** What the refusal says (default: "failed expression: <expression>"). */
+  message?: string;
+  /** CEL giving what the refusal says; wins over message when it gives a non-empty string. */
+  messageExpression?: string;
+  /** The refusal's HTTP reason (default Invalid, 422). */
+  reason?: 'Invalid' | 'Forbidden' | 'Unauthorized' | 'RequestEntityTooLarge';
+}
+
+/** Rules on requests for one kind. */
+export interface Guard {
+  kind: KindRef & { plural?: string };
+  /** The requests they apply to (default: CREATE and UPDATE). */
+  operations?: Operation[];
+  rules: GuardRule[];
+}
+
+/**
+ * Defaults of the function's own kind, in CEL, that the apiserver writes itself before it stores
+ * an object (a MutatingAdmissionPolicy, where the cluster serves one): when `when` holds, each
+ * field of `set` gets its value, as a JSON Patch `add` (set when missing, replaced when there).
+ * Where the cluster does not serve the policies, the function's defaulting webhook applies the
+ * same declarations. On create and update, never on an object being deleted nor on an update of
+ * its metadata alone (as the webhooks: ownWritesPass).
+ */
+export interface Defaults {
+  /** CEL over `object`, `oldObject` and `request`: these defaults apply only when it is true (default: always). */
+  when?: string;
+  /** A field's JSON Pointer → CEL giving its value: `{ '/spec/image': "object.spec.image + ':latest'" }`. */
+  set: Record<string, string>;
+}
+
 export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(definition: ReconcilerDefinition<K, O>): Reconciler<K, O> {
   const name = definition.name ?? definition.for.plural;
   for (const use of definition.uses ?? []) {
@@ -239,4 +280,21 @@ export function defineReconciler<K extends Kind, O extends KindRef = KindRef>(de
   const problems = defaultsShapeProblems(definition.defaults ?? []);
   if (problems.length) throw new Error(`${name}: ${problems.join('; ')}`);
   return { ...definition, name, fieldManager: fieldManagerName(name), finalizer: definition.finalize ? finalizerName(name) : undefined };
+}
+
+/**
+ * What is wrong with the shape of declared defaults, without evaluating CEL: a declaration that
+ * sets nothing, a path that is not a JSON Pointer to a field a default may set. defineReconciler
+ * refuses these; whether each expression is CEL, kfn says when it loads the function
+ * (expressionProblems in policy-cel.ts), so a function's start does not load the CEL library.
+ */
+function defaultsShapeProblems(defaults: Defaults[]): string[] {
+  const problems: string[] = [];
+  defaults.forEach((d, i) => {
+    if (!Object.keys(d.set).length) problems.push(`defaults[${i}].set names no field`);
+    for (const path of Object.keys(d.set)) {
+      if (!/^(\/([^~/]|~[01])+)+$/.test(path) || /^\/(apiVersion|kind)$|^\/metadata\/(name|namespace|uid|resourceVersion)$/.test(path)) problems.push(`defaults[${i}].set: ${JSON.stringify(path)} is not a JSON Pointer to a field of the object that a default may set (/spec/image)`);
+    }
+  });
+  return problems;
 }

@@ -16,6 +16,7 @@ import type { JournalEntry } from '../../core/journal.ts';
 import { Journal } from '../../core/journal.ts';
 import type { Exchange, ResourceInfo, Tap } from '../../kube/api.ts';
 import { groupKind, type KindRef } from '../../core/objects.ts';
+import { isObject } from '../../core/json.ts';
 import { mapValuesAt, valuesAt } from '../../core/paths.ts';
 import { desiredChanges, type FieldChange } from './diff.ts';
 
@@ -95,8 +96,6 @@ const redactionKey = randomBytes(32);
 function hashed(value: unknown): string {
   return `redacted:hmac:${createHmac('sha256', redactionKey).update(String(value)).digest('hex').slice(0, 16)}`;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A copy of a Secret with its data values hashed; `found` gets the names of the fields hashed. */
 function redactSecret(obj: unknown, found: string[]): unknown {

@@ -13,22 +13,7 @@
 // such a CRD itself, and the integration test holds the two to the same answers.
 import { celEnv, isCelError, parse, plan, type CelInput } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
-import type { Kind } from './kind.ts';
-import { kindSchema } from './kind.ts';
-
-/** One rule: a CEL expression that is true when the value is valid. */
-export interface Rule {
-  /** `self` is the value the rule is on (a kind's `rules`: its spec); `oldSelf`, on an update, the value before. */
-  rule: string;
-  /** What the refusal says (default: "failed rule: <rule>"). */
-  message?: string;
-  /** CEL giving what the refusal says, from `self`: `'must be ≤ 10 (got ' + string(self.replicas) + ')'`; wins over message. */
-  messageExpression?: string;
-  /** The field the refusal names, relative to where the rule is: `.replicas`. */
-  fieldPath?: string;
-  /** How the apiserver words the refusal (default FieldValueInvalid). */
-  reason?: 'FieldValueInvalid' | 'FieldValueForbidden' | 'FieldValueRequired';
-}
+import { kindSchema, type Kind, type Rule } from './kind.ts';
 
 interface Schema {
   type?: string;

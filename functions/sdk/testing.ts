@@ -22,6 +22,7 @@ import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, t
 import { controllerUid, groupOf, isClusterScopedKind, objectId, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type ReconcileResponse } from '../../core/response.ts';
 import { observedFields } from '../../core/reconciler-spec.ts';
+import { pointerAsField, pointerTokens } from '../../core/json.ts';
 import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
@@ -408,7 +409,7 @@ interface JsonPatchOp {
 function jsonPatch(obj: Obj, ops: JsonPatchOp[]): Obj | string {
   const next = structuredClone(obj) as unknown as Record<string, unknown>;
   for (const { op, path, value } of ops) {
-    const parts = path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const parts = pointerTokens(path);
     const last = parts.pop()!;
     let parent: Record<string, unknown> | undefined = next;
     for (const part of parts) parent = parent?.[part] as Record<string, unknown> | undefined;
@@ -470,15 +471,10 @@ function specProblems(kindName: string, schema: TSchema, spec: unknown): string[
   const defaulted = Value.Default(schema, structuredClone(spec));
   const byField = new Map<string, string>();
   for (const error of Value.Errors(schema, defaulted)) {
-    const field = fieldPath(error.path);
+    const field = pointerAsField('spec', error.path);
     if (!byField.has(field)) byField.set(field, `${field}: ${describeError(kindName, error)}`);
   }
   return [...byField.values()];
-}
-
-/** `/shelves/0/slots` (TypeBox's JSON pointer below spec) → `spec.shelves[0].slots`. */
-function fieldPath(pointer: string): string {
-  return `spec${pointer.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part.replace(/~1/g, '/').replace(/~0/g, '~')}`)).join('')}`;
 }
 
 function describeError(kindName: string, error: ValueError): string {
@@ -486,7 +482,7 @@ function describeError(kindName: string, error: ValueError): string {
   if (error.value === undefined) return 'required';
   if (error.message === 'Unexpected property') {
     const parent = error.path.split('/').slice(0, -1).join('/');
-    return `not a field of ${parent ? fieldPath(parent) : `${kindName}'s spec`} (known: ${Object.keys(s.properties ?? {}).join(', ')})`;
+    return `not a field of ${parent ? pointerAsField('spec', parent) : `${kindName}'s spec`} (known: ${Object.keys(s.properties ?? {}).join(', ')})`;
   }
   const consts = s.anyOf?.every((a) => 'const' in a) ? s.anyOf.map((a) => JSON.stringify(a.const)).join(', ') : undefined;
   const expected = s.expected ?? (consts ? `one of ${consts}` : undefined);

@@ -16,7 +16,7 @@ function sources(dir: string): string[] {
   });
 }
 
-const rooms = ['core', 'kube', 'bridge', 'functions', 'cluster', 'cli', 'test'];
+const rooms = ['core', 'kube', 'bridge', 'functions', 'cluster', 'cli', 'bin', 'test'];
 const all = rooms.flatMap(sources);
 const isTest = (file: string) => file.startsWith('test/') || /\.test\.ts$/.test(file);
 
@@ -35,11 +35,17 @@ const allowed: Record<string, string[]> = {
   'functions/example': ['functions/sdk'],
   cluster: ['core', 'kube'],
   cli: ['core', 'kube', 'bridge', 'functions/sdk', 'cluster'],
+  bin: ['cli'],
 };
 
 function importsOf(file: string): string[] {
   const text = readFileSync(join(root, file), 'utf8');
-  const specs = [...text.matchAll(/^\s*(?:import|export)\b[^'"`;]*?\bfrom\s+'(\.[^']+)'/gm), ...text.matchAll(/\bimport\(\s*'(\.[^']+)'\s*\)/g)].map((m) => m[1]!);
+  // Static imports and re-exports (`import type` too), side-effect imports, and dynamic import().
+  const specs = [
+    ...text.matchAll(/^\s*(?:import|export)\b[^'"`;]*?\bfrom\s+'(\.[^']+)'/gm),
+    ...text.matchAll(/^\s*import\s+'(\.[^']+)'/gm),
+    ...text.matchAll(/\bimport\(\s*'(\.[^']+)'\s*\)/g),
+  ].map((m) => m[1]!);
   return specs.map((spec) => normalize(join(dirname(file), spec)));
 }
 
@@ -60,6 +66,67 @@ test('every room imports only the rooms below it (docs/architecture.md)', () => 
     }
   }
   assert.deepEqual(wrong, [], 'imports that break the room rules');
+});
+
+/**
+ * Imports run one way inside a room too: no file imports, through others, a file that imports it
+ * — counting `import type` and a lazy `import()`, which tsc and Node accept in a circle but which
+ * still tie the two files into one unit that cannot be read, tested or loaded apart. What both
+ * files of a circle need goes to where both can import it one way.
+ */
+function circles(graph: Map<string, string[]>): string[][] {
+  // Tarjan's strongly connected components: each of more than one file (or a file importing itself) is a circle.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const found: string[][] = [];
+  const visit = (file: string) => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    for (const next of graph.get(file) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (stack.includes(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component = stack.splice(stack.indexOf(file));
+    if (component.length > 1 || graph.get(file)!.includes(file)) found.push(component.sort());
+  };
+  for (const file of graph.keys()) if (!index.has(file)) visit(file);
+  return found;
+}
+
+/** One way round a circle, from its first file back to it: `a.ts → b.ts → a.ts`. */
+function wayRound(graph: Map<string, string[]>, circle: string[]): string {
+  const start = circle[0]!;
+  const from = new Map<string, string>();
+  const queue = [start];
+  while (queue.length) {
+    const file = queue.shift()!;
+    for (const next of graph.get(file)!.filter((f) => circle.includes(f))) {
+      if (next === start) {
+        const path = [file];
+        while (path[0] !== start) path.unshift(from.get(path[0]!)!);
+        return [...path, start].join(' → ');
+      }
+      if (from.has(next)) continue;
+      from.set(next, file);
+      queue.push(next);
+    }
+  }
+  return circle.join(', ');
+}
+
+test('no import circle, within a room or across rooms (import type and import() count)', () => {
+  const graph = new Map(all.map((file) => [file, importsOf(file).filter((target) => all.includes(target))]));
+  assert.deepEqual(circles(graph).map((circle) => wayRound(graph, circle)), [], 'import circles: move what the files share to where each imports it one way');
+});
+
+test('the circle check finds a circle and its way round', () => {
+  const graph = new Map([['a.ts', ['b.ts']], ['b.ts', ['c.ts', 'd.ts']], ['c.ts', ['a.ts']], ['d.ts', []], ['e.ts', ['e.ts']]]);
+  assert.deepEqual(circles(graph).map((circle) => wayRound(graph, circle)), ['a.ts → b.ts → c.ts → a.ts', 'e.ts → e.ts']);
 });
 
 /**
@@ -103,6 +170,10 @@ const homes: Record<string, string> = {
   WrittenReconcilerSpec: 'core/reconciler-spec.ts',
   ReconcilerObject: 'core/reconciler-spec.ts',
   reconcilerSpec: 'core/reconciler-spec.ts',
+  escapePointerToken: 'core/json.ts',
+  unescapePointerToken: 'core/json.ts',
+  pointerTokens: 'core/json.ts',
+  pointerAsField: 'core/json.ts',
 };
 
 test('each shared concept is defined once, in its home', () => {
@@ -124,6 +195,8 @@ const rewritten: [RegExp, string][] = [
   [/'app\.kubernetes\.io\/managed-by'/, 'the managed-by label (core/names.ts)'],
   [/2 \*\* 31 - 1/, "the platform timer's limit (core/clock.ts)"],
   [/kind: 'Reconciler'/, 'a Reconciler written out (reconcilerObject and reconcilerSpec, core/reconciler-spec.ts)'],
+  [/replace(?:All)?\((?:\/~1\/g|'~1')/, 'JSON-pointer unescaping (unescapePointerToken, core/json.ts)'],
+  [/replaceAll\('~', '~0'\)/, 'JSON-pointer escaping (escapePointerToken, core/json.ts)'],
   [/\.namespace \? `\$\{[\w.]+\.namespace\}\/\$\{[\w.]+\.name\}` : [\w.]+\.name/, 'the object key (objectKey)'],
 ];
 
@@ -140,9 +213,66 @@ test('no file outside core/ spells a shared concept out again', () => {
 test('the rooms of docs/architecture.md are the rooms of the tree', () => {
   const doc = readFileSync(join(root, 'docs', 'architecture.md'), 'utf8');
   for (const room of rooms) assert.match(doc, new RegExp(`\`${room}/`), `docs/architecture.md describes ${room}/`);
-  for (const room of ['core', 'bridge']) {
-    for (const file of sources(room)) if (!isTest(file) && !file.endsWith('.md')) assert.match(doc, new RegExp(`\`${relative(room, file).replace('.', '\\.')}\``), `docs/architecture.md names ${file}`);
+});
+
+/**
+ * The map, docs/architecture.md, names every source file a newcomer meets, so that it cannot
+ * drift from the tree. Each room has a section (a `### room/` heading) whose tables name each of
+ * its files in the first cell of a row, by its path within the room (`objects.ts`,
+ * `node/index.ts`); a row for a file that is gone fails too. Tests, and the fixtures of tests in a
+ * `testdata/` folder, are not on the map. The example functions and test/ are mapped by folder
+ * (`myweb/`, `support/`, and test/'s own files), not file by file: every example folder holds the
+ * same few files, and a test folder's files are what its row says.
+ */
+const mapped: { section: string; dir: string; by: 'file' | 'folder' }[] = [
+  ...['core', 'kube', 'bridge', 'functions/sdk', 'cli', 'cluster', 'knative', 'bin'].map((dir) => ({ section: `${dir}/`, dir, by: 'file' as const })),
+  { section: 'functions/<example>/', dir: 'functions', by: 'folder' },
+  { section: 'test/', dir: 'test', by: 'folder' },
+];
+
+/** What a section of the map must name: a room's source files, or a mapped-by-folder room's folders and source files. */
+function onTheMap({ dir, by }: (typeof mapped)[number]): string[] {
+  if (by === 'file') return sources(dir).filter((file) => !isTest(file) && !file.split('/').includes('testdata')).map((file) => relative(dir, file));
+  return readdirSync(join(root, dir))
+    .filter((name) => !name.startsWith('.') && !(dir === 'functions' && name === 'sdk'))
+    .flatMap((name) => (statSync(join(root, dir, name)).isDirectory() ? [`${name}/`] : /\.(ts|mjs)$/.test(name) ? [name] : []));
+}
+
+/** Each `### room/` section of the map, with the names in the first cell of its tables' rows. */
+function sectionsOf(doc: string): Map<string, Set<string>> {
+  const sections = new Map<string, Set<string>>();
+  let current: Set<string> | undefined;
+  for (const line of doc.split('\n')) {
+    if (/^#+\s/.test(line)) {
+      const room = /^###\s+`?([^\s:`]+\/)/.exec(line)?.[1];
+      current = room ? new Set() : undefined;
+      if (room) sections.set(room, current!);
+    } else if (current && line.startsWith('|')) {
+      for (const m of (line.split('|')[1] ?? '').matchAll(/`([^`]+)`/g)) current.add(m[1]!);
+    }
   }
+  return sections;
+}
+
+test('docs/architecture.md names every source file, each in its room\'s table, and no file that is gone', () => {
+  const sections = sectionsOf(readFileSync(join(root, 'docs', 'architecture.md'), 'utf8'));
+  const missing: string[] = [];
+  const gone: string[] = [];
+  for (const room of mapped) {
+    const expected = onTheMap(room);
+    const named = sections.get(room.section) ?? new Set<string>();
+    missing.push(...expected.filter((name) => !named.has(name)).map((name) => `${room.dir}/${name}`));
+    gone.push(...[...named].filter((name) => !expected.includes(name)).map((name) => `${room.dir}/${name}`));
+  }
+  assert.deepEqual(missing, [], `docs/architecture.md does not name ${missing.join(', ')}: give each a row, with one line of what it is for, in its room's table (a "### room/" section)`);
+  assert.deepEqual(gone, [], `docs/architecture.md names ${gone.join(', ')}, which the tree does not have: remove or rename the row`);
+});
+
+test('the map is read from the first cell of each row, within its room\'s section', () => {
+  const sections = sectionsOf('### core/: x\n\n| file | what |\n|---|---|\n| `a.ts`, `b.ts` | `c.ts` in prose |\n\n### `functions/<example>/`: y\n| `myweb/` | z |\n## next\n| `d.ts` | after the section |');
+  assert.deepEqual([...sections.get('core/')!], ['a.ts', 'b.ts']);
+  assert.deepEqual([...sections.get('functions/<example>/')!], ['myweb/']);
+  assert.equal(sections.size, 2);
 });
 
 test('names are imported from their home: no file but the SDK\'s face (functions/sdk/index.ts) passes names through', () => {
