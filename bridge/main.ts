@@ -1,7 +1,8 @@
 // The bridge process: its Reconcilers (from the cluster, a file or kfn dev), leadership (none,
 // a Lease, or a Lease per shard: bridge/lead.ts), /healthz /readyz /metrics, JSON logs, a
 // bounded graceful stop.
-import { readFileSync } from 'node:fs';
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Server } from 'node:http';
 import pino from 'pino';
 import { Bridge } from './bridge.ts';
@@ -52,7 +53,7 @@ export interface BridgeProcessOptions {
   api?: KubeApi;
   /** Reconcilers from this YAML file instead of the cluster's Reconciler resources. */
   configFile?: string;
-  /** How often the configFile is checked for changes (default 2000 ms). */
+  /** How often the configFile is checked for a change no file-system notification told of (default 60 s). */
   configCheckMs?: number;
   /** These Reconcilers instead of the cluster's (kfn dev); `RunningBridge.setReconcilers` replaces them. */
   reconcilers?: ReconcilerConfig[];
@@ -129,7 +130,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
-  const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 2000, logger, (configs) => fixedSource.set(configs)) : undefined;
+  const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 60_000, logger, (configs) => fixedSource.set(configs)) : undefined;
   // 4. /healthz, /readyz and /metrics: ready while standing by for the Lease, or once the
   //    Reconcilers are loaded and their watches synced.
   const health =
@@ -218,10 +219,16 @@ function newBridge(
   });
 }
 
+/** How long a --config file's directory must be quiet after a notification before it is read. */
+const configSettleMs = 100;
+
 /**
- * Checks `path` every `everyMs` and hands its Reconcilers to `apply` when its text changed. A file
- * that cannot be read or parsed is reported and the Reconcilers in use are kept: a half-written
- * or wrong edit never stops deliveries.
+ * Hands `path`'s Reconcilers to `apply` when its text changes. The file's directory is watched
+ * (inotify: an edit by hand, or the kubelet swapping a mounted ConfigMap's `..data` link), so an
+ * idle bridge is not woken to look; it is also checked every `everyMs`, for a change no
+ * notification told of (a file system without them, a watch that could not be set). A file that
+ * cannot be read or parsed is reported and the Reconcilers in use are kept: a half-written or
+ * wrong edit never stops deliveries.
  */
 function watchConfigFile(path: string, everyMs: number, logger: Logger, apply: (configs: ReconcilerConfig[]) => Promise<unknown>): { stop(): void } {
   const read = () => {
@@ -233,8 +240,13 @@ function watchConfigFile(path: string, everyMs: number, logger: Logger, apply: (
   };
   let applied = read();
   let checking = false;
-  const timer = setInterval(() => {
-    if (checking) return;
+  // A change told while one is being applied is looked at once that is done.
+  let again = false;
+  const check = (): void => {
+    if (checking) {
+      again = true;
+      return;
+    }
     const text = read();
     if (text === undefined || text === applied) return;
     let configs: ReconcilerConfig[];
@@ -250,8 +262,34 @@ function watchConfigFile(path: string, everyMs: number, logger: Logger, apply: (
     logger.info({ file: path, reconcilers: configs.map((c) => c.name) }, 'the bridge configuration changed: Reconcilers updated');
     apply(configs)
       .catch((err) => logger.error({ file: path, error: String(err) }, 'applying the changed configuration failed'))
-      .finally(() => (checking = false));
-  }, everyMs);
+      .finally(() => {
+        checking = false;
+        if (again) {
+          again = false;
+          check();
+        }
+      });
+  };
+  // Notifications come as the file is written: it is read once they have paused, not half-written.
+  let settle: NodeJS.Timeout | undefined;
+  const changed = () => {
+    clearTimeout(settle);
+    settle = setTimeout(check, configSettleMs).unref();
+  };
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(dirname(path), { persistent: false }, changed);
+    watcher.on('error', (err) => logger.warn({ file: path, error: String(err) }, `cannot watch the configuration's directory; checking it every ${everyMs / 1000} s`));
+  } catch (err) {
+    logger.warn({ file: path, error: String(err) }, `cannot watch the configuration's directory; checking it every ${everyMs / 1000} s`);
+  }
+  const timer = setInterval(check, everyMs);
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    stop: () => {
+      clearInterval(timer);
+      clearTimeout(settle);
+      watcher?.close();
+    },
+  };
 }

@@ -94,15 +94,14 @@ export class FixedReconcilers implements ReconcilerSource {
  */
 export class ClusterReconcilers implements ReconcilerSource {
   loaded = false;
-  /** Whether the last apply left a Reconciler that could not start: retried every retrySeconds. */
-  private failing = false;
   private readonly bridge: Bridge;
   private readonly api: KubeApi;
   private readonly log: Logger;
   private readonly watcherOptions: Partial<WatcherOptions> | undefined;
   private watcher: Watcher | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private retry: NodeJS.Timeout | undefined;
+  /** Set only while the last apply left a Reconciler that could not start: at rest, no timer. */
+  private cancelRetry: (() => void) | undefined;
   private applying = Promise.resolve();
   private stopped = false;
   /** What keeps each Reconciler from working, by source (`sink`, `watch <kind>`), until it works again. */
@@ -130,12 +129,6 @@ export class ClusterReconcilers implements ReconcilerSource {
     this.watcher.start();
     await this.watcher.waitForSync();
     this.schedule(0);
-    // Reconcilers whose kinds are not served yet (CRD installed later) are retried; when none
-    // failed, nothing is done (an idle bridge parsed every Reconciler every 5 s).
-    this.retry = setInterval(() => {
-      if (this.failing) this.schedule(0);
-    }, retrySeconds * 1000);
-    this.retry.unref();
   }
 
   onProblem(name: string, source: string, problem: string | undefined): void {
@@ -180,7 +173,7 @@ export class ClusterReconcilers implements ReconcilerSource {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.concurrencyTimer);
-    clearInterval(this.retry);
+    this.cancelRetry?.();
     await this.watcher?.stop();
   }
 
@@ -210,7 +203,16 @@ export class ClusterReconcilers implements ReconcilerSource {
       await this.writeStatus(obj, config, error ? { reason: 'WatchFailed', message: error.message } : undefined);
     }
     logFailures(this.log, failed);
-    this.failing = failed.size > 0;
+    // Reconcilers whose kinds are not served yet (a CRD installed later) are tried again after
+    // retrySeconds; once all have started, no timer is left (an idle bridge was woken every 5 s).
+    this.cancelRetry?.();
+    this.cancelRetry = undefined;
+    if (failed.size > 0 && !this.stopped) {
+      this.cancelRetry = this.bridge.clock.setTimer(() => {
+        this.cancelRetry = undefined;
+        this.schedule(0);
+      }, retrySeconds * 1000);
+    }
     this.loaded = true;
   }
 
@@ -220,7 +222,7 @@ export class ClusterReconcilers implements ReconcilerSource {
     if (!current?.size) return undefined;
     // An identity refused comes first: nothing is delivered whatever else is wrong.
     const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : [...current.entries()][0]!;
-    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden' };
+    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', clock: 'ClockSkew' };
     return { reason: reasons[source] ?? 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   }
 

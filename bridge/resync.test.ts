@@ -186,3 +186,82 @@ test('a timer that fires late (a blocked event loop) does not make the schedule 
   assert.equal(lateOnce, false, 'a timer was late');
   for (let i = 0; i < 10; i++) assert.equal(perKey.get(`k${i}`), 5, `k${i}: ${perKey.get(`k${i}`)} resyncs in 5 periods`);
 });
+
+/** A fake clock that counts the timers set and records when each fires. */
+function timerLog(start?: number) {
+  const clock = new FakeClock(start);
+  const firedAt: number[] = [];
+  let set = 0;
+  const setTimer = clock.setTimer.bind(clock);
+  clock.setTimer = (fn, ms) => (set++, setTimer(() => (firedAt.push(clock.now()), fn()), ms));
+  return { clock, firedAt, set: () => set };
+}
+
+test('three keys over a 1-hour period wake the schedule at most three times an hour, not 3,600; over a 10-hour period the same', () => {
+  for (const periodMs of [3_600_000, 36_000_000]) {
+    const { clock, firedAt } = timerLog();
+    const seen: string[] = [];
+    const schedule = new ResyncSchedule({ periodMs, clock, enqueue: (k) => seen.push(k) });
+    for (const k of ['a', 'b', 'c']) schedule.track(k);
+    schedule.start();
+    clock.advance(2 * periodMs);
+    schedule.stop();
+    assert.equal(seen.length, 6, 'each key once a period');
+    assert.ok(firedAt.length <= 6, `${firedAt.length} wakes in two periods of ${periodMs / 3_600_000} h`);
+  }
+});
+
+test('a key tracked for a later slot than the one armed sets no timer; an earlier one moves it', () => {
+  const { clock, set } = timerLog();
+  // The sequence from 0.5 over 100 slots: 50, then 11 (the golden step, 0.618…, wraps), then 73.
+  const schedule = new ResyncSchedule({ periodMs: 100_000, clock, enqueue: () => {}, random: () => 0.5 });
+  schedule.start();
+  assert.equal(set(), 0, 'no keys, no timer');
+  schedule.track('a');
+  assert.equal(set(), 1, 'the first key arms');
+  schedule.track('b');
+  assert.equal(set(), 2, 'a key due sooner moves the timer');
+  schedule.track('c');
+  assert.equal(set(), 2, 'a key due later leaves it');
+  schedule.stop();
+});
+
+test('untracking the last key cancels the timer: a schedule without keys sets none', () => {
+  const { clock, firedAt } = timerLog();
+  const schedule = new ResyncSchedule({ periodMs: 300_000, clock, enqueue: () => {} });
+  schedule.track('a');
+  schedule.start();
+  assert.equal(clock.pendingTimers(), 1);
+  schedule.untrack('a');
+  assert.equal(clock.pendingTimers(), 0, 'no timer left for a schedule without keys');
+  clock.advance(600_000);
+  assert.deepEqual(firedAt, [], 'and no wake');
+});
+
+test('untracking the keys of the slot armed moves the timer to the next slot with keys: no wake for an empty slot', () => {
+  const { clock, firedAt } = timerLog();
+  const at = new Map<string, number>();
+  const schedule = new ResyncSchedule({ periodMs: 100_000, clock, enqueue: (k) => at.set(k, clock.now()), random: () => 0.5 });
+  for (const k of ['a', 'b', 'c']) schedule.track(k);
+  schedule.start();
+  schedule.untrack('b'); // the first due (slot 11, before a's 50 and c's 73)
+  clock.advance(100_000);
+  schedule.stop();
+  assert.deepEqual([...at.keys()].sort(), ['a', 'c']);
+  assert.deepEqual(firedAt, [...at.values()].sort((x, y) => x - y), 'each wake served a key');
+});
+
+test("schedules started at different moments tick on the same instants of the clock, so the Reconcilers' resyncs due in one second share a wake", () => {
+  const { clock, firedAt } = timerLog(1_700_000_000_300);
+  let resyncs = 0;
+  const schedules = [0.1, 0.35].map((r) => new ResyncSchedule({ periodMs: 10_000, clock, enqueue: () => resyncs++, random: () => r }));
+  schedules[0]!.start();
+  clock.advance(450);
+  schedules[1]!.start();
+  for (const s of schedules) for (let i = 0; i < 10; i++) s.track(`k${i}`);
+  clock.advance(20_000);
+  for (const s of schedules) s.stop();
+  assert.equal(resyncs, 40, 'each key of each schedule, once a period');
+  assert.ok(firedAt.length > 0);
+  assert.deepEqual(firedAt.filter((t) => t % 1000 !== 0), [], 'every tick on a whole second of the clock');
+});

@@ -2,7 +2,9 @@
 // spread evenly over the period so that 1,000 objects make about 1,000/period deliveries per
 // second rather than one burst. Each key gets a slot from a low-discrepancy sequence (the
 // golden ratio), so the spread stays even as keys come and go; the sequence starts at a random
-// point, so that bridges restarted together do not line up.
+// point, so that bridges restarted together do not line up. A schedule sets one timer, for the
+// next tick whose slot holds a key, and none without keys: an idle bridge is woken for due work
+// only, and every schedule of a process ticks on the same instants, so their work shares wakes.
 //
 // A sink that scales to zero (a Knative Service, a Lambda) is the opposite case: spread keys
 // would wake it again and again over the period, and every wake is a cold start. There the keys
@@ -75,14 +77,21 @@ export class ResyncSchedule {
 
   track(key: string): void {
     if (this.slotOf.has(key) || this.periodMs <= 0) return;
+    const slot = this.place(key);
+    if (!this.started) return;
+    this.skipToNow();
+    // Only a key due before the timer set changes which tick is next.
+    if (this.armedTick === undefined || this.tickOf(slot) < this.armedTick) this.arm();
+  }
+
+  /** Gives `key` the next slot of the sequence, and returns the slot. */
+  private place(key: string): number {
     const slot = this.slotFor();
     this.slotOf.set(key, slot);
     let bucket = this.buckets.get(slot);
     if (!bucket) this.buckets.set(slot, (bucket = new Set()));
     bucket.add(key);
-    if (!this.started) return;
-    this.skipToNow();
-    if (this.armedTick === undefined || this.tickOf(slot) < this.armedTick) this.arm();
+    return slot;
   }
 
   /** The first tick from `from` on that serves `slot`. */
@@ -105,8 +114,15 @@ export class ResyncSchedule {
     if (slot === undefined) return;
     const bucket = this.buckets.get(slot)!;
     bucket.delete(key);
-    if (bucket.size === 0) this.buckets.delete(slot);
     this.slotOf.delete(key);
+    if (bucket.size > 0) return;
+    this.buckets.delete(slot);
+    // The slot the timer is set for is empty now: the timer moves to the next one with keys, or
+    // goes with the last key (a wake that would serve nothing).
+    if (this.started && this.armedTick !== undefined && this.armedTick % this.slots === slot) {
+      this.skipToNow();
+      this.arm();
+    }
   }
 
   get size(): number {
@@ -123,7 +139,7 @@ export class ResyncSchedule {
     this.slotOf.clear();
     this.sequence = 0;
     this.offset = this.random();
-    for (const key of keys) this.track(key);
+    if (periodMs > 0) for (const key of keys) this.place(key);
     if (!this.started) return;
     this.skipToNow();
     this.arm();
@@ -132,7 +148,9 @@ export class ResyncSchedule {
   start(): void {
     if (this.started || this.periodMs <= 0) return;
     this.started = true;
-    this.epoch = this.clock.now();
+    // Ticks fall on whole multiples of tickMs on the clock, the same instants in every schedule of
+    // the process: the Reconcilers' resyncs due in the same second share one wake, not one each.
+    this.epoch = Math.floor(this.clock.now() / this.tickMs) * this.tickMs;
     this.next = 1;
     this.arm();
   }

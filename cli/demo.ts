@@ -33,7 +33,7 @@ and each function's samples.yaml; then prints every delivery (event → function
 → status) until Ctrl-C, which stops everything the demo started.
 
 On the local cluster the bridge and the functions run as pods: the bridge image is built and
-the shipped manifests/ applied (2 replicas, one leader), each function is deployed as with
+the shipped manifests/ applied (1 replica, leader-elected), each function is deployed as with
 \`kfn deploy\`. On another cluster, or with --local, they run as processes on this machine
 (faster to start; each function still under its own ServiceAccount token).
 
@@ -157,7 +157,7 @@ class Demo {
    */
   async startInCluster(api: KubeApi): Promise<void> {
     await installBridge(api, readState(clusterPaths())!.binDir, 'kfn-demo', (l) => say(dim(`  ${l}`)));
-    say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (2 replicas, leader election), from manifests/`);
+    say(`Bridge: Deployment ${systemNamespace}/kfn-bridge (1 replica, leader election), from manifests/`);
     const knative = this.options.knative;
     if (knative) {
       const { knativeStatus } = await import('../cluster/knative.ts');

@@ -5,8 +5,9 @@
 //   controller-runtime ×12   the MyWeb peer run twelve times (twelve Deployments, each with its
 //                            own cluster-wide caches), operator i reconciling team i's MyWeb
 //   controller-runtime 1×12  one manager running twelve such controllers over one cache
-//   kfn, Deployments         the bridge (leader and standby) and the twelve examples' functions,
-//                            each its own Deployment, as `kfn deploy --all` runs them
+//   kfn, Deployments         the bridge (as manifests/ runs it: one replica) and the twelve
+//                            examples' functions, each its own Deployment, as `kfn deploy --all`
+//                            runs them
 //   kfn, shared host         the same, the functions without webhooks served by one process
 //                            (`kfn deploy --host`), those with webhooks by their own
 //   kfn on Knative           the bridge, the functions as Knative Services, Knative Serving and

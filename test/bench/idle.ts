@@ -1,7 +1,7 @@
 // npm run bench:idle — what the bridge does when nothing changes, on the real local cluster: the
 // twelve examples' Reconcilers in the cluster (with their identities and rights, as `kfn deploy`
 // writes them) and their samples, served by two bridge processes with leader election (a leader and a standby,
-// as the Deployment runs them), each delivery answered at once by a local receiver. Once every
+// as the Deployment runs them with replicas: 2), each delivery answered at once by a local receiver. Once every
 // sample has been delivered and the bridges have settled, each bridge's CPU over an idle minute
 // (from /proc) and where the leader's went (a CPU profile through its inspector).
 // Options: --settle S (default 120), --idle S (default 60), --node-options="…", --from-source.

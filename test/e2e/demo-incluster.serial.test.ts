@@ -11,7 +11,7 @@ test('the demo runs the bridge and the functions as pods and stops what it start
   const cluster = await testCluster();
   const { code, output } = await runDemo(cluster);
   assert.equal(code, 0, output);
-  assert.match(output, /Bridge: Deployment kfn-system\/kfn-bridge \(2 replicas, leader election\), from manifests\//);
+  assert.match(output, /Bridge: Deployment kfn-system\/kfn-bridge \(1 replica, leader election\), from manifests\//);
   assert.match(output, /Function myweb runs in the cluster: Deployment and Service kfn-system\/kfn-fn-myweb/);
   assert.match(output, /MyWeb kfn-demo\/hello created → myweb → 200 in \d+ ms: applied ConfigMap\/hello-page, Deployment\/hello, Service\/hello/, 'narrated from the bridge pod\'s journal');
   assert.match(output, /All \d+ samples are Ready\./);

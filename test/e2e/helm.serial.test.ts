@@ -1,7 +1,8 @@
 // The bridge installed the way operators are installed: `helm install` of charts/kfn (with the
-// bridge image kfn builds), then `helm upgrade` to two shards — a rollout in which one shard
-// layout delivers at a time — and `helm uninstall`. Serial: an in-cluster bridge takes every
-// Reconciler in the cluster, so it must not run beside the other tests' Reconcilers.
+// bridge image kfn builds, and two replicas: a leader and a standby), then `helm upgrade` to two
+// shards — a rollout in which one shard layout delivers at a time — and `helm uninstall`.
+// Serial: an in-cluster bridge takes every Reconciler in the cluster, so it must not run beside
+// the other tests' Reconcilers.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -41,14 +42,15 @@ test('helm install, helm upgrade to two shards, helm uninstall: the bridge runs,
 
   // --take-ownership: the cluster-scoped RBAC of an earlier `kubectl apply -k manifests/` (the
   // same objects) is adopted, as a user moving from the kustomize base to the chart does.
-  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--take-ownership');
+  // Two replicas, as docs/operations.md says to run a standby (the chart's default is one).
+  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--set', 'replicas=2', '--wait', '--timeout', '3m', '--take-ownership');
   assert.match(installed.stdout, /STATUS: deployed/);
   await api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/reconcilers.kfn.dev');
   await readyPods(2, 'two bridge replicas ready');
   const holder = await waitFor('a replica to hold the Lease', async () => (await api.request<{ spec?: { holderIdentity?: string } }>('GET', '/apis/coordination.k8s.io/v1/namespaces/kfn-system/leases/kfn-bridge')).spec?.holderIdentity);
   t.diagnostic(`leader: ${holder}`);
 
-  const upgraded = await run(helm, 'upgrade', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--set', 'shards=2', '--wait', '--timeout', '3m');
+  const upgraded = await run(helm, 'upgrade', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--reuse-values', '--set', 'shards=2', '--wait', '--timeout', '3m');
   assert.match(upgraded.stdout, /has been upgraded/);
   const pods = await readyPods(2, 'two sharded replicas ready (the rollout done)');
   assert.ok(pods.every((p) => p.spec.containers[0]!.args.includes('--shards=2')), 'every replica runs with --shards=2');

@@ -1,6 +1,6 @@
 // kfn in the cluster, as a user installs it: the bridge image built and imported
-// (`kfn image build bridge`), `kubectl apply -k manifests/` (2 replicas, one leader delivering),
-// functions deployed with `kfn deploy` as a Deployment + Service (myweb pushed to the local
+// (`kfn image build bridge`), `kubectl apply -k manifests/` with a standby added (2 replicas, one
+// leader delivering), functions deployed with `kfn deploy` as a Deployment + Service (myweb pushed to the local
 // registry, with a user and password, and pulled by the node by digest), and a MyWeb
 // reconciled by them, its page served by nginx on its NodePort. Serial: an in-cluster bridge takes every
 // Reconciler in the cluster, so it must not run beside the other tests' Reconcilers.
@@ -40,6 +40,8 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
 
   await kfn('image', 'build', 'bridge');
   await kubectl('apply', '-k', join(repoRoot, 'manifests'));
+  // manifests/ runs one replica; with a standby beside it, only the Lease holder may deliver.
+  await kubectl('-n', 'kfn-system', 'scale', 'deployment/kfn-bridge', '--replicas=2');
   const bridgePods = await waitFor('2 bridge pods ready', async () => {
     const pods = await api.request<{ items: Pod[] }>('GET', '/api/v1/namespaces/kfn-system/pods?labelSelector=app.kubernetes.io/name=kfn-bridge');
     const ready = pods.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));

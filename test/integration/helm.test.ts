@@ -44,6 +44,9 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   for (const o of base) assert.deepEqual(normalized(rendered.find((r) => key(r) === key(o))!), normalized(o), `${key(o)} as in manifests/`);
 
   const deployment = (objs: Obj[]) => objs.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number; template: { spec: { containers: { image: string; args: string[] }[]; volumes?: unknown[] } } } };
+  assert.equal(deployment(rendered).spec.replicas, 1, 'one replica by default, leader-elected');
+  assert.ok(deployment(rendered).spec.template.spec.containers[0]!.args.includes('--leader-elect'));
+  assert.equal(deployment(await render('replicas=2')).spec.replicas, 2, 'a standby a value away');
   const sharded = deployment(await render('replicas=3', 'shards=3'));
   assert.equal(sharded.spec.replicas, 3);
   assert.ok(sharded.spec.template.spec.containers[0]!.args.includes('--shards=3'));
@@ -67,7 +70,7 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   const env = (objs: Obj[]) => (deployment(objs).spec.template.spec.containers[0] as unknown as { env: { name: string; value?: string }[] }).env;
   assert.deepEqual(env(await render('tracing.otlpEndpoint=http://collector.observability:4318')).find((e) => e.name === 'OTEL_EXPORTER_OTLP_ENDPOINT'), { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://collector.observability:4318' });
   assert.equal(env(rendered).some((e) => e.name.startsWith('OTEL_')), false, 'no tracing by default');
-  await assert.rejects(render('leaderElection=false'), /replicas > 1 needs leaderElection: true/);
+  await assert.rejects(render('replicas=2', 'leaderElection=false'), /replicas > 1 needs leaderElection: true/);
   await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
 });
 
