@@ -51,14 +51,14 @@ test('at zero, a key is held while the Deployment is scaled to one and its pod s
   const { api, state } = deployment(clock, { replicas: 0, startMs: 1200 });
   const activator = new Activator(target, api, clock, quiet);
   let released = 0;
-  assert.equal(activator.admit(() => released++, 1), false, 'held: no pod is ready');
-  assert.equal(activator.admit(() => released++, 2), false, 'a second key is held too');
+  assert.equal(activator.admit('k1', () => released++, 1), false, 'held: no pod is ready');
+  assert.equal(activator.admit('k2', () => released++, 2), false, 'a second key is held too');
   await advance(clock, 1000);
   assert.deepEqual(state.scales, [1], 'scaled from zero once, whatever number of keys waits');
   assert.equal(released, 0, 'not before the pod is ready');
   await advance(clock, 400);
   assert.equal(released, 2, 'every held key released once the pod is ready');
-  assert.equal(activator.admit(() => assert.fail('not held'), 1), true, 'up: delivered at once');
+  assert.equal(activator.admit('k3', () => assert.fail('not held'), 1), true, 'up: delivered at once');
   assert.equal(activator.stats.wakes, 1);
 });
 
@@ -67,9 +67,9 @@ test('idle for idleSeconds with nothing in flight: scaled to zero; a delivery in
   const { api, state } = deployment(clock, { replicas: 1 });
   const activator = new Activator(target, api, clock, quiet);
   // Found running at start: up after one look, then idle from there.
-  activator.admit(() => {}, 1);
+  activator.admit('k4', () => {}, 1);
   await advance(clock, 200);
-  assert.equal(activator.admit(() => assert.fail('not held'), 1), true);
+  assert.equal(activator.admit('k5', () => assert.fail('not held'), 1), true);
   activator.started();
   await advance(clock, 120_000, 1000);
   assert.deepEqual(state.scales, [], 'not while a delivery is in flight');
@@ -80,7 +80,7 @@ test('idle for idleSeconds with nothing in flight: scaled to zero; a delivery in
   assert.deepEqual(state.scales, [0], 'scaled to zero once idle for the window');
   // The next key wakes it again.
   let released = 0;
-  assert.equal(activator.admit(() => released++, 1), false);
+  assert.equal(activator.admit('k6', () => released++, 1), false);
   await advance(clock, 1500);
   assert.equal(released, 1);
   assert.deepEqual(state.scales, [0, 1]);
@@ -106,12 +106,12 @@ test('many keys at once scale out by queue depth, up to maxReplicas', async () =
   const clock = new FakeClock();
   const { api, state } = deployment(clock, { replicas: 1 });
   const activator = new Activator(target, api, clock, quiet);
-  activator.admit(() => {}, 1);
+  activator.admit('k7', () => {}, 1);
   await advance(clock, 200);
-  assert.equal(activator.admit(() => {}, 25), true);
+  assert.equal(activator.admit('k8', () => {}, 25), true);
   await settle();
   assert.deepEqual(state.scales, [3], '25 keys at 10 per replica: 3');
-  assert.equal(activator.admit(() => {}, 500), true);
+  assert.equal(activator.admit('k9', () => {}, 500), true);
   await settle();
   assert.deepEqual(state.scales, [3], 'never past maxReplicas');
 });
@@ -123,7 +123,7 @@ test('a start that does not come is said (with the Deployment\'s conditions) whi
   const problems: (string | undefined)[] = [];
   activator.report((p) => problems.push(p));
   let released = 0;
-  activator.admit(() => released++, 1);
+  activator.admit('k10', () => released++, 1);
   await advance(clock, startReportMs + 2000, 500);
   assert.equal(released, 0);
   assert.match(problems.at(-1) ?? '', /scaled Deployment fns\/kfn-fn-web from zero for a delivery, but no pod of it has been ready for \d+ s \(its conditions: Available=False \(MinimumReplicasUnavailable: Deployment does not have minimum availability\.\)\); deliveries wait for it/);
@@ -139,7 +139,7 @@ test('a Deployment that does not exist is said at once', async () => {
   const activator = new Activator(target, api, clock, quiet);
   const problems: (string | undefined)[] = [];
   activator.report((p) => problems.push(p));
-  activator.admit(() => {}, 1);
+  activator.admit('k11', () => {}, 1);
   await advance(clock, 200);
   assert.match(problems[0] ?? '', /Deployment fns\/kfn-fn-web, which its spec.sink.scaleToZero names, does not exist/);
   activator.stop();
@@ -149,14 +149,14 @@ test('a sink that cannot be reached (its pod gone) is looked at again before the
   const clock = new FakeClock();
   const { api, state } = deployment(clock, { replicas: 1 });
   const activator = new Activator(target, api, clock, quiet);
-  activator.admit(() => {}, 1);
+  activator.admit('k12', () => {}, 1);
   await advance(clock, 200);
   activator.started();
   // Someone scaled it to zero behind the bridge's back.
   state.replicas = 0;
   activator.finished(true);
   let released = 0;
-  assert.equal(activator.admit(() => released++, 1), false, 'held until it is looked at');
+  assert.equal(activator.admit('k13', () => released++, 1), false, 'held until it is looked at');
   await advance(clock, 1500);
   assert.equal(released, 1);
   assert.deepEqual(state.scales, [1]);

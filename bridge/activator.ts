@@ -56,8 +56,8 @@ export class Activator {
   /** Whether a pod was ready when last looked at (undefined: not known, look before delivering). */
   private ready: boolean | undefined;
   private waking: Promise<void> | undefined;
-  /** Keys held until a pod is ready: each is queued again by its callback. */
-  private readonly held = new Set<() => void>();
+  /** Keys held until a pod is ready, each once, with what queues it again. */
+  private readonly held = new Map<string, () => void>();
   private inFlight = 0;
   private lastActive: number;
   private cancelIdle: (() => void) | undefined;
@@ -89,17 +89,17 @@ export class Activator {
   }
 
   /**
-   * Whether a delivery may go now. If no pod is ready, the key is held: `requeue` is called once
-   * one is (the caller returns without delivering). `depth`: the keys waiting and in flight, by
-   * which it is scaled out.
+   * Whether a delivery of `key` may go now. If no pod is ready, the key is held: `requeue` is
+   * called once one is (the caller returns without delivering), once however often the key was
+   * held meanwhile. `depth`: the keys waiting and in flight, by which it is scaled out.
    */
-  admit(requeue: () => void, depth: number): boolean {
+  admit(key: string, requeue: () => void, depth: number): boolean {
     this.lastActive = this.clock.now();
     if (this.ready && this.replicas) {
       this.scaleOut(depth);
       return true;
     }
-    this.held.add(requeue);
+    this.held.set(key, requeue);
     void this.wake();
     return false;
   }
@@ -168,7 +168,7 @@ export class Activator {
       }
       if (this.stopped) return;
       this.log.info({ deployment: `${this.target.namespace}/${this.target.name}`, ms: this.clock.now() - since, held: this.held.size }, 'a pod is ready; delivering what waited');
-      const held = [...this.held];
+      const held = [...this.held.values()];
       this.held.clear();
       this.lastActive = this.clock.now();
       this.armIdle();

@@ -542,6 +542,101 @@ describe('a review that cannot decide', () => {
   });
 });
 
+describe('a delivery is timed from when it is sent', () => {
+  test('a sink lookup slower than the grace does not eat into the hold: the key is held for the whole time the function is told it has, from when it is sent', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    let lookups = 0;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
+      if (path.endsWith('/fn-sink')) {
+        lookups++;
+        await gate;
+        return { status: { url: receiver.url, conditions: [{ type: 'Ready', status: 'True' }] } };
+      }
+      return plain(method as never, path, options);
+    };
+    // Answered only at the end: the hold is looked at while the delivery is in flight.
+    const waiting: (() => void)[] = [];
+    const answer = () => waiting.splice(0).forEach((f) => f());
+    receiver.answer = (d, res) => new Promise<void>((r) => waiting.push(() => (answerDone(d, res), r())));
+    server.put('w');
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: false });
+    t.after(() => (answer(), release(), bridge.stop(1000)));
+    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { ref: { apiVersion: 'example.com/v1', kind: 'Widget', name: 'fn-sink', namespace: 'ns' } }, timeoutSeconds: 30 } })]);
+    await until('the sink looked up', () => (lookups > 0 ? true : undefined));
+    // The lookup takes 5 s, longer than the 2 s grace the hold adds to the timeout.
+    clock.advance(5000);
+    release();
+    await until('the delivery', () => receiver.of('w')[0]);
+    const sentAt = clock.now();
+    const held = bridge.holds.until('widgets', 'ns/w', 30_000);
+    assert.ok(held !== undefined && held >= sentAt + 30_000, `held until ${held === undefined ? 'never' : held - sentAt} ms after it was sent; the function was told it has 30000 ms`);
+    answer();
+  });
+});
+
+describe('a sink the bridge scales to zero', () => {
+  test('at zero, a change wakes the Deployment; the key is delivered once, in order, once a pod is ready; idle, it goes back to zero; a start that does not come shows on the Reconciler', async (t) => {
+    const server = new FakeApiServer();
+    const clock = new FakeClock(Date.now());
+    const receiver = await startReceiver(t, { kind: 'none' });
+    const api = server.api();
+    const plain = api.request.bind(api);
+    const deployment = { replicas: 0, readyAt: Infinity, startMs: 1500, scales: [] as number[] };
+    (api as { request: unknown }).request = async (method: string, path: string, options?: { body?: { spec: { replicas: number } } }) => {
+      if (path === '/apis/apps/v1/namespaces/fns/deployments/kfn-fn-widgets') {
+        return { spec: { replicas: deployment.replicas }, status: { readyReplicas: deployment.replicas && clock.now() >= deployment.readyAt ? deployment.replicas : 0 } };
+      }
+      if (path === '/apis/apps/v1/namespaces/fns/deployments/kfn-fn-widgets/scale') {
+        if (deployment.replicas === 0 && options!.body!.spec.replicas > 0) deployment.readyAt = clock.now() + deployment.startMs;
+        deployment.replicas = options!.body!.spec.replicas;
+        deployment.scales.push(deployment.replicas);
+        return {};
+      }
+      return plain(method as never, path, options);
+    };
+    const problems: (string | undefined)[] = [];
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: false, onProblem: (_, source, p) => source === 'activator' && problems.push(p) });
+    t.after(() => bridge.stop(1000));
+    const spec = { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url, scaleToZero: { deployment: { namespace: 'fns', name: 'kfn-fn-widgets' }, idleSeconds: 60 } } };
+    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec })]);
+    await until('the first list', () => (bridge.ready ? true : undefined));
+    const step = async (ms: number) => {
+      for (let i = 0; i < ms; i += 100) {
+        clock.advance(100);
+        await new Promise((r) => setImmediate(r));
+      }
+    };
+    server.put('w');
+    await step(1000);
+    assert.deepEqual(deployment.scales, [1], 'woken from zero by the change');
+    assert.equal(receiver.of('w').length, 0, 'held while the pod starts');
+    server.put('w', { labels: { edited: 'yes' } });
+    await step(1000);
+    const delivered = await until('delivered once a pod is ready', () => receiver.of('w')[0]);
+    await atRest(bridge);
+    assert.equal(receiver.of('w').length, 1, 'the two changes while held: one delivery, of the newest');
+    assert.equal(delivered.reason, 'updated');
+    await step(61_000);
+    assert.deepEqual(deployment.scales, [1, 0], 'back to zero after the idle window');
+    // A start that does not come: said on the Reconciler, and the key still waits.
+    deployment.startMs = Infinity;
+    server.put('v');
+    await step(65_000);
+    assert.match(problems.at(-1) ?? '', /no pod of it has been ready for \d+ s/);
+    assert.equal(receiver.of('v').length, 0);
+    deployment.readyAt = clock.now();
+    await step(2000);
+    await until('delivered once the pod is ready at last', () => receiver.of('v')[0]);
+    assert.equal(problems.at(-1), undefined, 'and the problem cleared');
+  });
+});
+
 describe('traces of observations that are never delivered still end', () => {
   /** Every receive span has its queued span ended: none runs on in the exporter's absence. */
   const unended = (exported: InMemorySpanExporter) => {

@@ -7,7 +7,8 @@
 //   setReconcilers: Controllers added, changed, removed; watches shared, started and stopped
 //
 import { hostname } from 'node:os';
-import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
+import { Activator } from './activator.ts';
+import { kindId, scaleTargetOf, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
 import { Controller, type ControllerContext } from './controller.ts';
 import { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
@@ -112,6 +113,8 @@ export class Bridge {
   private stopTimeoutMs = 30_000;
   /** The watches of RBAC, once a Reconciler has an identity to review. */
   private rbac: RbacChanges | undefined;
+  /** One activator per Deployment scaled to zero, shared by the Reconcilers it serves (a shared host's). */
+  private readonly activators = new Map<string, { activator: Activator; users: number }>();
 
   constructor(options: BridgeOptions) {
     this.options = options;
@@ -131,6 +134,7 @@ export class Bridge {
       recordWarning: (obj, reason, message) => this.recordWarning(obj, reason, message),
       rbacWatched: () => this.rbac?.watching ?? false,
       accessChanged: (runtime, allowed) => this.accessChanged(runtime, allowed),
+      activator: (config) => this.activatorFor(config),
     };
     options.metrics?.trackWatches(() => this.watchStates());
   }
@@ -395,6 +399,28 @@ export class Bridge {
     shared.unsubscribe = unsubscribe;
     watcher.start();
     return shared;
+  }
+
+  /** The activator of the Deployment a Reconciler's sink runs as, if the bridge scales it; `release` when the Reconciler stops. */
+  private activatorFor(config: ReconcilerConfig): { activator: Activator; release: () => void } | undefined {
+    const target = scaleTargetOf(config);
+    if (!target) return undefined;
+    const id = `${target.namespace}/${target.name}`;
+    let entry = this.activators.get(id);
+    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log), users: 0 }));
+    entry.users++;
+    const held = entry;
+    let released = false;
+    return {
+      activator: held.activator,
+      release: () => {
+        if (released) return;
+        released = true;
+        if (--held.users > 0 || this.activators.get(id) !== held) return;
+        held.activator.stop();
+        this.activators.delete(id);
+      },
+    };
   }
 
   /** Writes a Warning Event on an object; failures are logged, never thrown. */

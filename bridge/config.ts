@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { defaultedReconcilerSpec, observedFields, reconcilerSpecSchema, reconcilerStatusSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
+import { defaultedReconcilerSpec, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
+import type { ScaleTarget } from './activator.ts';
 import { customResourceDefinition } from '../kube/crd.ts';
 
 /**
@@ -190,7 +191,20 @@ export function kindId(ref: KindRef): string {
   return `${ref.apiVersion}/${ref.kind}`;
 }
 
-/** Whether a sink scales to zero when idle: a Knative Service, or a Lambda Function URL (SigV4). */
-function scalesToZero(sink: { ref?: { apiVersion: string; kind: string }; awsIam?: unknown }): boolean {
-  return Boolean(sink.awsIam) || (sink.ref?.kind === 'Service' && sink.ref.apiVersion.startsWith('serving.knative.dev/'));
+/** Whether a sink scales to zero when idle: a Knative Service, a Lambda Function URL (SigV4), or a Deployment the bridge scales. */
+function scalesToZero(sink: { ref?: { apiVersion: string; kind: string }; awsIam?: unknown; scaleToZero?: unknown }): boolean {
+  return Boolean(sink.awsIam) || Boolean(sink.scaleToZero) || (sink.ref?.kind === 'Service' && sink.ref.apiVersion.startsWith('serving.knative.dev/'));
+}
+
+/** The Deployment a Reconciler's bridge scales to and from zero, with every default filled in; undefined when it scales none. */
+export function scaleTargetOf(config: ReconcilerConfig): ScaleTarget | undefined {
+  const s = config.sink.scaleToZero;
+  if (!s) return undefined;
+  return {
+    namespace: s.deployment.namespace,
+    name: s.deployment.name,
+    idleSeconds: s.idleSeconds ?? reconcilerLimits.idleSeconds.default,
+    maxReplicas: s.maxReplicas ?? reconcilerLimits.maxReplicas.default,
+    keysPerReplica: s.keysPerReplica ?? reconcilerLimits.keysPerReplica.default,
+  };
 }

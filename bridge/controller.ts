@@ -7,6 +7,7 @@
 //   watch event ─▶ onEvent ─▶ route() ─▶ observe(key) ─▶ WorkQueue ─▶ Workers ─▶ deliver(key)
 //   ResyncSchedule ─────────── low-priority keys ──┘        ▲                      │
 //                                                          └── carryOut(settle()) ◀┘
+import type { Activator } from './activator.ts';
 import { AdaptiveLimit } from './concurrency.ts';
 import { watchedKinds, type ReconcilerConfig } from './config.ts';
 import { sinkFailureOf, type DeliveryResult } from './delivery.ts';
@@ -62,6 +63,8 @@ export interface ControllerContext {
    * they are let go.
    */
   accessChanged?: (controller: Controller, allowed: boolean) => Promise<void>;
+  /** The activator of the Deployment the sink runs as, when the bridge scales it to zero (bridge/activator.ts). */
+  activator?: (config: ReconcilerConfig) => { activator: Activator; release: () => void } | undefined;
 }
 
 
@@ -101,6 +104,9 @@ export class Controller {
   private readonly primaryIndexes: (SelectorIndex | ReferenceIndex)[] = [];
   private readonly bridge: ControllerContext;
   private readonly sink: Sink;
+  /** The activator of the sink's Deployment, when the bridge scales it to zero; released at stop. */
+  private readonly activation: { activator: Activator; release: () => void } | undefined;
+  private readonly unreport: (() => void) | undefined;
   /** What the Reconciler's Ready condition says of its function's clock (bridge/outcome.ts). */
   private readonly clockSkew = new ClockSkewReport();
 
@@ -111,6 +117,9 @@ export class Controller {
     // Only where the primary's watch keeps its status (contract 2, or a field-mapped watch).
     this.readyTime = watchedKinds(config)[0]?.full ? new TimeToReady((seconds) => bridge.metrics?.changeToReady.observe({ controller: config.name }, seconds)) : undefined;
     this.sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem), { allowPlainHttp: config.sink.allowPlainHttp === true });
+    this.activation = bridge.activator?.(config);
+    // A start that does not come is the sink's problem, as one that does not answer is.
+    this.unreport = this.activation?.activator.report((problem) => bridge.onProblem?.(config.name, 'activator', problem));
     const metrics = bridge.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
     this.resync = new ResyncSchedule({
@@ -476,6 +485,13 @@ export class Controller {
     if (live && reason === 'deleted') reason = 'created';
     // Gone: nothing more to wait for before delivering it (a new object of the name starts afresh).
     if (reason === 'deleted') this.snapshots?.forget(key);
+    // A sink scaled to zero: held while a pod starts, and queued again once one is ready (the
+    // key keeps its reason and its place). Not a failure, so no backoff.
+    const activator = this.activation?.activator;
+    if (activator && !activator.admit(key, () => this.queue.add(key), this.queue.length + this.workers.busy)) {
+      if (pending.trace) this.traces.dequeued(pending.trace);
+      return;
+    }
     const observation: Observation = {
       reconciler: this.config.name,
       primary: refOf(primary),
@@ -483,6 +499,8 @@ export class Controller {
       trigger: reason === 'child' || reason === 'mapped' ? pending.trigger : undefined,
       observedAt: pending.observedAt,
     };
+    // Timed from here: what the sink's lookup and signing take is not the function's time.
+    await this.sink.prepare();
     const attempt = this.queue.retries(key) + 1;
     // The deadline the function reads is wall time (its clock is another machine's); the one
     // the bridge holds the key by is on its monotonic clock.
@@ -502,7 +520,10 @@ export class Controller {
     const { event, message } = encoded;
     // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
     this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this);
+    activator?.started();
     const sent = tracing.on ? await this.sendTraced(message, reason, event, attempt, pending.trace) : await this.send(message, reason);
+    // Not reached at all (its pod gone, evicted, scaled down by someone else): looked at again first.
+    activator?.finished(sent.result.status === undefined && sent.result.outcome.kind === 'retry');
     const { sink } = sent;
     if (this.limit.answered({ status: sent.result.status, durationMs: sent.result.durationMs, inFlight: this.workers.busy })) {
       this.bridge.metrics?.concurrency.set({ controller: this.config.name }, this.limit.current);
@@ -684,6 +705,8 @@ export class Controller {
   async stop(timeoutMs: number): Promise<boolean> {
     this.stopped = true;
     this.cancelReview?.();
+    this.unreport?.();
+    this.activation?.release();
     for (const key of [...this.deferred.keys()]) this.undefer(key);
     this.resync.stop();
     const finished = await this.workers.stop(timeoutMs);

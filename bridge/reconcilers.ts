@@ -222,7 +222,7 @@ export class ClusterReconcilers implements ReconcilerSource {
     if (!current?.size) return undefined;
     // An identity refused comes first: nothing is delivered whatever else is wrong.
     const [source, message] = current.has('identity') ? ['identity', current.get('identity')!] : [...current.entries()][0]!;
-    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', clock: 'ClockSkew' };
+    const reasons: Record<string, string> = { sink: 'SinkNotReady', identity: 'IdentityForbidden', clock: 'ClockSkew', activator: 'SinkNotReady' };
     return { reason: reasons[source] ?? 'WatchFailed', message: current.size > 1 ? [...current.values()].join('; ') : message };
   }
 

@@ -63,6 +63,22 @@ export class Sink {
   }
 
   /** Sends one event; never throws: a sink or credentials that cannot be resolved is a retry. */
+  /**
+   * Looks up what a delivery needs before it is timed: the sink's address, the credentials and
+   * the signer (each kept after the first time). A delivery's deadline and hold start after this,
+   * so a slow lookup cannot eat into the time the function is told it has. Never throws: what
+   * fails here fails again in send(), which reports it.
+   */
+  async prepare(): Promise<void> {
+    try {
+      await this.resolve();
+      await this.resolveCredentials();
+      await this.signer();
+    } catch {
+      // send() says what it is.
+    }
+  }
+
   async send(message: HttpMessage, timeoutMs: number): Promise<{ result: DeliveryResult; sink: string }> {
     let result: DeliveryResult;
     let sink = '';

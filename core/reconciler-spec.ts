@@ -23,6 +23,10 @@ export const reconcilerLimits = {
   maxDelayMs: { minimum: 1, maximum: 86_400_000, default: 1_000_000 },
   qps: { minimum: 1, maximum: 10_000, default: 10 },
   burst: { minimum: 1, maximum: 100_000, default: 100 },
+  // Near Knative's: its stable window (60 s) and grace period (30 s) before a revision goes to zero.
+  idleSeconds: { minimum: 10, maximum: 86_400, default: 90 },
+  maxReplicas: { minimum: 1, maximum: 100, default: 1 },
+  keysPerReplica: { minimum: 1, maximum: 10_000, default: 10 },
 } as const;
 
 /** The status the bridge writes besides observedGeneration and conditions. */
@@ -102,6 +106,23 @@ const sinkSchema = withRules(
           'Deliver over plain http:// to a host outside the cluster (not a Service name, not this machine). Every event can be read on the way, and a contract 2 event carries the objects themselves: without this such a sink is refused.',
       }),
     ),
+    scaleToZero: Type.Optional(
+      Type.Object(
+        {
+          deployment: Type.Object(
+            { name: Type.String({ minLength: 1 }), namespace: Type.String({ minLength: 1 }) },
+            { description: 'The Deployment the sink runs as (the function\'s, or a shared host\'s).' },
+          ),
+          idleSeconds: bounded(reconcilerLimits.idleSeconds, 'Seconds without a delivery before it is scaled back to zero.'),
+          maxReplicas: bounded(reconcilerLimits.maxReplicas, 'The most replicas it is scaled out to while keys wait.'),
+          keysPerReplica: bounded(reconcilerLimits.keysPerReplica, 'Keys waiting or in flight per replica before another replica is added.'),
+        },
+        {
+          description:
+            "The bridge scales the sink's Deployment from zero when a delivery waits (through its scale subresource), holds the deliveries while a pod starts, scales it out by the keys waiting, and back to zero when idle: scale to zero without Knative. The bridge needs get on that Deployment and get, patch on its scale (kfn deploy --scale-to-zero grants them).",
+        },
+      ),
+    ),
     awsIam: Type.Optional(
       Type.Object(
         {
@@ -117,6 +138,7 @@ const sinkSchema = withRules(
   }),
   [
     { rule: 'has(self.uri) != has(self.ref)', message: 'sink needs exactly one of uri or ref', holds: (s) => has(s, 'uri') !== has(s, 'ref') },
+    { rule: '!has(self.scaleToZero) || has(self.uri)', message: 'sink.scaleToZero goes with a uri: the Deployment it names serves that URL', holds: (s) => !has(s, 'scaleToZero') || has(s, 'uri') },
     {
       rule: "!has(self.caBundle) || (has(self.uri) && self.uri.startsWith('https://'))",
       message: 'sink.caBundle goes with an https:// uri: it is the CA the bridge trusts for that sink',
