@@ -10,7 +10,7 @@ import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths } from '../cluster/paths.ts';
 import { knativeStatus } from '../cluster/knative.ts';
-import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostResourceName, hostWorkload } from '../functions/sdk/manifests.ts';
+import { functionKnativeService, functionManifests, functionServiceUrl, functionWorkload, hostManifests, hostResourceName, hostWorkload, type ScaleToZero } from '../functions/sdk/manifests.ts';
 import { hostPath } from '../functions/sdk/host.ts';
 import { hasWebhooks, servesHttps, webhookConfigurations } from '../functions/sdk/webhooks.ts';
 import { hasDefaulting } from '../functions/sdk/policies.ts';
@@ -28,6 +28,7 @@ import { checkBridgeContract } from './incluster.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { systemClock } from '../core/clock.ts';
+import { reconcilerLimits } from '../core/reconciler-spec.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -56,6 +57,12 @@ Options:
   -n, --namespace N  where the functions run (default kfn-system)
   --watch-namespace N   only objects in N are reconciled (repeatable; default: every namespace)
   --timeout S      seconds to wait for each function to be available (default 120)
+  --scale-to-zero  the bridge scales the function's Deployment (or the host's) to zero when idle,
+                   wakes it when a change is to be delivered (holding it while a pod starts) and
+                   scales it out by the changes waiting: scale to zero without Knative. Not for a
+                   function whose webhooks the apiserver calls (it must answer at any time)
+  --idle-seconds S  with --scale-to-zero: idle this long before going to zero (default 90)
+  --max-replicas N  with --scale-to-zero: the most replicas while changes wait (default 1)
   --record         write an invocation record to the function's log on every reconcile, for
                    \`kfn replay cluster:<function>\` (off by default: a record holds what the
                    function read, and so any secret a spec carries)
@@ -73,7 +80,7 @@ Options:
 ${clusterFlagsUsage(16)}
   -h, --help       show this help`;
 
-const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, 'otlp-endpoint': { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
+const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, 'scale-to-zero': { type: 'boolean' }, 'idle-seconds': { type: 'string' }, 'max-replicas': { type: 'string' }, 'otlp-endpoint': { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
@@ -103,12 +110,32 @@ export const deployCommand: Command = {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
     const on = onBase(values);
-    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, otlpEndpoint: values['otlp-endpoint'], registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
+    const scaleToZero = scaleToZeroOf(values, target);
+    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, ...(scaleToZero ? { scaleToZero } : {}), otlpEndpoint: values['otlp-endpoint'], registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
     if (host) await deployHost(host, dirs, options);
     else await deployFunctions(dirs, { ...options, target });
     return 0;
   },
 };
+
+/** --scale-to-zero and its settings, checked; undefined without it. */
+function scaleToZeroOf(values: { 'scale-to-zero'?: boolean; 'idle-seconds'?: string; 'max-replicas'?: string }, target: string): ScaleToZero | undefined {
+  const count = (flag: 'idle-seconds' | 'max-replicas', limits: { minimum: number; maximum: number }) => {
+    const text = values[flag];
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < limits.minimum || n > limits.maximum) throw new UsageError(`--${flag} takes a whole number from ${limits.minimum} to ${limits.maximum}, not ${JSON.stringify(text)}`);
+    return n;
+  };
+  const idleSeconds = count('idle-seconds', reconcilerLimits.idleSeconds);
+  const maxReplicas = count('max-replicas', reconcilerLimits.maxReplicas);
+  if (!values['scale-to-zero']) {
+    if (idleSeconds !== undefined || maxReplicas !== undefined) throw new UsageError('--idle-seconds and --max-replicas go with --scale-to-zero');
+    return undefined;
+  }
+  if (target === 'knative') throw new UsageError('--scale-to-zero is for the Deployment target: a Knative Service scales to zero by itself');
+  return { ...(idleSeconds ? { idleSeconds } : {}), ...(maxReplicas ? { maxReplicas } : {}) };
+}
 
 export interface DeployOptions {
   /** The cluster to deploy to (default: kfn's local cluster). */
@@ -127,6 +154,8 @@ export interface DeployOptions {
   timeoutSeconds?: number;
   /** KFN_RECORD=stdout in the function's container (off by default). */
   record?: boolean;
+  /** Deployment target: the bridge scales the function's Deployment to and from zero (bridge/activator.ts). */
+  scaleToZero?: ScaleToZero;
   /** OTEL_EXPORTER_OTLP_ENDPOINT in the function's container: where its spans go (off by default). */
   otlpEndpoint?: string;
   /** Push the images to this registry and run them from it by digest, instead of importing them into the node. */
@@ -177,7 +206,11 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     // A certificate for a function that serves HTTPS: its webhooks, or its deliveries (deliveryTls).
     const caBundle = servesHttps(reconciler) && !knative ? await ensureWebhookTls(api, reconciler, options.namespace, log) : undefined;
     if (caBundle && hasWebhooks(reconciler)) webhooks.set(reconciler.name, { reconciler, caBundle });
+    // The apiserver calls a function's webhooks at any time, and cannot wait for a pod to start.
+    const scaleToZero = !knative && options.scaleToZero && !hasWebhooks(reconciler) ? { ...options.scaleToZero, deployment: `kfn-fn-${reconciler.name}` } : undefined;
+    if (options.scaleToZero && !scaleToZero && !knative) log(`Function ${reconciler.name} serves admission or conversion webhooks, which the apiserver calls at any time: it is not scaled to zero (its rules as the apiserver's own policies would let it rest)`);
     const objects = functionManifests(reconciler, {
+      ...(scaleToZero ? { scaleToZero } : {}),
       namespace: options.namespace,
       sinkUri: knative ? undefined : functionServiceUrl(reconciler, options.namespace),
       namespaces: options.namespaces,
@@ -190,7 +223,7 @@ export async function deployFunctions(dirs: string[], options: DeployOptions): P
     });
     await applyFunction(api, reconciler.name, [...objects, ...defaults.policies], options.namespace);
     await removeOtherTarget(api, options.namespace, reconciler.name, knative ? 'knative' : 'deployment', log);
-    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets, defaultsAsPolicies: defaults.policies.length > 0 };
+    const workload = { namespace: options.namespace, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets, defaultsAsPolicies: defaults.policies.length > 0, scaleToZero: Boolean(scaleToZero) };
     // A webhook configuration the function no longer has (its defaults now the apiserver's
     // policies, say): gone before its pods change, or with failurePolicy Fail it would refuse
     // every write of the kind once nothing answers it.
@@ -258,11 +291,11 @@ export async function deployHost(host: string, dirs: string[], options: Omit<Dep
   const { imageRef, imageId } = await placeHostImage(host, dirs, placement);
   const names = reconcilers.map((r) => r.name);
   const before = await hostFunctions(api, ns, host);
-  const objects = hostManifests(host, reconcilers, { namespace: ns, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds, scopeOf: await discoveredScopes(api, ...reconcilers) });
+  const objects = hostManifests(host, reconcilers, { namespace: ns, namespaces: options.namespaces, resyncPeriodSeconds: options.resyncPeriodSeconds, scopeOf: await discoveredScopes(api, ...reconcilers), ...(options.scaleToZero ? { scaleToZero: options.scaleToZero } : {}) });
   await applyHostFunctions(api, host, names, objects, ns);
   for (const name of names) await removeOwnWorkload(api, ns, name, host, log);
   for (const name of before.filter((n) => !names.includes(n))) await releaseFromHost(api, ns, host, name, log);
-  for (const obj of hostWorkload(host, reconcilers, { namespace: ns, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets })) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
+  for (const obj of hostWorkload(host, reconcilers, { namespace: ns, image: imageRef, imageId, record: options.record, otlpEndpoint: options.otlpEndpoint, imagePullSecrets: pullSecrets, scaleToZero: Boolean(options.scaleToZero) })) await applyObject(api, obj as Parameters<typeof applyObject>[1], 'kfn-deploy');
   await waitHost(api, ns, host, systemClock.now() + (options.timeoutSeconds ?? 120) * 1000);
   log(`Host ${host} runs in the cluster: Deployment and Service ${ns}/${hostResourceName(host)}, serving ${names.map((n) => `${n} on ${hostPath(n)}`).join(', ')}`);
 }

@@ -61,12 +61,13 @@ let bundleAttempts = 0;
 /** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
 async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
   const entry = requireFunctionEntry(dir);
-  // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
-  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
-  mkdirSync(bundleDir, { recursive: true });
   // A name of its own for each attempt: Node keeps every module it imported by its URL, so a
   // second attempt at a version under the same name would get the first (the one refused).
   const file = join(bundleDir, `${name}.${version}.${++bundleAttempts}.mjs`);
+  // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
+  // Built for the file it is written to, so the map's paths (relative to it) lead back to them.
+  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, outfile: file, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
+  mkdirSync(bundleDir, { recursive: true });
   writeFileSync(file, out.outputFiles[0]!.text);
   let mod: { default?: Reconciler };
   try {

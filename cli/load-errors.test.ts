@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -143,8 +143,10 @@ test("kfn dev's builds say where the same way: esbuild's errors, and a bundle's 
   const err = await build({ entryPoints: [entry], bundle: true, write: false, logLevel: 'silent' }).then(() => assert.fail('built'), (e: unknown) => e);
   assert.equal(describeBuildError(err), [`${root}/dev-syntax/index.ts:2:27: Unexpected ";"`, '    2 |   reconcile() { return 1 +; },', '      |                           ^'].join('\n'));
   const thrower = folder('dev-throws', { 'index.ts': "import { check } from './check.ts';\ncheck();\nexport default 1;\n", 'check.ts': "export function check(): void {\n  throw new Error('not ready');\n}\n" });
-  const out = await build({ entryPoints: [thrower], bundle: true, write: false, format: 'esm', platform: 'node', sourcemap: 'inline', logLevel: 'silent' });
-  const bundle = join(root, 'dev-throws.bundle.mjs');
+  // In a folder of its own, away from the sources and the working directory, as kfn dev's bundles are.
+  const bundle = join(root, 'bundles', 'deeper', 'dev-throws.bundle.mjs');
+  mkdirSync(dirname(bundle), { recursive: true });
+  const out = await build({ entryPoints: [thrower], bundle: true, write: false, outfile: bundle, format: 'esm', platform: 'node', sourcemap: 'inline', logLevel: 'silent' });
   writeFileSync(bundle, out.outputFiles[0]!.text);
   process.setSourceMapsEnabled(true);
   const thrown = await import(pathToFileURL(bundle).href).then(() => assert.fail('loaded'), (e: unknown) => e);

@@ -28,7 +28,10 @@ interface Workload {
 async function waitWorkload(api: KubeApi, namespace: string, workload: Workload, deadline: number): Promise<void> {
   const { what, name } = workload;
   const path = `/apis/apps/v1/namespaces/${namespace}/deployments/${name}`;
-  type Deployment = { metadata: { generation: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } };
+  type Deployment = { metadata: { generation: number }; spec?: { replicas?: number }; status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; unavailableReplicas?: number } };
+  // Scaled to zero by the bridge (an idle function redeployed): nothing runs to wait for; the
+  // bridge wakes it when a change is to be delivered.
+  if ((await api.request<Deployment>('GET', path)).spec?.replicas === 0) return;
   await waitFor(
     `${what} to become available`,
     async () => {

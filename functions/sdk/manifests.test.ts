@@ -266,3 +266,27 @@ test('at rest, a function on a Deployment is probed as kubebuilder probes an ope
   assert.equal(knative.readinessProbe.periodSeconds, 1, 'Knative: the queue proxy probes, at every scale from zero');
   assert.equal(knative.startupProbe, undefined);
 });
+
+test('scaled to zero by the bridge: the Reconciler names the Deployment, the bridge may read it and set its scale there alone, and the Deployment is written without replicas (a redeploy neither wakes it nor fights the bridge)', () => {
+  const sinkUri = functionServiceUrl(MyWebFunction, 'fns');
+  const objs = functionManifests(MyWebFunction, { namespace: 'fns', sinkUri, scaleToZero: { deployment: 'kfn-fn-myweb', idleSeconds: 30 } }) as { kind: string; metadata: { name: string; namespace?: string }; rules?: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[]; subjects?: { name: string; namespace: string }[]; spec?: Record<string, unknown> }[];
+  const reconciler = parseReconciler(objs.find((o) => o.kind === 'Reconciler'));
+  assert.deepEqual(reconciler.sink.scaleToZero, { deployment: { name: 'kfn-fn-myweb', namespace: 'fns' }, idleSeconds: 30, maxReplicas: 1, keysPerReplica: 10 });
+  assert.equal(reconciler.resyncBatch, true, 'resyncs in one batch per period: one wake, not one per object');
+  assert.equal(reconciler.resyncPeriodSeconds, 36_000, 'as rarely as on Knative');
+  const role = objs.find((o) => o.kind === 'Role' && o.metadata.name === 'kfn-bridge-myweb-scale')!;
+  assert.equal(role.metadata.namespace, 'fns');
+  assert.deepEqual(role.rules, [
+    { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get'], resourceNames: ['kfn-fn-myweb'] },
+    { apiGroups: ['apps'], resources: ['deployments/scale'], verbs: ['get', 'patch', 'update'], resourceNames: ['kfn-fn-myweb'] },
+  ]);
+  const binding = objs.find((o) => o.kind === 'RoleBinding' && o.metadata.name === 'kfn-bridge-myweb-scale')!;
+  assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: 'kfn-bridge', namespace: 'kfn-system' }]);
+  const deployment = functionWorkload(MyWebFunction, { namespace: 'fns', image: 'fn-myweb:1', scaleToZero: true }).find((o) => o.kind === 'Deployment') as { spec: Record<string, unknown> };
+  assert.equal('replicas' in deployment.spec, false);
+  const always = functionWorkload(MyWebFunction, { namespace: 'fns', image: 'fn-myweb:1' }).find((o) => o.kind === 'Deployment') as { spec: { replicas: number } };
+  assert.equal(always.spec.replicas, 1);
+  // A shared host: every function's Reconciler names the host's one Deployment.
+  const hosted = hostManifests('ops', [MyWebFunction, PodSetFunction], { namespace: 'fns', scaleToZero: {} }).filter((o) => o.kind === 'Reconciler').map((o) => parseReconciler(o).sink.scaleToZero?.deployment.name);
+  assert.deepEqual(hosted, ['kfn-host-ops', 'kfn-host-ops']);
+});

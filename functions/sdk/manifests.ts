@@ -57,6 +57,17 @@ export interface ManifestOptions {
    * identity, and no ServiceAccount of its own is written.
    */
   serviceAccount?: string;
+  /**
+   * The bridge scales the function's Deployment (`deployment`: the function's own, or a shared
+   * host's) to zero when idle and from zero on demand (bridge/activator.ts): with a sinkUri only.
+   */
+  scaleToZero?: ScaleToZero & { deployment: string };
+}
+
+/** How the bridge scales a function's Deployment to and from zero (the Reconciler's sink.scaleToZero; unsaid, the bridge's defaults). */
+export interface ScaleToZero {
+  idleSeconds?: number;
+  maxReplicas?: number;
 }
 
 /** Whether `ref` is cluster-scoped: as discovery said, else as kfn knows built-in and defined kinds. */
@@ -101,7 +112,12 @@ function functionSink(reconciler: Reconciler, options: ManifestOptions): SinkSpe
   const ns = options.namespace ?? 'kfn-system';
   if (!options.sinkUri) return { ref: { apiVersion: 'serving.knative.dev/v1', kind: 'Service', name: `kfn-fn-${reconciler.name}`, namespace: ns } };
   const ownTls = reconciler.deliveryTls && options.deliveryCaBundle && options.sinkUri === functionServiceUrl(reconciler, ns);
-  return { uri: options.sinkUri, ...(ownTls ? { caBundle: options.deliveryCaBundle } : {}) };
+  const scale = options.scaleToZero;
+  return {
+    uri: options.sinkUri,
+    ...(ownTls ? { caBundle: options.deliveryCaBundle } : {}),
+    ...(scale ? { scaleToZero: { deployment: { name: scale.deployment, namespace: ns }, ...(scale.idleSeconds ? { idleSeconds: scale.idleSeconds } : {}), ...(scale.maxReplicas ? { maxReplicas: scale.maxReplicas } : {}) } } : {}),
+  };
 }
 
 /**
@@ -134,7 +150,7 @@ export function functionReconciler(reconciler: Reconciler, options: ManifestOpti
       // A Knative Service rests at zero between changes: its resyncs come rarely (10 h, as
       // controller-runtime's default), in one batch; a function that must look sooner asks with
       // requeueAfterSeconds.
-      resyncPeriodSeconds: options.resyncPeriodSeconds ?? (options.sinkUri ? undefined : serverlessResyncSeconds),
+      resyncPeriodSeconds: options.resyncPeriodSeconds ?? (options.sinkUri && !options.scaleToZero ? undefined : serverlessResyncSeconds),
       maxConcurrentReconciles: reconciler.maxConcurrentReconciles,
       timeoutSeconds: reconciler.timeoutSeconds,
     }),
@@ -164,6 +180,16 @@ function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, func
   const sinkRule = sinkRef ? [{ ...rule(sinkRef, ['get']), resourceNames: [sinkRef.name] }] : [];
   const clusterWide = [...(scoped ? watched.filter((w) => isCluster(w.ref)) : watched).map((w) => w.rule), ...sinkRule];
   const out: Record<string, unknown>[] = [];
+  // Scale to zero: the bridge reads that one Deployment (is a pod ready?) and sets its replicas
+  // through the scale subresource, in the function's namespace and nowhere else.
+  const scaled = options.scaleToZero?.deployment;
+  if (scaled) {
+    const role = `${name}-scale`;
+    out.push(
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: role, namespace: functionNamespace, labels }, rules: [{ apiGroups: ['apps'], resources: ['deployments'], verbs: ['get'], resourceNames: [scaled] }, { apiGroups: ['apps'], resources: ['deployments/scale'], verbs: ['get', 'patch', 'update'], resourceNames: [scaled] }] },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: role, namespace: functionNamespace, labels }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role }, subjects: [{ kind: 'ServiceAccount', name: 'kfn-bridge', namespace: bridgeNamespace }] },
+    );
+  }
   if (clusterWide.length) out.push({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name, labels: { ...labels, 'kfn.dev/aggregate-to-bridge': 'true' } }, rules: clusterWide });
   if (scoped) {
     const perNamespace = watched.filter((w) => !isCluster(w.ref)).map((w) => w.rule);
@@ -271,6 +297,8 @@ export interface WorkloadOptions {
   imagePullSecrets?: string[];
   /** Who renews the serving certificate (ManifestOptions.webhookCa): kfn, the function itself (default), or cert-manager. */
   webhookCa?: 'kfn' | 'cert-manager';
+  /** The bridge owns the replicas (scale to zero): the Deployment is written without them, so a redeploy leaves them as they are. */
+  scaleToZero?: boolean;
 }
 
 /** The Service a function deployed by `kfn deploy` answers on; its Reconciler's sink (its HTTPS port with `deliveryTls`). */
@@ -310,7 +338,7 @@ export const hostServiceUrl = (host: string, reconciler: Reconciler, namespace =
  * own auth Secret's key, its Reconciler delivering to its path on the host's Service. The host's
  * identity is the union of its functions' rights.
  */
-export function hostManifests(host: string, reconcilers: Reconciler[], options: Omit<ManifestOptions, 'sinkUri' | 'serviceAccount' | 'conversion' | 'webhookCa' | 'deliveryCaBundle'> = {}): Record<string, unknown>[] {
+export function hostManifests(host: string, reconcilers: Reconciler[], options: Omit<ManifestOptions, 'sinkUri' | 'serviceAccount' | 'conversion' | 'webhookCa' | 'deliveryCaBundle' | 'scaleToZero'> & { scaleToZero?: ScaleToZero } = {}): Record<string, unknown>[] {
   const problem = sharedHostProblem(reconcilers);
   if (problem) throw new Error(problem);
   const ns = options.namespace ?? 'kfn-system';
@@ -318,7 +346,8 @@ export function hostManifests(host: string, reconcilers: Reconciler[], options: 
   const identity = { [identityForAnnotation]: reconcilers.map((r) => r.name).join(',') };
   return [
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: account, namespace: ns, labels: hostLabels(host), annotations: identity } },
-    ...reconcilers.flatMap((r) => functionManifests(r, { ...options, serviceAccount: account, sinkUri: hostServiceUrl(host, r, ns) })),
+    // Scaled to zero, the host is one Deployment for all: each function's Reconciler names it.
+    ...reconcilers.flatMap((r) => functionManifests(r, { ...options, serviceAccount: account, sinkUri: hostServiceUrl(host, r, ns), scaleToZero: options.scaleToZero && { ...options.scaleToZero, deployment: account } })),
   ];
 }
 
@@ -366,7 +395,8 @@ function deploymentAndService(p: DeployedProcess, options: WorkloadOptions): Rec
       kind: 'Deployment',
       metadata: { name: p.name, namespace: p.namespace, labels: p.labels },
       spec: {
-        replicas: 1,
+        // Scaled by the bridge: not written, so a redeploy neither wakes an idle function nor fights the bridge.
+        ...(options.scaleToZero ? {} : { replicas: 1 }),
         selector: { matchLabels: p.labels },
         template: {
           metadata: { labels: p.labels, ...(options.imageId ? { annotations: { [imageIdAnnotation]: options.imageId } } : {}) },

@@ -34,6 +34,7 @@ export const portBlocks = {
   'e2e/knative': { first: 30470, size: 10 },
   'integration/diff': { first: 30480, size: 10 },
   'integration/node': { first: 30490, size: 10 },
+  'e2e/scale-to-zero': { first: 30500, size: 10 },
 } as const satisfies Record<string, { first: number; size: number }>;
 
 export type PortOwner = keyof typeof portBlocks;
