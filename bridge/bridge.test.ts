@@ -433,25 +433,45 @@ describe('a watch replaced by one that keeps more', () => {
   });
 });
 
+/**
+ * A bridge whose one Reconciler, `widgets`, names an identity: `verdict` answers each of the
+ * review's requests (true allowed, false refused; a throw, no answer). Its identity problems are
+ * collected as the Reconciler's status would say them.
+ */
+async function identitySetup(t: TestContext, verdict: () => boolean, options: Partial<BridgeOptions> = {}) {
+  const server = new FakeApiServer();
+  const clock = new FakeClock(Date.now());
+  const receiver = await startReceiver(t, { kind: 'none' });
+  const api = server.api();
+  const plain = api.request.bind(api);
+  const seen = { reviews: 0, problem: undefined as string | undefined };
+  (api as { request: unknown }).request = async (method: string, path: string, o?: object) => {
+    if (!path.includes('/serviceaccounts/') && !path.includes('subjectaccessreviews')) return plain(method as never, path, o);
+    seen.reviews++;
+    const allowed = verdict();
+    return path.includes('/serviceaccounts/') ? { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } } : { status: { allowed } };
+  };
+  const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, onProblem: (_, source, p) => source === 'identity' && (seen.problem = p), ...options });
+  t.after(() => bridge.stop(1000));
+  const start = () => bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+  return { server, clock, receiver, bridge, seen, start };
+}
+
+/** Moves the fake clock a second at a time (letting what each second wakes run) until `done`, or `ms` have passed. */
+async function stepUntil(clock: FakeClock, ms: number, done: () => boolean): Promise<void> {
+  for (let waited = 0; waited <= ms && !done(); waited += 1000) {
+    clock.advance(1000);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 describe('deliveries held while the identity is refused', () => {
   test('refused at first (the binding not seen yet), allowed at the next review: the object comes with its own reason', async (t) => {
-    const server = new FakeApiServer();
-    const clock = new FakeClock(Date.now());
-    const receiver = await startReceiver(t, { kind: 'none' });
-    const api = server.api();
-    const plain = api.request.bind(api);
     let allowed = false;
-    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
-      if (path.includes('/serviceaccounts/')) return { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } };
-      if (path.includes('subjectaccessreviews')) return { status: { allowed } };
-      return plain(method as never, path, options);
-    };
+    const { server, clock, receiver, bridge, seen, start } = await identitySetup(t, () => allowed);
     server.put('w');
-    let problem: string | undefined;
-    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, onProblem: (_, source, p) => source === 'identity' && (problem = p) });
-    t.after(() => bridge.stop(1000));
-    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
-    await until('the refusal', () => problem);
+    await start();
+    await until('the refusal', () => seen.problem);
     await atRest(bridge);
     assert.equal(receiver.deliveries.length, 0, 'nothing while refused');
     // A Reconciler that may not be delivered for watches nothing: nothing of its kinds is held.
@@ -463,21 +483,10 @@ describe('deliveries held while the identity is refused', () => {
   });
 
   test('refused after it was allowed: its watches are let go, and what they held with them; allowed again, it watches and delivers again', async (t) => {
-    const server = new FakeApiServer();
-    const clock = new FakeClock(Date.now());
-    const receiver = await startReceiver(t, { kind: 'none' });
-    const api = server.api();
-    const plain = api.request.bind(api);
     let allowed = true;
-    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
-      if (path.includes('/serviceaccounts/')) return { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } };
-      if (path.includes('subjectaccessreviews')) return { status: { allowed } };
-      return plain(method as never, path, options);
-    };
+    const { server, clock, receiver, bridge, start } = await identitySetup(t, () => allowed, { identityRecheckMs: 1000 });
     for (let i = 0; i < 20; i++) server.put(`w${i}`);
-    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, identityRecheckMs: 1000 });
-    t.after(() => bridge.stop(1000));
-    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+    await start();
     await until('every object delivered', () => (receiver.deliveries.length >= 20 ? true : undefined));
     assert.equal(bridge.watchList()[0]?.objects, 20);
     allowed = false;
@@ -496,48 +505,33 @@ describe('deliveries held while the identity is refused', () => {
 
 describe('a review that cannot decide', () => {
   test('the last verdict stands for a grace period, then deliveries are held and said to be, until a review decides again', async (t) => {
-    const server = new FakeApiServer();
-    const clock = new FakeClock(Date.now());
-    const receiver = await startReceiver(t, { kind: 'none' });
-    const api = server.api();
-    const plain = api.request.bind(api);
     let failing = false;
-    let reviews = 0;
-    (api as { request: unknown }).request = async (method: string, path: string, options?: object) => {
-      if (path.includes('/serviceaccounts/') || path.includes('subjectaccessreviews')) {
-        reviews++;
+    const { server, clock, receiver, bridge, seen, start } = await identitySetup(
+      t,
+      () => {
         if (failing) throw new ApiError(503, 'the apiserver is shutting down');
-        return path.includes('/serviceaccounts/') ? { metadata: { name: 'fn', namespace: 'ns', annotations: { 'kfn.dev/identity-for': 'widgets' } } } : { status: { allowed: true } };
-      }
-      return plain(method as never, path, options);
-    };
-    let problem: string | undefined;
-    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: true, identityRecheckMs: 1000, onProblem: (_, source, p) => source === 'identity' && (problem = p) });
-    t.after(() => bridge.stop(1000));
-    await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url }, serviceAccount: { name: 'fn', namespace: 'ns' } } })]);
+        return true;
+      },
+      { identityRecheckMs: 1000 },
+    );
+    await start();
     server.put('before');
     await until('the first delivery', () => receiver.of('before')[0]);
     failing = true;
     // The next review (every second here) fails.
     clock.advance(1000);
-    await until('the failed review', () => (reviews > 2 ? true : undefined));
+    await until('the failed review', () => (seen.reviews > 2 ? true : undefined));
     server.put('in-grace');
     await until('delivered within the grace period', () => receiver.of('in-grace')[0]);
     // Retried at 1, 2, 4 … s; once the grace has passed, the next failure holds deliveries.
-    for (let waited = 0; waited <= undecidedGraceMs + 16_000 && !problem; waited += 1000) {
-      clock.advance(1000);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    assert.match(problem ?? '', /could not be reviewed for \d+ s \(.*shutting down\): deliveries are held until they can be/);
+    await stepUntil(clock, undecidedGraceMs + 16_000, () => seen.problem !== undefined);
+    assert.match(seen.problem ?? '', /could not be reviewed for \d+ s \(.*shutting down\): deliveries are held until they can be/);
     server.put('held');
     await atRest(bridge);
     assert.equal(receiver.of('held').length, 0, 'nothing delivered while no review can decide');
     failing = false;
-    for (let waited = 0; waited <= 5000 && problem; waited += 1000) {
-      clock.advance(1000);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    assert.equal(problem, undefined, 'a verdict again clears the problem');
+    await stepUntil(clock, 5000, () => seen.problem === undefined);
+    assert.equal(seen.problem, undefined, 'a verdict again clears the problem');
     await until('the held object delivered once a review decides', () => receiver.of('held')[0]);
   });
 });

@@ -10,6 +10,9 @@
 //                            runs them
 //   kfn, shared host         the same, the functions without webhooks served by one process
 //                            (`kfn deploy --host`), those with webhooks by their own
+//   kfn, Deployments at zero the Deployments side with `kfn deploy --scale-to-zero`: the bridge
+//                            scales each function to zero when idle (those with webhooks stay up)
+//   kfn, shared host at zero the shared host side, the host scaled to zero by the bridge
 //   kfn on Knative           the bridge, the functions as Knative Services, Knative Serving and
 //                            its ingress (Traefik), as `kfn deploy --all --target knative`
 //
@@ -126,7 +129,7 @@ export function lastAnswer(entries: readonly JournalEntry[]): number {
 }
 
 /** P7's sides, in the order they run; `--fleet-sides` picks some (the ratios need `operators`). */
-export const fleetSideNames = ['operators', 'manager', 'deployment', 'host', 'knative'] as const;
+export const fleetSideNames = ['operators', 'manager', 'deployment', 'host', 'zero', 'host-zero', 'knative'] as const;
 export type FleetSideName = (typeof fleetSideNames)[number];
 
 export interface FleetOptions {
@@ -270,12 +273,15 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
   let oneProcess = Number.NaN;
   let hostedCount = 0;
   const hostMarginal = (parts: Map<Part, PartFigures>) => ((parts.get('host')?.memoryMiB ?? 0) - oneProcess) / Math.max(1, hostedCount - 1);
-  for (const how of ['deployment', 'host', 'knative'] as const) {
-    if (!want(how)) continue;
+  for (const side of ['deployment', 'host', 'zero', 'host-zero', 'knative'] as const) {
+    if (!want(side)) continue;
+    const how = side === 'zero' ? 'deployment' : side === 'host-zero' ? 'host' : side;
+    // Scaled to zero by the bridge after its idle window (Knative's 90 s by default): the settling's quiet period covers it.
+    const scaleToZero = side === 'zero' || side === 'host-zero' ? { scaleToZero: {} } : {};
     if (how === 'knative') await installOnLocalCluster({ log });
     await installBridge(api, o.cluster.state.binDir, 'kfn-bench', log);
     await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: samplesNs } } });
-    const options = { api, namespace: bridgeNamespace, namespaces: [samplesNs], log };
+    const options = { api, namespace: bridgeNamespace, namespaces: [samplesNs], log, ...scaleToZero };
     if (how === 'host') {
       const own: string[] = [];
       const hosted: string[] = [];
@@ -288,9 +294,10 @@ export async function fleetAtRest(o: FleetOptions): Promise<FleetSide[]> {
     }
     const samples: KubeObject[] = [];
     for (const dir of dirs) samples.push(...((await applyYaml(o.cluster.kc, readFileSync(join(dir, 'samples.yaml'), 'utf8'), samplesNs)) as KubeObject[]));
-    const side = await measure({ deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', knative: 'kfn on Knative' }[how], kfnPartOf(how), how === 'host' ? hostMarginal : perFunction, how);
-    if (how === 'deployment') oneProcess = side.marginalMiB;
-    sides.push(side);
+    const titles = { deployment: 'kfn, functions as Deployments', host: 'kfn, shared host (+ own pods for webhooks)', zero: 'kfn, Deployments scaled to zero by the bridge', 'host-zero': 'kfn, shared host scaled to zero by the bridge', knative: 'kfn on Knative' };
+    const measured = await measure(titles[side], kfnPartOf(how), how === 'host' ? hostMarginal : perFunction, how);
+    if (side === 'deployment') oneProcess = measured.marginalMiB;
+    sides.push(measured);
     await samplesGone(api, samples, log);
     await kfnGone(api, log);
   }
