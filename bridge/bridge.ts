@@ -1,6 +1,6 @@
-// The bridge: one shared watch per kind (and namespace, and label selector), whatever number of
-// Reconcilers need it, and one Controller per Reconciler (bridge/controller.ts) told of the
-// events of the watches it uses.
+// The bridge: one Controller per Reconciler (bridge/controller.ts), each told of the events of
+// the watches it uses, and one shared watch per kind (and namespace, and label selector),
+// whatever number of Reconcilers need it (bridge/watches.ts).
 //
 //   Watcher (one per kind) ──events──▶ Controller (per Reconciler): route ─▶ queue ─▶ deliver
 //        store of objects                  ▲
@@ -8,18 +8,19 @@
 //
 import { hostname } from 'node:os';
 import { Activator } from './activator.ts';
-import { kindId, scaleTargetOf, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
+import { kindId, scaleTargetOf, watchedKinds, type ReconcilerConfig } from './config.ts';
 import { Controller, type ControllerContext } from './controller.ts';
 import { Holds } from './holds.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics, WatchState } from './metrics.ts';
-import { Watcher, type WatcherOptions } from './watcher.ts';
+import type { Watcher, WatcherOptions } from './watcher.ts';
+import { SharedWatches } from './watches.ts';
 import type { WorkQueue } from './workqueue.ts';
 import { RbacChanges } from './rbac-changes.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { Journal } from '../core/journal.ts';
 import { objectKey, sameKind, type KindRef } from '../core/objects.ts';
-import { ApiError, recordEvent, servedResource, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import { ApiError, recordEvent, type KubeApi, type KubeObject } from '../kube/api.ts';
 
 export interface BridgeOptions {
   api: KubeApi;
@@ -57,42 +58,8 @@ export interface BridgeOptions {
   discoveryWaitMs?: number;
 }
 
-/**
- * How long the first watch of a kind waits for the apiserver's discovery to list it. A CRD's
- * kind is listed a moment after the CRD is Established, longer on a busy apiserver; a Reconciler
- * started in that moment would otherwise wait for the next retry (bridge/reconcilers.ts).
- */
-export const discoveryWaitMs = 5_000;
-
 /** How soon the watches of a Reconciler just allowed are started again after they could not be. */
 const attachRetryMs = 5_000;
-
-/** One shared watch of a kind, with the Reconcilers that listen to it. */
-interface SharedWatch {
-  ref: KindRef;
-  watcher: Watcher;
-  full: boolean;
-  /** With full: the fields kept besides the metadata record; undefined, whole objects. */
-  fields?: string[];
-  /** Reconcilers using it; events go to them alone. */
-  users: Set<string>;
-  unsubscribe: () => void;
-  /** Why it cannot work right now (kind not served, forbidden), if so. */
-  problem?: string;
-}
-
-/** Whether a watch keeps everything `need` asks of each object. */
-function covers(shared: SharedWatch, need: WatchNeed): boolean {
-  if (!need.full) return true;
-  if (!shared.full) return false;
-  if (!shared.fields) return true;
-  return need.fields !== undefined && need.fields.every((f) => shared.fields!.includes(f));
-}
-
-/** A watch's identity: kind, namespace ('' = all) and label selector. */
-function watchId(ref: KindRef, namespace: string | undefined, labelSelector: string | undefined): string {
-  return `${kindId(ref)}|${namespace ?? ''}|${labelSelector ?? ''}`;
-}
 
 export class Bridge {
   readonly options: BridgeOptions;
@@ -103,13 +70,8 @@ export class Bridge {
   private readonly runtimes = new Map<string, Controller>();
   /** What every Controller of this bridge uses of it. */
   private readonly context: ControllerContext;
-  private readonly watches = new Map<string, SharedWatch>();
-  /**
-   * Kinds still not served after a whole wait (discoveryWaitMs): looked up once, not waited for
-   * again, until served. Their Reconcilers are retried every few seconds anyway, and a CRD that
-   * is missing must not hold up the start of every other Reconciler at each retry.
-   */
-  private readonly unserved = new Set<string>();
+  /** The watches, shared by the Reconcilers that use them. */
+  private readonly watches: SharedWatches;
   private stopTimeoutMs = 30_000;
   /** The watches of RBAC, once a Reconciler has an identity to review. */
   private rbac: RbacChanges | undefined;
@@ -136,15 +98,16 @@ export class Bridge {
       accessChanged: (runtime, allowed) => this.accessChanged(runtime, allowed),
       activator: (config) => this.activatorFor(config),
     };
+    this.watches = new SharedWatches({ ...options, clock: this.clock }, {
+      onEvent: (user, ref, event, initial) => this.runtimes.get(user)?.onEvent(ref, event, initial),
+      replaced: (user, old, replaced) => this.runtimes.get(user)?.replaceWatch(old, replaced),
+    });
     options.metrics?.trackWatches(() => this.watchStates());
   }
 
   /** Each watch's kind and state, for kfn_bridge_watches. */
-  *watchStates(): Iterable<{ kind: string; state: WatchState }> {
-    for (const shared of this.watches.values()) {
-      const state: WatchState = shared.problem ? 'failing' : shared.watcher?.hasSynced ? 'synced' : 'listing';
-      yield { kind: shared.ref.kind, state };
-    }
+  watchStates(): Iterable<{ kind: string; state: WatchState }> {
+    return this.watches.states();
   }
 
   /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */
@@ -169,16 +132,12 @@ export class Bridge {
 
   /** A watch of `ref` (the first, when there are several: per namespace or per selector). */
   watchOf(ref: KindRef): Watcher | undefined {
-    for (const w of this.watches.values()) if (sameKind(w.ref, ref)) return w.watcher;
-    return undefined;
+    return this.watches.of(ref);
   }
 
   /** Every watch the bridge runs: kind, namespace, selector, and who uses it. */
   watchList(): { kind: string; namespace?: string; labelSelector?: string; users: string[]; objects: number; problem?: string }[] {
-    return [...this.watches.entries()].map(([id, w]) => {
-      const [, namespace, labelSelector] = id.split('|');
-      return { kind: kindId(w.ref), ...(namespace ? { namespace } : {}), ...(labelSelector ? { labelSelector } : {}), users: [...w.users], objects: w.watcher.store.size, ...(w.problem ? { problem: w.problem } : {}) };
-    });
+    return this.watches.list();
   }
 
   reconcilers(): ReconcilerConfig[] {
@@ -191,7 +150,7 @@ export class Bridge {
 
   /** True once every watch has completed its first list. */
   get ready(): boolean {
-    return [...this.watches.values()].every((w) => w.watcher.hasSynced);
+    return this.watches.ready;
   }
 
   /**
@@ -211,7 +170,7 @@ export class Bridge {
       if (!next) await this.removeReconciler(name);
       else if (JSON.stringify(next) !== JSON.stringify(runtime.config)) {
         replaced.set(name, runtime);
-        await this.removeReconciler(name, await this.watchIdsOf(next), 0);
+        await this.removeReconciler(name, await this.watches.idsOf(next), 0);
       }
     }
     const failed = new Map<string, Error>();
@@ -227,16 +186,6 @@ export class Bridge {
     return failed;
   }
 
-  /** The ids of the watches `config` needs (the namespace dropped for cluster-scoped kinds). */
-  private async watchIdsOf(config: ReconcilerConfig): Promise<Set<string>> {
-    const ids = new Set<string>();
-    for (const need of watchedKinds(config)) {
-      const resource = await this.options.api.resource(need.ref.apiVersion, need.ref.kind).catch(() => undefined);
-      ids.add(watchId(need.ref, resource?.namespaced === false ? undefined : need.namespace, need.labelSelector));
-    }
-    return ids;
-  }
-
   private async addReconciler(config: ReconcilerConfig, previous?: Controller): Promise<void> {
     // The first Reconciler with an identity: RBAC changes are watched from now on, and each one
     // has every Reconciler's rights reviewed again.
@@ -247,7 +196,7 @@ export class Bridge {
       void this.rbac.start();
     }
     // A kind the API does not serve fails the Reconciler now (it is retried), before anything runs.
-    for (const need of watchedKinds(config)) await this.resourceToWatch(need.ref);
+    for (const need of watchedKinds(config)) await this.watches.resourceToWatch(need.ref);
     const runtime = new Controller(this.context, config);
     if (previous) runtime.inherit(previous);
     this.runtimes.set(config.name, runtime);
@@ -261,7 +210,7 @@ export class Bridge {
     const name = runtime.config.name;
     if (this.runtimes.get(name) !== runtime) return;
     if (!allowed) {
-      await this.releaseWatches(name);
+      await this.watches.release(name);
       return;
     }
     try {
@@ -280,10 +229,10 @@ export class Bridge {
   private async attachWatches(runtime: Controller): Promise<void> {
     const { config } = runtime;
     for (const need of watchedKinds(config)) {
-      const shared = await this.acquireWatch(need, config.name);
+      const shared = await this.watches.acquire(need, config.name);
       if (this.runtimes.get(config.name) !== runtime) {
         // Removed (or replaced) while its watches were starting: what it took is given back.
-        if (!this.runtimes.has(config.name)) await this.releaseWatches(config.name);
+        if (!this.runtimes.has(config.name)) await this.watches.release(config.name);
         return;
       }
       if (sameKind(need.ref, config.for) && !runtime.primaryWatches.includes(shared.watcher)) runtime.primaryWatches.push(shared.watcher);
@@ -305,100 +254,8 @@ export class Bridge {
     if (!runtime) return;
     this.runtimes.delete(name);
     await runtime.stop(waitMs);
-    await this.releaseWatches(name, keep);
+    await this.watches.release(name, keep);
     this.options.log.info({ reconciler: name }, 'reconciler stopped');
-  }
-
-  /** Lets go of the watches `name` uses, except those in `keep`; one nobody uses any more stops. */
-  private async releaseWatches(name: string, keep: Set<string> = new Set()): Promise<void> {
-    for (const [id, shared] of this.watches) {
-      if (keep.has(id) || !shared.users.has(name)) continue;
-      shared.users.delete(name);
-      if (shared.users.size === 0) {
-        shared.unsubscribe();
-        await shared.watcher.stop();
-        this.watches.delete(id);
-      }
-    }
-  }
-
-  /** The resource of a kind to watch: a kind not served yet is waited for (bounded) the first time, in case its CRD has just been Established. */
-  private async resourceToWatch(ref: KindRef): Promise<ResourceInfo> {
-    const kind = kindId(ref);
-    const timeoutMs = this.unserved.has(kind) ? 0 : (this.options.discoveryWaitMs ?? discoveryWaitMs);
-    try {
-      const resource = await servedResource(this.options.api, ref.apiVersion, ref.kind, { timeoutMs, clock: this.clock });
-      this.unserved.delete(kind);
-      return resource;
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 404) this.unserved.add(kind);
-      throw err;
-    }
-  }
-
-  private async acquireWatch(need: WatchNeed, user: string): Promise<SharedWatch> {
-    const resource = await this.resourceToWatch(need.ref);
-    const namespace = resource.namespaced ? need.namespace : undefined;
-    const id = watchId(need.ref, namespace, need.labelSelector);
-    let shared = this.watches.get(id);
-    if (shared && !covers(shared, need)) {
-      // A new user needs more of each object: replace the watch with one that keeps what both need.
-      shared.unsubscribe();
-      await shared.watcher.stop();
-      this.watches.delete(id);
-      const { users, watcher: old } = shared;
-      const fields = shared.full && shared.fields && need.fields ? [...new Set([...shared.fields, ...need.fields])] : shared.full && !shared.fields ? undefined : need.fields;
-      // Its first list is compared with what the old one knew: a deletion between the two is delivered.
-      const replaced = await this.startWatch(id, need.ref, resource, { full: true, ...(fields ? { fields } : {}), namespace, labelSelector: need.labelSelector, inherit: { store: old.store, users: new Set(users) } });
-      for (const u of users) {
-        replaced.users.add(u);
-        this.runtimes.get(u)?.replaceWatch(old, replaced.watcher);
-      }
-      shared = replaced;
-    }
-    shared ??= await this.startWatch(id, need.ref, resource, { full: need.full, ...(need.fields ? { fields: need.fields } : {}), namespace, labelSelector: need.labelSelector });
-    shared.users.add(user);
-    return shared;
-  }
-
-  private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; fields?: string[]; namespace?: string; labelSelector?: string; inherit?: { store: Map<string, KubeObject>; users: Set<string> } }): Promise<SharedWatch> {
-    const log = this.options.log;
-    const metrics = this.options.metrics;
-    // Registered before it starts, so that its first problem already reaches its users.
-    const shared = { ref, full: o.full, ...(o.fields ? { fields: o.fields } : {}), users: new Set<string>() } as SharedWatch;
-    this.watches.set(id, shared);
-    const watcher = new Watcher(this.options.api, resource, {
-      clock: this.clock,
-      projection: o.full ? 'full' : 'metadata',
-      ...(o.fields ? { fields: o.fields } : {}),
-      namespace: o.namespace,
-      labelSelector: o.labelSelector,
-      ...(o.inherit ? { inherit: o.inherit.store } : {}),
-      log: (level, msg, fields) => log[level](fields ?? {}, msg),
-      onProblem: (problem) => {
-        shared.problem = problem;
-        for (const user of shared.users) this.options.onProblem?.(user, `watch ${kindId(ref)}`, problem);
-      },
-      ...this.options.watcher,
-    });
-    metrics?.watchStarted(ref.kind);
-    const unsubscribe = watcher.subscribe((event) => {
-      const initial = !watcher.hasSynced;
-      if (event.type === 'synced') {
-        if (event.relist) metrics?.relists.inc({ kind: ref.kind });
-      } else {
-        metrics?.watchEvents.inc({ kind: ref.kind, type: event.type });
-      }
-      for (const user of shared.users) {
-        // A deletion seen by comparing with the replaced watch: news only to those that knew it.
-        if (event.type === 'delete' && event.fromReplaced && !o.inherit?.users.has(user)) continue;
-        this.runtimes.get(user)?.onEvent(ref, event, initial);
-      }
-    });
-    shared.watcher = watcher;
-    shared.unsubscribe = unsubscribe;
-    watcher.start();
-    return shared;
   }
 
   /** The activator of the Deployment a Reconciler's sink runs as, if the bridge scales it; `release` when the Reconciler stops. */
@@ -437,8 +294,7 @@ export class Bridge {
     this.stopTimeoutMs = timeoutMs;
     await Promise.all([...this.runtimes.values()].map((r) => r.stop(timeoutMs)));
     this.runtimes.clear();
-    await Promise.all([...this.watches.values()].map((w) => (w.unsubscribe(), w.watcher.stop())));
-    this.watches.clear();
+    await this.watches.stop();
     await this.rbac?.stop();
     this.rbac = undefined;
   }

@@ -6,6 +6,7 @@
 // a Ready=False condition (or a startup error) that says what to fix.
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
+import { isObject } from '../core/json.ts';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
 import { defaultedReconcilerSpec, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
@@ -95,8 +96,6 @@ export class InvalidReconcilerError extends Error {
     this.problems = problems;
   }
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Validates a Reconciler object (from the cluster or a file) and fills in the defaults. */
 export function parseReconciler(obj: unknown): ReconcilerConfig {

@@ -1,6 +1,6 @@
 // What a delivery's outcome means for its key, decided without side effects: the queue action,
 // whether the key's observation is finished, whether the key is held back, the metric's result
-// and the journal line. Controller.deliver carries the decision out.
+// and the journal line. DeliveryLoop.deliver carries the decision out.
 import type { JournalEntry } from '../core/journal.ts';
 import { clockSkewMs, type Observation } from '../core/event.ts';
 import type { DeliveryResult } from './delivery.ts';

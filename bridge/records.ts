@@ -1,10 +1,12 @@
-// What the bridge keeps of each watched object. A metadata watch keeps a compact record
-// (`recordOf`): what routing and delivery read, and a digest of what makes a change worth a
-// reconcile (`changeDigest`), not the object; the record remembers the store's key string, so
-// the bridge's per-object structures share one string rather than copies.
+// What the bridge keeps of each watched object (`Projection`). A metadata watch keeps a compact
+// record (`recordOf`): what routing and delivery read, and a digest of what makes a change worth
+// a reconcile (`changeDigest`), not the object; a watch that keeps some fields keeps them beside
+// that record; a full watch keeps the whole object, less managedFields. What is kept remembers
+// the store's key string, so the bridge's per-object structures share one string rather than copies.
 import { createHash } from 'node:crypto';
 import type { KubeObject, ResourceInfo } from '../kube/api.ts';
 import { objectKey } from '../core/objects.ts';
+import { pickFields } from '../core/paths.ts';
 
 /** Where a compact record keeps its digest of labels, annotations and finalizers. */
 const digestSlot = Symbol('kfn.digest');
@@ -83,4 +85,43 @@ export function kfnManagedFields(obj: KubeObject): unknown[] | undefined {
   const entries = obj.metadata.managedFields as { manager?: string }[] | undefined;
   const mine = entries?.filter((e) => typeof e.manager === 'string' && e.manager.startsWith('kfn-'));
   return mine?.length ? mine : undefined;
+}
+
+/** What a watch keeps of each object of its kind: a compact record (`metadata`), that and some fields, or the whole object (`full`). */
+export class Projection {
+  private readonly interned = new Interned();
+  private readonly resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>;
+  private readonly projection: 'metadata' | 'full';
+  private readonly fields: string[] | undefined;
+
+  constructor(resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, projection: 'metadata' | 'full', fields: string[] | undefined) {
+    this.resource = resource;
+    this.projection = projection;
+    this.fields = fields;
+  }
+
+  /**
+   * Lists return items without apiVersion/kind: fill them in. Drop managedFields, which are
+   * often the largest part of an object's metadata, except kfn's own entries in a whole
+   * object (the SDK reads them to know whether a status write would change anything).
+   */
+  normalise(obj: KubeObject): KubeObject {
+    obj.apiVersion = this.resource.apiVersion;
+    obj.kind = this.resource.kind;
+    const whole = this.projection === 'full' && !this.fields;
+    const mine = whole ? kfnManagedFields(obj) : undefined;
+    if (mine) obj.metadata.managedFields = mine;
+    else delete obj.metadata.managedFields;
+    return obj;
+  }
+
+  /** What the store keeps of `obj`, under `key` (the record remembers its key string). */
+  kept(obj: KubeObject, key: string): KubeObject {
+    const fields = this.fields;
+    if (this.projection === 'metadata' || fields) {
+      const record = recordOf(obj, this.resource, key, (s) => this.interned.of(s));
+      return fields ? pickFields(record as unknown as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as KubeObject : record;
+    }
+    return rememberKey(obj, key);
+  }
 }

@@ -21,10 +21,8 @@
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
 import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
-import { objectKey } from '../core/objects.ts';
-import { pickFields } from '../core/paths.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
-import { Interned, keptKey, kfnManagedFields, recordOf, rememberKey } from './records.ts';
+import { WatchStore } from './store.ts';
 
 /**
  * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
@@ -75,6 +73,15 @@ export interface WatcherOptions {
   inherit?: Map<string, KubeObject>;
 }
 
+/** The defaults of the options that have one (each said on WatcherOptions). */
+const watcherDefaults = {
+  pageSize: 500,
+  maxPageBytes: defaultMaxPageBytes,
+  inactivityMs: 150_000,
+  watchTimeoutSeconds: [300, 600],
+  backoffMs: [500, 30_000],
+} satisfies Partial<WatcherOptions>;
+
 type State =
   | { phase: 'list'; relist: boolean }
   | { phase: 'watch'; resourceVersion: string }
@@ -95,15 +102,51 @@ class Transition extends Error {
   }
 }
 
+/** Ends a watch that has sent nothing (not even a bookmark) for `ms`: fed by everything it sends, stopped when it ends. */
+class Watchdog {
+  /** True once it ended the watch. */
+  silent = false;
+  private cancel: (() => void) | undefined;
+  private readonly clock: Clock;
+  private readonly ms: number;
+  private readonly onSilent: () => void;
+
+  constructor(clock: Clock, ms: number, onSilent: () => void) {
+    this.clock = clock;
+    this.ms = ms;
+    this.onSilent = onSilent;
+  }
+
+  feed(): void {
+    this.cancel?.();
+    this.cancel = this.clock.setTimer(() => {
+      this.silent = true;
+      this.onSilent();
+    }, this.ms);
+  }
+
+  stop(): void {
+    this.cancel?.();
+  }
+}
+
+/** What a person must know about a failure to list or watch a kind, or undefined for a transient one. */
+function problemOf(err: unknown, resource: ResourceInfo, namespace: string | undefined): string | undefined {
+  if (!(err instanceof ApiError)) return undefined;
+  const what = `${resource.apiVersion} ${resource.kind}${namespace ? ` in namespace ${namespace}` : ''}`;
+  if (err.status === 404) return `the API no longer serves ${what} (was its CRD deleted?); watching again once it is served`;
+  if (err.status === 403) return `the bridge may not list/watch ${what}: ${err.message}`;
+  return undefined;
+}
+
 export class Watcher {
   readonly resource: ResourceInfo;
   /** Everything the watcher knows, by namespace/name: compact records, or whole objects for a `full` watch. */
-  readonly store = new Map<string, KubeObject>();
-  private readonly interned = new Interned();
+  readonly store: Map<string, KubeObject>;
+  /** The store, and how a list or a watch line changes it (bridge/store.ts). */
+  private readonly objects: WatchStore;
   private readonly api: KubeApi;
   private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields' | 'inherit'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
-  /** The replaced watch's store, until this one's first list has been compared with it. */
-  private inherited: Map<string, KubeObject> | undefined;
   /**
    * The resourceVersion the watch has reached (its list's, then each event's and bookmark's):
    * every change to the objects it watches up to this version is in the store. '' before the
@@ -128,17 +171,11 @@ export class Watcher {
   constructor(api: KubeApi, resource: ResourceInfo, options: WatcherOptions) {
     this.api = api;
     this.resource = resource;
-    this.options = {
-      pageSize: 500,
-      maxPageBytes: defaultMaxPageBytes,
-      inactivityMs: 150_000,
-      watchTimeoutSeconds: [300, 600],
-      backoffMs: [500, 30_000],
-      ...options,
-    };
+    this.options = { ...watcherDefaults, ...options };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
-    this.inherited = options.inherit;
+    this.objects = new WatchStore(resource, this.options.projection, this.options.fields, options.inherit);
+    this.store = this.objects.byKey;
     this.pageSize = this.options.pageSize;
   }
 
@@ -230,7 +267,7 @@ export class Watcher {
         } catch (err) {
           if (this.abort.signal.aborted) return { phase: 'stopped' };
           this.broken = true;
-          const problem = this.describe(err);
+          const problem = problemOf(err, this.resource, this.options.namespace);
           if (problem) this.report(problem); // a transient error leaves the last verdict as it is
           this.stats.errors++;
           const ms = this.backoff();
@@ -270,26 +307,13 @@ export class Watcher {
     });
     for await (const page of pages) {
       for (const item of page.items ?? []) {
-        const obj = this.normalise(item);
-        const fresh = objectKey(obj.metadata);
-        const old = this.store.get(fresh);
-        const key = old ? keptKey(old) : fresh;
-        seen.add(key);
-        if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) continue;
-        this.store.set(key, this.kept(obj, key));
-        this.emit({ type: 'apply', object: obj, old, key });
+        const change = this.objects.listed(item, seen);
+        if (change) this.emit({ type: 'apply', ...change });
       }
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
     }
-    for (const [key, old] of this.store) {
-      if (!seen.has(key)) {
-        this.store.delete(key);
-        this.emit({ type: 'delete', object: old, inferred: true, key });
-      }
-    }
-    // What the replaced watch knew and the list no longer has vanished between the two watches.
-    for (const [key, old] of this.inherited ?? []) if (!seen.has(key)) this.emit({ type: 'delete', object: old, inferred: true, key, fromReplaced: true });
-    this.inherited = undefined;
+    for (const { object, key } of this.objects.unlisted(seen)) this.emit({ type: 'delete', object, inferred: true, key });
+    for (const { object, key } of this.objects.vanished(seen)) this.emit({ type: 'delete', object, inferred: true, key, fromReplaced: true });
     this.resourceVersion = resourceVersion;
     this.emit({ type: 'synced', relist });
     if (!this.synced) {
@@ -300,31 +324,6 @@ export class Watcher {
     return resourceVersion;
   }
 
-  /**
-   * Lists return items without apiVersion/kind: fill them in. Drop managedFields, which are
-   * often the largest part of an object's metadata, except kfn's own entries in a whole
-   * object (the SDK reads them to know whether a status write would change anything).
-   */
-  private normalise(obj: KubeObject): KubeObject {
-    obj.apiVersion = this.resource.apiVersion;
-    obj.kind = this.resource.kind;
-    const whole = this.options.projection === 'full' && !this.options.fields;
-    const mine = whole ? kfnManagedFields(obj) : undefined;
-    if (mine) obj.metadata.managedFields = mine;
-    else delete obj.metadata.managedFields;
-    return obj;
-  }
-
-  /** What the store keeps of `obj`, under `key` (the record remembers its key string). */
-  private kept(obj: KubeObject, key: string): KubeObject {
-    const fields = this.options.fields;
-    if (this.options.projection === 'metadata' || fields) {
-      const record = recordOf(obj, this.resource, key, (s) => this.interned.of(s));
-      return fields ? pickFields(record as unknown as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as KubeObject : record;
-    }
-    return rememberKey(obj, key);
-  }
-
   private async watch(from: string): Promise<State> {
     this.stats.watches++;
     let resourceVersion = from;
@@ -333,17 +332,9 @@ export class Watcher {
     const attempt = new AbortController();
     const onStop = () => attempt.abort();
     this.abort.signal.addEventListener('abort', onStop);
-    let cancelWatchdog: (() => void) | undefined;
-    let silent = false;
-    const feed = () => {
-      cancelWatchdog?.();
-      cancelWatchdog = this.clock.setTimer(() => {
-        silent = true;
-        attempt.abort();
-      }, this.options.inactivityMs);
-    };
+    const watchdog = new Watchdog(this.clock, this.options.inactivityMs, () => attempt.abort());
     try {
-      feed();
+      watchdog.feed();
       await this.api.stream(
         collectionPath(this.resource, this.options.namespace),
         {
@@ -357,7 +348,7 @@ export class Watcher {
         (line) => {
           resourceVersion = this.handle(line as WatchLine, resourceVersion);
         },
-        feed,
+        () => watchdog.feed(),
       );
       // The apiserver ended the watch (its timeout): resume where we are.
       this.failures = 0;
@@ -366,7 +357,7 @@ export class Watcher {
       if (err instanceof Transition) return err.next;
       if (this.abort.signal.aborted) return { phase: 'stopped' };
       this.broken = true;
-      if (silent) {
+      if (watchdog.silent) {
         this.stats.watchdogRestarts++;
         // Presume the connection dead (half-open): a new request on it would hang the same way.
         this.api.connection.reset();
@@ -377,7 +368,7 @@ export class Watcher {
       if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
         // The kind went away (its CRD deleted) or access did: say so, and list again — with
         // backoff — until it is back; the list then reconciles the store with what exists.
-        this.report(this.describe(err)!);
+        this.report(problemOf(err, this.resource, this.options.namespace)!);
         this.stats.errors++;
         const ms = this.backoff();
         this.log('warn', 'watch refused; listing again after backoff', { error: err.message, retryInMs: ms });
@@ -388,18 +379,9 @@ export class Watcher {
       this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
       return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
     } finally {
-      cancelWatchdog?.();
+      watchdog.stop();
       this.abort.signal.removeEventListener('abort', onStop);
     }
-  }
-
-  /** What a person must know about a failure, or undefined for a transient one. */
-  private describe(err: unknown): string | undefined {
-    if (!(err instanceof ApiError)) return undefined;
-    const what = `${this.resource.apiVersion} ${this.resource.kind}${this.options.namespace ? ` in namespace ${this.options.namespace}` : ''}`;
-    if (err.status === 404) return `the API no longer serves ${what} (was its CRD deleted?); watching again once it is served`;
-    if (err.status === 403) return `the bridge may not list/watch ${what}: ${err.message}`;
-    return undefined;
   }
 
   private report(problem: string | undefined): void {
@@ -435,24 +417,16 @@ export class Watcher {
       case 'ADDED':
       case 'MODIFIED': {
         this.stats.events++;
-        const object = this.normalise(obj);
-        const fresh = objectKey(object.metadata);
-        const old = this.store.get(fresh);
-        const key = old ? keptKey(old) : fresh;
-        this.store.set(key, this.kept(object, key));
-        this.resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
-        this.emit({ type: 'apply', object, old, key });
+        const change = this.objects.applied(obj);
+        this.resourceVersion = change.object.metadata.resourceVersion ?? resourceVersion;
+        this.emit({ type: 'apply', ...change });
         return this.resourceVersion;
       }
       case 'DELETED': {
         this.stats.events++;
-        const object = this.normalise(obj);
-        const fresh = objectKey(object.metadata);
-        const old = this.store.get(fresh);
-        const key = old ? keptKey(old) : fresh;
-        this.store.delete(key);
+        const { object, key } = this.objects.deleted(obj);
         this.resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
-        this.emit({ type: 'delete', object: this.kept(object, key), inferred: false, key });
+        this.emit({ type: 'delete', object, inferred: false, key });
         return this.resourceVersion;
       }
     }

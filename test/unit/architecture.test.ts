@@ -170,6 +170,7 @@ const homes: Record<string, string> = {
   WrittenReconcilerSpec: 'core/reconciler-spec.ts',
   ReconcilerObject: 'core/reconciler-spec.ts',
   reconcilerSpec: 'core/reconciler-spec.ts',
+  isObject: 'core/json.ts',
   escapePointerToken: 'core/json.ts',
   unescapePointerToken: 'core/json.ts',
   pointerTokens: 'core/json.ts',
