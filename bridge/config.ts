@@ -1,15 +1,16 @@
 // The bridge's side of the Reconciler resource (kfn.dev/v1alpha1): validating a Reconciler read
 // from a file (`kfn bridge --config F`) or the cluster into a ReconcilerConfig with every default
 // filled in, the watches it needs, and its CRD (manifests/crds/reconciler.yaml, written by `npm run
-// generate`). The spec itself — its schema, types, bounds and defaults — is core/reconciler-spec.ts,
-// shared with the SDK that writes it. Validation names every problem, so an unusable spec becomes
+// generate`). The spec itself — its schema, the types derived from it, bounds and defaults — is
+// core/reconciler-spec.ts, shared with the SDK that writes it; a ReconcilerConfig is that spec's
+// shape, with what the bridge adds. Validation names every problem, so an unusable spec becomes
 // a Ready=False condition (or a startup error) that says what to fix.
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
 import { isObject } from '../core/json.ts';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { defaultedReconcilerSpec, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type AuthSpec, type SinkSpec } from '../core/reconciler-spec.ts';
+import { defaultedReconcilerSpec, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type DefaultedReconcilerSpec, type Mapping, type MappingSpec, type OwnedKindSpec, type WatchedKindSpec } from '../core/reconciler-spec.ts';
 import type { ScaleTarget } from './activator.ts';
 import { customResourceDefinition } from '../kube/crd.ts';
 
@@ -20,46 +21,35 @@ import { customResourceDefinition } from '../kube/crd.ts';
  * Reconcilers owning one kind share one watch). `labelSelector: ""` watches them all
  * (children made without the SDK).
  */
-export interface OwnedKind extends KindRef {
-  labelSelector: string;
+export type OwnedKind = Omit<OwnedKindSpec, 'fields'> & {
   /** Contract 2: the fields carried besides metadata (the spec's, or observedFields' default); undefined, the whole object. */
   fields?: string[];
-}
+};
 
 /**
- * How a watched object names the primaries to reconcile: a label whose value is the primary's
- * name; a label selector stored in the primary (`selectorField`, e.g. spec.selector); or a
- * field of the primary holding the watched object's name (`referenceField`, e.g.
- * spec.issuerRef.name; a path through a list names every item).
+ * A watched kind. Its objects name the primaries to reconcile by a label whose value is the
+ * primary's name; by a label selector stored in the primary (`selectorField`, e.g.
+ * spec.selector); or by a field of the primary holding the watched object's name
+ * (`referenceField`, e.g. spec.issuerRef.name; a path through a list names every item).
  */
-export type Mapping = { label: string } | { selectorField: string } | { referenceField: string };
+export type WatchSpec = Omit<WatchedKindSpec, 'mapping'> & { mapping: Mapping };
 
-export interface WatchSpec extends KindRef {
-  mapping: Mapping;
-}
-
-/** A Reconciler with every default filled in. */
-export interface ReconcilerConfig {
+/**
+ * A Reconciler with every default filled in: its spec as the bridge reads it (serviceAccount:
+ * the identity it watches and delivers for, bridge/identity.ts; none, see the bridge's
+ * requireIdentity), and what the bridge adds.
+ */
+export interface ReconcilerConfig extends Pick<DefaultedReconcilerSpec, 'for' | 'sink' | 'auth' | 'serviceAccount' | 'resyncPeriodSeconds' | 'maxConcurrentReconciles' | 'timeoutSeconds' | 'backoff' | 'rateLimit'> {
   name: string;
   generation: number;
-  for: KindRef;
   /** The event contract the function speaks (1 or 2). */
   contract: 1 | 2;
   owns: OwnedKind[];
   watches: WatchSpec[];
-  sink: SinkSpec;
-  auth?: AuthSpec;
-  /** The identity it watches and delivers for (bridge/identity.ts); none: see the bridge's requireIdentity. */
-  serviceAccount?: { name: string; namespace: string };
+  /** Namespaces to reconcile in; empty means all. */
   namespaces: string[];
-  resyncPeriodSeconds: number;
   /** Resyncs as one batch per period (a sink that scales to zero), not spread over it. */
   resyncBatch: boolean;
-  maxConcurrentReconciles: number;
-  timeoutSeconds: number;
-  backoff: { baseDelayMs: number; maxDelayMs: number };
-  /** The overall limit on retries across the Reconciler's keys (a token bucket). */
-  rateLimit: { qps: number; burst: number };
 }
 
 /** The Reconciler's CustomResourceDefinition, from the spec's one schema. */
@@ -118,18 +108,26 @@ export function parseReconciler(obj: unknown): ReconcilerConfig {
       const fields = observedFields(k.fields);
       return { apiVersion: k.apiVersion, kind: k.kind, labelSelector: k.labelSelector, ...(fields ? { fields } : {}) };
     }),
-    watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: w.mapping as Mapping })),
+    watches: (spec.watches ?? []).map((w) => ({ apiVersion: w.apiVersion, kind: w.kind, mapping: mappingOf(w.mapping) })),
     sink: spec.sink,
     auth: spec.auth,
     ...(spec.serviceAccount ? { serviceAccount: { name: spec.serviceAccount.name, namespace: spec.serviceAccount.namespace } } : {}),
     namespaces: spec.namespaces ?? [],
-    resyncPeriodSeconds: spec.resyncPeriodSeconds!,
+    resyncPeriodSeconds: spec.resyncPeriodSeconds,
     resyncBatch: spec.resyncSchedule ? spec.resyncSchedule === 'batch' : scalesToZero(spec.sink),
-    maxConcurrentReconciles: spec.maxConcurrentReconciles!,
-    timeoutSeconds: spec.timeoutSeconds!,
-    backoff: spec.backoff as ReconcilerConfig['backoff'],
-    rateLimit: spec.rateLimit as ReconcilerConfig['rateLimit'],
+    maxConcurrentReconciles: spec.maxConcurrentReconciles,
+    timeoutSeconds: spec.timeoutSeconds,
+    backoff: spec.backoff,
+    rateLimit: spec.rateLimit,
   };
+}
+
+/** A valid mapping as its one field (the schema's rule, checked above, lets exactly one be set). */
+function mappingOf(m: MappingSpec): Mapping {
+  if (m.label !== undefined) return { label: m.label };
+  if (m.selectorField !== undefined) return { selectorField: m.selectorField };
+  if (m.referenceField !== undefined) return { referenceField: m.referenceField };
+  throw new Error('a mapping with none of label, selectorField or referenceField passed validation');
 }
 
 /** Reads Reconcilers from a YAML file (one or more documents). */

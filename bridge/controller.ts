@@ -1,9 +1,10 @@
 // One Reconciler's controller, in the parts controller-runtime keeps apart: what it hears (its
-// watches' events routed to keys and its resyncs, bridge/intake.ts), why each key wants a
+// watches' events routed to keys, and its resyncs: bridge/intake.ts), why each key wants a
 // delivery (bridge/pending.ts), the per-key work queue, its deliveries (bridge/delivery-loop.ts),
 // whether its identity may see what it is sent (bridge/access.ts), and contract 2's waits for
-// its own writes (bridge/snapshot-waits.ts). The Controller assembles them and is what the
-// Bridge talks to.
+// the function's own writes (bridge/snapshot-waits.ts). The Controller assembles them, hands
+// each watch event out, and is what the Bridge talks to. The traces and the metrics watch the
+// parts from the edges.
 //
 //   watch event ─▶ onEvent ─▶ Intake ─▶ Observations + WorkQueue ─▶ DeliveryLoop ─▶ Sink
 //   ResyncSchedule ──────────────┘            ▲                          │
@@ -12,7 +13,7 @@ import { AccessReview, type AccessContext } from './access.ts';
 import type { Activator } from './activator.ts';
 import type { ReconcilerConfig } from './config.ts';
 import { DeliveryLoop, type DeliveryContext } from './delivery-loop.ts';
-import { Intake, WatchSet, type IntakeContext } from './intake.ts';
+import { Intake, type IntakeContext } from './intake.ts';
 import { Observations } from './pending.ts';
 import { Sink } from './sink.ts';
 import { SnapshotWaits } from './snapshot-waits.ts';
@@ -36,8 +37,6 @@ export interface ControllerContext extends AccessContext, DeliveryContext, Intak
 export class Controller {
   readonly config: ReconcilerConfig;
   readonly queue: WorkQueue;
-  private readonly traces: DeliveryTraces;
-  private readonly watches: WatchSet;
   private readonly observations: Observations;
   private readonly intake: Intake;
   private readonly access: AccessReview;
@@ -52,17 +51,16 @@ export class Controller {
   constructor(bridge: ControllerContext, config: ReconcilerConfig) {
     this.bridge = bridge;
     this.config = config;
-    this.traces = new DeliveryTraces(config.name);
+    const traces = new DeliveryTraces(config.name);
     const sink = new Sink(config, bridge.api, bridge.log, (problem) => bridge.onProblem?.(config.name, 'sink', problem), { allowPlainHttp: config.sink.allowPlainHttp === true });
     this.activation = bridge.activator?.(config);
     // A start that does not come is the sink's problem, as one that does not answer is.
     this.unreport = this.activation?.activator.report((problem) => bridge.onProblem?.(config.name, 'activator', problem));
     const metrics = bridge.metrics;
     this.queue = new WorkQueue({ clock: bridge.clock, backoff: config.backoff, rateLimit: config.rateLimit, observer: metrics?.queueObserver(config.name) });
-    this.watches = new WatchSet(config.for);
-    this.observations = new Observations(this.traces, this.queue);
-    this.snapshots = config.contract === 2 ? new SnapshotWaits(bridge, config, this.queue, this.watches.of) : undefined;
-    this.intake = new Intake(bridge, config, { queue: this.queue, observations: this.observations, watches: this.watches, snapshots: this.snapshots });
+    this.observations = new Observations(traces, (key) => this.queue.isDelayed(key));
+    this.intake = new Intake(bridge, config, this.queue, this.observations);
+    this.snapshots = config.contract === 2 ? new SnapshotWaits(bridge, config, this.queue, this.intake.watches.of) : undefined;
     metrics?.controllerStarted(config.name, bridge.clock.wall() / 1000);
     metrics?.maxConcurrent.set({ controller: config.name }, config.maxConcurrentReconciles);
     this.access = new AccessReview(bridge, config, {
@@ -77,12 +75,12 @@ export class Controller {
     this.delivery = new DeliveryLoop(bridge, config, {
       queue: this.queue,
       observations: this.observations,
-      watches: this.watches,
+      watches: this.intake.watches,
       snapshots: this.snapshots,
       access: this.access,
       sink,
       activator: this.activation?.activator,
-      traces: this.traces,
+      traces,
       holder: this,
     });
     this.intake.start();
@@ -104,22 +102,21 @@ export class Controller {
     this.intake.forget();
     this.snapshots?.undeferAll();
     this.observations.clear();
-    this.watches.clear();
   }
 
   /** The Reconciler's primary watches (one per namespace it names, or one for all). */
   get primaryWatches(): Watcher[] {
-    return this.watches.primary;
+    return this.intake.watches.primary;
   }
 
   /** A watch of an owned or watched kind this Reconciler uses. */
   addWatch(kind: KindRef, watcher: Watcher): void {
-    this.watches.add(kind, watcher);
+    this.intake.watches.add(kind, watcher);
   }
 
   /** A shared watch replaced by one that keeps more of each object. */
   replaceWatch(old: Watcher, replaced: Watcher): void {
-    this.watches.replace(old, replaced);
+    this.intake.watches.replace(old, replaced);
   }
 
   /**
@@ -128,7 +125,7 @@ export class Controller {
    * (SnapshotWaits.fence).
    */
   async fenceSnapshots(): Promise<void> {
-    const watch = this.watches.primary[0];
+    const watch = this.intake.watches.primary[0];
     if (!this.snapshots || !watch) return;
     await this.snapshots.fence(this.bridge.api, watch);
   }
@@ -153,10 +150,12 @@ export class Controller {
     return this.intake.redeliver(which);
   }
 
+  /** An event of one of its watches: while the identity is not allowed only a primary's deletion is kept; else contract 2 sees it, then the intake routes it. */
   onEvent(kind: KindRef, event: WatchEvent, initial: boolean): void {
     if (event.type === 'synced') return;
-    if (!this.allowed) this.intake.whileNotAllowed(kind, event);
-    else this.intake.onEvent(kind, event, initial);
+    if (!this.allowed) return this.intake.whileNotAllowed(kind, event);
+    this.snapshots?.onEvent(kind, event);
+    this.intake.onEvent(kind, event, initial);
   }
 
   async stop(timeoutMs: number): Promise<boolean> {

@@ -1,10 +1,13 @@
-// One Reconciler's deliveries: its workers take keys from the queue, at most as many at once as
-// the adaptive limit allows, and deliver each. What a delivery says is decided when it is sent,
-// from the newest state (the primary as the watch holds it now, or its tombstone if it was
-// deleted) and the reason recorded for the key's latest observation; a retry of an unchanged
-// observation has the same event id. What an answer means for the key is bridge/outcome.ts's.
+// One Reconciler's deliveries — controller-runtime's reconcile loop: its workers take keys from
+// the queue, at most as many at once as the adaptive limit allows, and deliver each. What a
+// delivery says is decided when it is sent, from the newest state (the primary as the watch
+// holds it now, or its tombstone if it was deleted) and the reason recorded for the key's latest
+// observation; a retry of an unchanged observation has the same event id. What an answer means
+// for the key is bridge/outcome.ts's; this carries it out.
 //
-//   WorkQueue ─▶ Workers ─▶ deliver(key) ─▶ Sink.send ─▶ carryOut(settle(answer)) ─▶ WorkQueue
+//   WorkQueue ─▶ Workers ─▶ deliver(key): decide ─▶ admitted ─▶ request ─▶ send ─▶ answered
+//       ▲                                                                            │
+//       └──────────────────────── carryOut(settle(answer)) ◀─────────────────────────┘
 import type { AccessReview } from './access.ts';
 import type { Activator } from './activator.ts';
 import { AdaptiveLimit } from './concurrency.ts';
@@ -18,7 +21,7 @@ import { ClockSkewReport, deadlineGraceMs, journalEntryOf, settle, type Settleme
 import type { Observations, PendingObservation } from './pending.ts';
 import type { Sink } from './sink.ts';
 import type { SnapshotWaits } from './snapshot-waits.ts';
-import type { DeliveryTraces, ObservationTrace } from './traces.ts';
+import type { DeliveryTraces } from './traces.ts';
 import { Workers, type WorkQueue } from './workqueue.ts';
 import type { HttpMessage } from '../core/authentication.ts';
 import type { Clock } from '../core/clock.ts';
@@ -26,9 +29,8 @@ import { encodeReconcileEvent, eventBudgetBytes, fitObserved, type Observation, 
 import type { Journal } from '../core/journal.ts';
 import { refOf } from '../core/objects.ts';
 import type { Change, DeliveryOutcome } from '../core/response.ts';
-import { inSpan, tracing, withTraceHeaders } from '../core/tracing.ts';
+import { tracing } from '../core/tracing.ts';
 import type { KubeObject } from '../kube/api.ts';
-import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 
 /** What deliveries use of the bridge they run in. */
 export interface DeliveryContext {
@@ -61,6 +63,31 @@ export interface DeliveryParts {
   /** Who holds a key while its delivery runs (the Controller): its successor is woken when it answers. */
   holder: object;
 }
+
+/** What a delivery of a key says, decided from the newest state. */
+interface Decision {
+  pending: PendingObservation;
+  /** The primary as its watch holds it now; undefined once it is deleted. */
+  live: KubeObject | undefined;
+  /** The primary delivered: `live`, or its tombstone. */
+  primary: KubeObject;
+  reason: ReconcileReason;
+  /** Contract 2: what the event carries of the watches. */
+  observed: ObservedState | undefined;
+}
+
+/** One attempt's event, and the deadline the bridge holds the key by. */
+interface Request {
+  observation: Observation;
+  attempt: number;
+  /** On the bridge's monotonic clock. */
+  deadline: number;
+  event: ReconcileCloudEvent;
+  message: HttpMessage;
+}
+
+/** The sink's answer, and the sink it came from. */
+type Sent = { result: DeliveryResult; sink: string };
 
 export class DeliveryLoop {
   private readonly workers: Workers;
@@ -107,98 +134,51 @@ export class DeliveryLoop {
    * the watch holds it, or its tombstone), then sent, journaled and settled (bridge/outcome.ts).
    */
   private async deliver(key: string): Promise<void> {
+    const decision = this.decide(key);
+    if (!decision || !this.admitted(key, decision)) return;
+    const request = await this.request(key, decision);
+    const sent = await this.send(key, decision, request);
+    this.answered(key, decision, request, sent);
+  }
+
+  /**
+   * What a delivery of `key` says now; undefined when there is nothing to send now: the
+   * identity may not see it, an earlier delivery may still run, its primary does not exist, or
+   * contract 2 waits for the watches to see its last writes.
+   */
+  private decide(key: string): Decision | undefined {
+    if (!this.mayDeliver(key)) return undefined;
+    const pending = this.observations.next(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
+    const live = this.watches.primaryOf(key);
+    const primary = live ?? this.observations.tombstone(key);
+    if (!primary) {
+      // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
+      this.observations.dropped(key, pending);
+      this.queue.forget(key);
+      this.snapshots?.forget(key);
+      this.snapshots?.undefer(key);
+      return undefined;
+    }
+    const observed = live && this.snapshots ? this.snapshots.observedFor(key, live) : undefined;
+    if (observed === 'wait') return undefined;
+    let reason: ReconcileReason = live ? pending.reason : 'deleted';
+    if (live && reason === 'deleted') reason = 'created';
+    // Gone: nothing more to wait for before delivering it (a new object of the name starts afresh).
+    if (reason === 'deleted') this.snapshots?.forget(key);
+    return { pending, live, primary, reason, observed };
+  }
+
+  /** Whether `key` may be delivered now, its identity allowed and no earlier delivery of it still running. */
+  private mayDeliver(key: string): boolean {
     if (this.access.verdict !== 'allowed') {
       // Not reviewed yet, or not for an identity that may not see it: held with its reason
       // (created, updated…), and delivered with it once the identity may (redeliverAll). A
       // Reconciler is often reviewed a moment before the apiserver's authorizer has seen the
       // binding applied with it: its first objects keep their reasons across that refusal.
       this.queue.forget(key);
-      return;
+      return false;
     }
-    if (this.heldBack(key)) return;
-    const pending = this.observations.next(key) ?? { reason: 'resync' as const, observedAt: this.bridge.clock.now() };
-    const live = this.watches.primaryOf(key);
-    const primary = live ?? this.observations.tombstones.get(key);
-    if (!primary) {
-      // Mapped or child events for a primary that does not exist (or no longer): nothing to do.
-      if (pending.trace) this.traces.dequeued(pending.trace);
-      this.observations.finish(key, pending);
-      this.observations.requeues.delete(key);
-      this.queue.forget(key);
-      this.snapshots?.forget(key);
-      this.snapshots?.undefer(key);
-      return;
-    }
-    const observed = live && this.snapshots ? this.snapshots.observedFor(key, live) : undefined;
-    if (observed === 'wait') return;
-    let reason: ReconcileReason = live ? pending.reason : 'deleted';
-    if (live && reason === 'deleted') reason = 'created';
-    // Gone: nothing more to wait for before delivering it (a new object of the name starts afresh).
-    if (reason === 'deleted') this.snapshots?.forget(key);
-    // A sink scaled to zero: held while a pod starts, and queued again once one is ready (the
-    // key keeps its reason and its place). Not a failure, so no backoff.
-    const activator = this.activator;
-    if (activator && !activator.admit(key, () => this.queue.add(key), this.queue.length + this.workers.busy)) {
-      if (pending.trace) this.traces.dequeued(pending.trace);
-      return;
-    }
-    const observation: Observation = {
-      reconciler: this.config.name,
-      primary: refOf(primary),
-      reason,
-      trigger: reason === 'child' || reason === 'mapped' ? pending.trigger : undefined,
-      observedAt: pending.observedAt,
-    };
-    // Timed from here: what the sink's lookup and signing take is not the function's time.
-    await this.sink.prepare();
-    const attempt = this.queue.retries(key) + 1;
-    // The deadline the function reads is wall time (its clock is another machine's); the one
-    // the bridge holds the key by is on its monotonic clock.
-    const timeoutMs = this.config.timeoutSeconds * 1000;
-    const deadline = this.bridge.clock.now() + timeoutMs;
-    const wallDeadline = this.bridge.clock.wall() + timeoutMs;
-    // The time left travels too (signed): the function counts it down on its own monotonic
-    // clock from receipt, so the two machines' clocks need not agree.
-    const encode = (o: ObservedState | undefined) => encodeReconcileEvent(observation, attempt, this.bridge.source, wallDeadline, o, timeoutMs);
-    // A snapshot too large for a function to take goes without the children (or whole).
-    let encoded = encode(observed);
-    if (observed && Buffer.byteLength(encoded.message.body) > eventBudgetBytes) {
-      const fitted = fitObserved(observed, (o) => Buffer.byteLength(encode(o).message.body));
-      this.bridge.log.warn({ reconciler: this.config.name, key, bytes: Buffer.byteLength(encoded.message.body), carried: fitted ? 'the primary only' : 'nothing' }, 'the observed state is too large for one event; the function reads the rest itself');
-      encoded = encode(fitted);
-    }
-    const { event, message } = encoded;
-    // Held while in flight: a controller that replaces this one (a Reconciler edit) waits for it.
-    this.bridge.holds.hold(this.config.name, key, deadline + deadlineGraceMs, this.holder);
-    activator?.started();
-    const sent = tracing.on ? await this.sendTraced(message, reason, event, attempt, pending.trace) : await this.send(message, reason);
-    // Not reached at all (its pod gone, evicted, scaled down by someone else): looked at again first.
-    activator?.finished(sent.result.status === undefined && sent.result.outcome.kind === 'retry');
-    const { sink } = sent;
-    if (this.limit.answered({ status: sent.result.status, durationMs: sent.result.durationMs, inFlight: this.workers.busy })) {
-      this.bridge.metrics?.concurrency.set({ controller: this.config.name }, this.limit.current);
-      this.bridge.onConcurrency?.(this.config.name, this.limit.current);
-    }
-    const now = this.bridge.clock.now();
-    const result = this.snapshots ? this.snapshots.noteAnswer(key, sent.result, now) : sent.result;
-    if (tracing.on) this.traces.answered(writtenBy(result.outcome));
-    this.bridge.journal?.append(journalEntryOf({ id: event.id, key, attempt, observation, sink, result, now }));
-    const { outcome } = result;
-    const clock = this.clockSkew.after(result);
-    if (clock) {
-      this.bridge.onProblem?.(this.config.name, 'clock', clock.problem);
-      this.bridge.metrics?.clockSkew.set({ controller: this.config.name }, clock.skewSeconds);
-    }
-    const delay = this.carryOut(key, pending, reason === 'deleted', settle(result, now, deadline));
-    if (outcome.kind === 'retry' && outcome.invalidAnswer) {
-      this.bridge.metrics?.invalidAnswers.inc({ controller: this.config.name });
-      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, sink, problem: outcome.invalidAnswer, retryInMs: delay }, "the function's answer is not the contract's response; will retry");
-    } else if (outcome.kind === 'retry') {
-      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs: delay }, 'delivery failed; will retry');
-    } else if (outcome.kind === 'terminal') {
-      this.bridge.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
-      if (live) void this.bridge.recordWarning(primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
-    }
+    return !this.heldBack(key);
   }
 
   /**
@@ -213,8 +193,60 @@ export class DeliveryLoop {
     return true;
   }
 
+  /**
+   * A sink scaled to zero: held while a pod starts, and queued again once one is ready (the key
+   * keeps its reason and its place). Not a failure, so no backoff.
+   */
+  private admitted(key: string, d: Decision): boolean {
+    if (!this.activator || this.activator.admit(key, () => this.queue.add(key), this.queue.length + this.workers.busy)) return true;
+    this.observations.dequeued(d.pending);
+    return false;
+  }
+
+  /** The event of this attempt, with the time it may take. */
+  private async request(key: string, d: Decision): Promise<Request> {
+    const observation: Observation = {
+      reconciler: this.config.name,
+      primary: refOf(d.primary),
+      reason: d.reason,
+      trigger: d.reason === 'child' || d.reason === 'mapped' ? d.pending.trigger : undefined,
+      observedAt: d.pending.observedAt,
+    };
+    // Timed from here: what the sink's lookup and signing take is not the function's time.
+    await this.sink.prepare();
+    const attempt = this.queue.retries(key) + 1;
+    // The deadline the function reads is wall time (its clock is another machine's); the one
+    // the bridge holds the key by is on its monotonic clock.
+    const timeoutMs = this.config.timeoutSeconds * 1000;
+    const deadline = this.bridge.clock.now() + timeoutMs;
+    const wallDeadline = this.bridge.clock.wall() + timeoutMs;
+    // The time left travels too (signed): the function counts it down on its own monotonic
+    // clock from receipt, so the two machines' clocks need not agree.
+    const encode = (o: ObservedState | undefined) => encodeReconcileEvent(observation, attempt, this.bridge.source, wallDeadline, o, timeoutMs);
+    return { observation, attempt, deadline, ...this.fitted(key, encode, d.observed) };
+  }
+
+  /** The event with all of `observed` it can carry: a snapshot too large for a function to take goes without the children (or whole). */
+  private fitted(key: string, encode: (o: ObservedState | undefined) => { event: ReconcileCloudEvent; message: HttpMessage }, observed: ObservedState | undefined): { event: ReconcileCloudEvent; message: HttpMessage } {
+    const encoded = encode(observed);
+    if (!observed || Buffer.byteLength(encoded.message.body) <= eventBudgetBytes) return encoded;
+    const fitted = fitObserved(observed, (o) => Buffer.byteLength(encode(o).message.body));
+    this.bridge.log.warn({ reconciler: this.config.name, key, bytes: Buffer.byteLength(encoded.message.body), carried: fitted ? 'the primary only' : 'nothing' }, 'the observed state is too large for one event; the function reads the rest itself');
+    return encode(fitted);
+  }
+
+  /** Sends the event, the key held while it is in flight: a controller that replaces this one (a Reconciler edit) waits for it. */
+  private async send(key: string, d: Decision, r: Request): Promise<Sent> {
+    this.bridge.holds.hold(this.config.name, key, r.deadline + deadlineGraceMs, this.holder);
+    this.activator?.started();
+    const sent = tracing.on ? await this.traces.sending(r.message, r.event, d.reason, r.attempt, d.pending.trace, (message) => this.post(message, d.reason)) : await this.post(r.message, d.reason);
+    // Not reached at all (its pod gone, evicted, scaled down by someone else): looked at again first.
+    this.activator?.finished(sent.result.status === undefined && sent.result.outcome.kind === 'retry');
+    return sent;
+  }
+
   /** Sends one event to the sink with the Reconciler's credentials; never throws. */
-  private async send(message: HttpMessage, reason: ReconcileReason): Promise<{ result: DeliveryResult; sink: string }> {
+  private async post(message: HttpMessage, reason: ReconcileReason): Promise<Sent> {
     const metrics = this.bridge.metrics;
     const controller = this.config.name;
     metrics?.activeWorkers.inc({ controller });
@@ -229,27 +261,31 @@ export class DeliveryLoop {
     return sent;
   }
 
-  /** send(), in a span of the delivery attempt whose traceparent travels with the event: the function's spans continue its trace. */
-  private sendTraced(message: HttpMessage, reason: ReconcileReason, event: ReconcileCloudEvent, attempt: number, t: ObservationTrace | undefined): Promise<{ result: DeliveryResult; sink: string }> {
-    if (t) this.traces.dequeued(t);
-    const attributes = {
-      'messaging.system': 'cloudevents',
-      'messaging.operation.type': 'send',
-      'messaging.destination.name': this.config.name,
-      'cloudevents.event_id': event.id,
-      'cloudevents.event_type': event.type,
-      'cloudevents.event_source': event.source,
-      ...(event.subject ? { 'cloudevents.event_subject': event.subject } : {}),
-      'kfn.reason': reason,
-      'kfn.attempt': attempt,
-    };
-    return inSpan(`send ${this.config.name}`, attributes, async (span) => {
-      const sent = await this.send({ ...message, headers: withTraceHeaders(message.headers, context.active()) }, reason);
-      const { result } = sent;
-      span?.setAttributes({ 'kfn.outcome': result.outcome.kind, ...(result.status !== undefined ? { 'http.response.status_code': result.status } : {}), 'server.address': sent.sink });
-      if (result.outcome.kind === 'retry' || result.outcome.kind === 'terminal') span?.setStatus({ code: SpanStatusCode.ERROR, message: result.outcome.why });
-      return sent;
-    }, { parent: t?.context ?? ROOT_CONTEXT, kind: SpanKind.PRODUCER });
+  /** The answer: learnt from (the limit, contract 2's waits, the traces), journaled, and settled for the key (bridge/outcome.ts). */
+  private answered(key: string, d: Decision, r: Request, sent: Sent): void {
+    this.adapt(sent.result);
+    const now = this.bridge.clock.now();
+    const result = this.snapshots ? this.snapshots.noteAnswer(key, sent.result, now) : sent.result;
+    if (tracing.on) this.traces.answered(writtenBy(result.outcome));
+    this.bridge.journal?.append(journalEntryOf({ id: r.event.id, key, attempt: r.attempt, observation: r.observation, sink: sent.sink, result, now }));
+    this.checkClock(result);
+    const delay = this.carryOut(key, d.pending, d.reason === 'deleted', settle(result, now, r.deadline));
+    this.report(key, d, r.attempt, sent.sink, result.outcome, delay);
+  }
+
+  /** The adaptive limit learns from the answer's pace and pushback. */
+  private adapt(result: DeliveryResult): void {
+    if (!this.limit.answered({ status: result.status, durationMs: result.durationMs, inFlight: this.workers.busy })) return;
+    this.bridge.metrics?.concurrency.set({ controller: this.config.name }, this.limit.current);
+    this.bridge.onConcurrency?.(this.config.name, this.limit.current);
+  }
+
+  /** What the function's clock says, on the Reconciler's Ready condition and in kfn_bridge_clock_skew_seconds. */
+  private checkClock(result: DeliveryResult): void {
+    const clock = this.clockSkew.after(result);
+    if (!clock) return;
+    this.bridge.onProblem?.(this.config.name, 'clock', clock.problem);
+    this.bridge.metrics?.clockSkew.set({ controller: this.config.name }, clock.skewSeconds);
   }
 
   /** Carries out what settle() decided for the key; answers the backoff's delay when it chose one. */
@@ -272,6 +308,20 @@ export class DeliveryLoop {
         this.queue.forget(key);
         this.queue.addAfter(key, s.queue.ms);
         return undefined;
+    }
+  }
+
+  /** A failed delivery said where a person looks: the log, and for a refusal the object's Events. */
+  private report(key: string, d: Decision, attempt: number, sink: string, outcome: DeliveryOutcome, retryInMs: number | undefined): void {
+    const { reason } = d;
+    if (outcome.kind === 'retry' && outcome.invalidAnswer) {
+      this.bridge.metrics?.invalidAnswers.inc({ controller: this.config.name });
+      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, sink, problem: outcome.invalidAnswer, retryInMs }, "the function's answer is not the contract's response; will retry");
+    } else if (outcome.kind === 'retry') {
+      this.bridge.log.warn({ reconciler: this.config.name, key, reason, attempt, why: outcome.why, retryInMs }, 'delivery failed; will retry');
+    } else if (outcome.kind === 'terminal') {
+      this.bridge.log.error({ reconciler: this.config.name, key, reason, why: outcome.why }, 'function refused the event; waiting for the next change or resync');
+      if (d.live) void this.bridge.recordWarning(d.primary, 'ReconcileRejected', `kfn: the ${this.config.name} function refused the ${reason} event: ${outcome.why}`);
     }
   }
 }

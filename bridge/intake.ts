@@ -1,4 +1,5 @@
-// What makes one Reconciler's keys want a delivery: its watches' events routed to keys (route,
+// What makes one Reconciler's keys want a delivery — controller-runtime's sources and event
+// handler: the watches it hears (WatchSet), their events routed to keys (route,
 // bridge/routing.ts), the resync schedule, and redeliveries (an identity allowed again, a shard
 // taken over). Each is recorded as the key's observation (bridge/pending.ts) and queued; the
 // primary's own events also keep its indexes, its tombstone and its time to Ready up to date.
@@ -11,7 +12,6 @@ import type { Observations, PendingObservation } from './pending.ts';
 import { TimeToReady } from './ready-time.ts';
 import { ResyncSchedule } from './resync.ts';
 import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
-import type { SnapshotWaits } from './snapshot-waits.ts';
 import type { TraceCause } from './traces.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
 import type { Priority, WorkQueue } from './workqueue.ts';
@@ -72,6 +72,8 @@ export class WatchSet {
 }
 
 export class Intake {
+  /** The watches it hears. */
+  readonly watches: WatchSet;
   private readonly resync: ResyncSchedule;
   /** How long its primaries take from a change to Ready (kfn_bridge_change_to_ready_seconds). */
   private readonly readyTime: TimeToReady | undefined;
@@ -85,16 +87,13 @@ export class Intake {
   private readonly config: ReconcilerConfig;
   private readonly queue: WorkQueue;
   private readonly observations: Observations;
-  private readonly watches: WatchSet;
-  private readonly snapshots: SnapshotWaits | undefined;
 
-  constructor(bridge: IntakeContext, config: ReconcilerConfig, parts: { queue: WorkQueue; observations: Observations; watches: WatchSet; snapshots: SnapshotWaits | undefined }) {
+  constructor(bridge: IntakeContext, config: ReconcilerConfig, queue: WorkQueue, observations: Observations) {
     this.bridge = bridge;
     this.config = config;
-    this.queue = parts.queue;
-    this.observations = parts.observations;
-    this.watches = parts.watches;
-    this.snapshots = parts.snapshots;
+    this.queue = queue;
+    this.observations = observations;
+    this.watches = new WatchSet(config.for);
     // Only where the primary's watch keeps its status (contract 2, or a field-mapped watch).
     this.readyTime = watchedKinds(config)[0]?.full ? new TimeToReady((seconds) => bridge.metrics?.changeToReady.observe({ controller: config.name }, seconds)) : undefined;
     this.resync = new ResyncSchedule({
@@ -156,7 +155,7 @@ export class Intake {
   redeliverAll(): void {
     this.redeliver(() => true);
     const now = this.bridge.clock.now();
-    for (const key of this.observations.tombstones.keys()) this.observe(key, { reason: 'deleted', observedAt: now }, 'high');
+    for (const key of this.observations.tombstoned()) this.observe(key, { reason: 'deleted', observedAt: now }, 'high');
   }
 
   /**
@@ -167,30 +166,14 @@ export class Intake {
   whileNotAllowed(kind: KindRef, event: Exclude<WatchEvent, { type: 'synced' }>): void {
     if (sameKind(kind, this.config.for)) {
       const key = event.key ?? objectKey(event.object.metadata);
-      if (event.type === 'delete' && this.inNamespaces(event.object) && this.owns(key)) this.observations.tombstones.set(key, event.object);
-      else this.observations.tombstones.delete(key);
+      if (event.type === 'delete' && this.inNamespaces(event.object) && this.owns(key)) this.observations.keepTombstone(key, event.object);
+      else this.observations.dropTombstone(key);
     }
   }
 
+  /** An event of one of its watches: a primary's own bookkeeping first, then the keys it routes to, observed. */
   onEvent(kind: KindRef, event: Exclude<WatchEvent, { type: 'synced' }>, initial: boolean): void {
-    this.snapshots?.onEvent(kind, event);
-    if (sameKind(kind, this.config.for)) {
-      // The watch's own key string when it gives one: the resync schedule then shares it.
-      const key = event.key ?? objectKey(event.object.metadata);
-      if (event.type === 'delete') {
-        // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
-        // (and this shard delivers).
-        if (this.inNamespaces(event.object) && this.owns(key)) this.observations.tombstones.set(key, event.object);
-        this.resync.untrack(key);
-        this.readyTime?.gone(key);
-        for (const index of this.primaryIndexes) index.delete(key);
-      } else {
-        this.observations.tombstones.delete(key);
-        if (this.inNamespaces(event.object)) this.resync.track(key);
-        if (this.inNamespaces(event.object) && this.owns(key)) this.readyTime?.seen(key, event.object, this.bridge.clock.now(), event.type === 'apply' ? event.old : undefined);
-        for (const index of this.primaryIndexes) index.set(key, event.object);
-      }
-    }
+    if (sameKind(kind, this.config.for)) this.primaryChanged(event);
     const now = this.bridge.clock.now();
     const primaryWatch = this.watches.primary[0];
     for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
@@ -198,10 +181,30 @@ export class Intake {
     }
   }
 
-  /** Lets go of what it tracked of the primaries (the identity was refused): their resyncs and indexes. */
+  /** A primary's event: its tombstone, its resync, its time to Ready and the indexes follow it. */
+  private primaryChanged(event: Exclude<WatchEvent, { type: 'synced' }>): void {
+    // The watch's own key string when it gives one: the resync schedule then shares it.
+    const key = event.key ?? objectKey(event.object.metadata);
+    if (event.type === 'delete') {
+      // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
+      // (and this shard delivers).
+      if (this.inNamespaces(event.object) && this.owns(key)) this.observations.keepTombstone(key, event.object);
+      this.resync.untrack(key);
+      this.readyTime?.gone(key);
+      for (const index of this.primaryIndexes) index.delete(key);
+    } else {
+      this.observations.dropTombstone(key);
+      if (this.inNamespaces(event.object)) this.resync.track(key);
+      if (this.inNamespaces(event.object) && this.owns(key)) this.readyTime?.seen(key, event.object, this.bridge.clock.now(), event.type === 'apply' ? event.old : undefined);
+      for (const index of this.primaryIndexes) index.set(key, event.object);
+    }
+  }
+
+  /** Lets go of its watches and what it tracked of the primaries (the identity was refused): their resyncs and indexes. */
   forget(): void {
     for (const w of this.watches.primary) for (const key of w.store.keys()) this.resync.untrack(key);
     for (const index of this.primaryIndexes) index.clear();
+    this.watches.clear();
   }
 
   private inNamespaces(obj: KubeObject): boolean {

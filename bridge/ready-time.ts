@@ -3,7 +3,7 @@
 // condition True for that generation, as kfn_bridge_change_to_ready_seconds reports it. Only
 // objects waiting to be Ready after such a change are held (their key, generation and since
 // when). It needs the primary's status, which the watch of a contract-2 Reconciler (or one
-// mapping by a field of the primary) keeps; the controller makes none for a metadata-only watch.
+// mapping by a field of the primary) keeps; the intake (bridge/intake.ts) makes none for a metadata-only watch.
 import { readyForGeneration } from '../core/conditions.ts';
 import type { KubeObject } from '../kube/api.ts';
 

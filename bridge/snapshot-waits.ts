@@ -51,10 +51,10 @@ export class SnapshotWaits {
   }
 
   /** A watch event: the bookkeeping follows it, and a delivery held back until its last writes are seen may go. */
-  onEvent(kind: KindRef, event: WatchEvent): void {
+  onEvent(kind: KindRef, event: Exclude<WatchEvent, { type: 'synced' }>): void {
     this.snapshots.onEvent(kind, event);
     // A delivery held back until its last writes are seen: this may be one of them.
-    if (event.type !== 'synced' && this.deferred.size) {
+    if (this.deferred.size) {
       for (const key of this.snapshots.waitingFor(kind, event.object)) if (this.deferred.has(key)) this.queue.add(key);
     }
   }

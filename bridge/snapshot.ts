@@ -7,7 +7,7 @@
 //   deliver ─▶ readiness(key): ready | wait (poll again soon) | give up waiting on lagging kinds
 //          ─▶ observed(primary): the primary, each owned kind's children, `applied`
 //
-// Pure bookkeeping over the watches' stores: the Controller passes the watches in.
+// Pure bookkeeping over the watches' stores: SnapshotWaits (bridge/snapshot-waits.ts) passes the watches in.
 import type { ReconcilerConfig } from './config.ts';
 import type { Watcher, WatchEvent } from './watcher.ts';
 import { projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../core/event.ts';
@@ -47,7 +47,7 @@ interface Baseline {
   at: number;
 }
 
-/** The watches of one kind (one per namespace, or one for all), as the Controller has them. */
+/** The watches of one kind (one per namespace, or one for all), as the Reconciler hears them (WatchSet, bridge/intake.ts). */
 export type WatchesOf = (kind: KindRef) => Watcher[];
 
 export type Readiness =

@@ -6,11 +6,16 @@
 // shows that write, the receive span it causes links to it, or — when the event came first, as
 // it often does while the reconcile is still writing — the queued span of the observation it
 // joined: "why did this run" is one click.
-// Nothing here runs with tracing off: the controller asks `tracing.on` first.
-import { context, trace, SpanKind, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api';
+// The traces watch the path, they do not run it: they see observations come and go as
+// bridge/pending.ts's ObservationObserver, and wrap a delivery's send. Nothing here runs with
+// tracing off: the callers ask `tracing.on` first.
+import { context, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api';
+import type { DeliveryResult } from './delivery.ts';
+import type { HttpMessage } from '../core/authentication.ts';
+import type { ReconcileCloudEvent } from '../core/event.ts';
 import type { KindRef } from '../core/objects.ts';
 import type { Change } from '../core/response.ts';
-import { spanContextOf, tracer } from '../core/tracing.ts';
+import { inSpan, spanContextOf, tracer, withTraceHeaders } from '../core/tracing.ts';
 import type { KubeObject } from '../kube/api.ts';
 
 /** What a pending observation carries of its trace: the receive span's context, and its time in the queue. */
@@ -116,6 +121,33 @@ export class DeliveryTraces {
     for (const version of t.versions) if (this.seen.get(version) === t.queued) this.seen.delete(version);
     t.queued = undefined;
     t.versions = [];
+  }
+
+  /**
+   * One delivery attempt of an observation, in a span whose traceparent travels with the event
+   * (`send` is given the message with it): the function's spans continue its trace. The
+   * observation's time queued ends as the attempt starts.
+   */
+  sending<T extends { result: DeliveryResult; sink: string }>(message: HttpMessage, event: ReconcileCloudEvent, reason: string, attempt: number, t: ObservationTrace | undefined, send: (message: HttpMessage) => Promise<T>): Promise<T> {
+    if (t) this.dequeued(t);
+    const attributes = {
+      'messaging.system': 'cloudevents',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': this.reconciler,
+      'cloudevents.event_id': event.id,
+      'cloudevents.event_type': event.type,
+      'cloudevents.event_source': event.source,
+      ...(event.subject ? { 'cloudevents.event_subject': event.subject } : {}),
+      'kfn.reason': reason,
+      'kfn.attempt': attempt,
+    };
+    return inSpan(`send ${this.reconciler}`, attributes, async (span) => {
+      const sent = await send({ ...message, headers: withTraceHeaders(message.headers, context.active()) });
+      const { result } = sent;
+      span?.setAttributes({ 'kfn.outcome': result.outcome.kind, ...(result.status !== undefined ? { 'http.response.status_code': result.status } : {}), 'server.address': sent.sink });
+      if (result.outcome.kind === 'retry' || result.outcome.kind === 'terminal') span?.setStatus({ code: SpanStatusCode.ERROR, message: result.outcome.why });
+      return sent;
+    }, { parent: t?.context ?? ROOT_CONTEXT, kind: SpanKind.PRODUCER });
   }
 
   /** The writes a function's answer names with their spans: the events that show them will link to them. */

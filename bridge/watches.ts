@@ -37,7 +37,7 @@ export interface WatchUsers {
 }
 
 /** One shared watch of a kind, with the Reconcilers that listen to it. */
-interface SharedWatch {
+export interface SharedWatch {
   ref: KindRef;
   watcher: Watcher;
   full: boolean;

@@ -263,16 +263,36 @@ export const reconcilerSpecSchema = withRules(Type.Object({
   },
 ]);
 
-/** A Reconciler's spec with every default filled in: what the apiserver stores and the bridge reads. */
+/**
+ * A Reconciler's spec, as the schema types it: a field with a default is optional here (a writer
+ * may leave it out); DefaultedReconcilerSpec is the same spec once the defaults are filled in.
+ */
 export type ReconcilerSpec = Static<typeof reconcilerSpecSchema>;
 
 export type SinkSpec = ReconcilerSpec['sink'];
 export type AuthSpec = NonNullable<ReconcilerSpec['auth']>;
+/** A kind the Reconciler owns (spec.owns). */
+export type OwnedKindSpec = NonNullable<ReconcilerSpec['owns']>[number];
+/** A kind the Reconciler watches (spec.watches), and how its objects name the primaries. */
+export type WatchedKindSpec = NonNullable<ReconcilerSpec['watches']>[number];
+/** How a watched object names its primaries, as the schema has it: three optional fields, of which its rule lets exactly one be set. */
+export type MappingSpec = Static<typeof mappingSchema>;
+/** A mapping as the schema's rule leaves it: exactly one of its fields, set ({ label } | { selectorField } | { referenceField }). */
+export type Mapping = { [K in keyof MappingSpec]-?: { [P in K]-?: NonNullable<MappingSpec[P]> } }[keyof MappingSpec];
 
 /** `T` with the fields `K` left to their defaults. */
 type Defaulted<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
-type OwnedKindSpec = NonNullable<ReconcilerSpec['owns']>[number];
+/** `T` with the fields `K`, and theirs in turn, filled in by their defaults. */
+type DefaultsFilled<T, K extends keyof T> = Omit<T, K> & { [P in K]-?: Required<NonNullable<T[P]>> };
 type AwsIamSpec = NonNullable<SinkSpec['awsIam']>;
+
+/**
+ * A spec as defaulting leaves it (the apiserver's, or defaultedReconcilerSpec's): the top-level
+ * fields with a default are there, and so are backoff's and rateLimit's. Two nested defaults stay
+ * optional in the type, and are read with their defaults where used: an owned kind's `fields`
+ * (observedFields) and sink.scaleToZero's numbers (reconcilerLimits).
+ */
+export type DefaultedReconcilerSpec = DefaultsFilled<ReconcilerSpec, 'contract' | 'resyncPeriodSeconds' | 'maxConcurrentReconciles' | 'timeoutSeconds' | 'backoff' | 'rateLimit'>;
 
 /**
  * A Reconciler's spec as a manifest writes it: the fields the schema requires but defaults may
@@ -317,10 +337,10 @@ export function isReconcilerObject(object: unknown): object is ReconcilerObject 
 /**
  * A written spec with its defaults filled in (as the apiserver would), and every problem of it,
  * each naming its field: the schema's, unknown fields, the cross-field rules. The spec is a
- * ReconcilerSpec only when there is no problem.
+ * DefaultedReconcilerSpec only when there is no problem.
  */
-export function defaultedReconcilerSpec(written: Record<string, unknown>): { spec: ReconcilerSpec; problems: string[] } {
-  const spec = Value.Default(reconcilerSpecSchema, Value.Clone(written)) as ReconcilerSpec;
+export function defaultedReconcilerSpec(written: Record<string, unknown>): { spec: DefaultedReconcilerSpec; problems: string[] } {
+  const spec = Value.Default(reconcilerSpecSchema, Value.Clone(written)) as DefaultedReconcilerSpec;
   return { spec, problems: specProblems(spec) };
 }
 

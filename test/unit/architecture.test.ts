@@ -130,6 +130,36 @@ test('the circle check finds a circle and its way round', () => {
 });
 
 /**
+ * A class that grows with every feature becomes a story no reader can hold: the bridge's
+ * Controller once took intake, the pending set, identity reviews, deliveries, answers, requeues
+ * and traces in one. Its parts are cut by job (as controller-runtime keeps source, handler and
+ * reconcile loop apart), and no class in bridge/ runs over maxClassLines.
+ */
+const maxClassLines = 300;
+
+/** Each class of a source text and its length: from the line of `class Name` to the closing brace at that line's indentation. */
+function classesOf(text: string): { name: string; lines: number }[] {
+  const lines = text.split('\n');
+  return lines.flatMap((line, i) => {
+    const m = /^(\s*)(?:export\s+)?(?:default\s+)?(?:abstract\s+)?class\s+(\w+)/.exec(line);
+    if (!m) return [];
+    if (line.trimEnd().endsWith('}')) return [{ name: m[2]!, lines: 1 }];
+    const end = lines.findIndex((l, j) => j > i && l.trimEnd() === `${m[1]}}`);
+    return [{ name: m[2]!, lines: (end < 0 ? lines.length : end + 1) - i }];
+  });
+}
+
+test(`no class in bridge/ runs over ${maxClassLines} lines`, () => {
+  const long = sources('bridge').flatMap((file) => classesOf(readFileSync(join(root, file), 'utf8')).filter((c) => c.lines > maxClassLines).map((c) => `${c.name} in ${file}: ${c.lines} lines`));
+  assert.deepEqual(long, [], `classes over ${maxClassLines} lines: cut each by job into parts of their own (a module each), not by size`);
+});
+
+test('the class scan measures from `class Name` to its closing brace, and a class on one line as one', () => {
+  const text = 'export class A extends Error {}\n\nclass B {\n  m(): void {\n  }\n}\n  class C {\n  }\nfunction f() {\n}';
+  assert.deepEqual(classesOf(text), [{ name: 'A', lines: 1 }, { name: 'B', lines: 4 }, { name: 'C', lines: 2 }]);
+});
+
+/**
  * Concepts with one home. Each name may be declared (function, class, interface, type, const)
  * only in the file given, in code and tests alike: a second definition is a second meaning.
  */
