@@ -79,6 +79,12 @@ export interface BridgeProcessOptions {
   /** For tests: watch tuning. */
   watcher?: Partial<WatcherOptions>;
   /**
+   * How the user installs the Reconciler CRD where this bridge runs (`install it with kubectl apply
+   * -f …` of their copy of kfn), said when the cluster does not serve it; the CLI spells it
+   * (cli/invocation.ts).
+   */
+  installCrd?: string;
+  /**
    * Whether a Reconciler must name an identity to be delivered for (default: yes for Reconcilers
    * from the cluster, which anyone allowed to create one may write; no for a --config file or
    * given Reconcilers, which whoever runs the bridge wrote). `--require-identity=false` is for a
@@ -127,7 +133,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
   const bridge = newBridge(options, { api, logger, metrics, journal, shards, requireIdentity: options.requireIdentity ?? !fixed }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
-  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, options.watcher));
+  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd }));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
   const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 60_000, logger, (configs) => fixedSource.set(configs)) : undefined;

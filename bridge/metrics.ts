@@ -166,6 +166,16 @@ export class BridgeMetrics {
     labelNames: ['controller'],
     registers: [this.registry],
   });
+  /** The journal whose failures the journal's counters export (none: they stay at 0). */
+  private journal: { readonly failures: number; readonly dropped: number } | undefined;
+  /**
+   * What the journal could not write: its failed writes and rotations, and the lines it dropped.
+   * Registered whether or not the bridge journals, so that the rule that reads them
+   * (KfnJournalFailing) has a series to compare from the first scrape.
+   */
+  readonly journalFailures = this.journalCounter('kfn_bridge_journal_failures_total', 'Journal writes and rotations that failed (a read-only, full or broken volume); deliveries go on.', 'failures');
+  readonly journalDropped = this.journalCounter('kfn_bridge_journal_dropped_lines_total', 'Journal lines dropped unwritten because the volume did not keep up (the queue is bounded).', 'dropped');
+
   private watchStates: () => Iterable<{ kind: string; state: WatchState }> = () => [];
   readonly watches = (() => {
     const metrics = this;
@@ -188,21 +198,24 @@ export class BridgeMetrics {
     this.info.set(1);
   }
 
-  /** Exports what the journal could not write: its failed writes and rotations, and the lines it dropped. */
+  private journalCounter(name: string, help: string, field: 'failures' | 'dropped'): Counter {
+    const metrics = this;
+    let counted = 0;
+    return new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        const now = metrics.journal?.[field] ?? 0;
+        if (now > counted) this.inc(now - counted);
+        counted = now;
+      },
+    });
+  }
+
+  /** Exports what `journal` could not write (the bridge's --journal). */
   trackJournal(journal: { readonly failures: number; readonly dropped: number }): void {
-    const counted = { failures: 0, dropped: 0 };
-    const counter = (name: string, help: string, field: 'failures' | 'dropped') =>
-      new Counter({
-        name,
-        help,
-        registers: [this.registry],
-        collect() {
-          this.inc(journal[field] - counted[field]);
-          counted[field] = journal[field];
-        },
-      });
-    counter('kfn_bridge_journal_failures_total', 'Journal writes and rotations that failed (a read-only, full or broken volume); deliveries go on.', 'failures');
-    counter('kfn_bridge_journal_dropped_lines_total', 'Journal lines dropped unwritten because the volume did not keep up (the queue is bounded).', 'dropped');
+    this.journal = journal;
   }
 
   /** Where kfn_bridge_watches reads the watches from when scraped. */

@@ -5,12 +5,19 @@ import type { Bridge } from './bridge.ts';
 import type { Logger } from './log.ts';
 import { InvalidReconcilerError, parseReconciler, type ReconcilerConfig } from './config.ts';
 import { Watcher, type WatcherOptions } from './watcher.ts';
+import { delay } from '../core/clock.ts';
 import { sameCondition, settleCondition, type Condition } from '../core/conditions.ts';
 import { reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import type { KubeApi, KubeObject } from '../kube/api.ts';
+import { ApiError, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import { explainFailure, type ClusterIdentity } from '../kube/cluster-failures.ts';
+import { NoAnswer } from '../kube/connection.ts';
 
-/** How often Reconcilers that could not start (their kind not served yet) are tried again. */
+/** How often Reconcilers that could not start (their kind not served yet), or could not be listed, are tried again. */
 export const retrySeconds = 5;
+/** How long one attempt to find the Reconciler kind may wait for the apiserver's answer (as a command's first look at its cluster). */
+export const discoveryTimeoutMs = 10_000;
+/** How to install the Reconciler CRD, said when none is given (the bridge's image runs without kfn's files beside it). */
+export const defaultCrdInstall = "install kfn's Helm chart, which holds it, or kubectl apply -f lib/manifests/crds/ of the kfn package";
 /** The least time between two writes of one Reconciler's status.concurrency. */
 export const concurrencyStatusMs = 10_000;
 
@@ -109,18 +116,25 @@ export class ClusterReconcilers implements ReconcilerSource {
   /** Each Reconciler's deliveries in flight at once, not written to its status yet. */
   private readonly concurrency = new Map<string, number>();
   private concurrencyTimer: NodeJS.Timeout | undefined;
+  /** Aborted by stop(): ends a wait to ask the apiserver again. */
+  private readonly stopping = new AbortController();
+  private readonly installCrd: string;
 
-  constructor(bridge: Bridge, api: KubeApi, log: Logger, watcherOptions?: Partial<WatcherOptions>) {
+  /**
+   * `options.installCrd`: how the user installs the Reconciler CRD where this bridge runs (`install
+   * it with kubectl apply -f …` of their copy of kfn), said when the apiserver does not serve it.
+   */
+  constructor(bridge: Bridge, api: KubeApi, log: Logger, options: { watcher?: Partial<WatcherOptions>; installCrd?: string } = {}) {
     this.bridge = bridge;
     this.api = api;
     this.log = log;
-    this.watcherOptions = watcherOptions;
+    this.watcherOptions = options.watcher;
+    this.installCrd = options.installCrd ?? defaultCrdInstall;
   }
 
   async start(): Promise<void> {
-    const resource = await this.api.resource(reconcilerApiVersion, reconcilerKind).catch((err) => {
-      throw new Error(`${(err as Error).message}. Install it with: kubectl apply -f manifests/crds/ (or run with --config <file>)`);
-    });
+    const resource = await this.reconcilerResource();
+    if (!resource) return; // stopped before the apiserver answered
     this.watcher = new Watcher(this.api, resource, { projection: 'full', log: (level, msg, fields) => this.log[level](fields ?? {}, msg), ...this.watcherOptions });
     this.watcher.subscribe((event) => {
       if (event.type === 'apply' && event.old && event.old.metadata.generation === event.object.metadata.generation) return;
@@ -129,6 +143,41 @@ export class ClusterReconcilers implements ReconcilerSource {
     this.watcher.start();
     await this.watcher.waitForSync();
     this.schedule(0);
+  }
+
+  /**
+   * The Reconciler kind as the apiserver serves it, asked until it answers: a bridge may start
+   * before its apiserver answers (a cluster coming up, a network not there yet), and a server
+   * process keeps trying where a command would stop. Each attempt that fails is logged with what
+   * failed — the connection (refused, no answer within discoveryTimeoutMs), naming the server,
+   * or the kind not served: its CRD missing — and the next comes retrySeconds later. Until one
+   * succeeds and the Reconcilers are listed, `loaded` stays false, and so /readyz. Undefined
+   * when stopped first.
+   */
+  private async reconcilerResource(): Promise<ResourceInfo | undefined> {
+    const clock = this.bridge.clock;
+    const cluster: ClusterIdentity = { where: this.api.connection.source, server: this.api.connection.server };
+    for (let attempt = 1; !this.stopped; attempt++) {
+      const deadline = new AbortController();
+      const cancel = clock.setTimer(() => deadline.abort(new NoAnswer('answer', discoveryTimeoutMs, new URL(cluster.server))), discoveryTimeoutMs);
+      try {
+        return await this.api.withSignal(deadline.signal).resource(reconcilerApiVersion, reconcilerKind);
+      } catch (err) {
+        if (this.stopped) return undefined;
+        const error = deadline.signal.aborted ? explainFailure(deadline.signal.reason, cluster)! : this.whyNotFound(err, cluster);
+        this.log.error({ attempt, server: cluster.server, error }, `cannot list Reconcilers; trying again in ${retrySeconds} s`);
+      } finally {
+        cancel();
+      }
+      await delay(clock, retrySeconds * 1000, this.stopping.signal);
+    }
+    return undefined;
+  }
+
+  /** What kept the apiserver from naming the Reconciler kind: the CRD missing only when it answered so. */
+  private whyNotFound(err: unknown, cluster: ClusterIdentity): string {
+    if (err instanceof ApiError && err.status === 404) return `the Reconciler CRD is not installed (${cluster.where}, server ${cluster.server}): ${this.installCrd}, or run the bridge with --config <file>`;
+    return explainFailure(err, cluster) ?? `${(err as Error).message} (${cluster.where}, server ${cluster.server})`;
   }
 
   onProblem(name: string, source: string, problem: string | undefined): void {
@@ -171,6 +220,7 @@ export class ClusterReconcilers implements ReconcilerSource {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearTimeout(this.timer);
     clearTimeout(this.concurrencyTimer);
     this.cancelRetry?.();

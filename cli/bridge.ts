@@ -33,7 +33,10 @@ ${clusterFlagsUsage(20)}
   --log-level L         trace, debug, info (default), warn, error
   -h, --help            show this help
 
-Logs are JSON lines on stdout.`;
+Logs are JSON lines on stdout. Until the apiserver answers and lists the Reconcilers, the bridge
+tries again every 5 s, logging each attempt with what failed (the server refused the connection
+or did not answer within 10 s, naming it; or the Reconciler CRD is not installed, and how to
+install it); it keeps running, /healthz answers and /readyz does not until it has listed.`;
 
 const flags = {
   ...clusterFlags,
@@ -49,6 +52,20 @@ const flags = {
   'require-identity': { type: 'string' },
   'log-level': { type: 'string' },
 } as const;
+
+/**
+ * How the user installs the Reconciler CRD from where they run `kfn bridge`: their copy of kfn's
+ * manifests (cli/invocation.ts). Loaded only outside a pod: the bridge's image carries the bundled
+ * CLI without kfn's files, and there the bridge's own words name the chart instead.
+ */
+async function crdInstallHere(): Promise<string | undefined> {
+  try {
+    const { kfnChart, reconcilerCrdInstall } = await import('./invocation.ts');
+    return `install it with ${reconcilerCrdInstall()} (or kfn's Helm chart, ${kfnChart()})`;
+  } catch {
+    return undefined;
+  }
+}
 
 export const bridgeCommand: Command = {
   name: 'bridge',
@@ -68,6 +85,7 @@ export const bridgeCommand: Command = {
     const tracing = await startTracing('kfn-bridge');
     const running = await startBridge({
       api: new KubeApi(cluster.connection),
+      ...(cluster.via === 'in-cluster' ? {} : { installCrd: await crdInstallHere() }),
       configFile: values.config,
       journal: values.journal,
       metricsAddr: values['metrics-addr'],

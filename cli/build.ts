@@ -9,6 +9,7 @@ import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command, type Options } from './command.ts';
 import { buildDir, bundleFunctionFolder } from './bundle.ts';
 import { zip } from './zip.ts';
+import { checkFunctionTypes, typecheckFlag, typecheckUsage } from './typecheck.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -37,16 +38,19 @@ Builds each function into a Lambda deployment package: <out>/<name>.zip holding 
 bundle of the function and the SDK, handler \`index.handler\` (runtime nodejs22.x or newer). It
 answers Function URLs (payload 2.0), API Gateway and ALB events. The function reaches Kubernetes
 with the kubeconfig in its KFN_KUBECONFIG variable and checks the bridge's signature with
-KFN_AUTH_SECRET; see docs/deploy.md for giving it both with least privilege.
+KFN_AUTH_SECRET; see docs/deploy.md for giving it both with least privilege. First it checks
+each function's types with the project's tsconfig.json: esbuild removes types without reading
+them, so a type error would otherwise be built.
 
 Options:
   --target lambda   what to build (default lambda, the only target of this command; container
                     images: \`kfn image build\`)
   --all             every function under functions/
   --out DIR         where the zips go (default .kfn/build/lambda)
+${typecheckUsage(17)}
   -h, --help        show this help`;
 
-const options = { target: { type: 'string' }, all: { type: 'boolean' }, out: { type: 'string' } } satisfies Options;
+const options = { target: { type: 'string' }, all: { type: 'boolean' }, out: { type: 'string' }, ...typecheckFlag } satisfies Options;
 
 export const buildCommand: Command = {
   name: 'build',
@@ -59,6 +63,7 @@ export const buildCommand: Command = {
     if ((values.target ?? 'lambda') !== 'lambda') throw new UsageError(`kfn build: the only target is --target lambda, not "${values.target}" (container images: kfn image build)\n\n${usage}`);
     const dirs = values.all ? functionDirs() : positionals;
     if (!dirs.length) throw new UsageError(`kfn build: name the functions to build, or --all\n\n${usage}`);
+    if (!values['no-typecheck']) await checkFunctionTypes('build', dirs, { log: say });
     for (const dir of dirs) {
       const pkg = await buildLambdaPackage(dir, values.out ? resolve(values.out) : undefined);
       say(`${pkg.name}: ${pkg.zip} (${(pkg.bytes / 1024).toFixed(0)} KiB, handler index.handler)`);

@@ -13,9 +13,7 @@ import { describeCluster, NoClusterConfigured, type ClusterSelection } from '../
 import { clusterPaths, compiled } from '../cluster/paths.ts';
 import { readState } from '../cluster/state.ts';
 import { UsageError } from './command.ts';
-
-/** How a user runs kfn here: in its checkout through npm, else the installed command. */
-export const kfnInvocation = compiled ? 'npx kfn' : 'npm run kfn --';
+import { kfnCommand } from './invocation.ts';
 
 /** What a command's flags chose: kubectl's three, and whether kfn's local cluster was asked for. */
 export interface ClusterFlags extends ClusterSelection {
@@ -48,7 +46,7 @@ export interface ChooseOptions {
   checkWithinMs?: number;
 }
 
-const twoWaysOn = `point kfn at your cluster (--kubeconfig, --context or $KUBECONFIG), or use kfn's own local cluster: \`${kfnInvocation} cluster up\`, then --local-cluster`;
+const twoWaysOn = `point kfn at your cluster (--kubeconfig, --context or $KUBECONFIG), or use kfn's own local cluster: \`${kfnCommand('cluster up')}\`, then --local-cluster`;
 
 /** Whether `server` is the running local cluster's apiserver. */
 function isLocalCluster(server: string): boolean {

@@ -10,6 +10,7 @@ import { defaultPorts, type ClusterPorts } from '../cluster/state.ts';
 import { defaultNetwork, defaultNodePorts, installCommand, installNodePackages, missingNodePackages, nodePackages, type NodePorts } from '../cluster/node.ts';
 import { kubeconfigForToken, parseServiceAccountRef, requestServiceAccountToken } from '../kube/serviceaccount.ts';
 import { parseCommandArgs, parsePort, unknownCommand, UsageError, wantsHelp, type Command, type Options } from './command.ts';
+import { kfnCommand, kfnCommandForOutput } from './invocation.ts';
 
 const usage = `Usage: kfn cluster <command> [options]
 
@@ -73,7 +74,7 @@ const simpleUsage: Record<string, string> = {
   down: 'Usage: kfn cluster down\n\nStops exactly the processes that `kfn cluster up` started (by recorded PID), removes the pods\' containers,\nmounts, network and cgroups, restores the sysctls the node changed, and removes .kfn/cluster.',
   deps: `Usage: kfn cluster deps [--check]\n\nInstalls the Debian packages the real node needs (as root):\n  ${installCommand(nodePackages.map((p) => p.pkg))}\nWith --check, only says which are missing (exit 3 when some are).`,
   status: 'Usage: kfn cluster status\n\nShows whether the local cluster runs, its components, PIDs, memory, ports and files.\nExit status: 0 when running and ready, 3 otherwise.',
-  env: 'Usage: kfn cluster env\n\nPrints shell lines that point kubectl and other clients at the local cluster:\n  eval "$(npm run --silent kfn -- cluster env)"',
+  env: `Usage: kfn cluster env\n\nPrints shell lines that point kubectl and other clients at the local cluster:\n  eval "$(${kfnCommandForOutput('cluster env')})"`,
   build: 'Usage: kfn cluster build\n\nBuilds the control-plane binaries from Go modules, or finds them in the cache, and prints the directory.',
   registry: [
     'Usage: kfn cluster registry [--auth]',
@@ -150,8 +151,8 @@ async function up(argv: string[]): Promise<number> {
   if (values.knative) await (await import('./knative.ts')).installOnLocalCluster({ log: say });
   say(`  kubeconfig: ${kubeconfig}`);
   say(`  try:        kubectl --kubeconfig ${kubeconfig} get nodes`);
-  say(`  or:         eval "$(npm run --silent kfn -- cluster env)"`);
-  say('  stop with:  npm run kfn -- cluster down');
+  say(`  or:         eval "$(${kfnCommandForOutput('cluster env')})"`);
+  say(`  stop with:  ${kfnCommand('cluster down')}`);
   return 0;
 }
 
@@ -191,7 +192,7 @@ async function status(argv: string[]): Promise<number> {
   parseCommandArgs('cluster status', argv, {});
   const s = await clusterStatus();
   if (!s.state) {
-    console.log('Local cluster: not running (start it with `npm run kfn -- cluster up`).');
+    console.log(`Local cluster: not running (start it with \`${kfnCommand('cluster up')}\`).`);
     return 3;
   }
   const total = s.components.reduce((sum, c) => sum + (c.residentBytes ?? 0), 0);
@@ -213,7 +214,7 @@ async function status(argv: string[]): Promise<number> {
     const kn = await knativeStatus(new KubeApi(connectionFromKubeconfig(s.paths.kubeconfig)));
     console.log('');
     if (kn) (await import('./knative.ts')).printKnativeStatus(kn, (l) => console.log(`  ${l}`));
-    else console.log('  Knative: not installed (`npm run kfn -- knative install`)');
+    else console.log(`  Knative: not installed (\`${kfnCommand('knative install')}\`)`);
   }
   if (!s.healthy) console.log('\nSome components are not running or the API server is not ready; see the logs, or restart with `kfn cluster down && kfn cluster up`.');
   return s.healthy ? 0 : 3;
@@ -223,7 +224,7 @@ async function env(argv: string[]): Promise<number> {
   if (wantsHelp(argv)) return (console.log(simpleUsage.env), 0);
   parseCommandArgs('cluster env', argv, {});
   const s = await clusterStatus();
-  if (!s.state) throw new UsageError('The local cluster is not running: start it with `npm run kfn -- cluster up`.', 3);
+  if (!s.state) throw new UsageError(`The local cluster is not running: start it with \`${kfnCommand('cluster up')}\`.`, 3);
   console.log(`export KUBECONFIG='${s.paths.kubeconfig}'`);
   console.log(`# kubectl matching the cluster's version: ${s.state.binDir}/kubectl`);
   return 0;

@@ -10,7 +10,7 @@ export interface CommandEntry {
 }
 
 export const commands: CommandEntry[] = [
-  { name: 'demo', summary: 'start a cluster, the bridge, the functions and samples; show deliveries live (npm start)', load: async () => (await import('./demo.ts')).demoCommand },
+  { name: 'demo', summary: 'start a cluster, the bridge, the functions and samples; show deliveries live', load: async () => (await import('./demo.ts')).demoCommand },
   { name: 'cluster', summary: 'build, start, stop and inspect the local Kubernetes control plane', load: async () => (await import('./cluster.ts')).clusterCommand },
   { name: 'bridge', summary: 'run the bridge: Kubernetes watch events → reconcile CloudEvents', load: async () => (await import('./bridge.ts')).bridgeCommand },
   { name: 'init', summary: 'write a new operator project that depends on kfn (npm create kfn@latest <dir>)', load: async () => (await import('./init.ts')).initCommand },

@@ -24,7 +24,7 @@ import { isKfnFinalizer, managedByKfnSelector, reconcilerApiVersion, reconcilerP
 import type { JournalEntry } from '../core/journal.ts';
 import { waitFor } from '../core/clock.ts';
 
-const usage = `Usage: kfn demo [options]          (npm start)
+const usage = `Usage: kfn demo [options]
 
 Starts everything and shows it working: a cluster (kubectl's: --kubeconfig, $KUBECONFIG or
 ~/.kube/config, if it answers; otherwise, in kfn's checkout, the local one, built on first run;

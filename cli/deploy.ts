@@ -27,6 +27,8 @@ import { waitDeployment, waitHost, waitKnativeService } from './rollout.ts';
 import { checkBridgeContract } from './incluster.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
+import { kfnCommand, localBridgeInstall } from './invocation.ts';
+import { checkFunctionTypes, typecheckFlag, typecheckUsage } from './typecheck.ts';
 import { systemClock } from '../core/clock.ts';
 import { reconcilerLimits } from '../core/reconciler-spec.ts';
 
@@ -48,7 +50,7 @@ process at rest instead of one each. Deployment target only; functions with webh
 deliveryTls need a TLS listener of their own and are refused. See docs/deploy.md.
 
 Waits until each function is available. The bridge must run in the cluster to deliver to it:
-\`kfn image build bridge && kubectl apply -k manifests/\`.
+\`${localBridgeInstall()}\`.
 
 Options:
   --target T       deployment or knative (default deployment)
@@ -63,9 +65,10 @@ Options:
                    function whose webhooks the apiserver calls (it must answer at any time)
   --idle-seconds S  with --scale-to-zero: idle this long before going to zero (default 90)
   --max-replicas N  with --scale-to-zero: the most replicas while changes wait (default 1)
-  --record         write an invocation record to the function's log on every reconcile, for
-                   \`kfn replay cluster:<function>\` (off by default: a record holds what the
-                   function read, and so any secret a spec carries)
+  --record on|off  write an invocation record to the function's log for each reconcile that
+                   wrote, failed or was not a resync, for \`kfn replay cluster:<function>\`
+                   (default on; --record alone is on). Secret data and fields marked sensitive
+                   are hashed first; the kubelet's log rotation bounds how many are kept
   --otlp-endpoint U  send the functions' traces over OTLP/HTTP to U (OTEL_EXPORTER_OTLP_ENDPOINT
                    in their containers; docs/operations.md); off by default
   --registry R     push the images to R and run them from it by digest, pulled by the node as
@@ -77,10 +80,11 @@ Options:
                    "kfn": {"base": …} field of the project's package.json, else
                    ${defaultBase}; see \`kfn image --help\`)
   --platform P     the platform taken from a multi-arch base (default ${defaultPlatform})
+${typecheckUsage(16)}
 ${clusterFlagsUsage(16)}
   -h, --help       show this help`;
 
-const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'boolean' }, 'scale-to-zero': { type: 'boolean' }, 'idle-seconds': { type: 'string' }, 'max-replicas': { type: 'string' }, 'otlp-endpoint': { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...clusterFlags } as const;
+const deployFlags = { all: { type: 'boolean' }, host: { type: 'string' }, namespace: { type: 'string', short: 'n' }, 'watch-namespace': { type: 'string', multiple: true }, timeout: { type: 'string' }, target: { type: 'string' }, record: { type: 'string' }, 'scale-to-zero': { type: 'boolean' }, 'idle-seconds': { type: 'string' }, 'max-replicas': { type: 'string' }, 'otlp-endpoint': { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...typecheckFlag, ...clusterFlags } as const;
 
 export const deployCommand: Command = {
   name: 'deploy',
@@ -90,10 +94,11 @@ export const deployCommand: Command = {
     if (wantsHelp(argv)) return (console.log(deployUsage), 0);
     const { values, positionals } = parseCommandArgs(
       'deploy',
-      argv,
+      recordArgs(argv),
       deployFlags,
       true,
     );
+    const record = recordOf(values.record);
     const dirs = values.all ? functionDirs() : positionals;
     if (!dirs.length) throw new UsageError(`kfn deploy: name the functions to deploy, or --all\n\n${deployUsage}`);
     for (const dir of dirs) if (!functionEntry(dir)) throw new UsageError(`kfn deploy: ${dir} is not a function folder (it has no index.ts)`);
@@ -105,18 +110,36 @@ export const deployCommand: Command = {
     const host = values.host === undefined ? undefined : hostName('deploy', values.host);
     if (host && target === 'knative') throw new UsageError(`kfn deploy --host ${host}: a shared host is one always-up process serving several functions, so it runs on the Deployment target only; Knative scales each function on its own (to zero too): deploy them without --host for --target knative`);
     const registry = values.registry === undefined ? undefined : registryTarget(values.registry);
+    if (!values['no-typecheck']) await checkFunctionTypes('deploy', dirs, { log: say });
     const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
     if (!registry && !cluster.local) {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
     const on = onBase(values);
     const scaleToZero = scaleToZeroOf(values, target);
-    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record: values.record, ...(scaleToZero ? { scaleToZero } : {}), otlpEndpoint: values['otlp-endpoint'], registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
+    const options = { api: cluster.api, namespace, namespaces: values['watch-namespace'], timeoutSeconds, record, ...(scaleToZero ? { scaleToZero } : {}), otlpEndpoint: values['otlp-endpoint'], registry, ...(on ? { base: on.base, platform: on.platform } : {}) };
     if (host) await deployHost(host, dirs, options);
     else await deployFunctions(dirs, { ...options, target });
     return 0;
   },
 };
+
+/**
+ * `--record` alone is on, as when it was a switch; `--record on|off` and `--record=on|off` say
+ * which. The word after a bare --record is its value only when it is on or off, so that
+ * `kfn deploy --record functions/myweb` still deploys myweb, recorded.
+ */
+export function recordArgs(argv: string[]): string[] {
+  const end = argv.indexOf('--');
+  return argv.map((arg, i) => (arg === '--record' && (end < 0 || i < end) && !['on', 'off'].includes(argv[i + 1] ?? '') ? '--record=on' : arg));
+}
+
+/** Whether the functions record (default on). */
+export function recordOf(value: string | undefined): boolean {
+  if (value === undefined || value === 'on') return true;
+  if (value === 'off') return false;
+  throw new UsageError(`--record takes on or off, not ${JSON.stringify(value)}`);
+}
 
 /** --scale-to-zero and its settings, checked; undefined without it. */
 function scaleToZeroOf(values: { 'scale-to-zero'?: boolean; 'idle-seconds'?: string; 'max-replicas'?: string }, target: string): ScaleToZero | undefined {
@@ -152,7 +175,7 @@ export interface DeployOptions {
   namespaces?: string[];
   resyncPeriodSeconds?: number;
   timeoutSeconds?: number;
-  /** KFN_RECORD=stdout in the function's container (off by default). */
+  /** KFN_RECORD=stdout in the function's container (default true: records in its log). */
   record?: boolean;
   /** Deployment target: the bridge scales the function's Deployment to and from zero (bridge/activator.ts). */
   scaleToZero?: ScaleToZero;
@@ -174,7 +197,7 @@ async function prepareDeploy(options: DeployOptions, log: (line: string) => void
   const api = options.api ?? new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
   await checkBridgeContract(api, log);
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
-    throw new UsageError('kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run `npm run kfn -- knative install` (see `kfn knative status`).', 1);
+    throw new UsageError(`kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run \`${kfnCommand('knative install')}\` (see \`${kfnCommand('knative status')}\`).`, 1);
   }
   // Before anything goes into it: the pull and webhook Secrets come before the function's own objects.
   await namespaceReady(api, options.namespace, { fieldManager: 'kfn-deploy', say: log });

@@ -27,6 +27,7 @@ import { chooseCluster, writeClusterKubeconfig } from './cluster-choice.ts';
 import { DeliveryLog, devApp, stateOf, type DevFunction, type DevFunctionState } from './dev-app.ts';
 import { applyFunction, checkExpressions, defaultReconciler, functionCredentials, functionDirs, functionEntry, requireFunctionEntry, servedMutatingPolicies } from './functions.ts';
 import { describeBuildError, describeLoadError } from './load-errors.ts';
+import { typecheckFlag, typecheckUsage, typeProblems } from './typecheck.ts';
 import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import { isReconcilerObject } from '../core/reconciler-spec.ts';
 
@@ -44,6 +45,8 @@ export interface DevServerOptions {
   /** Records are also appended here (default .kfn/dev/records.jsonl; false: none). */
   recordFile?: string | false;
   resyncPeriodSeconds?: number;
+  /** Check each function's types before it is loaded, at start and at each save (`kfn dev` does unless --no-typecheck; a program calling this, not unless asked). */
+  typecheck?: boolean;
   log?: (line: string) => void;
 }
 
@@ -58,15 +61,23 @@ export interface DevServer {
 const bundleDir = join(workRoot, 'dev', 'bundles');
 let bundleAttempts = 0;
 
-/** Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it. */
-async function loadBundle(dir: string, name: string, version: number): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
+/**
+ * Bundles a function folder (its own modules and the SDK; packages stay imports) and loads it.
+ * With `typecheck`, its types are checked while it is bundled, and code with a type error is
+ * refused as code that does not build is: esbuild removes types without reading them.
+ */
+async function loadBundle(dir: string, name: string, version: number, typecheck: boolean): Promise<{ reconciler: Reconciler; inputs: Set<string> }> {
   const entry = requireFunctionEntry(dir);
   // A name of its own for each attempt: Node keeps every module it imported by its URL, so a
   // second attempt at a version under the same name would get the first (the one refused).
   const file = join(bundleDir, `${name}.${version}.${++bundleAttempts}.mjs`);
   // An inline source map: stacks (and load errors) point at the function's files, not the bundle.
   // Built for the file it is written to, so the map's paths (relative to it) lead back to them.
-  const out = await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, outfile: file, metafile: true, logLevel: 'silent', sourcemap: 'inline' });
+  const [out, typeErrors] = await Promise.all([
+    build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'esm', target: 'node24', packages: 'external', write: false, outfile: file, metafile: true, logLevel: 'silent', sourcemap: 'inline' }),
+    typecheck ? typeProblems('dev', [dir]) : undefined,
+  ]);
+  if (typeErrors) throw new Error(`${typeErrors}\n(kfn dev --no-typecheck loads code without checking its types)`);
   mkdirSync(bundleDir, { recursive: true });
   writeFileSync(file, out.outputFiles[0]!.text);
   let mod: { default?: Reconciler };
@@ -113,8 +124,8 @@ function clusterObjects(cluster: DevCluster, reconciler: Reconciler): Record<str
 const hashOf = (objects: unknown[]) => createHash('sha256').update(JSON.stringify(objects)).digest('hex');
 
 /** Loads a function folder, puts its CRD and RBAC in the cluster, and gives it an endpoint. */
-async function prepareFunction(cluster: DevCluster, dir: string, log: DeliveryLog, say: (line: string) => void): Promise<DevFunction> {
-  const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0).catch((err) => {
+async function prepareFunction(cluster: DevCluster, dir: string, log: DeliveryLog, say: (line: string) => void, typecheck: boolean): Promise<DevFunction> {
+  const probe = await loadBundle(dir, `probe-${randomBytes(4).toString('hex')}`, 0, typecheck).catch((err) => {
     throw new UsageError(`kfn dev: ${dir} does not build:\n${buildError(err)}`);
   });
   const name = probe.reconciler.name;
@@ -191,13 +202,17 @@ function watchSources(fns: Map<string, DevFunction>, changed: (name: string) => 
   };
 }
 
-/** Builds a function's code anew and runs it from the next delivery; its CRD, RBAC and Reconciler follow when they changed. */
-async function reloadFunction(fn: DevFunction, on: { cluster: DevCluster; log: DeliveryLog; say: (line: string) => void; setReconcilers(): Promise<Map<string, Error>> }): Promise<void> {
+/**
+ * Builds a function's code anew and runs it from the next delivery; its CRD, RBAC and Reconciler
+ * follow when they changed. Code that does not build, type-check or load is reported, and the
+ * running version stays.
+ */
+export async function reloadFunction(fn: DevFunction, on: { cluster: DevCluster; log: DeliveryLog; say: (line: string) => void; setReconcilers(): Promise<Map<string, Error>>; typecheck: boolean }): Promise<void> {
   const { cluster, log, say } = on;
   const started = Date.now();
   let loaded;
   try {
-    loaded = await loadBundle(fn.dir, fn.name, fn.version + 1);
+    loaded = await loadBundle(fn.dir, fn.name, fn.version + 1, on.typecheck);
   } catch (err) {
     fn.loadError = buildError(err);
     say(`reload of ${fn.name} failed; version ${fn.version} keeps running:\n${fn.loadError}`);
@@ -223,6 +238,7 @@ async function reloadFunction(fn: DevFunction, on: { cluster: DevCluster; log: D
 
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const say = options.log ?? ((line: string) => console.error(line));
+  const typecheck = options.typecheck ?? false;
   // The bundles' source maps apply to stacks: a reconcile that throws names the function's own lines.
   process.setSourceMapsEnabled(true);
   const host = options.host ?? '127.0.0.1';
@@ -237,7 +253,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 
   // 1. Each function: loaded, its CRD and RBAC in the cluster, an endpoint.
   for (const dir of options.dirs) {
-    const fn = await prepareFunction(cluster, dir, log, say);
+    const fn = await prepareFunction(cluster, dir, log, say, typecheck);
     if (fns.has(fn.name)) throw new UsageError(`kfn dev: two folders define function ${fn.name}`);
     fns.set(fn.name, fn);
     say(`function ${fn.name} (${fn.kind}) from ${relative(process.cwd(), fn.dir) || '.'} at ${base}/fn/${fn.name}`);
@@ -267,7 +283,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   });
 
   // 4. Reload on save: rebuild the function whose inputs changed; keep the old code on an error.
-  const reload = (name: string) => reloadFunction(fns.get(name)!, { cluster, log, say, setReconcilers: () => bridge.setReconcilers(configs()) });
+  const reload = (name: string) => reloadFunction(fns.get(name)!, { cluster, log, say, setReconcilers: () => bridge.setReconcilers(configs()), typecheck });
   const sources = watchSources(fns, reload, say);
 
   return {
@@ -293,8 +309,10 @@ const usage = `Usage: kfn dev [function dir …] [options]
 Runs the functions (default: every folder under functions/) on a local dev server, with a
 bridge in this process delivering the cluster's events to them, and a live web UI of every
 delivery. Saving a function's code reloads it: the next delivery runs the new code, nothing
-restarts. Its CRD and RBAC follow the code. Each function works under its own
-ServiceAccount's token, so RBAC is what it will be in the cluster.
+restarts; code that does not build or type-check (the project's tsconfig.json, checked as
+the code is bundled) is reported, and the version before keeps running. Its CRD and RBAC
+follow the code. Each function works under its own ServiceAccount's token, so RBAC is what
+it will be in the cluster.
 
 The cluster is kubectl's (docs/kubeconfig.md): --kubeconfig, else $KUBECONFIG, else
 ~/.kube/config; --context picks a context. With --local-cluster, or when no kubeconfig is found
@@ -305,9 +323,10 @@ Options:
   -n, --namespace N  deliver only objects in namespace N (repeatable; default: all namespaces)
 ${clusterFlagsUsage(16, true)}
   --records F       append the records to F instead (--records=off: none)
+${typecheckUsage(16)}
   -h, --help        show this help`;
 
-const flags = { port: { type: 'string' }, namespace: { type: 'string', short: 'n', multiple: true }, ...clusterFlags, ...localClusterFlag, records: { type: 'string' } } as const;
+const flags = { port: { type: 'string' }, namespace: { type: 'string', short: 'n', multiple: true }, ...clusterFlags, ...localClusterFlag, records: { type: 'string' }, ...typecheckFlag } as const;
 
 export const devCommand: Command = {
   name: 'dev',
@@ -328,6 +347,7 @@ export const devCommand: Command = {
       port: parsePort('--port', values.port) ?? 8070,
       namespaces: values.namespace,
       recordFile: values.records === 'off' ? false : values.records,
+      typecheck: !values['no-typecheck'],
       log: (line) => console.error(line),
     });
     console.error(`\nkfn dev: UI at ${dev.url}/ — save a function to reload it; Ctrl-C to stop`);

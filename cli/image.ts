@@ -11,6 +11,8 @@ import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, on
 import { functionDirs } from './functions.ts';
 import { hostName, loadHostFunctions } from './hosts.ts';
 import { parseCommandArgs, unknownCommand, UsageError, wantsHelp, type Command } from './command.ts';
+import { checkFunctionTypes, typecheckFlag, typecheckUsage } from './typecheck.ts';
+import { kfnChart, kfnFile } from './invocation.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -18,16 +20,19 @@ const version = kfnVersion;
 const imageUsage = `Usage: kfn image build [bridge] [function dir …] [--all] [--host H] [--base REF] [--platform P] [--out DIR]
        kfn image push [bridge] [function dir …] [--all] [--host H] --registry R [--base REF] [--platform P]
 
-Makes the container images of the bridge and of functions — no Docker, no Go:
+Makes the container images of the bridge and of functions, without Docker:
   bridge            <name> bridge: the kfn CLI bundled, run as \`node /app/kfn.mjs bridge\`
-                    (what the Helm chart charts/kfn and \`kubectl apply -k manifests/\` run)
+                    (what kfn's Helm chart ${kfnChart()} runs, and its manifests:
+                    \`kubectl apply -k ${kfnFile('manifests/')}\`)
   functions/<name>  <name> fn-<name>: the function and the SDK bundled, run as node /app/fn.mjs
   --all             the bridge and every function under functions/
   --host H          the functions named as one shared host's image host-H, run as node
                     /app/fn.mjs (what \`kfn deploy --host\` and \`kfn manifests --host\` run)
+${typecheckUsage(17)}
 
-Each image is a base image plus the bundle as one layer in /app (as ko and jib build them),
-running as uid ${nonRootUid}:
+Each image is built on a base image, with no Go toolchain and none of the local cluster's
+tools: the base plus the bundle as one layer in /app (as ko and jib build them), running as
+uid ${nonRootUid}:
   --base REF        the base, from any registry (default: the "kfn": {"base": …} field of the
                     project's package.json, else ${defaultBase}); it must have Node 24 (its
                     entrypoint if that is a node binary, else node on its PATH)
@@ -39,15 +44,17 @@ base's layers mounted or copied from its registry, and prints each one's referen
 what a manifest or the Helm chart (image.repository, image.digest) should run. Credentials
 for both registries come from the Docker config (~/.docker/config.json).
 
-\`kfn image build\` imports them into kfn's local cluster's node as kfn.local/bridge:${version}
-and kfn.local/fn-<name>:${version}, where pods use them with imagePullPolicy IfNotPresent:
+\`kfn image build\` downloads the base's layers from its registry, writes each image as a
+tarball and imports it into kfn's local cluster's node as kfn.local/bridge:${version} and
+kfn.local/fn-<name>:${version}, where pods use them with imagePullPolicy IfNotPresent:
   --out DIR         also copy the image tarballs (docker-archive) into DIR; without a running
                     local cluster, only this
 In kfn's own checkout, with no --base and no kfn.base, images are built on kfn's own Node image
-(from Debian packages, with the local cluster's tools, cached in ~/.cache/kfn/images/).`;
+instead: from Debian packages, written by the local cluster's image tool (a Go toolchain builds
+it with the cluster, the first time), cached in ~/.cache/kfn/images/.`;
 
-const imagePushFlags = { all: { type: 'boolean' }, host: { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
-const imageBuildFlags = { all: { type: 'boolean' }, host: { type: 'string' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' } } as const;
+const imagePushFlags = { all: { type: 'boolean' }, host: { type: 'string' }, registry: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...typecheckFlag } as const;
+const imageBuildFlags = { all: { type: 'boolean' }, host: { type: 'string' }, out: { type: 'string' }, base: { type: 'string' }, platform: { type: 'string' }, ...typecheckFlag } as const;
 
 async function pushCommand(argv: string[]): Promise<number> {
   const parsed = parseCommandArgs('image push', argv, imagePushFlags, true);
@@ -67,10 +74,11 @@ async function pushCommand(argv: string[]): Promise<number> {
 }
 
 /** What `kfn image build` or `push` is asked to make: the bridge, which function folders, and whether as one shared host (checked: it can serve them). */
-async function whatToMake(sub: 'build' | 'push', values: { all?: boolean; host?: string }, positionals: string[]): Promise<{ wantBridge: boolean; dirs: string[]; host?: string }> {
+async function whatToMake(sub: 'build' | 'push', values: { all?: boolean; host?: string; 'no-typecheck'?: boolean }, positionals: string[]): Promise<{ wantBridge: boolean; dirs: string[]; host?: string }> {
   const wantBridge = values.all || positionals.includes('bridge');
   const dirs = values.all ? functionDirs() : positionals.filter((p) => p !== 'bridge');
   if (!wantBridge && !dirs.length) throw new UsageError(`kfn image ${sub}: name what to ${sub}\n\n${imageUsage}`);
+  if (!values['no-typecheck']) await checkFunctionTypes(`image ${sub}`, dirs, { log: say });
   if (values.host === undefined) return { wantBridge, dirs };
   const host = hostName(`image ${sub}`, values.host);
   await loadHostFunctions(`image ${sub}`, host, dirs);

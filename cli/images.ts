@@ -14,7 +14,7 @@ import { dockerCredentials, parseReference, pushImage, type RegistryCredentials 
 import { chooseBase, defaultPlatform, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
 import { bridgeBundle, buildDir, functionBundle, hostBundle } from './bundle.ts';
 import { UsageError } from './command.ts';
-import { kfnInvocation } from './cluster-choice.ts';
+import { kfnCommand } from './invocation.ts';
 import { managedByKfn, managedByLabel } from '../core/names.ts';
 
 const say = (line: string) => console.error(line);
@@ -131,7 +131,7 @@ export async function nodeImages(wantBridge: boolean, dirs: string[], host?: str
 export async function localNode(): Promise<string> {
   const paths = clusterPaths();
   if (!(await clusterHealthy(paths))) {
-    throw new UsageError(`kfn imports images into the local cluster's node, which is not running: start it with \`${kfnInvocation} cluster up\`, or push the images to a registry your cluster pulls from (--registry).`, 1);
+    throw new UsageError(`kfn imports images into the local cluster's node, which is not running: start it with \`${kfnCommand('cluster up')}\`, or push the images to a registry your cluster pulls from (--registry).`, 1);
   }
   return nodePaths(paths.dir).containerdSocket;
 }
@@ -152,7 +152,7 @@ export interface RegistryTarget {
 export function registryTarget(value: string): RegistryTarget {
   if (value === 'local') {
     const running = localRegistry();
-    if (!running) throw new UsageError('--registry local: the local registry does not run; start it with `npm run kfn -- cluster registry`', 1);
+    if (!running) throw new UsageError(`--registry local: the local registry does not run; start it with \`${kfnCommand('cluster registry')}\``, 1);
     return { prefix: running.host, ...(running.auth ? { credentials: running.auth } : {}) };
   }
   if (!/^[a-z0-9.-]+(:\d+)?(\/[a-z0-9._\/-]+)?$/.test(value)) throw new UsageError(`--registry must be local or host[:port][/path] (e.g. registry.example.com/team), not "${value}"`);

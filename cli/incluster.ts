@@ -14,6 +14,7 @@ import { importImages } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { bridgeImage } from './images.ts';
 import { UsageError } from './command.ts';
+import { kfnChart, kfnFile, localBridgeInstall } from './invocation.ts';
 import { contractAnnotation } from '../core/names.ts';
 import { contractVersion, contractVersions } from '../core/event.ts';
 
@@ -80,14 +81,14 @@ export async function checkBridgeContract(api: KubeApi, log: (line: string) => v
     .then((l) => l.items, () => undefined);
   if (!bridges) return; // not allowed to look: the first delivery will tell
   if (!bridges.length) {
-    log(`No kfn bridge runs in the cluster yet: the functions get no events until one does (kfn image build bridge && kubectl apply -k manifests/, or the Helm chart charts/kfn)`);
+    log(`No kfn bridge runs in the cluster yet: the functions get no events until one does (${localBridgeInstall()}, or kfn's Helm chart ${kfnChart()})`);
     return;
   }
   const spoken = (contractVersions as readonly number[]).map(String);
   const other = bridges.filter((b) => !spoken.includes(b.metadata.annotations?.[contractAnnotation] ?? String(contractVersion)));
   if (other.length) {
     const b = other[0]!;
-    throw new UsageError(`the bridge ${b.metadata.namespace}/${b.metadata.name} speaks event contract v${b.metadata.annotations![contractAnnotation]}, and these functions (kfn ${kfnVersion}) speak v${contractVersions.join(' and v')}: upgrade the bridge to kfn ${kfnVersion} (helm upgrade with its image, or kubectl apply -k manifests/ of this kfn), or deploy with the kfn that matches it`, 1);
+    throw new UsageError(`the bridge ${b.metadata.namespace}/${b.metadata.name} speaks event contract v${b.metadata.annotations![contractAnnotation]}, and these functions (kfn ${kfnVersion}) speak v${contractVersions.join(' and v')}: upgrade the bridge to kfn ${kfnVersion} (helm upgrade with its image, or kubectl apply -k ${kfnFile('manifests/')} of this kfn), or deploy with the kfn that matches it`, 1);
   }
   // An older bridge sends contract 1 to these functions too: they work, reading what they need themselves.
   const older = bridges.find((b) => Number(b.metadata.annotations?.[contractAnnotation] ?? contractVersion) < contractVersion);

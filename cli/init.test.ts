@@ -55,13 +55,15 @@ function projectWithSdk(t: TestContext): { dir: string; functionDir: string } {
 
 const runTests = (dir: string) => spawnSync(node24, ['--test'], { cwd: dir, env, encoding: 'utf8' });
 
-test('package.json: engines Node 24, kfn\'s own pinned Node as a devDependency (its install script allowed), a Node check before `node --test`', (t) => {
+test('package.json: engines Node 24, kfn\'s own pinned Node and TypeScript as devDependencies (its install script allowed), a Node check, then the types, before `node --test`', (t) => {
   const { dir } = writeProject({ dir: join(tempDir(t, 'kfn-init-'), 'my-operator') });
   const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { engines: Record<string, string>; scripts: Record<string, string>; devDependencies: Record<string, string>; allowScripts: Record<string, boolean> };
   assert.deepEqual(pkg.engines, { node: '>=24' });
   assert.equal(pkg.devDependencies.node, kfnPackage.devDependencies.node, 'the Node kfn itself is tested on');
   assert.equal(pkg.allowScripts.node, true, 'the node package fetches its binary in an install script');
-  assert.equal(pkg.scripts.test, 'node --test');
+  // Node runs the tests with their types removed: the types are checked first, or a type error passes.
+  assert.equal(pkg.scripts.test, 'tsc -p tsconfig.json && node --test');
+  assert.equal(pkg.devDependencies.typescript, kfnPackage.devDependencies.typescript, 'the compiler kfn itself is checked with (kfn build, deploy and dev run it too)');
   assert.equal(pkg.scripts.pretest, 'node scripts/check-node.mjs');
   assert.match(readFileSync(join(dir, 'README.md'), 'utf8'), /Node\.js 24/);
 });

@@ -16,8 +16,17 @@ import { defaultBase } from './oci-image.ts';
  * `npm test` and `npx kfn` run on it whatever Node the machine has (many still have 20).
  */
 const projectNodeMajor = 24;
-/** kfn's own pin of it, from kfn's package.json (in a package, the one beside lib/). */
-const projectNodePin = (JSON.parse(readFileSync(join(repoRoot, compiled ? '..' : '.', 'package.json'), 'utf8')) as { devDependencies?: Record<string, string> }).devDependencies?.node ?? `^${projectNodeMajor}.0.0`;
+/** kfn's own devDependencies, from kfn's package.json (in a package, the one beside lib/). */
+const kfnDevDependencies = (JSON.parse(readFileSync(join(repoRoot, compiled ? '..' : '.', 'package.json'), 'utf8')) as { devDependencies?: Record<string, string> }).devDependencies ?? {};
+/** kfn's own pin of the project's Node. */
+const projectNodePin = kfnDevDependencies.node ?? `^${projectNodeMajor}.0.0`;
+/**
+ * The compiler a project checks its types with (`npm test`, and kfn build, deploy and dev
+ * before they ship a function): the one kfn itself is checked with. TypeScript 7 is native,
+ * about four times as fast on a function as 5.9 (0.5 s against 2 s on the MyWeb example),
+ * which kfn dev pays at every save.
+ */
+const projectTypescriptPin = kfnDevDependencies.typescript ?? '^5.9.0';
 
 /**
  * scripts/check-node.mjs, the project's `pretest`: plain JavaScript, so any Node runs it. An
@@ -84,8 +93,9 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
     engines: { node: `>=${projectNodeMajor}` },
     scripts: {
       pretest: 'node scripts/check-node.mjs',
-      // Node's default pattern: every *.test.ts, those of functions `kfn new` adds later too.
-      test: 'node --test',
+      // The types first: Node runs the tests with their types removed, so a type error would pass.
+      // Then Node's default pattern: every *.test.ts, those of functions `kfn new` adds later too.
+      test: 'tsc -p tsconfig.json && node --test',
       typecheck: 'tsc -p tsconfig.json',
       dev: `kfn dev ${fn}`,
       deploy: `kfn deploy ${fn}`,
@@ -93,7 +103,7 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
     dependencies: { kfn: o.kfn ?? `^${kfnVersion}` },
     // kfn's own settings: the image the function's bundle goes on (kfn image, kfn deploy --registry).
     kfn: { base: defaultBase },
-    devDependencies: { '@types/node': `^${projectNodeMajor}.0.0`, node: projectNodePin, typescript: '^5.9.0' },
+    devDependencies: { '@types/node': `^${projectNodeMajor}.0.0`, node: projectNodePin, typescript: projectTypescriptPin },
     // node fetches its binary in an install script; esbuild (kfn bundles functions with it)
     // checks its platform binary after install.
     allowScripts: { node: true, esbuild: true },
@@ -126,7 +136,7 @@ Kubernetes operators as reconcile functions, with [kfn](https://www.npmjs.com/pa
 Each folder under \`functions/\` is one: a kind, and what to make of each object of it.
 
 \`\`\`sh
-npm install && npm test          # install, then the functions' unit tests (no cluster)
+npm install && npm test          # install, then the functions' types and unit tests (no cluster)
 npx kfn dev ${fn}       # run it against a cluster, reloading on save; a live UI of deliveries
 \`\`\`
 

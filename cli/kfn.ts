@@ -6,10 +6,12 @@ import { unknownCommand, UsageError } from './command.ts';
 import { handleStopSignals } from './signals.ts';
 import { loadYamlParser } from '../kube/kubeconfig.ts';
 
-function topUsage(): string {
+/** `kfn --help`: how to run kfn here (cli/invocation.ts, loaded only now: the bridge's image runs this file without kfn's files beside it). */
+async function topUsage(): Promise<string> {
   const width = Math.max(...commands.map((c) => c.name.length));
+  const { kfnCommand } = await import('./invocation.ts');
   return [
-    'Usage: kfn <command> [options]      (in the repository: npm run kfn -- <command> [options])',
+    `Usage: ${kfnCommand('<command> [options]')}`,
     '',
     'kfn runs Kubernetes operators as stateless reconcile functions.',
     '',
@@ -29,12 +31,12 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
-    console.log(topUsage());
+    console.log(await topUsage());
     return name ? 0 : 2;
   }
   const entry = commands.find((c) => c.name === name);
   if (!entry) {
-    throw unknownCommand('kfn', name, commands.map((c) => c.name), topUsage());
+    throw unknownCommand('kfn', name, commands.map((c) => c.name), await topUsage());
   }
   // Any command may read a kubeconfig, and the bundled CLI (the bridge's image) cannot load the
   // YAML parser synchronously when one first needs it (kube/kubeconfig.ts).

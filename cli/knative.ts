@@ -7,6 +7,7 @@ import { clusterPaths } from '../cluster/paths.ts';
 import { cachedKnativeBinaries, ensureKnativeBinaries, installKnative, knativeStatus, knativeVersions, uninstallKnative } from '../cluster/knative.ts';
 import { nodePaths } from '../cluster/node.ts';
 import { parseCommandArgs, unknownCommand, UsageError, wantsHelp, type Command } from './command.ts';
+import { kfnCommand } from './invocation.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -33,7 +34,7 @@ Options:
 export async function installOnLocalCluster(options: { timeoutSeconds?: number; log?: (line: string) => void } = {}): Promise<void> {
   const log = options.log ?? say;
   const paths = clusterPaths();
-  if (!(await clusterHealthy(paths))) throw new UsageError('The local cluster is not running: start it with `npm run kfn -- cluster up` (or `cluster up --knative`).', 3);
+  if (!(await clusterHealthy(paths))) throw new UsageError(`The local cluster is not running: start it with \`${kfnCommand('cluster up')}\` (or \`${kfnCommand('cluster up --knative')}\`).`, 3);
   const binaries = await ensureBinaries({ log });
   const api = new KubeApi(connectionFromKubeconfig(paths.kubeconfig));
   await installKnative({ api, binaries, containerdSocket: nodePaths(paths.dir).containerdSocket, log, timeoutSeconds: options.timeoutSeconds });
@@ -59,7 +60,7 @@ export const knativeCommand: Command = {
       const paths = clusterPaths();
       if (!(await clusterHealthy(paths))) return (console.log('Local cluster: not running.'), 3);
       const status = await knativeStatus(new KubeApi(connectionFromKubeconfig(paths.kubeconfig)));
-      if (!status) return (console.log('Knative: not installed (`npm run kfn -- knative install`).'), 3);
+      if (!status) return (console.log(`Knative: not installed (\`${kfnCommand('knative install')}\`).`), 3);
       printKnativeStatus(status, console.log);
       return status.every((s) => s.ready) ? 0 : 3;
     }

@@ -6,15 +6,22 @@ import { join, relative, resolve, sep } from 'node:path';
 import { compiled, repoRoot } from '../cluster/paths.ts';
 import { pluralOf } from '../functions/sdk/kind.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { kfnCommand } from './invocation.ts';
+
+/** Command lines and what each gives, in two columns. */
+const examples = (lines: string[][]) => lines.map(([command, gives]) => `  ${command!.padEnd(63)} → ${gives}`).join('\n');
 
 const usage = `Usage: kfn new <name> --group G --kind K [--version V] [options]
 
 Writes a function folder that works at once: index.ts (the kind and its reconcile, owning a
 ConfigMap), samples.yaml, README.md and index.test.ts (a unit test without a cluster).
 
-  kfn new greeter --group demo.example.com --kind Greeting        → functions/greeter/
-  npm start -- --function greeter                                 → runs it on the local cluster
-  node --test functions/greeter/index.test.ts                     → its unit test
+${examples([
+  ['kfn new greeter --group demo.example.com --kind Greeting', 'functions/greeter/'],
+  ...(compiled
+    ? [['npm test', "its unit test, with every other function's"], ['npx kfn dev functions/greeter', 'runs it against your cluster, reloading on save']]
+    : [['node --test functions/greeter/index.test.ts', 'its unit test'], [kfnCommand('demo --function greeter'), 'runs it on the local cluster, with its samples']]),
+])}
 
 Options:
   --group G      the kind's API group, a DNS name with a dot (e.g. demo.example.com)
@@ -130,10 +137,10 @@ ${
 | run it on a local dev server, reloading on save, with its samples | \`npx kfn dev functions/${name}\` |
 | the CRD, RBAC and Reconciler | \`npx kfn manifests functions/${name}\` |
 | deploy it as a pod | \`npx kfn deploy functions/${name}\` |`
-    : `| run it on the local cluster, with its samples | \`npm start -- --function ${name}\` |
+    : `| run it on the local cluster, with its samples | \`${kfnCommand(`demo --function ${name}`)}\` |
 | its unit test (no cluster) | \`node --test ${name}/index.test.ts\` |
-| the CRD, RBAC and Reconciler | \`npm run kfn -- manifests ${name}\` |
-| deploy it as a pod | \`npm run kfn -- deploy ${name}\` |`
+| the CRD, RBAC and Reconciler | \`${kfnCommand(`manifests ${name}`)}\` |
+| deploy it as a pod | \`${kfnCommand(`deploy ${name}`)}\` |`
 }
 
 The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
@@ -174,7 +181,7 @@ export const newCommand: Command = {
     console.log(`Wrote ${shown}/: index.ts, index.test.ts, samples.yaml, README.md`);
     // Outside this repository `npm test` runs it, on the project's own Node (a bare `node` may be an older one).
     console.log(inRepo ? `Next: node --test ${shown}/index.test.ts   (its unit test)` : 'Next: npm test   (its unit test, with every other function\'s)');
-    if (inRepo && !values.dir) console.log(`      npm start -- --function ${positionals[0]}   (on the local cluster, with its samples)`);
+    if (inRepo && !values.dir) console.log(`      ${kfnCommand(`demo --function ${positionals[0]}`)}   (on the local cluster, with its samples)`);
     return 0;
   },
 };

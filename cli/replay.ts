@@ -1,6 +1,5 @@
 // `kfn replay`: run a recorded reconcile again — offline against the reads it recorded, as a
 // server-side dry run against the cluster, or live by sending its event to the function again.
-import { existsSync, readFileSync } from 'node:fs';
 import { authenticate, type Credentials } from '../core/authentication.ts';
 import { encodeReconcileEvent } from '../core/event.ts';
 import { type ReconcileResponse } from '../core/response.ts';
@@ -11,9 +10,11 @@ import { readRecords, type InvocationRecord, type RecordedEvent } from '../funct
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import { replayDryRun, replayOffline, type ReplayOutcome } from '../functions/sdk/replay.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
-import { clusterNow } from './cluster-choice.ts';
+import { clusterNow, type ChosenCluster } from './cluster-choice.ts';
+import { execInPod } from './pod-exec.ts';
+import { bridgeSource, readSource, type ClusterAccess } from './replay-sources.ts';
 import { functionNamed, loadFunction } from './functions.ts';
-import { functionLabel, reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
+import { reconcilerApiVersion, reconcilerPlural } from '../core/names.ts';
 import type { ReconcilerObject, WrittenReconcilerSpec } from '../core/reconciler-spec.ts';
 import { objectKey } from '../core/objects.ts';
 
@@ -21,15 +22,19 @@ const usage = `Usage: kfn replay <source> [options]
 
 Runs recorded reconciles again. <source> is one of:
   a record file          what a function wrote with KFN_RECORD=<file> (kfn dev writes one)
-  a function's log       records are JSON lines among its logs (KFN_RECORD=stdout, the default
-                         of deployed functions); other lines are passed over
-  a bridge journal       deliveries without reads: --live or --dry-run only
+  a function's log       records are JSON lines among its logs (KFN_RECORD=stdout, what
+                         kfn deploy sets unless --record off); other lines are passed over
+  a bridge journal       deliveries without reads: listed, and replayed with --live or --dry-run
   -                      standard input
-  cluster:<function>     the logs of that function's pods in the cluster
+  cluster:<function>     the logs of that function's pods in the cluster (and, after a restart,
+                         its container's log before it)
+  cluster:bridge         the bridge's journal, read out of each bridge pod (pods/exec: the rights
+                         of kubectl exec in the bridge's namespace)
 
 Modes:
   --offline      (default) run the function in this process against the reads recorded then;
                  no cluster needed. Shows the writes it makes now next to the writes made then.
+                 A journal's deliveries, which hold no reads, are listed with their outcomes.
   --dry-run      run it in this process against the live cluster with every write a
                  server-side dry run (dryRun=All): what it would change now; nothing is stored
   --live         send the recorded event to the running function again (reason replay),
@@ -47,7 +52,7 @@ Options:
                    apiserver's service proxy when it is a cluster address)
 ${clusterFlagsUsage(16)}
                    (the cluster for --dry-run, --live and cluster:)
-  -n, --namespace N  where the functions run in the cluster (default kfn-system)
+  -n, --namespace N  where the functions and the bridge run in the cluster (default kfn-system)
   --expect-same    print only what differs; for CI
   --json           print the outcomes as JSON lines
   -h, --help       show this help
@@ -99,26 +104,6 @@ export function select(records: InvocationRecord[], deliveries: JournalEntry[], 
   return o.last ? all.slice(-1) : all;
 }
 
-/** The text of a source, with a name for its messages; a file comes with its rotations (F.5 … F.1, F), oldest first. */
-async function readSource(source: string, api: () => KubeApi, namespace: string): Promise<{ text: string; name: string }[]> {
-  if (source === '-') return [{ text: readFileSync(0, 'utf8'), name: 'stdin' }];
-  if (source.startsWith('cluster:')) {
-    const fn = source.slice('cluster:'.length);
-    const pods = await api().request<{ items: { metadata: { name: string } }[] }>('GET', `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `${functionLabel}=${fn}` } });
-    if (!pods.items.length) throw new UsageError(`no pods of function ${fn} in namespace ${namespace} (label ${functionLabel}=${fn}); is it deployed (kfn deploy ${fn})?`);
-    let text = '';
-    for (const pod of pods.items) text += `${await api().text('GET', `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`)}\n`;
-    return [{ text, name: `${source} (${pods.items.length} pod${pods.items.length === 1 ? '' : 's'})` }];
-  }
-  try {
-    const rotated = [];
-    for (let i = 1; existsSync(`${source}.${i}`); i++) rotated.unshift({ text: readFileSync(`${source}.${i}`, 'utf8'), name: `${source}.${i}` });
-    return [...rotated, { text: readFileSync(source, 'utf8'), name: source }];
-  } catch (err) {
-    throw new UsageError(`cannot read ${source}: ${(err as Error).message}`);
-  }
-}
-
 const functionCache = new Map<string, Promise<Reconciler>>();
 
 /** The function a record names: --function, or the folder under functions/ whose reconciler has that name. */
@@ -147,8 +132,19 @@ function writeCount(writes: InvocationRecord['writes']): string {
 function describeSelected(s: Selected): string {
   const p = s.event.data.primary;
   const id = s.record ? `record ${s.record.id}` : `delivery ${s.event.id.slice(0, 12)}`;
-  const outcome = s.record ? (s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${writeCount(s.record.writes)}`) : s.delivery?.outcome;
+  const outcome = s.record ? `${s.record.error ? `failed: ${s.record.error.message}` : `${s.record.result?.result ?? '?'}, ${writeCount(s.record.writes)}`}${s.record.cut ? '; cut: no reads' : ''}` : s.delivery?.outcome;
   return `${id}  ${s.function}  ${p.kind} ${objectKey(p)}  reason ${s.event.reason}  attempt ${s.event.attempt}  ${s.time}  (${outcome})`;
+}
+
+/** What a journal's delivery says of the function's answer: its changes, or why it was retried or refused. */
+export function deliveryLines(d: JournalEntry): string[] {
+  const lines: string[] = [];
+  if (d.why) lines.push(`  ${d.outcome === 'terminal' ? 'refused' : 'why'}: ${d.why}`);
+  const changes = d.response?.changes ?? [];
+  if (changes.length) lines.push(`  changes: ${changes.map((c) => `${c.action} ${c.ref.kind} ${objectKey(c.ref)}`).join('; ')}`);
+  else if (d.response) lines.push(`  no changes${d.response.message ? `: ${d.response.message}` : ''}`);
+  if (d.response?.result === 'requeue' && d.response.requeueAfterSeconds !== undefined) lines.push(`  requeue after ${d.response.requeueAfterSeconds} s`);
+  return lines;
 }
 
 /** What a dry run would do to the cluster, and a failure with its stack: lines for the terminal. */
@@ -320,15 +316,17 @@ export const replayCommand: Command = {
       flags,
       true,
     );
-    if (positionals.length !== 1) throw new UsageError(`kfn replay: expected one source (a record file, a log, a journal, - or cluster:<function>)\n\n${usage}`);
+    if (positionals.length !== 1) throw new UsageError(`kfn replay: expected one source (a record file, a log, a journal, -, cluster:<function> or ${bridgeSource})\n\n${usage}`);
     const modes = (['offline', 'dry-run', 'live'] as const).filter((m) => values[m]);
     if (modes.length > 1) throw new UsageError(`kfn replay: choose one of --offline, --dry-run, --live (given: ${modes.map((m) => `--${m}`).join(', ')})`);
     const mode = modes[0] ?? 'offline';
     const namespace = values.namespace ?? 'kfn-system';
-    let api: KubeApi | undefined;
-    const clusterApi = () => (api ??= clusterNow({ kubeconfig: values.kubeconfig, context: values.context }).api);
-    const sources = await readSource(positionals[0]!, clusterApi, namespace);
-    const source = { name: sources.length > 1 ? `${positionals[0]} and ${sources.length - 1} rotated file(s)` : sources[0]!.name };
+    let chosen: ChosenCluster | undefined;
+    const cluster = () => (chosen ??= clusterNow({ kubeconfig: values.kubeconfig, context: values.context }));
+    const clusterApi = () => cluster().api;
+    const access = (): ClusterAccess => ({ api: clusterApi(), exec: (target, command) => execInPod(cluster(), target, command) });
+    const sources = await readSource(positionals[0]!, access, namespace);
+    const source = { name: sources.length === 1 ? sources[0]!.name : positionals[0]!.startsWith('cluster:') ? `${positionals[0]} (${sources.map((f) => f.name).join(', ')})` : `${positionals[0]} and ${sources.length - 1} rotated file(s)` };
     const read = sources.map((f) => readRecords(f.text, f.name)).reduce((a, b) => ({ records: [...a.records, ...b.records], deliveries: [...a.deliveries, ...b.deliveries], problems: [...a.problems, ...b.problems] }));
     for (const p of read.problems) console.error(`kfn replay: ${p}`);
     const selected = select(read.records, read.deliveries, {
@@ -342,7 +340,15 @@ export const replayCommand: Command = {
       throw new UsageError(`kfn replay: nothing to replay: ${found}${values.id || values.object || values.since ? ', none matching the selection' : ''}${read.records.length + read.deliveries.length === 0 ? ' (records are written by functions run with KFN_RECORD, e.g. by kfn dev)' : ''}`);
     }
     let allSame = true;
+    let listed = 0;
     for (const s of selected) {
+      // A delivery holds no reads to replay offline: asked for no mode, it is listed with what the function answered.
+      if (!modes.length && !s.record) {
+        listed++;
+        if (values.json) console.log(JSON.stringify({ event: s.event.id, mode: 'listed', delivery: s.delivery }));
+        else console.log([describeSelected(s), ...deliveryLines(s.delivery!)].join('\n'));
+        continue;
+      }
       if (!values.json) console.log(describeSelected(s));
       try {
         if (mode === 'live') {
@@ -351,7 +357,8 @@ export const replayCommand: Command = {
         }
         if (mode === 'offline' && !s.record) throw new Error('a bridge delivery carries no reads: replay it with --live or --dry-run, or record the function (KFN_RECORD) to replay offline');
         const reconciler = await functionFor(s.function, values.function);
-        const outcome = mode === 'offline' ? await replayOffline(reconciler, s.record!) : await replayDryRun(reconciler, s.event, clusterApi(), { then: s.record });
+        // A cut record names its writes without their bodies: nothing to compare the writes now with.
+        const outcome = mode === 'offline' ? await replayOffline(reconciler, s.record!) : await replayDryRun(reconciler, s.event, clusterApi(), { then: s.record?.cut ? undefined : s.record });
         if (values.json) console.log(JSON.stringify({ record: s.record?.id, event: s.event.id, mode, same: outcome.same, comparisons: outcome.comparisons.map((c) => ({ key: c.key, status: c.status, changes: c.changes })), effects: outcome.effects, error: outcome.record.error, unrecordedReads: outcome.unrecordedReads, redactedReads: outcome.redactedReads }));
         else printOutcome(outcome, s, values['expect-same'] ?? false);
         allSame &&= outcome.same;
@@ -361,6 +368,7 @@ export const replayCommand: Command = {
         allSame = false;
       }
     }
+    if (listed && !values.json) console.log(`${listed} deliver${listed === 1 ? 'y' : 'ies'} from the journal, listed: a journal holds no reads to replay offline. --dry-run runs one against the cluster now (--id, --last), --live sends it to the function again; the function's own records replay offline (kfn replay cluster:<function> --object …)`);
     return allSame ? 0 : 1;
   },
 };

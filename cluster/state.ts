@@ -164,6 +164,6 @@ export function caPem(paths: ClusterPaths): string {
 
 export function requireState(paths: ClusterPaths): ClusterState {
   const state = readState(paths);
-  if (!state) throw new Error(`No local cluster state in ${displayPath(paths.dir)}: start one with \`npm run kfn -- cluster up\`.`);
+  if (!state) throw new Error(`No local cluster state in ${displayPath(paths.dir)}: kfn's local cluster is not running (\`kfn cluster up\` starts it).`);
   return state;
 }

@@ -58,9 +58,9 @@ test('a function as a Knative Service: its account, concurrency and timeout from
   assert.deepEqual(t.metadata.annotations, { 'autoscaling.knative.dev/min-scale': '0', 'autoscaling.knative.dev/window': '6s', 'kfn.dev/image-id': 'abc' });
   const c = t.spec.containers[0]!;
   assert.equal(c.image, 'registry.example/fn-myweb:1');
-  assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE'], 'PORT is Knative\'s to set; no records unless asked for (they would put what the function reads in its log)');
-  const recorded = functionKnativeService(fn, { namespace: 'fns', image: 'i', record: true }) as typeof ksvc;
-  assert.deepEqual(recorded.spec.template.spec.containers[0]!.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE', 'KFN_RECORD'], 'kfn deploy --record: records to stdout');
+  assert.deepEqual(c.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE', 'KFN_RECORD'], 'PORT is Knative\'s to set; records by default (redacted, to its log)');
+  const unrecorded = functionKnativeService(fn, { namespace: 'fns', image: 'i', record: false }) as typeof ksvc;
+  assert.deepEqual(unrecorded.spec.template.spec.containers[0]!.env.map((e) => e.name), ['KFN_AUTH_SECRET_FILE'], 'kfn deploy --record off: no records');
   const traced = functionKnativeService(fn, { namespace: 'fns', image: 'i', otlpEndpoint: 'http://collector.observability:4318' }) as typeof ksvc & { spec: { template: { spec: { containers: { env: { name: string; value: string }[] }[] } } } };
   assert.deepEqual(traced.spec.template.spec.containers[0]!.env.at(-1), { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://collector.observability:4318' }, 'kfn deploy --otlp-endpoint: traces over OTLP');
   assert.deepEqual(c.ports, [{ name: 'http1', containerPort: 8080 }]);
@@ -233,7 +233,7 @@ test("a shared host's workload: one Deployment and Service, every function's aut
   assert.deepEqual(deployment.template.metadata.annotations, { 'kfn.dev/image-id': 'abc' });
   const c = pod.containers[0]!;
   assert.equal(c.image, 'kfn.local/host-pair:1');
-  assert.deepEqual(c.env, [{ name: 'PORT', value: '8080' }, { name: 'KFN_AUTH_SECRET_DIR', value: '/var/run/kfn/auth' }]);
+  assert.deepEqual(c.env, [{ name: 'PORT', value: '8080' }, { name: 'KFN_AUTH_SECRET_DIR', value: '/var/run/kfn/auth' }, { name: 'KFN_RECORD', value: 'stdout' }]);
   assert.deepEqual(c.volumeMounts, [{ name: 'auth', mountPath: '/var/run/kfn/auth', readOnly: true }]);
   assert.equal(c.readinessProbe.httpGet.path, '/healthz');
   assert.deepEqual(pod.volumes, [{ name: 'auth', projected: { sources: [{ secret: { name: 'kfn-fn-podset', items: [{ key: 'secret', path: 'podset' }] } }, { secret: { name: 'kfn-fn-project', items: [{ key: 'secret', path: 'project' }] } }] } }], 'every function\'s key, each in the file the host reads it from');

@@ -284,9 +284,10 @@ export interface WorkloadOptions {
   /** Changes when the image's content does, so that a redeploy rolls the pods. */
   imageId?: string;
   /**
-   * Write an invocation record to stdout on every reconcile (KFN_RECORD=stdout), for `kfn replay
-   * cluster:<function>`. Off by default: a record holds every object the function read, and so
-   * any secret a spec carries, in the pod's log.
+   * Write an invocation record to stdout (KFN_RECORD=stdout), for `kfn replay cluster:<function>`
+   * (default true; false: `kfn deploy --record off`). What a record holds of Secrets and of the
+   * fields a kind marks sensitive is hashed before it is written; the kubelet's rotation of the
+   * container's log bounds how many are kept, and they go with the pod (docs/debugging.md).
    */
   record?: boolean;
   /** Where the function sends its spans over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT): tracing, off by default. */
@@ -462,7 +463,7 @@ function functionContainer(options: WorkloadOptions, knative: boolean, auth = { 
     env: [
       ...(knative ? [] : [{ name: 'PORT', value: '8080' }]),
       auth,
-      ...(options.record ? [{ name: 'KFN_RECORD', value: 'stdout' }] : []),
+      ...(options.record === false ? [] : [{ name: 'KFN_RECORD', value: 'stdout' }]),
       ...(options.otlpEndpoint ? [{ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: options.otlpEndpoint }] : []),
       ...(options.defaultsAsPolicies ? [{ name: defaultsAsPoliciesEnv, value: 'true' }] : []),
     ],

@@ -79,6 +79,12 @@ export interface InvocationRecord {
   redacted: string[];
   /** Set on the record of a replay: how it ran and which record it replayed. */
   replay?: { of: string; mode: 'live' | 'dry-run' | 'offline' };
+  /**
+   * Set on a record too big to be logged whole (`bytes`, more than maxLoggedRecordBytes): its
+   * reads, children, logs, the bodies of its writes and the event's observed state are left
+   * out, so it replays with --dry-run or --live, not offline.
+   */
+  cut?: { bytes: number };
 }
 
 /** Sees how the runtime decided about each child (children.ts calls it) and the status (runtime.ts). */
@@ -355,13 +361,56 @@ export function errorRecord(err: unknown): RecordedError {
 export type RecordSink = (record: InvocationRecord) => void;
 
 /**
- * The sink KFN_RECORD names: `stdout` (JSON lines among the function's logs), a file path
- * (appended, rotated at 10 MiB keeping 5), or unset/`off` for none.
+ * The most bytes of one record in a function's log: a tenth of what the kubelet keeps of a
+ * container's log by default (10 MiB), so that one reconcile of many objects cannot push out
+ * the records before it; the same bound as the bridge puts on a function's answer. A MyWeb
+ * reconcile's record is about 25 KB.
+ */
+export const maxLoggedRecordBytes = 1 << 20;
+
+/**
+ * Whether a record goes to the function's log. A resync that wrote nothing and did not fail
+ * says only that the object was as the function wants it: the bridge's journal has that
+ * delivery, and at the default resync (every 5 minutes per object) such records would be most
+ * of the log and rotate away the records of the reconciles that changed something.
+ */
+export function logsRecord(record: InvocationRecord): boolean {
+  return record.event.reason !== 'resync' || record.writes.length > 0 || record.error !== undefined;
+}
+
+/** A record without what makes it big (InvocationRecord.cut): what it did, not what it read. */
+export function cutRecord(record: InvocationRecord, bytes: number): InvocationRecord {
+  const { observed: _observed, ...data } = record.event.data;
+  return {
+    ...record,
+    event: { ...record.event, data },
+    resources: [],
+    reads: [],
+    writes: record.writes.map((w) => ({ method: w.method, path: w.path, status: w.status, ...(w.error ? { error: w.error } : {}) })),
+    children: [],
+    ...(record.status ? { status: { desired: undefined, written: record.status.written } } : {}),
+    logs: [],
+    clock: [],
+    cut: { bytes },
+  };
+}
+
+/** One record as a line of the function's log: whole, or cut when it is bigger than maxLoggedRecordBytes. */
+export function logLine(record: InvocationRecord, maxBytes = maxLoggedRecordBytes): string {
+  const whole = JSON.stringify(record);
+  const bytes = Buffer.byteLength(whole);
+  return `${bytes > maxBytes ? JSON.stringify(cutRecord(record, bytes)) : whole}\n`;
+}
+
+/**
+ * The sink KFN_RECORD names: `stdout` (JSON lines among the function's logs, what `kfn deploy`
+ * sets: each record at most maxLoggedRecordBytes, resyncs that changed nothing left out), a file
+ * path (every record whole, appended, rotated at 10 MiB keeping 5), or unset/`off` for none.
  */
 export function recordSinkFromEnv(env: NodeJS.ProcessEnv = process.env): RecordSink | undefined {
   const where = env.KFN_RECORD?.trim();
   if (!where || where === 'off' || where === '0') return undefined;
-  if (where === 'stdout') return (record) => void process.stdout.write(`${JSON.stringify(record)}\n`);
+  if (where === 'stdout') return (record) => void (logsRecord(record) && process.stdout.write(logLine(record)));
   const file = new Journal<InvocationRecord>(where, { redactSecretFields: false });
   return (record) => file.append(record);
 }

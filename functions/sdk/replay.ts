@@ -221,6 +221,7 @@ export function recordedClock(recorded: InvocationRecord): () => Date {
  */
 export async function replayOffline(reconciler: Reconciler, recorded: InvocationRecord, options: { log?: Logger } = {}): Promise<ReplayOutcome> {
   checkKind(reconciler, recorded);
+  if (recorded.cut) throw new Error(`record ${recorded.id} was cut before it was logged (${recorded.cut.bytes} bytes): it holds no reads to answer, so it replays with --dry-run (against the cluster now) or --live, not offline`);
   const state: OfflineState = { record: recorded, used: new Set(), unrecorded: [] };
   const record = await run(reconciler, receivedFrom(recorded.event, { deadline: true }), new RecordedApi(state), { now: recordedClock(recorded), log: options.log, replay: { of: recorded.id, mode: 'offline' } });
   const comparisons = compareWrites(recorded.writes, record.writes);

@@ -8,6 +8,7 @@
 //   assert.deepEqual(checkSamples(MyWeb, readFileSync('samples.yaml', 'utf8')), []);
 //   assert.deepEqual(checkRules(MyApp, { spec: { replicas: 11, image: 'nginx' } }), ['spec.replicas: …']);
 //   assert.equal(applyDefaults(MyAppFunction, { operation: 'CREATE', object: app })?.spec.image, 'nginx:latest');
+//   assert.ok((await replayOffline(MyWebFunction, record)).same);  // a record (kfn replay) as a test
 //
 // What it does not do: the apiserver's defaulting and admission webhooks (use the local cluster
 // for those; a kind's CEL rules, checkRules evaluates as the apiserver does, its declared
@@ -27,7 +28,7 @@ import type { Connection } from '../../kube/connection.ts';
 import { apiError, KubeApi, type Exchange, type KubeObject, type Method, type RequestOptions, type ResourceInfo, type Tap } from '../../kube/api.ts';
 import type { Condition } from '../../core/conditions.ts';
 import { pluralOf, type Kind } from './kind.ts';
-import { Recorder, type InvocationRecord } from './record.ts';
+import { readRecords, Recorder, type InvocationRecord, type ReadRecords } from './record.ts';
 import type { Reconciler } from './reconciler.ts';
 import type { Live } from './types.ts';
 import { labelSelectorMatches } from '../../kube/selectors.ts';
@@ -35,7 +36,10 @@ import { checkRules } from './rules.ts';
 import { applyDefaults, checkAdmission } from './policy-cel.ts';
 
 export { applyDefaults, checkAdmission, checkRules, labelSelectorMatches };
-import { receivedFrom } from './replay.ts';
+import { receivedFrom, replayOffline, type ReplayOutcome } from './replay.ts';
+// A record of a reconcile (from `kfn dev`, or a deployed function's log) replayed with no cluster:
+// the function as it is now against the reads recorded then (docs/debugging.md, "Keep the record as a test").
+export { readRecords, replayOffline, type InvocationRecord, type ReadRecords, type ReplayOutcome };
 import { reconcileEvent } from './runtime.ts';
 import { childLabels, isKfnFinalizer } from '../../core/names.ts';
 

@@ -72,6 +72,28 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   assert.equal(env(rendered).some((e) => e.name.startsWith('OTEL_')), false, 'no tracing by default');
   await assert.rejects(render('replicas=2', 'leaderElection=false'), /replicas > 1 needs leaderElection: true/);
   await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
+
+  // The journal: on by default, in a bounded emptyDir; a claim of the chart's own or the user's; off.
+  type PodSpec = { securityContext: { fsGroup?: number }; containers: { args: string[]; volumeMounts?: { name: string; mountPath: string }[] }[]; volumes?: { name: string; emptyDir?: { sizeLimit: string }; persistentVolumeClaim?: { claimName: string } }[] };
+  const pod = (objs: Obj[]) => (deployment(objs) as unknown as { spec: { strategy?: { type: string }; template: { spec: PodSpec } } }).spec;
+  const journalVolume = (objs: Obj[]) => pod(objs).template.spec.volumes?.find((v) => v.name === 'journal');
+  assert.ok(pod(rendered).template.spec.containers[0]!.args.includes('--journal=/var/lib/kfn/journal/journal.jsonl'), 'the bridge journals by default');
+  assert.deepEqual(pod(rendered).template.spec.containers[0]!.volumeMounts, [{ name: 'journal', mountPath: '/var/lib/kfn/journal' }]);
+  assert.deepEqual(journalVolume(rendered), { name: 'journal', emptyDir: { sizeLimit: '256Mi' } }, 'on a bounded emptyDir');
+  assert.equal(pod(rendered).strategy, undefined, 'rolled as a Deployment is, the new pod beside the old');
+  const claimed = await render('journal.persistence.enabled=true', 'journal.persistence.storageClassName=fast');
+  assert.deepEqual(journalVolume(claimed), { name: 'journal', persistentVolumeClaim: { claimName: 'kfn-bridge-journal' } });
+  const claim = claimed.find((o) => o.kind === 'PersistentVolumeClaim') as unknown as { metadata: { name: string }; spec: { accessModes: string[]; storageClassName: string; resources: { requests: { storage: string } } } };
+  assert.deepEqual([claim.metadata.name, claim.spec.accessModes, claim.spec.storageClassName, claim.spec.resources.requests.storage], ['kfn-bridge-journal', ['ReadWriteOnce'], 'fast', '256Mi']);
+  assert.deepEqual(pod(claimed).strategy, { type: 'Recreate' }, 'a ReadWriteOnce claim: the old pod stops before the new one mounts it');
+  assert.equal(pod(claimed).template.spec.securityContext.fsGroup, 65532, 'the volume is given to a group the bridge has');
+  const own = await render('journal.persistence.enabled=true', 'journal.persistence.existingClaim=mine');
+  assert.deepEqual(journalVolume(own), { name: 'journal', persistentVolumeClaim: { claimName: 'mine' } });
+  assert.equal(own.some((o) => o.kind === 'PersistentVolumeClaim'), false, 'a claim of the user\'s own is not made');
+  await assert.rejects(render('journal.persistence.enabled=true', 'replicas=2'), /journal\.persistence needs replicas: 1/);
+  const off = await render('journal.enabled=false');
+  assert.equal(pod(off).template.spec.containers[0]!.args.some((a) => a.startsWith('--journal')), false);
+  assert.equal(pod(off).template.spec.volumes, undefined);
 });
 
 test('the apiserver admits everything the chart renders (server-side dry run)', async (t) => {

@@ -35,6 +35,7 @@ export const portBlocks = {
   'integration/diff': { first: 30480, size: 10 },
   'integration/node': { first: 30490, size: 10 },
   'e2e/scale-to-zero': { first: 30500, size: 10 },
+  'e2e/replay-production': { first: 30510, size: 10 },
 } as const satisfies Record<string, { first: number; size: number }>;
 
 export type PortOwner = keyof typeof portBlocks;

@@ -25,4 +25,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if lt (int .Values.shards) 1 -}}
 {{- fail "shards must be 1 or more" -}}
 {{- end -}}
+{{- if and .Values.journal.enabled .Values.journal.persistence.enabled (gt (int .Values.replicas) 1) -}}
+{{- fail "journal.persistence needs replicas: 1 (each replica writes a journal of its own, and one claim cannot hold two); with more replicas, keep the journal on its emptyDir" -}}
+{{- end -}}
 {{- end -}}
