@@ -74,7 +74,7 @@ export function reconcilerCrd(): Record<string, unknown> {
 
 /** The CRD as the YAML file manifests/crds/ holds. */
 export function reconcilerCrdYaml(): string {
-  return `# The Reconciler resource: what the kfn bridge watches for one function, and where it delivers.\n# Written by \`npm run generate\` from the schema in bridge/config.ts: edit that, not this file.\n${stringify(reconcilerCrd(), { lineWidth: 0 })}`;
+  return `# The Reconciler resource: what the kfn bridge watches for one function, and where it delivers.\n# Written by \`npm run generate\` from the schema in core/reconciler-spec.ts: edit that, not this file.\n${stringify(reconcilerCrd(), { lineWidth: 0 })}`;
 }
 
 export class InvalidReconcilerError extends Error {

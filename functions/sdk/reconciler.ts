@@ -259,8 +259,8 @@ export interface Guard {
  * an object (a MutatingAdmissionPolicy, where the cluster serves one): when `when` holds, each
  * field of `set` gets its value, as a JSON Patch `add` (set when missing, replaced when there).
  * Where the cluster does not serve the policies, the function's defaulting webhook applies the
- * same declarations. On create and update, never on an object being deleted nor on an update of
- * its metadata alone (as the webhooks: ownWritesPass).
+ * same declarations. On create and update — of an object being deleted too — never on an update
+ * that leaves the spec as it was (as the webhooks: ownWritesPass).
  */
 export interface Defaults {
   /** CEL over `object`, `oldObject` and `request`: these defaults apply only when it is true (default: always). */

@@ -60,8 +60,8 @@ test("MyApp's webhook on the apiserver: defaulting stored, then the CRD's rules 
   await waitFor('the function to be gone', async () => (s.process!.exitCode !== null || s.process!.signalCode !== null) || undefined);
   await assert.rejects(s.api.request('POST', s.objects, { body: body('later', { replicas: 1, image: 'nginx:1' }) }), /failed calling webhook "default\.myapps\.app\.example\.com".*connect: connection refused/s);
 
-  // The webhooks never block a write of metadata alone, nor one to an object being deleted —
-  // kfn's own finalizer removal among them — even with the function down.
+  // The webhooks never block a write of metadata alone — kfn's own finalizer removal from an
+  // object being deleted among them — even with the function down.
   const web = `${s.objects}/web`;
   await s.api.request('PATCH', web, { body: { metadata: { finalizers: ['test.kfn.dev/hold'] } }, contentType: 'application/merge-patch+json' });
   await s.api.request('DELETE', web);
