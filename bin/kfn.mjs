@@ -10,7 +10,8 @@
 // signal this process gets, and whose end (its status, or the signal that ended it) is this
 // process's end.
 import { spawn } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { constants } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -24,7 +25,11 @@ const stopSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 if (!existsSync(source)) {
   const major = Number(process.versions.node.split('.')[0]);
   if (major < 24) {
-    console.error(`kfn needs Node.js 24 or later (it runs your functions' TypeScript as it is); this is Node.js ${process.versions.node}. Install Node.js 24 and run kfn again.`);
+    const missing = unscriptedNode();
+    const what = missing
+      ? `The project's own Node.js ${missing.major} (the devDependency "node") is not installed: its install script did not run (npm install --ignore-scripts?). Run \`npm rebuild node\` (or npm install with install scripts allowed) and run kfn again.`
+      : 'Install Node.js 24 and run kfn again.';
+    console.error(`kfn needs Node.js 24 or later (it runs your functions' TypeScript as it is); this is Node.js ${process.versions.node}. ${what}`);
     process.exit(1);
   }
   await import(pathToFileURL(join(root, 'lib', 'cli', 'kfn.js')).href);
@@ -33,6 +38,23 @@ if (!existsSync(source)) {
   await import(pathToFileURL(source).href);
 } else {
   runChild(pinned, source);
+}
+
+/**
+ * The project's pinned `node` package when its binary is missing, as npm install --ignore-scripts
+ * leaves it (the package fetches the binary in an install script): then `npx kfn` falls through
+ * to an older Node on the PATH, and what to do is to run that script, not to install Node.
+ */
+function unscriptedNode() {
+  try {
+    const manifest = createRequire(join(root, 'package.json')).resolve('node/package.json');
+    const { version, bin } = JSON.parse(readFileSync(manifest, 'utf8'));
+    const binary = typeof bin === 'string' ? bin : bin?.node;
+    if (!binary || existsSync(join(dirname(manifest), binary))) return undefined;
+    return { major: Number(String(version).split('.')[0]) || 24 };
+  } catch {
+    return undefined; // no pinned node package: the machine's Node is the one to upgrade
+  }
 }
 
 function runChild(node, entry) {

@@ -61,16 +61,18 @@ test('package.json: engines Node 24, kfn\'s own pinned Node and TypeScript as de
   assert.deepEqual(pkg.engines, { node: '>=24' });
   assert.equal(pkg.devDependencies.node, kfnPackage.devDependencies.node, 'the Node kfn itself is tested on');
   assert.equal(pkg.allowScripts.node, true, 'the node package fetches its binary in an install script');
-  // Node runs the tests with their types removed: the types are checked first, or a type error passes.
-  assert.equal(pkg.scripts.test, 'tsc -p tsconfig.json && node --test');
+  // The Node check first, in the test script itself: npm skips a pretest under --ignore-scripts,
+  // which is also how the project's Node goes missing. Then the types: Node runs the tests with
+  // their types removed, so a type error would pass.
+  assert.equal(pkg.scripts.test, 'node scripts/check-node.test.mjs && tsc -p tsconfig.json && node --test');
+  assert.equal(pkg.scripts.pretest, undefined);
   assert.equal(pkg.devDependencies.typescript, kfnPackage.devDependencies.typescript, 'the compiler kfn itself is checked with (kfn build, deploy and dev run it too)');
-  assert.equal(pkg.scripts.pretest, 'node scripts/check-node.mjs');
   assert.match(readFileSync(join(dir, 'README.md'), 'utf8'), /Node\.js 24/);
 });
 
 test('the Node check: Node 24 goes on silently; an older Node stops `npm test` with one line saying which Node ran and what to do', (t) => {
   const { dir } = writeProject({ dir: join(tempDir(t, 'kfn-init-'), 'my-operator') });
-  const check = join(dir, 'scripts', 'check-node.mjs');
+  const check = join(dir, 'scripts', 'check-node.test.mjs');
   const ok = spawnSync(node24, [check], { encoding: 'utf8' });
   assert.equal(ok.status, 0, ok.stderr);
   assert.equal(ok.stdout + ok.stderr, '');
@@ -87,15 +89,31 @@ test('the Node check: Node 24 goes on silently; an older Node stops `npm test` w
   assert.doesNotMatch(run.stderr, /ERR_UNKNOWN_FILE_EXTENSION/);
 });
 
+test('a bare `node --test` on an older Node, which finds no *.test.ts, fails with the Node check\'s line instead of passing with no tests', (t) => {
+  const { dir } = writeProject({ dir: join(tempDir(t, 'kfn-init-'), 'my-operator') });
+  const older = systemNode();
+  let run;
+  if (older && older.major < 24) {
+    run = spawnSync(older.path, ['--test'], { cwd: dir, env, encoding: 'utf8' });
+  } else {
+    // Node 24 finds the *.test.ts too, which would fail here for want of kfn in node_modules.
+    rmSync(join(dir, 'functions'), { recursive: true });
+    run = spawnSync(node24, ['--import', `data:text/javascript,Object.defineProperty(process.versions, 'node', { value: '20.20.2' })`, '--test'], { cwd: dir, env, encoding: 'utf8' });
+  }
+  t.diagnostic(older && older.major < 24 ? `ran by ${older.path} (Node ${older.major})` : 'Node 20 simulated');
+  assert.equal(run.status, 1, run.stdout + run.stderr);
+  assert.match(run.stdout + run.stderr, /This project needs Node\.js 24 or later .* this is Node\.js 20\.\d+\.\d+\. .*npm install/);
+});
+
 test('`node --test` runs the first function\'s tests and those of a function `kfn new` adds; a sample that breaks the schema fails, naming the field', (t) => {
   const { dir, functionDir } = projectWithSdk(t);
   const first = runTests(dir);
   assert.equal(first.status, 0, first.stdout + first.stderr);
-  assert.match(first.stdout, /^ℹ pass 2$/m, 'the reconcile test and the samples test');
+  assert.match(first.stdout, /^ℹ pass 3$/m, 'the Node check, the reconcile test and the samples test');
   writeNewFunction({ name: 'notes', group: 'my-operator.example.com', version: 'v1alpha1', kind: 'Note', dir: join(dir, 'functions') });
   const both = runTests(dir);
   assert.equal(both.status, 0, both.stdout + both.stderr);
-  assert.match(both.stdout, /^ℹ pass 4$/m, 'both functions\' tests, found by Node\'s default pattern');
+  assert.match(both.stdout, /^ℹ pass 5$/m, 'the Node check and both functions\' tests, found by Node\'s default pattern');
   writeFileSync(join(functionDir, 'samples.yaml'), readFileSync(join(functionDir, 'samples.yaml'), 'utf8').replace(/message: .*/, 'message: ""\n  colour: red'));
   const broken = runTests(dir);
   assert.equal(broken.status, 1, broken.stdout);

@@ -29,14 +29,17 @@ const projectNodePin = kfnDevDependencies.node ?? `^${projectNodeMajor}.0.0`;
 const projectTypescriptPin = kfnDevDependencies.typescript ?? '^5.9.0';
 
 /**
- * scripts/check-node.mjs, the project's `pretest`: plain JavaScript, so any Node runs it. An
- * older Node would otherwise fail every test file with ERR_UNKNOWN_FILE_EXTENSION ".ts" (or,
- * on 20, find no test file and pass).
+ * scripts/check-node.test.mjs: plain JavaScript, so any Node runs it. An older Node would
+ * otherwise fail every test file with ERR_UNKNOWN_FILE_EXTENSION ".ts", or (20, which looks for
+ * no *.test.ts) find no test file and pass. `npm test` runs it first, in its own script rather
+ * than a pretest, which npm skips under --ignore-scripts (also how the project's Node goes
+ * missing); its name is one every Node's `node --test` finds, so a bare `node --test` runs it too.
  */
-const checkNodeScript = `// Runs before \`npm test\` (the pretest script): this project's functions and tests are
-// TypeScript, which Node.js runs as it is from version ${projectNodeMajor}. npm install gives the project its own
-// Node.js ${projectNodeMajor} (the devDependency "node"), which npm's scripts run; an older Node here means it is
-// missing, or the tests were started another way.
+const checkNodeScript = `// The first step of \`npm test\`, and found by a bare \`node --test\` on any Node: this project's
+// functions and tests are TypeScript, which Node.js runs as it is from version ${projectNodeMajor}. An older
+// Node finds no *.test.ts and would pass with no tests; this stops it with one line instead.
+// npm install gives the project its own Node.js ${projectNodeMajor} (the devDependency "node"), which npm's
+// scripts run; an older Node here means it is missing, or the tests were started another way.
 const major = Number(process.versions.node.split('.')[0]);
 if (major < ${projectNodeMajor}) {
   console.error(\`This project needs Node.js ${projectNodeMajor} or later (its functions are TypeScript, which Node.js runs as it is from ${projectNodeMajor}), and this is Node.js \${process.versions.node}. Run npm install (with install scripts allowed: it fetches the project's own Node.js ${projectNodeMajor}), or put Node.js ${projectNodeMajor} first on your PATH.\`);
@@ -92,10 +95,10 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
     type: 'module',
     engines: { node: `>=${projectNodeMajor}` },
     scripts: {
-      pretest: 'node scripts/check-node.mjs',
-      // The types first: Node runs the tests with their types removed, so a type error would pass.
-      // Then Node's default pattern: every *.test.ts, those of functions `kfn new` adds later too.
-      test: 'tsc -p tsconfig.json && node --test',
+      // The Node check, then the types (Node runs the tests with their types removed, so a type
+      // error would pass), then Node's default pattern: every *.test.ts, those of functions
+      // `kfn new` adds later too.
+      test: 'node scripts/check-node.test.mjs && tsc -p tsconfig.json && node --test',
       typecheck: 'tsc -p tsconfig.json',
       dev: `kfn dev ${fn}`,
       deploy: `kfn deploy ${fn}`,
@@ -127,7 +130,7 @@ export function writeProject(o: InitOptions): { dir: string; functionDir: string
   writeFileSync(join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
   writeFileSync(join(dir, '.gitignore'), 'node_modules/\n.kfn/\n');
   mkdirSync(join(dir, 'scripts'));
-  writeFileSync(join(dir, 'scripts', 'check-node.mjs'), checkNodeScript);
+  writeFileSync(join(dir, 'scripts', 'check-node.test.mjs'), checkNodeScript);
   writeFileSync(
     join(dir, 'README.md'),
     `# ${name}
@@ -174,7 +177,7 @@ export const initCommand: Command = {
     if (positionals.length !== 1) throw new UsageError(`kfn init: expected the project's folder\n\n${usage}`);
     const { dir, functionDir } = writeProject({ dir: positionals[0]!, functionName: values.function, group: values.group, kind: values.kind, kfn: values.kfn });
     const shown = relative(process.cwd(), dir) || '.';
-    console.log(`Wrote ${shown}/: package.json, tsconfig.json, README.md, ${relative(dir, functionDir)}/, scripts/check-node.mjs`);
+    console.log(`Wrote ${shown}/: package.json, tsconfig.json, README.md, ${relative(dir, functionDir)}/, scripts/check-node.test.mjs`);
     console.log(`Next: cd ${shown} && npm install && npm test`);
     return 0;
   },

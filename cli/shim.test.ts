@@ -3,7 +3,7 @@
 // `kfn serve` (one function as an HTTP server; no cluster needed), signals the shim's PID only,
 // and checks through /proc that nothing it started is left.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, cpSync, existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -181,4 +181,32 @@ test('installed from the package: the compiled CLI in lib/ runs in the shim\'s o
   assert.deepEqual(descendants(run.shim.pid!), [], 'the shim started the compiled CLI as a child process instead of running it itself');
   const end = await stopsEverything(run);
   assert.equal(end.code, 0, run.output());
+});
+
+test('installed from the package, on a Node older than 24: one line saying what to do, which names the install scripts when the project\'s own Node is missing', (t) => {
+  // A project as npm installs it: kfn packed, and the pinned `node` package without its binary,
+  // as `npm install --ignore-scripts` leaves it (the binary comes from its install script).
+  const { dir } = scratch(t);
+  const project = join(dir, 'my-operator');
+  const kfn = join(project, 'node_modules', 'kfn');
+  mkdirSync(join(kfn, 'bin'), { recursive: true });
+  mkdirSync(join(kfn, 'lib', 'cli'), { recursive: true });
+  cpSync(shim, join(kfn, 'bin', 'kfn.mjs'));
+  writeFileSync(join(kfn, 'lib', 'cli', 'kfn.js'), "console.log('the CLI ran');\n");
+  const on20 = () => spawnSync(process.execPath, ['--import', `data:text/javascript,Object.defineProperty(process.versions, 'node', { value: '20.20.2' })`, join(kfn, 'bin', 'kfn.mjs'), 'dev'], { cwd: project, encoding: 'utf8' });
+
+  const noPin = on20();
+  assert.equal(noPin.status, 1);
+  assert.equal(noPin.stdout, '');
+  assert.match(noPin.stderr.trim(), /^kfn needs Node\.js 24 or later .*; this is Node\.js 20\.20\.2\. Install Node\.js 24 and run kfn again\.$/);
+
+  const node = join(project, 'node_modules', 'node');
+  mkdirSync(node);
+  writeFileSync(join(node, 'package.json'), JSON.stringify({ name: 'node', version: '24.21.0', bin: { node: 'bin/node' }, scripts: { preinstall: 'node installArchSpecificPackage' } }));
+  const unscripted = on20();
+  assert.equal(unscripted.status, 1);
+  assert.equal(unscripted.stdout, '');
+  const lines = unscripted.stderr.trim().split('\n');
+  assert.equal(lines.length, 1, unscripted.stderr);
+  assert.match(lines[0]!, /^kfn needs Node\.js 24 or later .*; this is Node\.js 20\.20\.2\. The project's own Node\.js 24 \(the devDependency "node"\) is not installed: its install script did not run \(npm install --ignore-scripts\?\)\. Run `npm rebuild node` \(or npm install with install scripts allowed\) and run kfn again\.$/);
 });

@@ -136,3 +136,25 @@ test('with previous versions, each problem names its version', () => {
   const o: CrdOptions = { ...options(t.Object({ a: t.String() })), versions: [{ name: 'v2', spec: t.Object({ a: t.String() }), storage: true }, { name: 'v1', spec: t.Object({ a: t.Integer({ minimum: 2, default: 1 }) }), storage: false }] };
   assert.deepEqual(crdRefusals(customResourceDefinition(o, { check: false })), ['v1: spec.properties.a.default: 1 is below minimum 2']);
 });
+
+test('categories the apiserver refuses are refused: each must be a DNS label, as a short name must', () => {
+  const crd = (categories: string[]) => crdRefusals(customResourceDefinition({ ...options(t.Object({})), categories }, { check: false }));
+  assert.deepEqual(crd(['all', 'demo-things']), []);
+  assert.deepEqual(crd(['my things', 'Demo']), [
+    "categories[0] \"my things\": must be a DNS label, lowercase letters, digits and '-', starting with a letter, at most 63 characters (e.g. mythings)",
+    "categories[1] \"Demo\": must be a DNS label, lowercase letters, digits and '-', starting with a letter, at most 63 characters (e.g. demo)",
+  ]);
+});
+
+test('printer columns the apiserver refuses are refused: a jsonPath must start with ".", from the object\'s root', () => {
+  const crd = (printerColumns: CrdOptions['printerColumns']) => crdRefusals(customResourceDefinition({ ...options(t.Object({ size: t.Integer() })), printerColumns }, { check: false }));
+  assert.deepEqual(crd([{ name: 'Size', type: 'integer', jsonPath: '.spec.size' }, { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }]), []);
+  assert.deepEqual(crd([{ name: 'Size', type: 'integer', jsonPath: 'spec.size' }, { name: 'Ready', type: 'string', jsonPath: '' }]), [
+    "printerColumns[0] (Size).jsonPath \"spec.size\": must start with '.', a path from the object's root (e.g. .spec.size)",
+    "printerColumns[1] (Ready).jsonPath: must be set, a path from the object's root (e.g. .status.phase)",
+  ]);
+  assert.deepEqual(crd([{ name: '', type: 'text' as 'string', jsonPath: '.spec.size' }]), [
+    'printerColumns[0].name: must be set: the heading kubectl get shows',
+    'printerColumns[0].type "text": must be one of boolean, date, integer, number, string',
+  ]);
+});

@@ -200,11 +200,12 @@ const versionName = /^v[0-9]+((alpha|beta)[0-9]+)?$/;
  * Checked on the CRD itself, so that a CRD from anywhere can be checked; empty when it is fine.
  */
 export function crdRefusals(crd: Record<string, unknown>): string[] {
-  const spec = crd.spec as { group: string; names: { kind: string; plural: string; shortNames?: string[] }; versions: { name: string; schema?: { openAPIV3Schema?: Schema } }[] };
+  const spec = crd.spec as { group: string; names: Names; versions: { name: string; schema?: { openAPIV3Schema?: Schema }; additionalPrinterColumns?: PrinterColumn[] }[] };
   const problems = nameRefusals(spec.group, spec.names);
   const several = spec.versions.length > 1;
   for (const version of spec.versions) {
     if (!versionName.test(version.name)) problems.push(`version "${version.name}": must be v<N>, v<N>alpha<M> or v<N>beta<M> (e.g. v1, v1alpha1, v2beta3)`);
+    problems.push(...columnRefusals(version.additionalPrinterColumns ?? []).map((p) => (several ? `${version.name}: ${p}` : p)));
     const root = version.schema?.openAPIV3Schema?.properties ?? {};
     for (const part of ['spec', 'status'] as const) {
       if (root[part]) problems.push(...schemaRefusals(root[part], part).map((p) => (several ? `${version.name}: ${p}` : p)));
@@ -213,7 +214,9 @@ export function crdRefusals(crd: Record<string, unknown>): string[] {
   return problems;
 }
 
-function nameRefusals(group: string, names: { kind: string; plural: string; shortNames?: string[] }): string[] {
+type Names = { kind: string; plural: string; shortNames?: string[]; categories?: string[] };
+
+function nameRefusals(group: string, names: Names): string[] {
   const problems: string[] = [];
   const { kind, plural } = names;
   if (!kindName.test(kind)) problems.push(`kind "${kind}": must be UpperCamelCase letters and digits, starting with a capital letter (e.g. ${suggestKind(kind)})`);
@@ -224,6 +227,26 @@ function nameRefusals(group: string, names: { kind: string; plural: string; shor
   const label = (what: string, value: string, example: string) => `${what} "${value}": must be a DNS label, lowercase letters, digits and '-', starting with a letter, at most 63 characters (e.g. ${example})`;
   if (!dnsLabel.test(plural) || plural.length > 63) problems.push(label('plural', plural, plural.toLowerCase().replace(/[^a-z0-9-]/g, '') || 'things'));
   for (const [i, short] of (names.shortNames ?? []).entries()) if (!dnsLabel.test(short) || short.length > 63) problems.push(label(`shortNames[${i}]`, short, short.toLowerCase().replace(/[^a-z0-9-]/g, '') || 'th'));
+  for (const [i, category] of (names.categories ?? []).entries()) if (!dnsLabel.test(category) || category.length > 63) problems.push(label(`categories[${i}]`, category, category.toLowerCase().replace(/[^a-z0-9-]/g, '') || 'all'));
+  return problems;
+}
+
+/** The printer column types the apiserver takes (apiextensions' printerColumnDatatypes). */
+const columnTypes = ['boolean', 'date', 'integer', 'number', 'string'];
+
+/**
+ * What the apiserver refuses in printer columns: no name, an unknown type, and a jsonPath that
+ * is empty or does not start with '.' (all it checks of the path when the CRD is written).
+ */
+function columnRefusals(columns: PrinterColumn[]): string[] {
+  const problems: string[] = [];
+  for (const [i, c] of columns.entries()) {
+    const at = `printerColumns[${i}]${c.name ? ` (${c.name})` : ''}`;
+    if (!c.name) problems.push(`${at}.name: must be set: the heading kubectl get shows`);
+    if (!columnTypes.includes(c.type)) problems.push(`${at}.type ${show(c.type)}: must be one of ${columnTypes.join(', ')}`);
+    if (!c.jsonPath) problems.push(`${at}.jsonPath: must be set, a path from the object's root (e.g. .status.phase)`);
+    else if (!c.jsonPath.startsWith('.')) problems.push(`${at}.jsonPath ${show(c.jsonPath)}: must start with '.', a path from the object's root (e.g. .${c.jsonPath.replace(/^[$@]?\.?/, '')})`);
+  }
   return problems;
 }
 

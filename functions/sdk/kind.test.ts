@@ -33,3 +33,17 @@ test('a sound kind is defined as before', () => {
   const Web = defineKind({ group: 'demo.example.com', version: 'v1alpha1', kind: 'Web', spec: t.Object({ size: t.Union([t.Integer(), t.String()], { default: 1 }) }), status: t.Object({}) });
   assert.equal(Web.plural, 'webs');
 });
+
+test('defineKind refuses a category and a printer column the apiserver would refuse', () => {
+  assert.throws(
+    () => defineKind({ group: 'demo.example.com', version: 'v1', kind: 'Web', spec: t.Object({ size: t.Integer() }), status: t.Object({}), categories: ['my webs'], printerColumns: [{ name: 'Size', type: 'integer', jsonPath: 'spec.size' }] }),
+    (err: unknown) => {
+      assert.ok(err instanceof CrdRefused);
+      assert.deepEqual(err.problems, [
+        "categories[0] \"my webs\": must be a DNS label, lowercase letters, digits and '-', starting with a letter, at most 63 characters (e.g. mywebs)",
+        "printerColumns[0] (Size).jsonPath \"spec.size\": must start with '.', a path from the object's root (e.g. .spec.size)",
+      ]);
+      return true;
+    },
+  );
+});

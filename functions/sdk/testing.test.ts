@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigMap, Deployment, Namespace, Secret, child, Terminal, defineKind, defineReconciler, quantity, t, type Reconciler } from './index.ts';
-import { checkSamples, labelSelectorMatches, testReconcile } from './testing.ts';
+import { checkSamples, labelSelectorMatches, memoryApi, testReconcile } from './testing.ts';
 import { writesOf } from './runtime.ts';
 
 const Gizmo = defineKind({ group: 'test.kfn.dev', version: 'v1', kind: 'Gizmo', spec: t.Object({ parts: t.Integer(), fail: t.Optional(t.Boolean()) }), status: t.Object({ built: t.Optional(t.Integer()), secretKeys: t.Optional(t.Integer()) }) });
@@ -299,8 +299,8 @@ describe('checkSamples', () => {
       'Shop corner spec.shelves[0].slots',
       'Shop corner spec.tier',
     ]);
-    assert.match(checkSamples(Shop, sample('  owner: ""\n'))[0]!, /^Shop corner spec\.owner: .*length/);
-    assert.match(checkSamples(Shop, sample('  tier: small\n'))[0]!, /^Shop corner spec\.owner: .*required/);
+    assert.match(checkSamples(Shop, sample('  owner: ""\n'))[0]!, /^Shop corner spec\.owner: Invalid value: "": spec\.owner in body should be at least 1 chars long$/);
+    assert.match(checkSamples(Shop, sample('  tier: small\n'))[0]!, /^Shop corner spec\.owner: Required value$/);
     assert.match(checkSamples(Shop, sample('  owner: ann\n  colour: red\n'))[0]!, /^Shop corner spec\.colour: not a field of Shop's spec \(known: owner, tier, memory, shelves\)/);
   });
 
@@ -310,5 +310,59 @@ describe('checkSamples', () => {
     assert.match(checkSamples(Shop, 'apiVersion: test.kfn.dev/v1\nkind: Shop\nmetadata:\n  name: corner\n').join(), /Shop corner: spec is required/);
     assert.deepEqual(checkSamples(Shop, 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: key\n'), ['no Shop (test.kfn.dev/v1) among the samples']);
     assert.match(checkSamples(Shop, 'spec: [unclosed\n').join(), /^samples: invalid YAML \(line \d+\): /);
+  });
+});
+
+describe('testReconcile holds the primary to its kind as the apiserver would', () => {
+  const Box = defineKind({
+    group: 'test.kfn.dev',
+    version: 'v1',
+    kind: 'Box',
+    spec: t.Object({
+      size: t.Integer({ minimum: 1, maximum: 10 }),
+      colour: t.Optional(t.String({ default: 'brown' })),
+      ports: t.Optional(t.Array(t.Object({ name: t.String(), port: t.Integer({ default: 80 }) }))),
+    }),
+    status: t.Object({}),
+    rules: [{ rule: 'self.size % 2 == 0', message: 'must be even', fieldPath: '.size' }],
+  });
+  const seen: unknown[] = [];
+  const boxes = defineReconciler({
+    for: Box,
+    reconcile(b) {
+      seen.push(b.spec);
+      return { status: {} };
+    },
+  });
+  const box = (spec: unknown) => ({ metadata: { name: 'b', namespace: 'shop' }, spec });
+
+  test('the reconcile sees the spec with the schema\'s defaults, nested ones too', async () => {
+    seen.length = 0;
+    const out = await testReconcile(boxes, { object: box({ size: 2, ports: [{ name: 'web' }] }) });
+    assert.equal(out.error, undefined);
+    assert.deepEqual(seen, [{ size: 2, colour: 'brown', ports: [{ name: 'web', port: 80 }] }]);
+    assert.equal(out.get(Box, 'b', 'shop')?.spec.colour, 'brown', 'stored with its defaults');
+  });
+
+  test('an object the apiserver would refuse is refused before the reconcile runs, naming the field and what is wrong', async () => {
+    seen.length = 0;
+    await assert.rejects(testReconcile(boxes, { object: box({ size: 'two' }) }), /Box\.test\.kfn\.dev "b" is invalid: spec\.size: .*integer/);
+    await assert.rejects(testReconcile(boxes, { object: box({ size: 12 }) }), /spec\.size: .*less than or equal to 10/);
+    await assert.rejects(testReconcile(boxes, { object: box({}) }), /spec\.size: Required value/);
+    await assert.rejects(testReconcile(boxes, { object: box({ size: 2, ports: [{ port: 80 }] }) }), /spec\.ports\[0\]\.name: Required value/);
+    await assert.rejects(testReconcile(boxes, { object: box({ size: 2, lid: true }) }), /spec\.lid: .*not a field of Box's spec/);
+    await assert.rejects(testReconcile(boxes, { object: { metadata: { name: 'b' } } }), /Box\.test\.kfn\.dev "b" is invalid: spec: Required value/);
+    assert.deepEqual(seen, [], 'no reconcile saw them');
+  });
+
+  test('and its CEL rules, on the defaulted spec, in the apiserver\'s words (a rule on the spec names its fieldPath, unquoted)', async () => {
+    await assert.rejects(testReconcile(boxes, { object: box({ size: 3 }) }), /Box\.test\.kfn\.dev "b" is invalid: spec\.size: Invalid value: must be even/);
+  });
+
+  test('memoryApi holds the same object', async () => {
+    const api = memoryApi(boxes, { object: box({ size: 4 }) });
+    const stored = (await api.request('GET', '/apis/test.kfn.dev/v1/namespaces/shop/boxes/b')) as { spec: { colour?: string } };
+    assert.equal(stored.spec.colour, 'brown');
+    assert.throws(() => memoryApi(boxes, { object: box({ size: 5 }) }), /spec\.size: Invalid value: must be even/);
   });
 });

@@ -10,13 +10,16 @@
 //   assert.equal(applyDefaults(MyAppFunction, { operation: 'CREATE', object: app })?.spec.image, 'nginx:latest');
 //   assert.ok((await replayOffline(MyWebFunction, record)).same);  // a record (kfn replay) as a test
 //
-// What it does not do: the apiserver's defaulting and admission webhooks (use the local cluster
-// for those; a kind's CEL rules, checkRules evaluates as the apiserver does, its declared
-// defaults applyDefaults, its guards checkAdmission), and server-side apply's field ownership (every desired child counts as
+// The primary is held to its kind as the apiserver holds it on a create: the spec's schema
+// defaults applied, its types, bounds and CEL rules checked, and an object the apiserver would
+// refuse rejected before the reconcile runs.
+//
+// What it does not do: admission webhooks and policies (a reconciler's declared defaults
+// applyDefaults evaluates, its guards checkAdmission), the status schema, and server-side apply's field ownership (every desired child counts as
 // written; "no write when nothing changed" is tested against the real apiserver).
 import { randomUUID } from 'node:crypto';
 import { Kind as TypeKind, Type, type TSchema } from '@sinclair/typebox';
-import { Value, type ValueError } from '@sinclair/typebox/value';
+import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value';
 import pino from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { encodeReconcileEvent as eventFor, projectObject, type ObservedObject, type ObservedState, type ReconcileReason } from '../../core/event.ts';
@@ -335,7 +338,7 @@ function seedWorld(reconciler: Reconciler, options: Pick<TestReconcileOptions, '
   const state: MemoryState = { objects: new Map(), kinds, refuse: options.refuse, version: 1, now };
   const namespace = kind.namespaced ? (options.object.metadata.namespace ?? 'default') : undefined;
   const primary = structuredClone({
-    ...options.object,
+    ...admitted(kind, options.object),
     apiVersion: kind.apiVersion,
     kind: kind.kind,
     metadata: { generation: 1, uid: `uid-of-${options.object.metadata.name}`, ...options.object.metadata, ...(namespace ? { namespace } : {}) },
@@ -472,25 +475,69 @@ export function checkSamples(kind: Kind, yamlText: string): string[] {
 
 /** The spec's problems, one per field (the first the schema finds), each as `spec.path: what is wrong`. */
 function specProblems(kindName: string, schema: TSchema, spec: unknown): string[] {
+  return specAdmission(kindName, schema, spec).problems;
+}
+
+/** The spec with the schema's defaults applied (a copy), and its problems against the schema after them, one per field. */
+function specAdmission(kindName: string, schema: TSchema, spec: unknown): { spec: unknown; problems: string[] } {
   const defaulted = Value.Default(schema, structuredClone(spec));
   const byField = new Map<string, string>();
   for (const error of Value.Errors(schema, defaulted)) {
     const field = pointerAsField('spec', error.path);
-    if (!byField.has(field)) byField.set(field, `${field}: ${describeError(kindName, error)}`);
+    if (!byField.has(field)) byField.set(field, `${field}: ${describeError(kindName, field, error)}`);
   }
-  return [...byField.values()];
+  return { spec: defaulted, problems: [...byField.values()] };
 }
 
-function describeError(kindName: string, error: ValueError): string {
-  const s = error.schema as TSchema & { expected?: string; properties?: Record<string, TSchema>; anyOf?: TSchema[] };
-  if (error.value === undefined) return 'required';
+/**
+ * The object the apiserver would store for `object` of `kind` (a create): the spec with its
+ * schema's defaults, held to the schema's types and bounds and to the kind's CEL rules. An object
+ * the apiserver would refuse throws, with the refusal as the apiserver words it
+ * (`Box.test.kfn.dev "b" is invalid: spec.size: …`), so a test cannot start from an object no
+ * cluster could hold, nor miss a default the reconcile relies on.
+ */
+function admitted<T extends { metadata: { name: string }; spec?: unknown }>(kind: Kind, object: T): T {
+  const refused = (problems: string[]) =>
+    new Error(`${kind.kind}.${kind.group} "${object.metadata.name}" is invalid: ${problems.length > 1 ? `[${problems.join(', ')}]` : problems[0]} (the apiserver would refuse this object: testReconcile holds it to ${kind.kind}'s schema and rules)`);
+  if (object.spec === undefined) throw refused(['spec: Required value']);
+  const { spec, problems } = specAdmission(kind.kind, checkable(kind.options.spec), object.spec);
+  if (problems.length) throw refused(problems);
+  const broken = checkRules(kind, { spec });
+  if (broken.length) throw refused(broken);
+  return { ...object, spec };
+}
+
+/** What is wrong at `field`, in the apiserver's words where it has them (`Required value`, `… in body should be less than or equal to 10`). */
+function describeError(kindName: string, field: string, error: ValueError): string {
+  const s = error.schema as TSchema & { expected?: string; properties?: Record<string, TSchema>; anyOf?: TSchema[]; minimum?: number; maximum?: number; exclusiveMinimum?: number; exclusiveMaximum?: number; multipleOf?: number; minLength?: number; maxLength?: number; pattern?: string; minItems?: number; maxItems?: number };
+  if (error.value === undefined) return 'Required value';
   if (error.message === 'Unexpected property') {
     const parent = error.path.split('/').slice(0, -1).join('/');
     return `not a field of ${parent ? pointerAsField('spec', parent) : `${kindName}'s spec`} (known: ${Object.keys(s.properties ?? {}).join(', ')})`;
   }
-  const consts = s.anyOf?.every((a) => 'const' in a) ? s.anyOf.map((a) => JSON.stringify(a.const)).join(', ') : undefined;
-  const expected = s.expected ?? (consts ? `one of ${consts}` : undefined);
-  return `${expected ? `must be ${expected}` : error.message.replace(/^Expected/, 'expected')}, not ${JSON.stringify(error.value)}`;
+  const value = JSON.stringify(error.value);
+  const invalid = (why: string) => `Invalid value: ${value}: ${field} in body ${why}`;
+  const consts = s.anyOf?.every((a) => 'const' in a) ? s.anyOf.map((a) => JSON.stringify(a.const)) : undefined;
+  if (consts) return `Unsupported value: ${value}: supported values: ${consts.join(', ')}`;
+  if (s.expected) return invalid(`must be ${s.expected}`);
+  const T = ValueErrorType;
+  switch (error.type) {
+    case T.Integer: case T.Number: case T.String: case T.Boolean: case T.Object: case T.Array: {
+      const type = Array.isArray(error.value) ? 'array' : error.value === null ? 'null' : typeof error.value;
+      return `Invalid value: "${type}": ${field} in body must be of type ${s.type}: ${value}`;
+    }
+    case T.IntegerMaximum: case T.NumberMaximum: return invalid(`should be less than or equal to ${s.maximum}`);
+    case T.IntegerMinimum: case T.NumberMinimum: return invalid(`should be greater than or equal to ${s.minimum}`);
+    case T.IntegerExclusiveMaximum: case T.NumberExclusiveMaximum: return invalid(`should be less than ${s.exclusiveMaximum}`);
+    case T.IntegerExclusiveMinimum: case T.NumberExclusiveMinimum: return invalid(`should be greater than ${s.exclusiveMinimum}`);
+    case T.IntegerMultipleOf: case T.NumberMultipleOf: return invalid(`should be a multiple of ${s.multipleOf}`);
+    case T.StringMinLength: return invalid(`should be at least ${s.minLength} chars long`);
+    case T.StringMaxLength: return invalid(`should be at most ${s.maxLength} chars long`);
+    case T.StringPattern: return invalid(`should match '${s.pattern}'`);
+    case T.ArrayMinItems: return `Invalid value: ${(error.value as unknown[]).length}: ${field} in body should have at least ${s.minItems} items`;
+    case T.ArrayMaxItems: return `Too many: ${(error.value as unknown[]).length}: must have at most ${s.maxItems} items`;
+    default: return `Invalid value: ${value}: ${error.message.replace(/^Expected/, 'expected')}`;
+  }
 }
 
 /**

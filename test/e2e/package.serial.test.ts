@@ -67,7 +67,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.ok(existsSync(join(installed, 'lib', 'functions', 'sdk', 'index.js')), 'the SDK is installed as JavaScript');
   assert.ok(!existsSync(join(installed, 'cli')), 'with no TypeScript sources');
   const tested = run('npm', ['test'], project);
-  assert.match(tested, /pass 2/, 'the reconcile test and the samples test');
+  assert.match(tested, /pass 3/, 'the Node check, the reconcile test and the samples test');
   run('npm', ['run', 'typecheck'], project);
   const version = run(join(project, 'node_modules', '.bin', 'kfn'), ['--version'], project);
   assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v${contractVersion}; bridge image kfn.local/bridge:${kfnVersion})`);
@@ -75,7 +75,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.match(manifests, /name: greetings\.my-operator\.example\.com/);
   // A second function, as the README says: the installed CLI writes it beside the first.
   run(join(project, 'node_modules', '.bin', 'kfn'), ['new', 'notes', '--group', 'my-operator.example.com', '--kind', 'Note'], project);
-  assert.match(run('npm', ['test'], project), /pass 4/, 'npm test runs the new function\'s tests too');
+  assert.match(run('npm', ['test'], project), /pass 5/, 'npm test runs the new function\'s tests too');
 
   // On a cluster of the user's own, as kubectl finds it: a fresh HOME whose ~/.kube/config has
   // two contexts — the current one a server that refuses connections, the other the test's
