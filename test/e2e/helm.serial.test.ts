@@ -43,7 +43,7 @@ test('helm install, helm upgrade to two shards, helm uninstall: the bridge runs,
   // --take-ownership: the cluster-scoped RBAC of an earlier `kubectl apply -k manifests/` (the
   // same objects) is adopted, as a user moving from the kustomize base to the chart does.
   // Two replicas, as docs/operations.md says to run a standby (the chart's default is one).
-  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--set', 'replicas=2', '--wait', '--timeout', '3m', '--take-ownership');
+  const installed = await run(helm, 'install', 'kfn', join(repoRoot, 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--set', 'replicas=2', '--wait', '--timeout', '3m', '--take-ownership', '--force-conflicts');
   assert.match(installed.stdout, /STATUS: deployed/);
   await api.request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/reconcilers.kfn.dev');
   await readyPods(2, 'two bridge replicas ready');

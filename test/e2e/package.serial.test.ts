@@ -56,7 +56,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string>; scripts: Record<string, string> };
   assert.equal(pkg.dependencies.kfn, kfnTarball);
   assert.match(pkg.devDependencies.node ?? '', /^\^24\./, 'the project brings its own Node 24');
-  assert.equal(pkg.scripts.test, 'node --test');
+  assert.equal(pkg.scripts.test, 'node scripts/check-node.test.mjs && tsc -p tsconfig.json && node --test', 'npm test checks the Node, then the types, then runs the tests');
   assert.match(readFileSync(join(project, 'functions', 'greetings', 'index.ts'), 'utf8'), /from 'kfn\/sdk'/);
   assert.match(readFileSync(join(project, 'README.md'), 'utf8'), /npm install && npm test/);
 
@@ -175,7 +175,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
     await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
     await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
   });
-  helmRun('install', 'kfn', join(installed, 'lib', 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--take-ownership', '--set', `image.repository=${bridgeRepo}`, '--set', `image.digest=${bridgeDigest}`);
+  helmRun('install', 'kfn', join(installed, 'lib', 'charts', 'kfn'), '-n', 'kfn-system', '--create-namespace', '--wait', '--timeout', '3m', '--take-ownership', '--force-conflicts', '--set', `image.repository=${bridgeRepo}`, '--set', `image.digest=${bridgeDigest}`);
 
   // kfn deploy --registry local: pushed, pulled by the node by digest, the sample reconciled by
   // the function's pod through the bridge's.
