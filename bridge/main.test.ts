@@ -13,7 +13,7 @@ test("the bridge's Deployment runs node with the V8 flags the benchmarks measure
   const docs = parseAllDocuments(readFileSync(join(repoRoot, 'manifests', 'bridge', 'deployment.yaml'), 'utf8')).map((d) => d.toJS());
   const container = docs.find((d) => d?.kind === 'Deployment').spec.template.spec.containers[0];
   const flags = bridgeNodeOptions.split(' ');
-  // The bridge image's entrypoint (cli/images.ts) with the flags between node and the bundle.
+  // The bridge image's entrypoint (cli/artifacts/images.ts) with the flags between node and the bundle.
   assert.deepEqual(container.command, ['/usr/local/bin/node', ...flags, '/app/kfn.mjs']);
   assert.equal(container.args[0], 'bridge');
   // A flag a Node release drops makes node refuse to start: the bridge's pod would crash-loop.

@@ -8,7 +8,7 @@ import pino from 'pino';
 import { Bridge } from './bridge.ts';
 import type { Logger } from './log.ts';
 import { loadReconcilerFile, type ReconcilerConfig } from './config.ts';
-import { loadConnection } from '../kube/connection.ts';
+import { loadConnection } from '../kube/kubeconfig.ts';
 import { undiciTransport } from '../kube/undici.ts';
 import { Journal } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';

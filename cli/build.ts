@@ -7,8 +7,9 @@ import { join, resolve } from 'node:path';
 import { codePath } from '../cluster/paths.ts';
 import { functionDirs, loadFunction } from './functions.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command, type Options } from './command.ts';
-import { buildDir, bundleFunctionFolder } from './bundle.ts';
-import { zip } from './zip.ts';
+import { kfnCommand } from './invocation.ts';
+import { buildDir, bundleFunctionFolder } from './artifacts/bundle.ts';
+import { zip } from './artifacts/zip.ts';
 import { checkFunctionTypes, typecheckFlag, typecheckUsage } from './typecheck.ts';
 
 const say = (line: string) => console.error(line);
@@ -32,20 +33,21 @@ export async function buildLambdaPackage(dir: string, out = join(buildDir, 'lamb
   return { name: reconciler.name, zip: file, bytes: statSync(file).size };
 }
 
-const usage = `Usage: kfn build [--target lambda] <function dir …> | --all [options]
+const usage = `Usage: kfn build [--target lambda] [function dir …] [options]
 
-Builds each function into a Lambda deployment package: <out>/<name>.zip holding index.mjs, one
-bundle of the function and the SDK, handler \`index.handler\` (runtime nodejs22.x or newer). It
-answers Function URLs (payload 2.0), API Gateway and ALB events. The function reaches Kubernetes
-with the kubeconfig in its KFN_KUBECONFIG variable and checks the bridge's signature with
-KFN_AUTH_SECRET; see docs/deploy.md for giving it both with least privilege. First it checks
-each function's types with the project's tsconfig.json: esbuild removes types without reading
-them, so a type error would otherwise be built.
+Builds each function (default: every folder under functions/) into a Lambda deployment package:
+<out>/<name>.zip holding index.mjs, one bundle of the function and the SDK, handler
+\`index.handler\` (runtime nodejs22.x or newer). It answers Function URLs (payload 2.0), API
+Gateway and ALB events. The function reaches Kubernetes with the kubeconfig in its
+KFN_KUBECONFIG variable and checks the bridge's signature with KFN_AUTH_SECRET; see
+docs/deploy.md for giving it both with least privilege. First it checks each function's types
+with the project's tsconfig.json: esbuild removes types without reading them, so a type error
+would otherwise be built.
 
 Options:
   --target lambda   what to build (default lambda, the only target of this command; container
                     images: \`kfn image build\`)
-  --all             every function under functions/
+  --all             every function under functions/ (what naming none does)
   --out DIR         where the zips go (default .kfn/build/lambda)
 ${typecheckUsage(17)}
   -h, --help        show this help`;
@@ -61,8 +63,9 @@ export const buildCommand: Command = {
     const { values, positionals } = parseCommandArgs('build', argv, options, true);
     // One target so far: naming it is optional; naming another is a mistake worth explaining.
     if ((values.target ?? 'lambda') !== 'lambda') throw new UsageError(`kfn build: the only target is --target lambda, not "${values.target}" (container images: kfn image build)\n\n${usage}`);
-    const dirs = values.all ? functionDirs() : positionals;
-    if (!dirs.length) throw new UsageError(`kfn build: name the functions to build, or --all\n\n${usage}`);
+    // Every function unless some are named, as kfn dev and kfn manifests take them.
+    const dirs = values.all || !positionals.length ? functionDirs() : positionals;
+    if (!dirs.length) throw new UsageError(`kfn build: no functions to build: functions/ has no folder whose index.ts exports default defineReconciler({...}). Name a function folder, or write one: ${kfnCommand('new <name>')}`);
     if (!values['no-typecheck']) await checkFunctionTypes('build', dirs, { log: say });
     for (const dir of dirs) {
       const pkg = await buildLambdaPackage(dir, values.out ? resolve(values.out) : undefined);

@@ -95,14 +95,29 @@ test("~/.kube/config is read; its current context refusing is one line after the
   const refused = await kfn(dir, 'diff', 'functions/myweb', 'hello');
   assert.equal(refused.code, 1);
   const lines = refused.stderr.trim().split('\n');
-  assert.equal(lines[0], `Using context "broken" (server ${broken}) from ~/.kube/config`);
+  assert.equal(lines[0], `Using context "broken" (server ${broken}) from ~/.kube/config, in namespace default`);
   assert.match(lines[1]!, new RegExp(`^kfn: the server refused the connection \\(context "broken" in ~/\\.kube/config, server ${broken.replace(/\./g, '\\.')}\\): check that the cluster is running and that the server address is right\\. Or point kfn at your cluster`));
   assert.equal(lines.length, 2);
 
   const other = await kfn(dir, 'diff', 'functions/myweb', 'hello', '--context', 'good');
-  assert.equal(other.stderr.split('\n')[0], `Using context "good" (server ${good}) from ~/.kube/config`);
-  // The object's namespace is the context's (team) when the object names none.
+  // The object's namespace is the context's (team) when the object names none; the line says it.
+  assert.equal(other.stderr.split('\n')[0], `Using context "good" (server ${good}) from ~/.kube/config, in namespace team`);
   assert.match(other.stderr, /there is no MyWeb team\/hello/);
+  // -n, as kubectl's: the namespace the command acts in; an object's own namespace wins.
+  assert.equal((await kfn(dir, 'diff', 'functions/myweb', 'hello', '--context', 'good', '-n', 'ops')).stderr.split('\n')[0], `Using context "good" (server ${good}) from ~/.kube/config, in namespace ops`);
+  assert.equal((await kfn(dir, 'diff', 'functions/myweb', 'shop/hello', '--context', 'good', '-n', 'ops')).stderr.split('\n')[0], `Using context "good" (server ${good}) from ~/.kube/config, in namespace shop`);
+});
+
+test('the commands that act in kfn\'s namespace say it on the line: -n, else kfn-system, not the context\'s', async (t) => {
+  const dir = scratch(t);
+  const good = await answering(t);
+  const file = twoContexts(join(dir, 'kubeconfig'), await refusing(), good);
+  for (const args of [['manifests', 'functions/myweb', '--apply'], ['undeploy', 'functions/myweb'], ['deploy', 'functions/myweb', '--no-typecheck'], ['dev', 'functions/myweb', '--no-typecheck', '--port', '0']]) {
+    const out = await kfn(dir, ...args, '--kubeconfig', file, '--context', 'good');
+    assert.equal(out.stderr.split('\n').find((l) => l.startsWith('Using ')), `Using context "good" (server ${good}) from ${file}, in namespace kfn-system`, `kfn ${args.join(' ')}:\n${out.stderr}`);
+    const elsewhere = await kfn(dir, ...args, '--kubeconfig', file, '--context', 'good', '-n', 'ops');
+    assert.equal(elsewhere.stderr.split('\n').find((l) => l.startsWith('Using ')), `Using context "good" (server ${good}) from ${file}, in namespace ops`, `kfn ${args.join(' ')} -n ops:\n${elsewhere.stderr}`);
+  }
 });
 
 test('kfn manifests --apply takes --kubeconfig and --context the same way; a bad --context names the contexts there are', async (t) => {

@@ -1,6 +1,7 @@
 // The cluster a command talks to, chosen once for every command: kubectl's rules
 // (kube/kubeconfig.ts: --kubeconfig, $KUBECONFIG merged, ~/.kube/config, in-cluster; --context;
-// -n), said in one line before the command acts, and checked to answer. kfn's own local cluster
+// -n), said in one line before the command acts — with the namespace it acts in, for a command
+// that acts in one — and checked to answer. kfn's own local cluster
 // is used when asked (--local-cluster), or when no kubeconfig is found and it is running; only
 // in kfn's own checkout, where `npm start` and `npm test` rely on it, does a command start it
 // unasked. Otherwise a cluster that cannot be used is one message: what was tried, and the two
@@ -44,6 +45,12 @@ export interface ChooseOptions {
   transport?: TransportFactory;
   /** How long the first look may take (default 10 s). */
   checkWithinMs?: number;
+  /**
+   * The namespace the command acts in, said on the line (`…, in namespace kfn-system`), given
+   * the cluster (whose `namespace` is kubectl's choice: -n, else the context's, else default).
+   * A command that acts in none, or in every one, gives none.
+   */
+  actsIn?: (cluster: ResolvedCluster) => string | undefined;
 }
 
 const twoWaysOn = `point kfn at your cluster (--kubeconfig, --context or $KUBECONFIG), or use kfn's own local cluster: \`${kfnCommand('cluster up')}\`, then --local-cluster`;
@@ -93,7 +100,11 @@ export async function chooseCluster(flags: ClusterFlags, options: ChooseOptions 
       else throw new ClusterUnavailable(`no cluster to use: ${err.message}; kfn's local cluster is not running. To go on, ${twoWaysOn}`, 'no-answer');
     }
   }
-  log(describeCluster(cluster) + (isLocalCluster(cluster.server) && cluster.via !== 'in-cluster' ? " — kfn's local cluster" : ''));
+  const said = (c: ResolvedCluster) => {
+    const namespace = options.actsIn?.(c);
+    return describeCluster(c) + (namespace ? `, in namespace ${namespace}` : '');
+  };
+  log(said(cluster) + (isLocalCluster(cluster.server) && cluster.via !== 'in-cluster' ? " — kfn's local cluster" : ''));
   if (options.check !== false) {
     try {
       await checkClusterAnswers(cluster, { withinMs: options.checkWithinMs });
@@ -101,7 +112,7 @@ export async function chooseCluster(flags: ClusterFlags, options: ChooseOptions 
       if (!(err instanceof ClusterUnavailable)) throw err;
       if (err.reason !== 'credentials' && options.startLocalInCheckout === 'when-none-or-silent' && !compiled && !named && !isLocalCluster(cluster.server)) {
         cluster = await localCluster(flags, options, log, `That cluster does not answer (${err.message})`);
-        log(describeCluster(cluster) + " — kfn's local cluster");
+        log(said(cluster) + " — kfn's local cluster");
       } else {
         throw err.reason === 'no-answer' ? new ClusterUnavailable(`${err.message}. Or ${twoWaysOn}`, err.reason, { cause: err }) : err;
       }

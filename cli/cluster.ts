@@ -1,7 +1,7 @@
 // `kfn cluster …`: build, start, stop and inspect the local Kubernetes control plane.
 import { writeFileSync } from 'node:fs';
 import { KubeApi } from '../kube/api.ts';
-import { connectionFromKubeconfig } from '../kube/connection.ts';
+import { loadConnection } from '../kube/kubeconfig.ts';
 import { ensureBinaries, firstBuild } from '../cluster/build.ts';
 import { startRegistry } from '../cluster/registry.ts';
 import { clusterDown, clusterStatus, clusterUp } from '../cluster/controlplane.ts';
@@ -209,9 +209,7 @@ async function status(argv: string[]): Promise<number> {
   console.log(`  ${'total'.padEnd(24)}  ${''.padEnd(7)}  ${''.padEnd(8)}  ${formatMiB(total).padStart(7)}`);
   if (s.healthy) {
     const { knativeStatus } = await import('../cluster/knative.ts');
-    const { connectionFromKubeconfig } = await import('../kube/connection.ts');
-    const { KubeApi } = await import('../kube/api.ts');
-    const kn = await knativeStatus(new KubeApi(connectionFromKubeconfig(s.paths.kubeconfig)));
+    const kn = await knativeStatus(new KubeApi(loadConnection(s.paths.kubeconfig)));
     console.log('');
     if (kn) (await import('./knative.ts')).printKnativeStatus(kn, (l) => console.log(`  ${l}`));
     else console.log(`  Knative: not installed (\`${kfnCommand('knative install')}\`)`);
@@ -247,7 +245,7 @@ async function token(argv: string[]): Promise<number> {
   const duration = values.duration === undefined ? 3600 : Number(values.duration);
   if (!Number.isInteger(duration) || duration < 600) throw new UsageError('--duration must be a whole number of seconds, at least 600');
   const adminKubeconfig = values.kubeconfig ?? clusterPaths().kubeconfig;
-  const tok = await requestServiceAccountToken(new KubeApi(connectionFromKubeconfig(adminKubeconfig)), ref, duration);
+  const tok = await requestServiceAccountToken(new KubeApi(loadConnection(adminKubeconfig)), ref, duration);
   if (values['kubeconfig-out']) {
     writeFileSync(values['kubeconfig-out'], kubeconfigForToken(adminKubeconfig, tok, `${ref.namespace}-${ref.name}`), { mode: 0o600 });
     say(`Wrote a kubeconfig for ServiceAccount ${ref.namespace}/${ref.name} to ${values['kubeconfig-out']} (valid ${duration}s).`);

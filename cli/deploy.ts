@@ -2,9 +2,9 @@
 // Service) under its own ServiceAccount, its Reconciler delivering to it; its image built here
 // and imported into the local cluster's node, or pushed to a registry. deployFunctions is the
 // whole deploy, which `kfn demo` runs too; deployHost runs several functions as one shared host
-// (`--host`). Their steps live in cli/functions.ts (load, apply), cli/hosts.ts, cli/images.ts,
-// cli/webhooks.ts and cli/rollout.ts.
-import { connectionFromKubeconfig } from '../kube/connection.ts';
+// (`--host`). Their steps live in cli/functions.ts (load, apply), cli/hosts.ts,
+// cli/artifacts/images.ts, cli/webhooks.ts and cli/rollout.ts.
+import { loadConnection } from '../kube/kubeconfig.ts';
 import { applyObject, KubeApi } from '../kube/api.ts';
 import { namespaceReady } from '../kube/namespace.ts';
 import { ensureBinaries } from '../cluster/build.ts';
@@ -17,8 +17,8 @@ import { hasDefaulting } from '../functions/sdk/policies.ts';
 import { rulesOf } from '../functions/sdk/rules.ts';
 import type { Kind } from '../functions/sdk/kind.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
-import { defaultBase, defaultPlatform, type BaseChoice } from './oci-image.ts';
-import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './images.ts';
+import { defaultBase, defaultPlatform, type BaseChoice } from './artifacts/oci-image.ts';
+import { buildingOn, ensurePullSecret, localNode, onBase, placeFunctionImage, placeHostImage, registryTarget, type ImagePlacement, type OnBase, type RegistryTarget } from './artifacts/images.ts';
 import { removeOtherTarget, removeOwnWorkload } from './targets.ts';
 import { applyFunction, applyHostFunctions, defaultsForCluster, discoveredScopes, functionDirs, functionEntry, loadFunction, removeLabelled, servedMutatingPolicies, webhookConfigurationKinds } from './functions.ts';
 import { hostFunctions, hostName, loadHostFunctions, releaseFromHost } from './hosts.ts';
@@ -29,6 +29,7 @@ import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHel
 import { chooseCluster } from './cluster-choice.ts';
 import { kfnCommand, localBridgeInstall } from './invocation.ts';
 import { checkFunctionTypes, typecheckFlag, typecheckUsage } from './typecheck.ts';
+import { registryPlaceholder } from './project-template.ts';
 import { systemClock } from '../core/clock.ts';
 import { reconcilerLimits } from '../core/reconciler-spec.ts';
 
@@ -109,9 +110,10 @@ export const deployCommand: Command = {
     if (target !== 'deployment' && target !== 'knative') throw new UsageError(`--target must be deployment or knative, not "${target}"`);
     const host = values.host === undefined ? undefined : hostName('deploy', values.host);
     if (host && target === 'knative') throw new UsageError(`kfn deploy --host ${host}: a shared host is one always-up process serving several functions, so it runs on the Deployment target only; Knative scales each function on its own (to zero too): deploy them without --host for --target knative`);
+    if (values.registry === registryPlaceholder) throw new UsageError(`kfn deploy: --registry ${registryPlaceholder} is a placeholder: put the registry your cluster pulls from in its place, in package.json's "deploy" script (kfn init wrote it there): host[:port][/path] (e.g. ghcr.io/you), or local for kfn's local cluster's registry (\`${kfnCommand('cluster registry')}\`); or give one for this run: npm run deploy -- --registry R`);
     const registry = values.registry === undefined ? undefined : registryTarget(values.registry);
     if (!values['no-typecheck']) await checkFunctionTypes('deploy', dirs, { log: say });
-    const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
+    const cluster = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context }, { actsIn: () => namespace });
     if (!registry && !cluster.local) {
       throw new UsageError(`kfn deploy: without --registry the images are imported into kfn's local cluster's node, and ${cluster.where} (server ${cluster.server}) is another cluster: push them to a registry it pulls from with --registry R`, 1);
     }
@@ -194,7 +196,7 @@ export interface DeployOptions {
 async function prepareDeploy(options: DeployOptions, log: (line: string) => void): Promise<{ api: KubeApi; pullSecrets: string[]; placement: ImagePlacement }> {
   const knative = options.target === 'knative';
   const socket = options.registry ? undefined : await localNode();
-  const api = options.api ?? new KubeApi(connectionFromKubeconfig(clusterPaths().kubeconfig));
+  const api = options.api ?? new KubeApi(loadConnection(clusterPaths().kubeconfig));
   await checkBridgeContract(api, log);
   if (knative && !(await knativeStatus(api))?.every((s) => s.ready)) {
     throw new UsageError(`kfn deploy --target knative: Knative is not installed or not ready on the local cluster; run \`${kfnCommand('knative install')}\` (see \`${kfnCommand('knative status')}\`).`, 1);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { workRoot } from '../cluster/paths.ts';
 import { DeliveryLog, type DevFunction } from './dev-app.ts';
-import { reloadFunction } from './dev.ts';
+import { reloadFunction } from './dev-function.ts';
 
 // Under the checkout's .kfn/, so that the project finds the typescript package kfn is developed with.
 mkdirSync(workRoot, { recursive: true });

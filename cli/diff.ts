@@ -10,7 +10,7 @@ import { replayDryRun } from '../functions/sdk/replay.ts';
 import { clusterFlags, clusterFlagsUsage, parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
 import { chooseCluster } from './cluster-choice.ts';
 import { functionInFolder, functionNamed } from './functions.ts';
-import { effectLines, wouldChange } from './replay.ts';
+import { effectLines, wouldChange } from './replay-print.ts';
 
 const usage = `Usage: kfn diff <function> <object> [options]
 
@@ -25,7 +25,8 @@ delete. Nothing is delivered to a running function and nothing changes in the cl
 
 Options:
 ${clusterFlagsUsage(18)}
-  -n, --namespace N  the object's namespace when <object> names none
+  -n, --namespace N  the namespace it acts in, as kubectl's: the object's when <object> names
+                     none (default: the context's namespace, else default)
   --json             print the outcome as JSON
   -h, --help         show this help
 
@@ -55,8 +56,10 @@ export const diffCommand: Command = {
     if (positionals[1]!.split('/').length > 2 || !first) throw new UsageError(`kfn diff: ${positionals[1]} is not namespace/name or name`);
     const name = second ?? first;
     if (!kind.namespaced && second) throw new UsageError(`kfn diff: ${kind.kind} is cluster-scoped: give its name alone, not ${positionals[1]}`);
-    const { api, namespace: defaultNamespace } = await chooseCluster(values);
-    const namespace = kind.namespaced ? (second ? first : defaultNamespace) : undefined;
+    // The object's namespace: its own, else -n, else the context's (kubectl's choice, the cluster's namespace).
+    const objectNamespace = (clusterNamespace: string) => (kind.namespaced ? (second ? first : clusterNamespace) : undefined);
+    const { api, namespace: defaultNamespace } = await chooseCluster(values, { actsIn: (cluster) => objectNamespace(cluster.namespace) });
+    const namespace = objectNamespace(defaultNamespace);
     const path = objectPath({ apiVersion: kind.apiVersion, kind: kind.kind, plural: kind.plural, namespaced: kind.namespaced, verbs: [] }, name, namespace);
     const live = await api.request<{ metadata: { uid: string; resourceVersion: string } }>('GET', path).catch((err) => {
       if (err instanceof ApiError && err.status === 404) throw new UsageError(`kfn diff: there is no ${kind.kind} ${namespace ? `${namespace}/` : ''}${name} (${kind.apiVersion}) in the cluster`);

@@ -8,13 +8,14 @@ import { ownChild } from './signals.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { connectionFromKubeconfig } from '../kube/connection.ts';
+import { buildSync } from 'esbuild';
+import { loadConnection } from '../kube/kubeconfig.ts';
 import { ApiError, applyObject, deleteIfPresent, KubeApi, listAll, servedResource } from '../kube/api.ts';
 import { namespaceReady } from '../kube/namespace.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../kube/serviceaccount.ts';
-import { codePath, compiled, repoRoot } from '../cluster/paths.ts';
+import { codePath, compiled, displayPath, repoRoot } from '../cluster/paths.ts';
 import type { Reconciler } from '../functions/sdk/reconciler.ts';
 import type { Kind } from '../functions/sdk/kind.ts';
 import { ruleProblems } from '../functions/sdk/rules.ts';
@@ -79,14 +80,56 @@ export function checkExpressions(reconciler: Reconciler, entry: string): void {
 
 /**
  * Every function folder under `root`: in a checkout, the examples (functions/ of the
- * repository); with kfn installed, functions/ of the project it runs in. The SDK's is none.
+ * repository); with kfn installed, functions/ of the project it runs in. The SDK's is none, and
+ * neither is a folder whose module exports no default: a module of kinds that other functions
+ * import (docs/functions.md's functions/shop), passed over with a note (by default on stderr,
+ * once a process) rather than failing each command that takes every function.
  */
-export function functionDirs(root = compiled ? join(process.cwd(), 'functions') : join(repoRoot, 'functions')): string[] {
+export function functionDirs(root = compiled ? join(process.cwd(), 'functions') : join(repoRoot, 'functions'), note: (line: string) => void = noteOnce): string[] {
   if (!existsSync(root)) return [];
-  return readdirSync(root, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && d.name !== 'sdk' && functionEntry(join(root, d.name)))
-    .map((d) => join(root, d.name))
+  const entries = readdirSync(root, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && d.name !== 'sdk')
+    .flatMap((d) => functionEntry(join(root, d.name)) ?? []);
+  const defaults = exportsDefault(entries);
+  return entries
+    .filter((entry, i) => {
+      if (defaults[i] !== false) return true;
+      note(`kfn: ${displayPath(entry)} exports no Reconciler (no export default): passed over, as a module other functions import. To make it a function: export default defineReconciler({...})`);
+      return false;
+    })
+    .map((entry) => dirname(entry))
     .sort();
+}
+
+const noted = new Set<string>();
+const noteOnce = (line: string) => {
+  if (!noted.has(line)) console.error(line);
+  noted.add(line);
+};
+
+/**
+ * Whether each module exports a default, read from its syntax by esbuild without running it
+ * (one esbuild run for all: about 0.1 s for a dozen, most of it esbuild's start); undefined for one that does not parse (loading
+ * it then says where it is wrong).
+ */
+function exportsDefault(entries: string[]): (boolean | undefined)[] {
+  const read = (files: string[]) => {
+    const { metafile } = buildSync({ entryPoints: files, bundle: false, write: false, metafile: true, outdir: 'out', outbase: '/', format: 'esm', logLevel: 'silent' });
+    const exported = new Map(Object.values(metafile.outputs).map((output) => [output.entryPoint && resolve(output.entryPoint), output.exports.includes('default')]));
+    return files.map((file) => exported.get(file));
+  };
+  try {
+    return entries.length ? read(entries) : [];
+  } catch {
+    // One that does not parse fails the run: each on its own, then.
+    return entries.map((entry) => {
+      try {
+        return read([entry])[0];
+      } catch {
+        return undefined;
+      }
+    });
+  }
 }
 
 /** The function in `dir` when it is a function folder; undefined when it is not (an argument that may be a name instead). */
@@ -296,7 +339,7 @@ export interface StartedFunction {
  */
 export async function startFunction(options: { dir: string; name: string; port: number; adminKubeconfig: string; namespace: string; workDir: string; webhooks?: { port: number; certDir: string }; /** Node's own options, before the CLI (e.g. --import of a test's preload). */ nodeOptions?: string[] }): Promise<StartedFunction> {
   const { dir, name, port, namespace, workDir } = options;
-  const credentials = await functionCredentials(new KubeApi(connectionFromKubeconfig(options.adminKubeconfig)), options.adminKubeconfig, namespace, name);
+  const credentials = await functionCredentials(new KubeApi(loadConnection(options.adminKubeconfig)), options.adminKubeconfig, namespace, name);
   const kubeconfig = join(workDir, `${name}.kubeconfig`);
   writeFileSync(kubeconfig, credentials.kubeconfig, { mode: 0o600 });
   const keyFile = join(workDir, `${name}.key`);

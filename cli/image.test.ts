@@ -1,4 +1,4 @@
-// One story about images, as the code builds them (cli/oci-image.ts's chooseBase, cli/images.ts):
+// One story about images, as the code builds them (cli/artifacts/oci-image.ts's chooseBase, cli/artifacts/images.ts):
 // an installed kfn always has a base, so its images are the base plus the bundle, with no Docker
 // and no Go; only kfn's own checkout, given no base, builds on its own Node image with the local
 // cluster's tools, which a Go toolchain builds the first time. The help and the docs say so.
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot } from '../cluster/paths.ts';
 import { imageCommand } from './image.ts';
-import { chooseBase, defaultBase } from './oci-image.ts';
+import { chooseBase, defaultBase } from './artifacts/oci-image.ts';
 
 const cwd = '/';
 

@@ -1,13 +1,13 @@
 // `kfn image build` and `kfn image push`: the container images of the bridge and of functions
-// (or of several functions as one shared host; cli/images.ts), imported into the local
+// (or of several functions as one shared host; cli/artifacts/images.ts), imported into the local
 // cluster's node or pushed to a registry.
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { clusterHealthy } from '../cluster/controlplane.ts';
 import { clusterPaths, kfnVersion } from '../cluster/paths.ts';
 import { nonRootUid, type BuiltImage } from '../cluster/images.ts';
-import { defaultBase, defaultPlatform } from './oci-image.ts';
-import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, onBase, pushBundle, pushTo, registryTarget } from './images.ts';
+import { defaultBase, defaultPlatform } from './artifacts/oci-image.ts';
+import { buildingOn, bundles, bundleTarball, imported, localNode, nodeImages, onBase, pushBundle, pushTo, registryTarget } from './artifacts/images.ts';
 import { functionDirs } from './functions.ts';
 import { hostName, loadHostFunctions } from './hosts.ts';
 import { parseCommandArgs, unknownCommand, UsageError, wantsHelp, type Command } from './command.ts';

@@ -12,7 +12,7 @@ import { ensureBinaries } from '../cluster/build.ts';
 import { clusterPaths, kfnVersion, repoRoot } from '../cluster/paths.ts';
 import { importImages } from '../cluster/images.ts';
 import { nodePaths } from '../cluster/node.ts';
-import { bridgeImage } from './images.ts';
+import { bridgeImage } from './artifacts/images.ts';
 import { UsageError } from './command.ts';
 import { kfnChart, kfnFile, localBridgeInstall } from './invocation.ts';
 import { contractAnnotation } from '../core/names.ts';

@@ -12,6 +12,8 @@ import { delimiter, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { repoRoot } from '../cluster/paths.ts';
+import { UsageError } from './command.ts';
+import { deployCommand } from './deploy.ts';
 import { writeProject } from './init.ts';
 import { writeNewFunction } from './new.ts';
 
@@ -68,6 +70,24 @@ test('package.json: engines Node 24, kfn\'s own pinned Node and TypeScript as de
   assert.equal(pkg.scripts.pretest, undefined);
   assert.equal(pkg.devDependencies.typescript, kfnPackage.devDependencies.typescript, 'the compiler kfn itself is checked with (kfn build, deploy and dev run it too)');
   assert.match(readFileSync(join(dir, 'README.md'), 'utf8'), /Node\.js 24/);
+});
+
+test('npm run deploy: a registry for the user to fill in, said so by kfn deploy (what to write, where) until it is, before any build or cluster', async (t) => {
+  const { dir } = writeProject({ dir: join(tempDir(t, 'kfn-init-'), 'my-operator') });
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  // A word the shell passes as it is (a <placeholder> would be a redirection).
+  assert.equal(pkg.scripts.deploy, 'kfn deploy functions/greetings --registry YOUR_REGISTRY');
+  const argv = pkg.scripts.deploy.split(' ').slice(2).map((arg) => (arg.startsWith('functions/') ? join(dir, arg) : arg));
+  await assert.rejects(deployCommand.run(argv), (err: Error) => {
+    assert.ok(err instanceof UsageError, err.stack);
+    assert.match(err.message, /^kfn deploy: --registry YOUR_REGISTRY is a placeholder: .*package\.json's "deploy" script/);
+    assert.match(err.message, /host\[:port\]\[\/path\]/, 'what to write');
+    assert.match(err.message, /npm run deploy -- --registry R/, 'or one for this run');
+    return true;
+  });
+  // `npm run deploy -- --registry R` puts R after the placeholder: the last one counts.
+  await assert.rejects(deployCommand.run([...argv, '--registry', 'Not/A_Registry']), /^Error: --registry must be local or host\[:port\]\[\/path\] .*not "Not\/A_Registry"/);
+  assert.match(readFileSync(join(dir, 'README.md'), 'utf8'), /YOUR_REGISTRY/, 'the README says to fill it in');
 });
 
 test('the Node check: Node 24 goes on silently; an older Node stops `npm test` with one line saying which Node ran and what to do', (t) => {

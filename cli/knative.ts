@@ -1,5 +1,5 @@
 // `kfn knative …`: Knative Serving (with Traefik as its ingress) on the local cluster.
-import { connectionFromKubeconfig } from '../kube/connection.ts';
+import { loadConnection } from '../kube/kubeconfig.ts';
 import { KubeApi } from '../kube/api.ts';
 import { ensureBinaries } from '../cluster/build.ts';
 import { clusterHealthy } from '../cluster/controlplane.ts';
@@ -36,7 +36,7 @@ export async function installOnLocalCluster(options: { timeoutSeconds?: number; 
   const paths = clusterPaths();
   if (!(await clusterHealthy(paths))) throw new UsageError(`The local cluster is not running: start it with \`${kfnCommand('cluster up')}\` (or \`${kfnCommand('cluster up --knative')}\`).`, 3);
   const binaries = await ensureBinaries({ log });
-  const api = new KubeApi(connectionFromKubeconfig(paths.kubeconfig));
+  const api = new KubeApi(loadConnection(paths.kubeconfig));
   await installKnative({ api, binaries, containerdSocket: nodePaths(paths.dir).containerdSocket, log, timeoutSeconds: options.timeoutSeconds });
 }
 
@@ -59,7 +59,7 @@ export const knativeCommand: Command = {
     if (sub === 'status') {
       const paths = clusterPaths();
       if (!(await clusterHealthy(paths))) return (console.log('Local cluster: not running.'), 3);
-      const status = await knativeStatus(new KubeApi(connectionFromKubeconfig(paths.kubeconfig)));
+      const status = await knativeStatus(new KubeApi(loadConnection(paths.kubeconfig)));
       if (!status) return (console.log(`Knative: not installed (\`${kfnCommand('knative install')}\`).`), 3);
       printKnativeStatus(status, console.log);
       return status.every((s) => s.ready) ? 0 : 3;
@@ -74,7 +74,7 @@ export const knativeCommand: Command = {
       if (!(await clusterHealthy(paths))) throw new UsageError('The local cluster is not running.', 3);
       const k = cachedKnativeBinaries();
       if (!k) throw new UsageError('Knative was not built on this machine (its manifests come from the build): nothing kfn installed to remove.', 1);
-      await uninstallKnative(new KubeApi(connectionFromKubeconfig(paths.kubeconfig)), k, { log: say });
+      await uninstallKnative(new KubeApi(loadConnection(paths.kubeconfig)), k, { log: say });
       say('Knative Serving and Traefik removed.');
       return 0;
     }

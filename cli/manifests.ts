@@ -19,11 +19,13 @@ import { reconcilerOwner, webhookTlsSecret } from './webhooks.ts';
 const manifestsUsage = `Usage: kfn manifests [function dir …] [options]
        kfn manifests --host H [function dir …] [options]
 
-Writes, for each function (default: every folder under functions/), its CRD, its Reconciler,
-its ServiceAccount with least-privilege RBAC, and the bridge's list/watch grant; with --target,
-the function's workload; for a function with webhooks (default/validate, or a kind with
-previous versions), the Mutating/ValidatingWebhookConfigurations, the CRD's conversion webhook
-and the certificate they trust. With --host H, the functions as one shared host: its
+Writes, for each function (default: every folder under functions/), its CRD, its Reconciler
+(delivering to the function's Service kfn-fn-<function>, where \`kfn deploy\` runs it; to its
+Knative Service with --target knative), its ServiceAccount with least-privilege RBAC, and the
+bridge's list/watch grant; with --target, the function's workload; for a function with
+webhooks (default/validate, or a kind with previous versions), the
+Mutating/ValidatingWebhookConfigurations, the CRD's conversion webhook and the certificate
+they trust. With --host H, the functions as one shared host: its
 ServiceAccount kfn-host-H (the identity of every function's Reconciler, bound to each one's
 RBAC), each function's CRD, RBAC and Reconciler delivering to its path on the host, and the
 host's Deployment and Service (\`kfn deploy --host\` applies the same).
@@ -33,13 +35,17 @@ Options:
   --apply            apply them to the cluster, and create each function's auth Secret if missing
 ${clusterFlagsUsage(18)}
                      (the cluster for --apply)
-  -n, --namespace N  namespace of the functions' ServiceAccounts and Secrets (default kfn-system)
-  --sink-uri URL     deliver to this URL instead of the function's Service (or Knative Service)
+  -n, --namespace N  where the functions run: their ServiceAccounts, Secrets and workloads
+                     (default kfn-system)
+  --sink-uri URL     deliver to this URL instead of the function's Service kfn-fn-<function>
+                     (or its Knative Service with --target knative)
   --host H           the functions as one shared host kfn-host-H, its workload included (no
                      functions with webhooks or deliveryTls; not with --target knative,
                      --sink-uri or --webhook-ca); one file host-H.yaml with --out
-  --target T         add the function's workload, the Reconciler's sink:
-                       deployment  a Deployment and Service kfn-fn-<function> (serves webhooks)
+  --target T         where the function runs, as kfn deploy's --target: the Reconciler's sink,
+                     and the function's workload added:
+                       deployment  (default: the sink) a Deployment and Service kfn-fn-<function>
+                                   (serves webhooks); the workload only when named
                        knative     a Knative Service kfn-fn-<function>, scales to zero (no webhooks)
   --image-prefix P   where the workload pulls the function's image from: P/fn-<function>:<version>
                      (default kfn.local, the images \`kfn image build\` imports into the local node);
@@ -86,7 +92,7 @@ export const manifestsCommand: Command = {
       const host = hostName('manifests', values.host);
       const alone = [values.target === 'knative' && '--target knative', values['sink-uri'] && '--sink-uri', values['webhook-ca'] && '--webhook-ca', values.issuer && '--issuer'].filter(Boolean);
       if (alone.length) throw new UsageError(`kfn manifests --host ${host}: a shared host is a Deployment serving each function on its own path over plain HTTP; ${alone.join(', ')} go${alone.length === 1 ? 'es' : ''} with functions on their own`);
-      const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
+      const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context }, { actsIn: () => namespace })).api : undefined;
       const reconcilers = await loadHostFunctions('manifests', host, dirs);
       const objects = [
         ...hostManifests(host, reconcilers, { namespace, ...(api ? { scopeOf: await discoveredScopes(api, ...reconcilers) } : {}) }),
@@ -97,7 +103,7 @@ export const manifestsCommand: Command = {
       return 0;
     }
     const ca = webhookCaOption(values['webhook-ca'], values.issuer);
-    const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context })).api : undefined;
+    const api = values.apply ? (await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context }, { actsIn: () => namespace })).api : undefined;
     const image = (reconciler: Reconciler) => `${imagePrefix}/fn-${reconciler.name}:${kfnVersion}`;
     const policyVersion = mutatingPoliciesOption(values['mutating-policies']) ?? (api ? await servedMutatingPolicies(api) : undefined);
     for (const dir of dirs) {
@@ -110,7 +116,8 @@ export const manifestsCommand: Command = {
       // kfn's certificate is kept from the cluster's Secret while good: an apply does not rotate it.
       const existing = api && ca.kind === 'kfn' ? (await webhookTlsSecret(api, reconciler, namespace))?.data : undefined;
       const hooks = target === 'knative' ? undefined : webhookSet(reconciler, { namespace, ca: ca.kind === 'kfn' ? { kind: 'kfn', existing } : ca });
-      const sinkUri = values['sink-uri'] ?? (target === 'deployment' ? functionServiceUrl(reconciler, namespace) : undefined);
+      // The function's Service, where kfn deploy runs it, unless it is told otherwise: Knative's by --target knative (its sink ref), a URL by --sink-uri.
+      const sinkUri = values['sink-uri'] ?? (target === 'knative' ? undefined : functionServiceUrl(reconciler, namespace));
       const objects = [
         ...functionManifests(reconciler, { namespace, sinkUri, webhookCa: ca.kind, ...(hooks?.caBundle ? { deliveryCaBundle: hooks.caBundle } : {}), ...(hooks?.conversion ? { conversion: hooks.conversion } : {}), ...(api ? { scopeOf: await discoveredScopes(api, reconciler) } : {}) }),
         ...policies,

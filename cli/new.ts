@@ -4,8 +4,8 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { compiled, repoRoot } from '../cluster/paths.ts';
-import { pluralOf } from '../functions/sdk/kind.ts';
 import { parseCommandArgs, UsageError, wantsHelp, type Command } from './command.ts';
+import { newFunctionFiles } from './function-template.ts';
 import { kfnCommand } from './invocation.ts';
 
 /** Command lines and what each gives, in two columns. */
@@ -57,95 +57,6 @@ export function checkNames(o: Pick<NewFunction, 'name' | 'group' | 'version' | '
   if (!apiVersion.test(o.version)) problems.push(`--version "${o.version}" must look like v1, v1beta1 or v1alpha1`);
   if (!pascal.test(o.kind)) problems.push(`--kind "${o.kind}" must be PascalCase letters and digits (e.g. Greeting)`);
   return problems;
-}
-
-/** The files of a new function, by name. */
-export function newFunctionFiles(o: NewFunction & { sdk: string }): Record<string, string> {
-  const { name, group, version, kind, sdk } = o;
-  const plural = pluralOf(kind);
-  const ident = kind[0]!.toLowerCase() + kind.slice(1);
-  return {
-    'index.ts': `// ${kind} (${group}/${version}): written by \`kfn new\`. Each ${kind} owns a ConfigMap holding
-// its message; status says which message the ConfigMap holds. Change the kind's schema and the
-// reconcile to make it yours — the CRD, the RBAC and the types follow from this file.
-import { ConfigMap, child, defineKind, defineReconciler, t } from '${sdk}';
-
-export const ${kind} = defineKind({
-  group: '${group}',
-  version: '${version}',
-  kind: '${kind}',
-  spec: t.Object({
-    message: t.String({ minLength: 1, default: 'hello' }),
-  }),
-  status: t.Object({
-    observedMessage: t.Optional(t.String()),
-  }),
-  printerColumns: [{ name: 'Message', type: 'string', jsonPath: '.spec.message' }],
-});
-
-export default defineReconciler({
-  name: '${name}',
-  for: ${kind},
-  owns: [ConfigMap],
-  reconcile(${ident}) {
-    return {
-      children: [child(ConfigMap, { metadata: { name: \`\${${ident}.metadata.name}-message\` }, data: { message: ${ident}.spec.message } })],
-      status: { observedMessage: ${ident}.spec.message },
-      ready: true,
-    };
-  },
-});
-`,
-    'index.test.ts': `// ${kind} without a cluster: what the reconcile decides, given the object; and samples.yaml
-// against the kind's schema, as the apiserver will hold it.
-import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { test } from 'node:test';
-import { ConfigMap } from '${sdk}';
-import { checkSamples, testReconcile } from '${sdk.endsWith('/index.ts') ? sdk.replace(/index\.ts$/, 'testing.ts') : `${sdk}/testing`}';
-import ${kind}Function, { ${kind} } from './index.ts';
-
-test('a ${kind} gets a ConfigMap with its message, and is Ready', async () => {
-  const out = await testReconcile(${kind}Function, { object: { metadata: { name: 'first', namespace: 'default' }, spec: { message: 'hello' } } });
-  assert.equal(out.error, undefined);
-  assert.deepEqual(out.child(ConfigMap, 'first-message')?.data, { message: 'hello' });
-  assert.equal(out.status?.observedMessage, 'hello');
-  assert.equal(out.ready?.status, 'True');
-});
-
-test('samples.yaml fits the ${kind} schema', () => {
-  assert.deepEqual(checkSamples(${kind}, readFileSync(new URL('samples.yaml', import.meta.url), 'utf8')), []);
-});
-`,
-    'samples.yaml': `apiVersion: ${group}/${version}
-kind: ${kind}
-metadata:
-  name: first
-spec:
-  message: hello from ${kind}
-`,
-    'README.md': `# ${name}: ${kind} (${group}/${version})
-
-Written by \`kfn new\`. Each ${kind} owns a ConfigMap \`<name>-message\` holding \`spec.message\`;
-\`status.observedMessage\` says which message it holds.
-
-| | |
-| --- | --- |
-${
-  sdk === 'kfn/sdk'
-    ? `| its unit test and its samples against the schema (no cluster), with every other function's | \`npm test\` |
-| run it on a local dev server, reloading on save, with its samples | \`npx kfn dev functions/${name}\` |
-| the CRD, RBAC and Reconciler | \`npx kfn manifests functions/${name}\` |
-| deploy it as a pod | \`npx kfn deploy functions/${name}\` |`
-    : `| run it on the local cluster, with its samples | \`${kfnCommand(`demo --function ${name}`)}\` |
-| its unit test (no cluster) | \`node --test ${name}/index.test.ts\` |
-| the CRD, RBAC and Reconciler | \`${kfnCommand(`manifests ${name}`)}\` |
-| deploy it as a pod | \`${kfnCommand(`deploy ${name}`)}\` |`
-}
-
-The objects are \`${plural}.${group}\`: \`kubectl get ${plural}\`.
-`,
-  };
 }
 
 /** True for this repository's folder and anything under it. */

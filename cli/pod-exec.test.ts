@@ -1,10 +1,22 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { resolveKubeconfig } from '../kube/kubeconfig.ts';
 import { startExecApiServer } from '../test/support/exec-apiserver.ts';
 import { execInPod, execUrl, ExecFailed } from './pod-exec.ts';
 
 const pod = { name: 'kfn-bridge-0', labels: {}, containers: [{ name: 'bridge' }] };
 const target = { namespace: 'kfn-system', pod: 'kfn-bridge-0', container: 'bridge' };
+
+/** The fake apiserver's kubeconfig as a command chooses it (--kubeconfig). */
+function chosen(t: TestContext, kubeconfig: string) {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-exec-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'kubeconfig'), kubeconfig);
+  return resolveKubeconfig({ kubeconfig: join(dir, 'kubeconfig') });
+}
 
 test('the exec URL is the apiserver\'s, as a WebSocket, with the command as repeated parameters', () => {
   const url = execUrl('https://10.0.0.1:6443/prefix/', target, ['node', '-e', 'a b&c']);
@@ -18,7 +30,7 @@ test('the exec URL is the apiserver\'s, as a WebSocket, with the command as repe
 test('a command run in a pod: its standard output whole (many messages), with the kubeconfig\'s credentials', async (t) => {
   const server = await startExecApiServer('kfn-system', [pod]);
   t.after(() => server.close());
-  const cluster = { kubeconfig: server.kubeconfig, where: 'test' };
+  const cluster = chosen(t, server.kubeconfig);
   // 300 KB: more than one message of the channel protocol, and more than a 64 KiB frame.
   const out = await execInPod(cluster, target, ['node', '-e', "process.stdout.write('x'.repeat(300000) + 'end')"]);
   assert.equal(out.length, 300_003);
@@ -29,7 +41,7 @@ test('a command run in a pod: its standard output whole (many messages), with th
 test('a command that fails: its exit status and standard error, and the pod named', async (t) => {
   const server = await startExecApiServer('kfn-system', [pod]);
   t.after(() => server.close());
-  const cluster = { kubeconfig: server.kubeconfig, where: 'test' };
+  const cluster = chosen(t, server.kubeconfig);
   await assert.rejects(execInPod(cluster, target, ['node', '-e', "process.stderr.write('no journal here'); process.exit(3)"]), (err: Error) => {
     assert.ok(err instanceof ExecFailed);
     assert.equal(err.message, 'exec in pod kfn-system/kfn-bridge-0 (container bridge): the command ended with exit status 3: no journal here');
@@ -43,7 +55,7 @@ test('an exec the apiserver refuses says which right is missing, as the apiserve
   t.after(() => server.close());
   server.allowed.delete('create');
   await assert.rejects(
-    execInPod({ kubeconfig: server.kubeconfig, where: 'test' }, target, ['true']),
+    execInPod(chosen(t, server.kubeconfig), target, ['true']),
     /exec in pod kfn-system\/kfn-bridge-0 \(container bridge\): the apiserver refused: you may not create pods\/exec in namespace kfn-system \(kubectl auth can-i create pods\/exec -n kfn-system\); ask for a Role with get and create on pods\/exec there/,
   );
 });

@@ -1,7 +1,7 @@
 // A command run in a pod's container through the apiserver, as `kubectl exec` runs it: pods/exec
-// over a WebSocket speaking Kubernetes' channel protocol, with the chosen kubeconfig's server,
-// TLS settings and credentials (kube/connection.ts). For reading a file out of a pod (the
-// bridge's journal) with no port of its own and no other rights than kubectl's.
+// over a WebSocket speaking Kubernetes' channel protocol, with the chosen cluster's server, TLS
+// settings and credentials (kube/kubeconfig.ts's connectionFor). For reading a file out of a pod
+// (the bridge's journal) with no port of its own and no other rights than kubectl's.
 //
 // The protocol (v4.channel.k8s.io, served since Kubernetes 1.4): every message is binary, its
 // first byte the stream it belongs to — 1 standard output, 2 standard error, 3 the command's end
@@ -13,8 +13,8 @@
 // (as they always did for kubectl's SPDY requests).
 import { Agent, WebSocket } from 'undici';
 import { KubeApi } from '../kube/api.ts';
-import { connectionFromKubeconfigText, nodeTransport, type Connection, type TlsSettings } from '../kube/connection.ts';
-import type { KubeconfigChoice } from '../kube/kubeconfig.ts';
+import { nodeTransport, type Connection, type TlsSettings } from '../kube/connection.ts';
+import { connectionFor, type ChosenContext } from '../kube/kubeconfig.ts';
 
 export interface ExecTarget {
   namespace: string;
@@ -49,9 +49,9 @@ interface Status {
 }
 
 /** A connection to the chosen cluster, with the TLS settings it was made with (a WebSocket needs them too). */
-function connectionWithTls(cluster: Pick<KubeconfigChoice, 'kubeconfig' | 'where'>): { connection: Connection; tls: TlsSettings } {
+function connectionWithTls(cluster: ChosenContext): { connection: Connection; tls: TlsSettings } {
   let tls: TlsSettings = { rejectUnauthorized: true };
-  const connection = connectionFromKubeconfigText(cluster.kubeconfig, cluster.where, '/', (settings) => {
+  const connection = connectionFor(cluster, (settings) => {
     tls = settings;
     return nodeTransport(settings);
   });
@@ -75,7 +75,7 @@ export function execUrl(server: string, target: ExecTarget, command: string[]): 
  * (with the right that is missing, asked of the apiserver), fails to start, ends in an error (its
  * standard error included), takes longer than its timeout, or says more than `maxBytes`.
  */
-export async function execInPod(cluster: Pick<KubeconfigChoice, 'kubeconfig' | 'where'>, target: ExecTarget, command: string[], options: ExecOptions = {}): Promise<Buffer> {
+export async function execInPod(cluster: ChosenContext, target: ExecTarget, command: string[], options: ExecOptions = {}): Promise<Buffer> {
   const { connection, tls } = connectionWithTls(cluster);
   const maxBytes = options.maxBytes ?? 512 * 1024 * 1024;
   const timeoutMs = options.timeoutMs ?? 300_000;

@@ -3,11 +3,11 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import type { JournalEntry } from '../core/journal.ts';
 import { KubeApi } from '../kube/api.ts';
-import { connectionFromKubeconfigText } from '../kube/connection.ts';
+import { connectionFor, resolveKubeconfig } from '../kube/kubeconfig.ts';
 import { readRecords } from '../functions/sdk/record.ts';
 import { repoRoot } from '../cluster/paths.ts';
 import { startExecApiServer, type FakePod } from '../test/support/exec-apiserver.ts';
@@ -48,9 +48,13 @@ function journalIn(root: string, files: Record<string, string>): void {
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
 }
 
-function access(kubeconfig: string): ClusterAccess {
-  const cluster = { kubeconfig, where: 'test' };
-  return { api: new KubeApi(connectionFromKubeconfigText(kubeconfig, 'test')), exec: (target, command) => execInPod(cluster, target, command) };
+/** The fake apiserver as `kfn replay` reaches it: its kubeconfig chosen (--kubeconfig), its API and pods/exec. */
+function access(t: TestContext, kubeconfig: string): ClusterAccess {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-access-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'kubeconfig'), kubeconfig);
+  const cluster = resolveKubeconfig({ kubeconfig: join(dir, 'kubeconfig') });
+  return { api: new KubeApi(connectionFor(cluster)), exec: (target, command) => execInPod(cluster, target, command) };
 }
 
 test('the journal a bridge pod names: the last --journal on its command line, in either spelling', () => {
@@ -73,7 +77,7 @@ test('cluster:bridge reads each bridge pod\'s journal out of the pod, its rotati
   const server = await startExecApiServer('kfn-system', [bridgePod('kfn-bridge-a', leader), bridgePod('kfn-bridge-b', standby), { name: 'kfn-fn-myweb-x', labels: { 'kfn.dev/function': 'myweb' }, containers: [{ name: 'function' }] }]);
   t.after(() => server.close());
   const said: string[] = [];
-  const texts = await readSource('cluster:bridge', () => access(server.kubeconfig), 'kfn-system', (l) => said.push(l));
+  const texts = await readSource('cluster:bridge', () => access(t, server.kubeconfig), 'kfn-system', (l) => said.push(l));
   // (The stand-in's pod reads its files under `leader`, and names them so.)
   assert.deepEqual(texts.map((s) => s.name.replace(leader, '')), [
     `cluster:bridge pod kfn-bridge-a:${journalPath}.2`,
@@ -94,7 +98,7 @@ test('cluster:bridge reads each bridge pod\'s journal out of the pod, its rotati
 test('cluster:bridge: a bridge without --journal, or none at all, is said plainly; one journaling to its output is read from its log', async (t) => {
   const server = await startExecApiServer('kfn-system', [bridgePod('kfn-bridge-a', '/nowhere', ['bridge', '--leader-elect'])]);
   t.after(() => server.close());
-  const cluster = access(server.kubeconfig);
+  const cluster = access(t, server.kubeconfig);
   await assert.rejects(readSource('cluster:bridge', () => cluster, 'kfn-system', () => {}), /no bridge journal to read in namespace kfn-system: pod kfn-bridge-a runs the bridge without --journal, so it journals nothing/);
   await assert.rejects(readSource('cluster:bridge', () => cluster, 'elsewhere', () => {}), /no bridge pods in namespace elsewhere \(label app\.kubernetes\.io\/name=kfn-bridge\): is the bridge installed there/);
   server.pods.splice(0, 1, { ...bridgePod('kfn-bridge-a', '/nowhere', ['bridge', '--journal=/var/lib/x.jsonl', '--journal=/dev/stdout']), logs: { bridge: { current: `{"level":30,"msg":"started"}\n${lines(delivery('4', 'site'))}` } } });
@@ -115,7 +119,7 @@ test('cluster:<function> reads the function container\'s log, and the log before
   };
   const server = await startExecApiServer('kfn-system', [fnPod]);
   t.after(() => server.close());
-  const cluster = access(server.kubeconfig);
+  const cluster = access(t, server.kubeconfig);
   const texts = await readSource('cluster:myweb', () => cluster, 'kfn-system');
   assert.deepEqual(texts, [
     { text: 'before the crash\n', name: 'cluster:myweb pod kfn-fn-myweb-x (before its restart)' },

@@ -149,7 +149,7 @@ export const undeployCommand: Command = {
     const host = values.host === undefined ? undefined : hostName('undeploy', values.host);
     if (host && positionals.length) throw new UsageError(`kfn undeploy --host ${host} removes the host and every function it serves; it takes no function names (${positionals.join(' ')})`);
     if (!host && !positionals.length) throw new UsageError(`kfn undeploy: name the functions (a folder such as functions/myweb, or a function's name), or --host\n\n${usage}`);
-    const { api } = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context });
+    const { api } = await chooseCluster({ kubeconfig: values.kubeconfig, context: values.context }, { actsIn: () => values.namespace ?? 'kfn-system' });
     if (host) {
       await undeployHost(api, host, { namespace: values.namespace ?? 'kfn-system', crds: values.crds, log: (line) => console.error(`host ${host}: ${line}`) });
       return 0;

@@ -13,7 +13,8 @@ import { test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { generateServingPki } from '../core/certificates.ts';
 import { ApiError, KubeApi } from './api.ts';
-import { ClusterUnavailable, checkClusterAnswers, connectCluster, explainFailure } from './cluster-failures.ts';
+import { ClientNodeMissing } from './client-node.ts';
+import { ClusterUnavailable, checkClusterAnswers, connectCluster, credentialsUnreadable, explainFailure } from './cluster-failures.ts';
 import { nodeTransportWith } from './connection.ts';
 
 const limits = { connectMs: 300, handshakeMs: 300, firstAnswerMs: 300 };
@@ -169,4 +170,9 @@ test('a host that cannot be reached, and a connection that never completes, say 
   assert.match(explainFailure(Object.assign(new Error('connect EHOSTUNREACH 10.0.0.1:6443'), { code: 'EHOSTUNREACH' }), where)!, /cannot reach the server \(EHOSTUNREACH\).*check the network/);
   assert.match(explainFailure(Object.assign(new Error('getaddrinfo ENOTFOUND example.invalid'), { code: 'ENOTFOUND' }), where)!, /cannot resolve the server's host name/);
   assert.equal(explainFailure(new Error('something else'), where), undefined, 'other errors are left as they are');
+});
+
+test('a credential plugin whose library is not installed is said alone: what needs it and the command that installs it', () => {
+  const missing = new ClientNodeMissing('the user "eks" (context "eks" in ~/.kube/config) authenticates with a credential plugin (exec: aws), which kfn runs through @kubernetes/client-node; it is not installed here. Install it in your project (npm install --save-dev @kubernetes/client-node) and run kfn again.');
+  assert.equal(credentialsUnreadable(missing, { where: 'context "eks" in ~/.kube/config', server: 'https://127.0.0.1:1', user: 'eks' }), missing.message);
 });

@@ -5,8 +5,9 @@
 // (connectCluster): the one place that puts the kubeconfig's choice, its connection and these
 // explanations together.
 import { ApiError, KubeApi } from './api.ts';
-import { connectionFromKubeconfigText, type Connection, type TransportFactory } from './connection.ts';
-import { resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
+import { ClientNodeMissing } from './client-node.ts';
+import type { Connection, TransportFactory } from './connection.ts';
+import { connectionFor, resolveKubeconfig, type ClusterSelection, type KubeconfigChoice, type KubeconfigEnvironment } from './kubeconfig.ts';
 
 /** Where a connection goes and as whom, for messages. */
 export interface ClusterIdentity {
@@ -72,6 +73,8 @@ function failureReason(err: unknown): ClusterUnavailable['reason'] {
 
 /** The one line for credentials that cannot be read: a token file, a client certificate or key, a credential plugin. */
 export function credentialsUnreadable(err: unknown, c: ClusterIdentity): string {
+  // The library that runs the plugin is not installed: what needs it and how to install it, alone.
+  if (err instanceof ClientNodeMissing) return err.message;
   return line(`the credentials of ${userOf(c)} cannot be read: ${(err as Error).message}`, c, "check the user's entry in the kubeconfig (the files it names, or its credential plugin)");
 }
 
@@ -167,7 +170,7 @@ export function connectCluster(selection: ClusterSelection = {}, options: { tran
   const choice = resolveKubeconfig(selection, options.environment);
   let connection: Connection;
   try {
-    connection = connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', options.transport);
+    connection = connectionFor(choice, options.transport);
   } catch (err) {
     throw new ClusterUnavailable(credentialsUnreadable(err, choice), 'credentials', { cause: err });
   }

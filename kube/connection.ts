@@ -1,13 +1,8 @@
-// How the bridge reaches the apiserver: a server URL, TLS settings and credentials, read from a
-// kubeconfig file or from the pod's ServiceAccount when running in a cluster. Written here
+// How a process reaches an apiserver: a server URL, TLS settings and credentials
+// (connectionFromOptions), over a Transport. Which cluster, and its settings and credentials
+// from a kubeconfig or a pod's ServiceAccount, is the loader's (kubeconfig.ts). Written here
 // rather than taken from @kubernetes/client-node, whose full import costs the bridge about
 // 80 MiB of resident memory for the few things it needs.
-//
-// Supported: tokens (inline or tokenFile, re-read so rotated tokens work), client certificates,
-// CAs (inline or file), insecure-skip-tls-verify, and in-cluster configuration. A user that
-// authenticates with an exec or auth-provider plugin (how EKS, GKE and AKS kubeconfigs work) is
-// handed to @kubernetes/client-node, loaded only then: it runs the plugin and caches the
-// credential until it expires; the connection takes the Authorization header it yields.
 //
 // Requests go through a Transport. The default is Node's built-in HTTP client (HTTP/1.1 with
 // keep-alive): it costs a process nothing to load, where undici takes about 80 ms, most of a
@@ -17,9 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { dirname, isAbsolute, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { parseKubeconfig, resolveKubeconfig } from './kubeconfig.ts';
 
 /** One HTTP request to the apiserver, as a transport sends it. */
 export interface HttpRequest {
@@ -173,8 +166,7 @@ export function nodeTransportWith(limits: Partial<ConnectionLimits> = {}): Trans
 /** Node's HTTP client with the default limits: what the CLI and functions use. */
 export const nodeTransport: TransportFactory = nodeTransportWith();
 
-const inClusterDir = '/var/run/secrets/kubernetes.io/serviceaccount';
-
+/** A connection from its settings and credentials as they are given (the loader's, from a kubeconfig; a test's). */
 export function connectionFromOptions(o: ConnectionOptions): Connection {
   const transport = (o.transport ?? nodeTransport)({ ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: !o.insecureSkipTlsVerify });
   let token = o.token;
@@ -195,125 +187,4 @@ export function connectionFromOptions(o: ConnectionOptions): Connection {
       return {};
     },
   };
-}
-
-interface KubeconfigFile {
-  'current-context'?: string;
-  contexts?: { name: string; context: { cluster: string; user?: string } }[];
-  clusters?: { name: string; cluster: { server: string; 'certificate-authority'?: string; 'certificate-authority-data'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
-  users?: { name: string; user: Record<string, unknown> }[];
-}
-
-/** Reads a kubeconfig file's current context into a Connection. */
-export function connectionFromKubeconfig(path: string, transport?: TransportFactory): Connection {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
-  }
-  return connectionFromKubeconfigText(text, path, dirname(path), transport);
-}
-
-/** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
-function currentContext(text: string, path: string) {
-  let doc: KubeconfigFile;
-  try {
-    doc = parseKubeconfig(text) as KubeconfigFile;
-    if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
-  } catch (err) {
-    throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
-  }
-  const contextName = doc['current-context'];
-  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
-  if (!context) throw new Error(`kubeconfig ${path} has no current context${contextName ? ` named ${contextName}` : ''}`);
-  const cluster = doc.clusters?.find((c) => c.name === context.cluster)?.cluster;
-  if (!cluster?.server) throw new Error(`kubeconfig ${path}: cluster ${context.cluster} has no server`);
-  return { doc, context, cluster };
-}
-
-const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
-const fileIn = (base: string) => (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
-
-/** The cluster of a kubeconfig's current context: its server and CA (read, if it names a file; relative paths resolve against `base`). */
-export function kubeconfigCluster(text: string, path: string, base = process.cwd()): { server: string; ca?: string; insecureSkipTlsVerify: boolean } {
-  const { cluster } = currentContext(text, path);
-  const ca = cluster['certificate-authority-data'] ? b64(cluster['certificate-authority-data']) : cluster['certificate-authority'] ? fileIn(base)(cluster['certificate-authority']) : undefined;
-  return { server: cluster.server, ...(ca ? { ca } : {}), insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true };
-}
-
-/** A kubeconfig's current context from its text (e.g. an environment variable); relative file paths resolve against `base`. */
-export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd(), transport?: TransportFactory): Connection {
-  const { doc, context } = currentContext(text, path);
-  const { server, ca, insecureSkipTlsVerify } = kubeconfigCluster(text, path, base);
-  const file = fileIn(base);
-  const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
-  if (user.exec || user['auth-provider']) {
-    return connectionFromOptions({ server, ca, insecureSkipTlsVerify, source: path, transport, authenticate: pluginCredentials(text, path, base, context.user ?? '') });
-  }
-  const str = (k: string) => (typeof user[k] === 'string' ? (user[k] as string) : undefined);
-  return connectionFromOptions({
-    server,
-    ca,
-    insecureSkipTlsVerify,
-    token: str('token'),
-    tokenFile: str('tokenFile') ? (isAbsolute(str('tokenFile')!) ? str('tokenFile') : join(base, str('tokenFile')!)) : undefined,
-    cert: str('client-certificate-data') ? b64(str('client-certificate-data')!) : str('client-certificate') ? file(str('client-certificate')!) : undefined,
-    key: str('client-key-data') ? b64(str('client-key-data')!) : str('client-key') ? file(str('client-key')!) : undefined,
-    username: str('username'),
-    password: str('password'),
-    source: path,
-    transport,
-  });
-}
-
-/**
- * The Authorization header of a kubeconfig user with an exec or auth-provider plugin, from
- * @kubernetes/client-node (imported on first use: it costs the process tens of MiB, so only
- * kubeconfigs that need it load it). It caches the plugin's credential until it expires.
- */
-function pluginCredentials(text: string, path: string, base: string, userName: string): () => Promise<Record<string, string>> {
-  let config: Promise<import('@kubernetes/client-node').KubeConfig> | undefined;
-  return async () => {
-    config ??= import('@kubernetes/client-node').then(({ KubeConfig }) => {
-      const kc = new KubeConfig();
-      kc.loadFromString(text);
-      kc.makePathsAbsolute(base);
-      return kc;
-    });
-    const opts: { headers?: Record<string, string> } = {};
-    try {
-      await (await config).applyToHTTPSOptions(opts as never);
-    } catch (err) {
-      throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} failed: ${(err as Error).message}`);
-    }
-    const authorization = opts.headers?.Authorization;
-    if (!authorization) throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} gave no token (a plugin that returns a client certificate is not supported; use one that returns a token)`);
-    return { Authorization: authorization };
-  };
-}
-
-/** The in-cluster configuration of a pod: its ServiceAccount token (rotated) and the cluster CA. */
-export function inClusterConnection(transport?: TransportFactory): Connection {
-  const host = process.env.KUBERNETES_SERVICE_HOST;
-  const port = process.env.KUBERNETES_SERVICE_PORT;
-  if (!host || !port) throw new Error('not running in a cluster (KUBERNETES_SERVICE_HOST is not set)');
-  return connectionFromOptions({
-    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    ca: readFileSync(join(inClusterDir, 'ca.crt'), 'utf8'),
-    tokenFile: join(inClusterDir, 'token'),
-    source: 'in-cluster ServiceAccount',
-    transport,
-  });
-}
-
-/**
- * The cluster kubectl would use (kubeconfig.ts: --kubeconfig, else every file of $KUBECONFIG
- * merged, else ~/.kube/config, else in-cluster), connected; requests sent by `transport`
- * (default: Node's HTTP client). Failures come as the errors the transport and the apiserver
- * give: the bridge and functions judge them themselves.
- */
-export function loadConnection(path?: string, transport?: TransportFactory): Connection {
-  const choice = resolveKubeconfig({ kubeconfig: path });
-  return connectionFromKubeconfigText(choice.kubeconfig, choice.where, '/', transport);
 }

@@ -1,12 +1,12 @@
 // kubectl's choice of cluster, checked on kubeconfig files in a temporary directory: which
 // source wins, how several files of $KUBECONFIG merge, and what --context and -n change.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { parse, stringify } from 'yaml';
-import { NoClusterConfigured, resolveKubeconfig, type KubeconfigEnvironment } from './kubeconfig.ts';
+import { connectionFor, connectionFromKubeconfigText, loadConnection, NoClusterConfigured, resolveKubeconfig, type KubeconfigEnvironment } from './kubeconfig.ts';
 
 interface Entries {
   current?: string;
@@ -159,3 +159,98 @@ test('a kubeconfig without a current context asks for --context, naming the cont
 function tokenOf(kubeconfig: string): string | undefined {
   return (parse(kubeconfig) as { users: { user: { token?: string } }[] }).users[0]?.user.token;
 }
+
+// The connection of the chosen context: its cluster's server and CA, its user's credentials.
+
+/** A kubeconfig file whose current context "c" has cluster "k" and user "u", with a CA and a token file beside it. */
+function withUser(t: TestContext, user: Record<string, unknown>, cluster: Record<string, unknown> = { server: 'https://127.0.0.1:6443/', 'certificate-authority': 'ca.crt' }) {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-kc-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'ca.crt'), 'CA PEM');
+  writeFileSync(join(dir, 'token'), 'from-file\n');
+  const path = join(dir, 'config');
+  writeFileSync(
+    path,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'c',
+      contexts: [{ name: 'other', context: { cluster: 'x', user: 'x' } }, { name: 'c', context: { cluster: 'k', user: 'u' } }],
+      clusters: [{ name: 'k', cluster }],
+      users: [{ name: 'u', user }],
+    }),
+  );
+  return path;
+}
+
+test('a token user of the current context, CA read relative to the kubeconfig', (t) => {
+  const c = loadConnection(withUser(t, { token: 'abc' }));
+  assert.equal(c.server, 'https://127.0.0.1:6443');
+  assert.deepEqual(c.headers(), { Authorization: 'Bearer abc' });
+});
+
+test('a tokenFile is read (and trimmed); basic auth works too', (t) => {
+  assert.deepEqual(loadConnection(withUser(t, { tokenFile: 'token' })).headers(), { Authorization: 'Bearer from-file' });
+  assert.deepEqual(loadConnection(withUser(t, { username: 'u', password: 'p' })).headers(), { Authorization: `Basic ${Buffer.from('u:p').toString('base64')}` });
+});
+
+test('an exec credential plugin (as EKS, GKE and AKS use) gives the token; a failing plugin is a clear error', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kfn-exec-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const plugin = join(dir, 'plugin.sh');
+  // Counts its runs: the credential is cached until it expires, not fetched per request.
+  writeFileSync(plugin, `#!/bin/sh\necho run >> ${join(dir, 'runs')}\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin","expirationTimestamp":"2999-01-01T00:00:00Z"}}'\n`, { mode: 0o755 });
+  const c = loadConnection(withUser(t, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } }));
+  assert.deepEqual(await c.headers(), { Authorization: 'Bearer from-plugin' });
+  assert.deepEqual(await c.headers(), { Authorization: 'Bearer from-plugin' });
+  assert.equal(readFileSync(join(dir, 'runs'), 'utf8').trim().split('\n').length, 1, 'one run while the credential is valid');
+  const broken = loadConnection(withUser(t, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: join(dir, 'missing-plugin'), interactiveMode: 'Never' } }));
+  await assert.rejects(async () => broken.headers(), /kubeconfig .*config: the credential plugin of user u failed: /);
+});
+
+test('a kubeconfig in JSON reads as one in YAML, and so does one in YAML flow style, which also starts with a brace', (t) => {
+  const path = withUser(t, { token: 'abc' });
+  const doc = { apiVersion: 'v1', kind: 'Config', 'current-context': 'c', contexts: [{ name: 'c', context: { cluster: 'k', user: 'u' } }], clusters: [{ name: 'k', cluster: { server: 'https://127.0.0.1:6443' } }], users: [{ name: 'u', user: { token: 'abc' } }] };
+  writeFileSync(path, JSON.stringify(doc));
+  assert.deepEqual(loadConnection(path).headers(), { Authorization: 'Bearer abc' });
+  writeFileSync(path, stringify(doc, { collectionStyle: 'flow' }));
+  assert.match(readFileSync(path, 'utf8'), /^\{\s*apiVersion: v1,/);
+  assert.deepEqual(loadConnection(path).headers(), { Authorization: 'Bearer abc' });
+  assert.deepEqual(connectionFromKubeconfigText(readFileSync(path, 'utf8'), 'flow').headers(), { Authorization: 'Bearer abc' });
+});
+
+test('missing files and contexts are clear errors, from a file and from a kubeconfig\'s text', (t) => {
+  assert.throws(() => loadConnection('/nonexistent/kubeconfig'), /kubeconfig \/nonexistent\/kubeconfig \(--kubeconfig\) does not exist/);
+  const path = withUser(t, { token: 'x' }, { 'certificate-authority-data': Buffer.from('CA').toString('base64') });
+  assert.throws(() => loadConnection(path), /context "c" in .*config: cluster "k" in .*config has no server/);
+  assert.throws(() => connectionFromKubeconfigText(readFileSync(path, 'utf8'), 'sa'), /kubeconfig sa: cluster k has no server/);
+  assert.throws(() => connectionFromKubeconfigText('just words', 'sa'), /cannot read kubeconfig sa: not a YAML mapping/);
+  assert.throws(() => connectionFromKubeconfigText(stringify({ 'current-context': 'gone', contexts: [] }), 'sa'), /kubeconfig sa has no current context named gone/);
+});
+
+test('in a pod, the chosen cluster connects with its ServiceAccount: the token file (re-read as it rotates) and the cluster CA', (t) => {
+  const s = scratch(t);
+  mkdirSync(s.env.serviceAccountDir, { recursive: true });
+  writeFileSync(join(s.env.serviceAccountDir, 'token'), 'sa-token\n');
+  writeFileSync(join(s.env.serviceAccountDir, 'ca.crt'), 'CA');
+  Object.assign(s.env.env, { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443' });
+  const c = connectionFor(resolveKubeconfig({}, s.env));
+  assert.equal(c.server, 'https://[fd00::1]:443');
+  assert.equal(c.source, 'the in-cluster ServiceAccount');
+  assert.deepEqual(c.headers(), { Authorization: 'Bearer sa-token' });
+  rmSync(join(s.env.serviceAccountDir, 'ca.crt'));
+  assert.throws(() => connectionFor(resolveKubeconfig({}, s.env)), /ca\.crt/, 'a CA that cannot be read fails the connection, not a request');
+});
+
+test('loadConnection prefers the given path, then $KUBECONFIG (the tests above have every rule)', (t) => {
+  const path = withUser(t, { token: 'env' });
+  const saved = process.env.KUBECONFIG;
+  process.env.KUBECONFIG = `${path}:/other`;
+  try {
+    assert.deepEqual(loadConnection().headers(), { Authorization: 'Bearer env' });
+    assert.equal(loadConnection(path).source, `context "c" in ${path}`);
+  } finally {
+    if (saved === undefined) delete process.env.KUBECONFIG;
+    else process.env.KUBECONFIG = saved;
+  }
+});

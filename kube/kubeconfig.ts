@@ -1,5 +1,6 @@
-// Which cluster a command talks to, chosen as kubectl chooses it (client-go's clientcmd loader),
-// so that every kfn command and kubectl agree:
+// The loader: which cluster a process talks to and its connection, in one place, as client-go's
+// clientcmd loader and rest.InClusterConfig are. The cluster is chosen as kubectl chooses it, so
+// that every kfn command and kubectl agree:
 //
 //   1. --kubeconfig F: that file alone (a missing F is an error, not a reason to look further);
 //   2. else $KUBECONFIG: every file it names (colon-separated), merged: the first file to name a
@@ -11,12 +12,25 @@
 // --context picks a context (default: current-context); the namespace is -n, else the
 // context's, else "default" (in a pod: $POD_NAMESPACE, else the ServiceAccount's namespace).
 //
-// The answer is the chosen context alone as a kubeconfig of its own, every file it names made
-// absolute: connection.ts builds the connection from it, and a child process can be handed it.
+// The answer (resolveKubeconfig) is the chosen context, its cluster and user parsed once, every
+// file they name made absolute; and that context alone as a kubeconfig of its own, which a child
+// process can be handed. connectionFor connects a choice without reading anything again;
+// loadConnection chooses and connects in one call (the bridge, a function: in a pod, the
+// ServiceAccount of rule 4). A kubeconfig kfn wrote itself (a ServiceAccount's, $KFN_KUBECONFIG)
+// is connected from its text by connectionFromKubeconfigText.
+//
+// Supported users: tokens (inline or tokenFile, re-read so rotated tokens work), client
+// certificates, basic auth; CAs inline or in a file, insecure-skip-tls-verify. A user that
+// authenticates with an exec or auth-provider plugin (how EKS, GKE and AKS kubeconfigs work) is
+// handed to @kubernetes/client-node, loaded only then: it runs the plugin and caches the
+// credential until it expires; the connection (connection.ts) takes the Authorization header
+// it yields.
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { importClientNode } from './client-node.ts';
+import { connectionFromOptions, type Connection, type TransportFactory } from './connection.ts';
 
 /** What the user asked for: kubectl's --kubeconfig, --context and -n. */
 export interface ClusterSelection {
@@ -40,6 +54,15 @@ export const defaultKubeconfigEnvironment = (): KubeconfigEnvironment => ({
   serviceAccountDir: '/var/run/secrets/kubernetes.io/serviceaccount',
 });
 
+type Entry = Record<string, unknown>;
+
+/** A context's cluster and user entries, as a kubeconfig writes them (`server`, `certificate-authority`, `token`, `exec`…). */
+export interface ContextEntries {
+  cluster: Entry;
+  /** Empty when the context names no user. */
+  user: Entry;
+}
+
 /** The cluster chosen, and how: enough to say it in one line and to connect. */
 export interface KubeconfigChoice {
   /** Which rule chose it. */
@@ -56,6 +79,8 @@ export interface KubeconfigChoice {
   where: string;
   /** The chosen context alone, as kubeconfig YAML whose file references are absolute. */
   kubeconfig: string;
+  /** The chosen context's cluster and user, parsed once, every file they name absolute: what connectionFor connects. */
+  entries: ContextEntries;
 }
 
 /** No kubeconfig anywhere and not in a pod; `tried` says where it looked. */
@@ -73,8 +98,6 @@ interface Named<T> {
   /** The file it was read from; relative paths in it resolve against that file's directory. */
   file: string;
 }
-
-type Entry = Record<string, unknown>;
 
 /** Several kubeconfig files as one: each name kept as the first file to use it gave it. */
 interface MergedKubeconfig {
@@ -229,16 +252,17 @@ export function resolveKubeconfig(selection: ClusterSelection = {}, e: Kubeconfi
   const user = userName ? merged.users.get(userName) : undefined;
   if (userName && !user) throw new Error(`${where} names user "${userName}", which is not there (users: ${[...merged.users.keys()].join(', ') || 'none'})`);
 
+  const entries: ContextEntries = { cluster: absolute(cluster, ['certificate-authority']), user: user ? absolute(user, ['client-certificate', 'client-key', 'tokenFile']) : {} };
   const kubeconfig = kubeconfigText({
     apiVersion: 'v1',
     kind: 'Config',
     'current-context': contextName,
     contexts: [{ name: contextName, context: { ...context.value } }],
-    clusters: [{ name: clusterName, cluster: absolute(cluster, ['certificate-authority']) }],
-    users: user ? [{ name: userName, user: absolute(user, ['client-certificate', 'client-key', 'tokenFile']) }] : [],
+    clusters: [{ name: clusterName, cluster: entries.cluster }],
+    users: user ? [{ name: userName, user: entries.user }] : [],
   });
   const namespace = selection.namespace || (typeof context.value.namespace === 'string' && context.value.namespace) || 'default';
-  return { via, files: merged.files, file: context.file, context: contextName, user: userName, server: server.replace(/\/$/, ''), namespace, where, kubeconfig };
+  return { via, files: merged.files, file: context.file, context: contextName, user: userName, server: server.replace(/\/$/, ''), namespace, where, kubeconfig, entries };
 }
 
 function notFound(via: KubeconfigChoice['via'], files: string[], read: string[], show: (p: string) => string): string {
@@ -271,15 +295,16 @@ function inClusterChoice(selection: ClusterSelection, e: KubeconfigEnvironment):
   const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const nsFile = join(e.serviceAccountDir, 'namespace');
   const podNamespace = e.env.POD_NAMESPACE || (existsSync(nsFile) ? readFileSync(nsFile, 'utf8').trim() : '');
+  const entries: ContextEntries = { cluster: { server, 'certificate-authority': join(e.serviceAccountDir, 'ca.crt') }, user: { tokenFile: token } };
   const kubeconfig = kubeconfigText({
     apiVersion: 'v1',
     kind: 'Config',
     'current-context': 'in-cluster',
     contexts: [{ name: 'in-cluster', context: { cluster: 'in-cluster', user: 'serviceaccount' } }],
-    clusters: [{ name: 'in-cluster', cluster: { server, 'certificate-authority': join(e.serviceAccountDir, 'ca.crt') } }],
-    users: [{ name: 'serviceaccount', user: { tokenFile: token } }],
+    clusters: [{ name: 'in-cluster', cluster: entries.cluster }],
+    users: [{ name: 'serviceaccount', user: entries.user }],
   });
-  return { via: 'in-cluster', files: [], server, namespace: selection.namespace || podNamespace || 'default', where: 'the in-cluster ServiceAccount', kubeconfig };
+  return { via: 'in-cluster', files: [], server, namespace: selection.namespace || podNamespace || 'default', where: 'the in-cluster ServiceAccount', kubeconfig, entries };
 }
 
 /** The line a command says before it acts: `Using context "kind-dev" (server https://127.0.0.1:6443) from ~/.kube/config`. */
@@ -287,4 +312,137 @@ export function describeCluster(c: KubeconfigChoice, home = homedir()): string {
   if (c.via === 'in-cluster') return `Using the in-cluster ServiceAccount (server ${c.server})`;
   const merged = c.via === '$KUBECONFIG' && c.files.length > 1 ? ` (one of the ${c.files.length} files of $KUBECONFIG)` : '';
   return `Using context "${c.context}" (server ${c.server}) from ${homePath(c.file!, home)}${merged}`;
+}
+
+/** What connecting a choice takes: its entries, its user's name and where it came from (for messages), its kubeconfig (for a credential plugin). */
+export type ChosenContext = Pick<KubeconfigChoice, 'entries' | 'user' | 'where' | 'kubeconfig'>;
+
+/**
+ * The chosen cluster, connected: its server, TLS settings and credentials from the choice's
+ * entries, nothing read again but the files they name (a CA, a client certificate; a token file
+ * as it rotates). Requests go by `transport` (default: Node's HTTP client). Failures come as the
+ * transport and the apiserver give them: a command's connection explains them
+ * (cluster-failures.ts's connectCluster).
+ */
+export function connectionFor(choice: ChosenContext, transport?: TransportFactory): Connection {
+  return contextConnection(choice.entries, { userName: choice.user ?? '', source: choice.where, base: '/', text: choice.kubeconfig, transport });
+}
+
+/**
+ * The cluster kubectl would use (--kubeconfig `path`, else every file of $KUBECONFIG merged,
+ * else ~/.kube/config, else in-cluster), connected: the one call of a process that needs no
+ * more than a connection (the bridge, a function, in a pod or not).
+ */
+export function loadConnection(path?: string, transport?: TransportFactory): Connection {
+  return connectionFor(resolveKubeconfig({ kubeconfig: path }), transport);
+}
+
+/** A kubeconfig's document, as far as its current context is read. */
+interface KubeconfigFile {
+  'current-context'?: string;
+  contexts?: { name: string; context: { cluster: string; user?: string } }[];
+  clusters?: { name: string; cluster: { server: string; 'certificate-authority'?: string; 'certificate-authority-data'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
+  users?: { name: string; user: Entry }[];
+}
+
+/** The current context of a kubeconfig's text: its document, the context and the cluster it names. */
+function currentContext(text: string, path: string) {
+  let doc: KubeconfigFile;
+  try {
+    doc = parseKubeconfig(text) as KubeconfigFile;
+    if (!doc || typeof doc !== 'object') throw new Error('not a YAML mapping');
+  } catch (err) {
+    throw new Error(`cannot read kubeconfig ${path}: ${(err as Error).message}`);
+  }
+  const contextName = doc['current-context'];
+  const context = doc.contexts?.find((c) => c.name === contextName)?.context;
+  if (!context) throw new Error(`kubeconfig ${path} has no current context${contextName ? ` named ${contextName}` : ''}`);
+  const cluster = doc.clusters?.find((c) => c.name === context.cluster)?.cluster;
+  if (!cluster?.server) throw new Error(`kubeconfig ${path}: cluster ${context.cluster} has no server`);
+  return { doc, context, cluster };
+}
+
+const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
+const fileIn = (base: string) => (p: string) => readFileSync(isAbsolute(p) ? p : join(base, p), 'utf8');
+const stringIn = (entry: Entry) => (k: string) => (typeof entry[k] === 'string' ? (entry[k] as string) : undefined);
+
+/** A cluster entry's server and TLS settings, its CA read if it names a file (a relative one against `base`). */
+function clusterSettings(cluster: Entry, base: string): { server: string; ca?: string; insecureSkipTlsVerify: boolean } {
+  const caData = cluster['certificate-authority-data'] as string | undefined;
+  const caFile = cluster['certificate-authority'] as string | undefined;
+  const ca = caData ? b64(caData) : caFile ? fileIn(base)(caFile) : undefined;
+  return { server: cluster.server as string, ...(ca ? { ca } : {}), insecureSkipTlsVerify: cluster['insecure-skip-tls-verify'] === true };
+}
+
+/** The cluster of a kubeconfig's current context: its server and CA (read, if it names a file; relative paths resolve against `base`). */
+export function kubeconfigCluster(text: string, path: string, base = process.cwd()): { server: string; ca?: string; insecureSkipTlsVerify: boolean } {
+  return clusterSettings(currentContext(text, path).cluster, base);
+}
+
+/** A kubeconfig's current context from its text (one kfn wrote: a ServiceAccount's, $KFN_KUBECONFIG); relative file paths resolve against `base`. */
+export function connectionFromKubeconfigText(text: string, path: string, base = process.cwd(), transport?: TransportFactory): Connection {
+  const { doc, context, cluster } = currentContext(text, path);
+  const user = (context.user ? doc.users?.find((u) => u.name === context.user)?.user : undefined) ?? {};
+  return contextConnection({ cluster, user }, { userName: context.user ?? '', source: path, base, text, transport });
+}
+
+/**
+ * A context's cluster and user as a Connection. `text` is the kubeconfig they came from, for a
+ * credential plugin (@kubernetes/client-node reads it whole); `base` resolves relative paths.
+ */
+function contextConnection(entries: ContextEntries, o: { userName: string; source: string; base: string; text: string; transport?: TransportFactory }): Connection {
+  const { server, ca, insecureSkipTlsVerify } = clusterSettings(entries.cluster, o.base);
+  const user = entries.user;
+  if (user.exec || user['auth-provider']) {
+    return connectionFromOptions({ server, ca, insecureSkipTlsVerify, source: o.source, transport: o.transport, authenticate: pluginCredentials(o.text, o.source, o.base, o.userName, pluginName(user)) });
+  }
+  const file = fileIn(o.base);
+  const str = stringIn(user);
+  return connectionFromOptions({
+    server,
+    ca,
+    insecureSkipTlsVerify,
+    token: str('token'),
+    tokenFile: str('tokenFile') ? (isAbsolute(str('tokenFile')!) ? str('tokenFile') : join(o.base, str('tokenFile')!)) : undefined,
+    cert: str('client-certificate-data') ? b64(str('client-certificate-data')!) : str('client-certificate') ? file(str('client-certificate')!) : undefined,
+    key: str('client-key-data') ? b64(str('client-key-data')!) : str('client-key') ? file(str('client-key')!) : undefined,
+    username: str('username'),
+    password: str('password'),
+    source: o.source,
+    transport: o.transport,
+  });
+}
+
+/** A user's plugin as a person knows it: the exec command (\`aws\`, \`gke-gcloud-auth-plugin\`) or the auth provider's name. */
+function pluginName(user: Record<string, unknown>): string {
+  const exec = user.exec as { command?: unknown } | undefined;
+  const provider = user['auth-provider'] as { name?: unknown } | undefined;
+  return typeof exec?.command === 'string' ? `exec: ${exec.command}` : `auth-provider: ${String(provider?.name ?? 'unnamed')}`;
+}
+
+/**
+ * The Authorization header of a kubeconfig user with an exec or auth-provider plugin, from
+ * @kubernetes/client-node (kube/client-node.ts: an optional peer dependency, imported on first
+ * use, as it costs the process tens of MiB). It caches the plugin's credential until it expires.
+ */
+function pluginCredentials(text: string, path: string, base: string, userName: string, plugin: string): () => Promise<Record<string, string>> {
+  let config: Promise<import('@kubernetes/client-node').KubeConfig> | undefined;
+  return async () => {
+    config ??= importClientNode(`the user "${userName}" (${homePath(path)}) authenticates with a credential plugin (${plugin})`).then(({ KubeConfig }) => {
+      const kc = new KubeConfig();
+      kc.loadFromString(text);
+      kc.makePathsAbsolute(base);
+      return kc;
+    });
+    const kc = await config;
+    const opts: { headers?: Record<string, string> } = {};
+    try {
+      await kc.applyToHTTPSOptions(opts as never);
+    } catch (err) {
+      throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} failed: ${(err as Error).message}`);
+    }
+    const authorization = opts.headers?.Authorization;
+    if (!authorization) throw new Error(`kubeconfig ${path}: the credential plugin of user ${userName} gave no token (a plugin that returns a client certificate is not supported; use one that returns a token)`);
+    return { Authorization: authorization };
+  };
 }

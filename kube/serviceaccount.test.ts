@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { connectionFromKubeconfigText } from './connection.ts';
+import { connectionFromKubeconfigText } from './kubeconfig.ts';
 import { kubeconfigForToken, parseServiceAccountRef } from './serviceaccount.ts';
 
 test('parseServiceAccountRef accepts namespace/name and a bare name in default', () => {

@@ -3,8 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ApiError, type KubeApi } from './api.ts';
-import { kubeconfigCluster } from './connection.ts';
-import { kubeconfigText } from './kubeconfig.ts';
+import { kubeconfigCluster, kubeconfigText } from './kubeconfig.ts';
 
 export interface ServiceAccountRef {
   namespace: string;

@@ -4,7 +4,7 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import pino, { type DestinationStream, type Logger } from 'pino';
-import { loadConnection } from '../../kube/connection.ts';
+import { loadConnection } from '../../kube/kubeconfig.ts';
 import { ClockSkewError, ContractError, maxDeliveryMs, maxEventBytes, parseReconcileRequest } from '../../core/event.ts';
 import { clockSkewReason, functionTimeHeader } from '../../core/response.ts';
 import { systemClock, type Clock } from '../../core/clock.ts';

@@ -8,7 +8,7 @@ import { Hono } from 'hono';
 import pino from 'pino';
 import type { Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
-import { loadConnection } from '../../kube/connection.ts';
+import { loadConnection } from '../../kube/kubeconfig.ts';
 import { createApp, type FunctionOptions } from './app.ts';
 import { metricsContentType, processMetrics } from './metrics.ts';
 import { keyFileCredentials } from './keys.ts';

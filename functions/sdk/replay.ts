@@ -4,7 +4,7 @@
 //   dry-run   against the live cluster, every write sent with dryRun=All (nothing changes);
 //
 // and the writes made now set beside the writes recorded then. (Live replay — the event sent
-// to a running function again, reason `replay` — is in cli/replay.ts: it needs no SDK.)
+// to a running function again, reason `replay` — is in cli/replay-live.ts: it needs no SDK.)
 import pino, { type Logger } from 'pino';
 import { reconcileEventType, type ReceivedReconcile, type ReconcileCloudEvent, type ReconcileEventData } from '../../core/event.ts';
 import type { Connection } from '../../kube/connection.ts';

@@ -65,6 +65,11 @@ interface MemoryState {
 
 const keyOf = (apiVersion: string, kind: string, namespace: string | undefined, name: string) => objectId({ apiVersion, kind, namespace, name });
 
+/** Which kind, namespace and name a request's path names (MemoryApi.parsePath). */
+type Where = { apiVersion: string; kind: string; namespace?: string; name?: string; sub?: string };
+/** Answers a request with a status and a response body (MemoryApi.answer). */
+type Answer = (status: number, response: unknown) => string;
+
 /** An apiserver in memory: objects by kind and name, label-selected lists, apply as replace-and-merge. */
 class MemoryApi extends KubeApi {
   private readonly state: MemoryState;
@@ -89,7 +94,7 @@ class MemoryApi extends KubeApi {
   }
 
   /** Which kind, namespace and name a path names (`/apis/g/v/namespaces/ns/plural/name/status`). */
-  parsePath(path: string): { apiVersion: string; kind: string; namespace?: string; name?: string; sub?: string } {
+  parsePath(path: string): Where {
     const parts = path.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
     let i = 0;
     const apiVersion = parts[i] === 'api' ? ((i += 2), parts[1]!) : ((i += 3), `${parts[1]}/${parts[2]}`);
@@ -106,88 +111,89 @@ class MemoryApi extends KubeApi {
 
   override async text(method: Method, path: string, options: RequestOptions = {}): Promise<string> {
     const body = options.body;
-    const answer = (status: number, response: unknown): string => {
-      const exchange: Exchange = {
-        method,
-        path,
-        ...(options.query ? { query: Object.fromEntries(Object.entries(options.query).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])) } : {}),
-        ...(body !== undefined ? { body, contentType: options.contentType ?? 'application/json' } : {}),
-        status,
-        response,
-      };
-      this.tap?.request(exchange);
-      const text = JSON.stringify(response);
-      if (status < 200 || status > 299) throw apiError(status, text, `${method} ${path}`);
-      return text;
-    };
-    const notFound = (what: string) => answer(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${what} not found` });
+    const answer: Answer = (status, response) => this.answer({ method, path, options }, status, response);
     this.signal?.throwIfAborted();
     const where = this.parsePath(path);
-    const { objects } = this.state;
     if (method !== 'GET') {
       const refused = this.state.refuse?.({ method, path, body });
       if (refused) return answer(refused.status, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: refused.status === 422 ? 'Invalid' : 'Refused', code: refused.status, message: refused.message });
     }
-    if (method === 'GET' && !where.name) {
-      const items = [...objects.values()].filter((o) => groupOf(o.apiVersion!) === groupOf(where.apiVersion) && o.kind === where.kind && (!where.namespace || o.metadata.namespace === where.namespace) && labelSelectorMatches(options.query?.labelSelector as string | undefined, o.metadata.labels));
-      // Pages as the apiserver does: `limit` items, and a continue token while more remain.
-      const from = Number(options.query?.continue ?? 0);
-      const limit = Number(options.query?.limit ?? 0) || items.length;
-      const rest = from + limit < items.length ? { continue: String(from + limit) } : {};
-      return answer(200, { apiVersion: where.apiVersion, kind: `${where.kind}List`, metadata: { resourceVersion: String(this.state.version), ...rest }, items: items.slice(from, from + limit) });
-    }
-    if (method === 'POST') {
-      const o = structuredClone(body) as Obj;
-      o.metadata.namespace ??= where.namespace;
-      if (!o.metadata.name && (o.metadata as { generateName?: string }).generateName) o.metadata.name = `${(o.metadata as { generateName?: string }).generateName}${randomUUID().slice(0, 5)}`;
-      const key = keyOf(o.apiVersion ?? where.apiVersion, o.kind ?? where.kind, o.metadata.namespace, o.metadata.name);
-      if (objects.has(key)) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'AlreadyExists', code: 409, message: `${where.kind} "${o.metadata.name}" already exists` });
-      return answer(201, this.store(key, o));
-    }
+    if (method === 'GET' && !where.name) return this.list(where, options, answer);
+    if (method === 'POST') return this.create(where, body, answer);
     const key = keyOf(where.apiVersion, where.kind, where.namespace, where.name!);
-    const existing = objects.get(key);
-    if (method === 'GET') return existing ? answer(200, existing) : notFound(`${where.kind} "${where.name}"`);
-    if (method === 'DELETE') {
-      if (!existing) return notFound(`${where.kind} "${where.name}"`);
-      if (existing.metadata.finalizers?.length) {
-        existing.metadata.deletionTimestamp ??= this.state.now().toISOString();
-        return answer(200, existing);
-      }
-      objects.delete(key);
-      return answer(200, existing);
-    }
-    if (options.contentType === 'application/json-patch+json') {
-      if (!existing) return notFound(`${where.kind} "${where.name}"`);
-      const next = jsonPatch(existing, body as JsonPatchOp[]);
-      if (typeof next === 'string') return answer(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Invalid', code: 422, message: next });
-      if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
-        objects.delete(key);
-        return answer(200, next);
-      }
-      return answer(200, this.store(key, next));
-    }
+    const existing = this.state.objects.get(key);
+    const notFound = () => answer(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${where.kind} "${where.name}" not found` });
+    if (method === 'GET') return existing ? answer(200, existing) : notFound();
+    if (method === 'DELETE') return existing ? this.remove(key, existing, answer) : notFound();
+    if (options.contentType === 'application/json-patch+json') return existing ? this.patchByJsonPatch(key, existing, body as JsonPatchOp[], answer) : notFound();
     // PATCH or PUT: an apply (or update) of the object or its status; a merge patch otherwise.
     const patch = (typeof body === 'string' ? JSON.parse(body) : body) as Obj;
     if (!existing) {
-      if (where.sub || patch.metadata?.uid || options.contentType !== 'application/apply-patch+yaml') return notFound(`${where.kind} "${where.name}"`);
+      if (where.sub || patch.metadata?.uid || options.contentType !== 'application/apply-patch+yaml') return notFound();
       return answer(201, this.store(key, { ...patch, apiVersion: patch.apiVersion ?? where.apiVersion, kind: patch.kind ?? where.kind, metadata: { ...patch.metadata, name: where.name!, ...(where.namespace ? { namespace: where.namespace } : {}) } }));
     }
     if (patch.metadata?.uid && patch.metadata.uid !== existing.metadata.uid) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Conflict', code: 409, message: 'Precondition failed: UID in precondition does not match the object' });
-    const next = structuredClone(existing);
-    if (where.sub === 'status') next.status = patch.status;
-    // A strategic merge patch is taken as a JSON merge patch: lists are replaced, not merged by key.
-    else if (options.contentType === 'application/merge-patch+json' || options.contentType === 'application/strategic-merge-patch+json') Object.assign(next, mergePatch(next, patch));
-    else {
-      const { metadata, ...rest } = patch;
-      Object.assign(next, rest);
-      if (metadata?.labels) next.metadata.labels = { ...next.metadata.labels, ...metadata.labels };
-      if (metadata?.annotations) next.metadata.annotations = { ...next.metadata.annotations, ...metadata.annotations };
-      if (metadata?.ownerReferences) next.metadata.ownerReferences = metadata.ownerReferences;
-      // A finalizer apply (kfn's own field manager) sets kfn's finalizers; others are kept.
-      if (metadata?.finalizers) next.metadata.finalizers = [...(next.metadata.finalizers ?? []).filter((f) => !isKfnFinalizer(f)), ...metadata.finalizers];
+    return this.written(key, patched(existing, patch, where.sub, options.contentType), answer);
+  }
+
+  /** The apiserver's answer to a request: shown to the tap as the exchange, thrown as the API error it is when not 2xx. */
+  private answer(request: { method: Method; path: string; options: RequestOptions }, status: number, response: unknown): string {
+    const { method, path, options } = request;
+    const body = options.body;
+    const exchange: Exchange = {
+      method,
+      path,
+      ...(options.query ? { query: Object.fromEntries(Object.entries(options.query).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])) } : {}),
+      ...(body !== undefined ? { body, contentType: options.contentType ?? 'application/json' } : {}),
+      status,
+      response,
+    };
+    this.tap?.request(exchange);
+    const text = JSON.stringify(response);
+    if (status < 200 || status > 299) throw apiError(status, text, `${method} ${path}`);
+    return text;
+  }
+
+  /** A list of a kind, label-selected, in pages as the apiserver gives them: `limit` items, and a continue token while more remain. */
+  private list(where: Where, options: RequestOptions, answer: Answer): string {
+    const items = [...this.state.objects.values()].filter((o) => groupOf(o.apiVersion!) === groupOf(where.apiVersion) && o.kind === where.kind && (!where.namespace || o.metadata.namespace === where.namespace) && labelSelectorMatches(options.query?.labelSelector as string | undefined, o.metadata.labels));
+    const from = Number(options.query?.continue ?? 0);
+    const limit = Number(options.query?.limit ?? 0) || items.length;
+    const rest = from + limit < items.length ? { continue: String(from + limit) } : {};
+    return answer(200, { apiVersion: where.apiVersion, kind: `${where.kind}List`, metadata: { resourceVersion: String(this.state.version), ...rest }, items: items.slice(from, from + limit) });
+  }
+
+  /** A POST: the object stored under its name (or one made from its generateName), unless one has it already. */
+  private create(where: Where, body: unknown, answer: Answer): string {
+    const o = structuredClone(body) as Obj;
+    o.metadata.namespace ??= where.namespace;
+    if (!o.metadata.name && (o.metadata as { generateName?: string }).generateName) o.metadata.name = `${(o.metadata as { generateName?: string }).generateName}${randomUUID().slice(0, 5)}`;
+    const key = keyOf(o.apiVersion ?? where.apiVersion, o.kind ?? where.kind, o.metadata.namespace, o.metadata.name);
+    if (this.state.objects.has(key)) return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'AlreadyExists', code: 409, message: `${where.kind} "${o.metadata.name}" already exists` });
+    return answer(201, this.store(key, o));
+  }
+
+  /** A DELETE: an object with finalizers is only marked for deletion, and goes when they are gone. */
+  private remove(key: string, existing: Obj, answer: Answer): string {
+    if (existing.metadata.finalizers?.length) {
+      existing.metadata.deletionTimestamp ??= this.state.now().toISOString();
+      return answer(200, existing);
     }
+    this.state.objects.delete(key);
+    return answer(200, existing);
+  }
+
+  /** A JSON Patch: its operations on the object, or a 422 saying which failed. */
+  private patchByJsonPatch(key: string, existing: Obj, ops: JsonPatchOp[], answer: Answer): string {
+    const next = jsonPatch(existing, ops);
+    if (typeof next === 'string') return answer(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Invalid', code: 422, message: next });
+    return this.written(key, next, answer);
+  }
+
+  /** The object as written: stored, or gone when it was being deleted and its last finalizer is off. */
+  private written(key: string, next: Obj, answer: Answer): string {
     if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
-      objects.delete(key);
+      this.state.objects.delete(key);
       return answer(200, next);
     }
     return answer(200, this.store(key, next));
@@ -201,6 +207,24 @@ class MemoryApi extends KubeApi {
     this.state.objects.set(key, o);
     return o;
   }
+}
+
+/** An existing object with an apply, update or merge patch taken in: of its status (`sub`), or of the object. */
+function patched(existing: Obj, patch: Obj, sub: string | undefined, contentType: string | undefined): Obj {
+  const next = structuredClone(existing);
+  if (sub === 'status') next.status = patch.status;
+  // A strategic merge patch is taken as a JSON merge patch: lists are replaced, not merged by key.
+  else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') Object.assign(next, mergePatch(next, patch));
+  else {
+    const { metadata, ...rest } = patch;
+    Object.assign(next, rest);
+    if (metadata?.labels) next.metadata.labels = { ...next.metadata.labels, ...metadata.labels };
+    if (metadata?.annotations) next.metadata.annotations = { ...next.metadata.annotations, ...metadata.annotations };
+    if (metadata?.ownerReferences) next.metadata.ownerReferences = metadata.ownerReferences;
+    // A finalizer apply (kfn's own field manager) sets kfn's finalizers; others are kept.
+    if (metadata?.finalizers) next.metadata.finalizers = [...(next.metadata.finalizers ?? []).filter((f) => !isKfnFinalizer(f)), ...metadata.finalizers];
+  }
+  return next;
 }
 
 function mergePatch(target: unknown, patch: unknown): unknown {

@@ -1,33 +1,33 @@
 // Types for the objects a function writes and reads. A kind reference carries the type of its
-// objects (`Deployment` → client-node's V1Deployment model, a `defineKind` kind → its TypeBox
-// type), so children and reads are checked by tsc:
+// objects (`Deployment` → the Deployment model of kubernetes-types, a `defineKind` kind → its
+// TypeBox type), so children and reads are checked by tsc:
 //
 //   owns: [ConfigMap, Deployment],
 //   reconcile(web, ctx) {
-//     const live = ctx.owned(Deployment, web.metadata.name);   // Live<V1Deployment> | undefined
+//     const live = ctx.owned(Deployment, web.metadata.name);   // Live<Deployment model> | undefined
 //     return { children: [{ apiVersion: 'apps/v1', kind: 'Deployment', metadata: {…}, spec: {…} }] };
 //   }                       // a misspelled field, or a kind not in owns, is a compile error
 //
-// Only types are imported from @kubernetes/client-node: nothing of it is bundled.
+// The models come from kubernetes-types: declarations only (under 1 MB, no code), so a project
+// that installs kfn gets them without a Kubernetes client library.
+import type { HorizontalPodAutoscaler as V1HorizontalPodAutoscaler } from 'kubernetes-types/autoscaling/v1.js';
+import type { HorizontalPodAutoscaler as V2HorizontalPodAutoscaler } from 'kubernetes-types/autoscaling/v2.js';
+import type { Deployment as V1Deployment, StatefulSet as V1StatefulSet } from 'kubernetes-types/apps/v1.js';
+import type { Job as V1Job } from 'kubernetes-types/batch/v1.js';
 import type {
-  V1ConfigMap,
-  V1Deployment,
-  V1HorizontalPodAutoscaler,
-  V1Job,
-  V1Namespace,
-  V1Pod,
-  V1Secret,
-  V1Service,
-  V1ServiceAccount,
-  V1StatefulSet,
-  V2HorizontalPodAutoscaler,
-} from '@kubernetes/client-node';
+  ConfigMap as V1ConfigMap,
+  Namespace as V1Namespace,
+  Pod as V1Pod,
+  Secret as V1Secret,
+  Service as V1Service,
+  ServiceAccount as V1ServiceAccount,
+} from 'kubernetes-types/core/v1.js';
 import type { KindRef } from '../../core/objects.ts';
 
 
 /**
- * An object as it travels in JSON: client-node's models say `Date` where the API sends an
- * RFC 3339 string (creationTimestamp, lastTransitionTime…); kfn hands over the JSON as it is.
+ * An object as it travels in JSON: a model that says `Date` where the API sends an RFC 3339
+ * string (creationTimestamp, lastTransitionTime…) is read as the string kfn hands over.
  */
 export type Wire<T> = T extends Date
   ? string
@@ -84,7 +84,7 @@ export function child<R extends KindRef>(ref: R, body: Omit<Desired<R>, 'apiVers
   return { apiVersion: ref.apiVersion, kind: ref.kind, ...body } as Desired<R>;
 }
 
-/** A kind whose objects have a client-node model. */
+/** A kind whose objects have a model (kubernetes-types). */
 export interface TypedKind<T, A extends string, K extends string> extends KindRef<T> {
   readonly apiVersion: A;
   readonly kind: K;

@@ -54,7 +54,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { ApiError, applyObject, KubeApi } from '../../kube/api.ts';
-import { connectionFromKubeconfigText } from '../../kube/connection.ts';
+import { connectionFromKubeconfigText } from '../../kube/kubeconfig.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
 import { repoRoot } from '../../cluster/paths.ts';

@@ -12,7 +12,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import { nodePorts } from '../support/ports.ts';
 import { repoRoot } from '../../cluster/paths.ts';
-import { startDevServer, type DevServer } from '../../cli/dev.ts';
+import { startDevServer, type DevServer } from '../../cli/dev-server.ts';
 import type { InvocationRecord } from '../../functions/sdk/record.ts';
 import { launchChromium } from '../support/browser.ts';
 import { kubeApi, testCluster, testNamespace, type TestCluster } from '../support/cluster.ts';

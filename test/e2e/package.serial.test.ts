@@ -1,9 +1,14 @@
-// kfn outside this repository, the whole way: `npm pack` makes the kfn and create-kfn packages;
-// in a folder of its own, `npm create kfn` (the create-kfn package, run by npm exec as `npm
-// create` runs it) writes a project that depends on the packed kfn; the project installs (with
-// its own Node 24), passes its unit tests (the reconcile, and its samples against the schema;
-// then a second function's as well), type-checks against the package's declarations and runs
-// the installed CLI (compiled JavaScript: Node runs no TypeScript under node_modules). Then, on
+// kfn outside this repository, the whole way, as docs/getting-started.md tells a new user: its
+// marked steps run as written, in an empty folder with a fresh HOME and the machine's own Node
+// first on the PATH (the checkout's pinned one removed): the repository cloned (the clone
+// answered with this checkout), `npm ci` and `npm pack` there make the kfn and create-kfn
+// packages, `npm exec` of create-kfn (as `npm create` runs it) writes a project that depends on
+// the packed kfn; the project installs (with its own Node 24) and passes its unit tests (the
+// reconcile, and its samples against the schema; then the doc's test of the schema's defaults
+// through testReconcile, then a second function's as well). A type error makes `npx kfn build`
+// refuse, naming the file and line; without it, kfn build makes every function's zip. The
+// project type-checks against the package's declarations and runs the installed CLI (compiled
+// JavaScript: Node runs no TypeScript under node_modules). Then, on
 // a cluster of the user's own (a fresh HOME, ~/.kube/config with two contexts, the current one
 // refusing, no $KUBECONFIG), with nothing but the installed package: `kfn dev --context` reconciles its sample;
 // a base image (kfn's Node image) is pushed to the local registry; the bridge image is built on
@@ -14,7 +19,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { parse, stringify } from 'yaml';
@@ -23,13 +28,14 @@ import { ensureHelm } from '../../cluster/helm.ts';
 import { ensureBinaries } from '../../cluster/build.ts';
 import { buildImage, nodeRecipe } from '../../cluster/images.ts';
 import { startRegistry } from '../../cluster/registry.ts';
-import { RegistryClient, pushImage } from '../../cli/push.ts';
+import { RegistryClient, pushImage } from '../../cli/artifacts/push.ts';
 import { contractVersion } from '../../core/event.ts';
 import { waitFor } from '../../core/clock.ts';
 import { freePort } from '../support/bridge.ts';
+import { copyCheckout, docScript, fakeGitClone, markedBlocks, userPath } from '../support/getting-started.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 
-test('a project from the packed packages: npm create kfn, npm install, npm test, kfn dev, the bridge by Helm, kfn deploy --registry local', async (t) => {
+test('a project from the packed packages, by docs/getting-started.md: npm create kfn, npm install, npm test, kfn build, kfn dev, the bridge by Helm, kfn deploy --registry local', async (t) => {
   const work = mkdtempSync(join(tmpdir(), 'kfn-package-'));
   t.after(() => rmSync(work, { recursive: true, force: true }));
   // npm and the scripts it runs use this Node (24), not an older one first on the PATH.
@@ -43,16 +49,28 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
     t.diagnostic(`${cmd} ${args.slice(0, 2).join(' ')}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
     return out.stdout;
   };
-  const packs = join(work, 'packs');
-  mkdirSync(packs);
-  run('npm', ['pack', '--pack-destination', packs], repoRoot);
-  run('npm', ['pack', './packages/create-kfn', '--pack-destination', packs], repoRoot);
-  const kfnTarball = join(packs, `kfn-${kfnVersion}.tgz`);
-  const createTarball = join(packs, `create-kfn-${kfnVersion}.tgz`);
+  // A new user, by docs/getting-started.md: a fresh HOME (npm's cache is this machine's, only to
+  // spare the downloads), the machine's Node first on the PATH, an empty folder, the doc's steps.
+  const home = join(work, 'home');
+  const folder = join(work, 'new-user');
+  mkdirSync(home);
+  mkdirSync(folder);
+  const steps = markedBlocks(readFileSync(join(repoRoot, 'docs', 'getting-started.md'), 'utf8'));
+  const clone = /^git clone (\S+)/m.exec(steps.run.map((b) => b.code).join('\n'))?.[1];
+  assert.ok(clone, 'the doc clones kfn\'s repository');
+  copyCheckout(repoRoot, join(work, 'checkout'));
+  fakeGitClone(join(work, 'bin'), clone, join(work, 'checkout'));
+  const newUser: NodeJS.ProcessEnv = { ...inherited, HOME: home, PATH: `${join(work, 'bin')}:${userPath()}`, npm_config_cache: process.env.npm_config_cache ?? join(homedir(), '.npm'), npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+  t.diagnostic(`the doc's steps on ${spawnSync('node', ['--version'], { env: newUser, encoding: 'utf8' }).stdout.trim() || 'no Node'} first on the PATH`);
+  const stepsStarted = Date.now();
+  const followed = spawnSync('bash', ['-c', docScript(steps.run)], { cwd: folder, env: newUser, encoding: 'utf8', timeout: 900_000, maxBuffer: 64 * 2 ** 20 });
+  assert.equal(followed.status, 0, `docs/getting-started.md's steps failed:\n${followed.stdout.slice(-4000)}\n${followed.stderr.slice(-4000)}`);
+  t.diagnostic(`docs/getting-started.md's steps: ${((Date.now() - stepsStarted) / 1000).toFixed(1)} s`);
+  const kfnTarball = join(folder, `kfn-${kfnVersion}.tgz`);
   t.diagnostic(`kfn-${kfnVersion}.tgz: ${(statSync(kfnTarball).size / 1024).toFixed(0)} KiB`);
-  const created = run('npm', ['exec', '--yes', `--package=${createTarball}`, `--package=${kfnTarball}`, '--', 'create-kfn', 'my-operator', '--kfn', kfnTarball], work);
-  assert.match(created, /Wrote my-operator\/: package\.json, tsconfig\.json, README\.md, functions\/greetings\//);
-  const project = join(work, 'my-operator');
+  assert.match(followed.stdout, /Wrote my-operator\/: package\.json, tsconfig\.json, README\.md, functions\/greetings\//);
+  assert.match(followed.stdout, /pass 3/, 'npm test: the Node check, the reconcile test and the samples test');
+  const project = join(folder, 'my-operator');
   const pkg = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string>; scripts: Record<string, string> };
   assert.equal(pkg.dependencies.kfn, kfnTarball);
   assert.match(pkg.devDependencies.node ?? '', /^\^24\./, 'the project brings its own Node 24');
@@ -60,14 +78,32 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.match(readFileSync(join(project, 'functions', 'greetings', 'index.ts'), 'utf8'), /from 'kfn\/sdk'/);
   assert.match(readFileSync(join(project, 'README.md'), 'utf8'), /npm install && npm test/);
 
-  run('npm', ['install'], project);
   t.diagnostic(`node_modules: ${spawnSync('du', ['-sm', join(project, 'node_modules')], { encoding: 'utf8' }).stdout.split('\t')[0]} MB`);
   assert.match(spawnSync(join(project, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).stdout, /^v24\./, 'its own Node, installed');
   const installed = join(project, 'node_modules', 'kfn');
   assert.ok(existsSync(join(installed, 'lib', 'functions', 'sdk', 'index.js')), 'the SDK is installed as JavaScript');
   assert.ok(!existsSync(join(installed, 'cli')), 'with no TypeScript sources');
-  const tested = run('npm', ['test'], project);
-  assert.match(tested, /pass 3/, 'the Node check, the reconcile test and the samples test');
+  // The doc's test of the schema's defaults, written where it says: testReconcile applies them.
+  for (const block of steps.write) writeFileSync(join(project, block.path!), `${block.code}\n`);
+  assert.match(run('npm', ['test'], project, newUser), /pass 4/, 'and the doc\'s defaults test');
+  // A type error: kfn build (every function, as with no arguments) refuses it at its file and
+  // line, and builds nothing; fixed, it builds.
+  const index = join(project, 'functions', 'greetings', 'index.ts');
+  const source = readFileSync(index, 'utf8');
+  const broken = source.replace('data: { message: greeting.spec.message }', 'data: { message: greeting.spec.message.length }');
+  assert.notEqual(broken, source, 'the template\'s ConfigMap data, made a number');
+  const line = broken.split('\n').findIndex((l) => l.includes('greeting.spec.message.length')) + 1;
+  writeFileSync(index, broken);
+  const typeError = spawnSync('npx', ['kfn', 'build'], { cwd: project, env: newUser, encoding: 'utf8', timeout: 240_000 });
+  assert.notEqual(typeError.status, 0, `kfn build built a type error:\n${typeError.stderr}`);
+  assert.match(typeError.stderr, new RegExp(`^functions/greetings/index\\.ts:${line}:\\d+: .*'number' is not assignable to type 'string'`, 'm'), typeError.stderr);
+  assert.match(typeError.stderr, /Fix the type errors, or pass --no-typecheck/);
+  const lambdaZip = join(project, '.kfn', 'build', 'lambda', 'greetings.zip');
+  assert.ok(!existsSync(lambdaZip), 'nothing was built');
+  writeFileSync(index, source);
+  const built = spawnSync('npx', ['kfn', 'build'], { cwd: project, env: newUser, encoding: 'utf8', timeout: 240_000 });
+  assert.equal(built.status, 0, built.stderr);
+  assert.ok(existsSync(lambdaZip), `kfn build with no arguments builds every function:\n${built.stderr}`);
   run('npm', ['run', 'typecheck'], project);
   const version = run(join(project, 'node_modules', '.bin', 'kfn'), ['--version'], project);
   assert.equal(version.trim(), `kfn ${kfnVersion} (event contract v${contractVersion}; bridge image kfn.local/bridge:${kfnVersion})`);
@@ -75,7 +111,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   assert.match(manifests, /name: greetings\.my-operator\.example\.com/);
   // A second function, as the README says: the installed CLI writes it beside the first.
   run(join(project, 'node_modules', '.bin', 'kfn'), ['new', 'notes', '--group', 'my-operator.example.com', '--kind', 'Note'], project);
-  assert.match(run('npm', ['test'], project), /pass 5/, 'npm test runs the new function\'s tests too');
+  assert.match(run('npm', ['test'], project), /pass 6/, 'npm test runs the new function\'s tests too');
 
   // On a cluster of the user's own, as kubectl finds it: a fresh HOME whose ~/.kube/config has
   // two contexts — the current one a server that refuses connections, the other the test's
@@ -84,7 +120,6 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   const api = kubeApi(cluster.kc);
   const kfn = join(project, 'node_modules', '.bin', 'kfn');
   const ns = await testNamespace(t, cluster, 'package');
-  const home = join(work, 'home');
   mkdirSync(join(home, '.kube'), { recursive: true });
   const admin = parse(readFileSync(cluster.paths.kubeconfig, 'utf8')) as { clusters: { cluster: object }[]; users: { user: object }[] };
   writeFileSync(
@@ -184,6 +219,7 @@ test('a project from the packed packages: npm create kfn, npm install, npm test,
   writeFileSync(join(project, 'package.json'), `${JSON.stringify({ ...projectPkg, kfn: { base } }, null, 2)}\n`);
   const deployed = spawnSync(kfn, ['deploy', 'functions/greetings', '--context', 'test', '--registry', registry.host, '--watch-namespace', ns], { cwd: project, env: imageEnv, encoding: 'utf8', timeout: 240_000 });
   assert.equal(deployed.status, 0, deployed.stderr);
+  assert.match(deployed.stderr, /^Using context "test" \(server https:\/\/127\.0\.0\.1:\d+\) from \S*\.kube\/config, in namespace kfn-system$/m, 'the line names the namespace it deploys in');
   assert.ok(!existsSync(goRan), `kfn ran go: ${existsSync(goRan) ? readFileSync(goRan, 'utf8') : ''}`);
   assert.match(deployed.stderr, new RegExp(`Building on ${base.replace(/\./g, '\\.')} \\("kfn": \\{"base"\\} of .*package\\.json, linux/amd64\\)`));
   const pushLine = deployed.stderr.split('\n').find((l) => l.startsWith('Pushed ')) ?? '';

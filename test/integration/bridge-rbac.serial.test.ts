@@ -17,7 +17,7 @@ import { startBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
 import { applyYaml, installCrd, testCluster, testNamespace, uniqueName, kubeApi } from '../support/cluster.ts';
 import { KubeApi } from '../../kube/api.ts';
-import { connectionFromKubeconfigText } from '../../kube/connection.ts';
+import { connectionFromKubeconfigText } from '../../kube/kubeconfig.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { waitFor } from '../../core/clock.ts';
 import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';

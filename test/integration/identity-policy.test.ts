@@ -9,7 +9,7 @@ import { waitFor } from '../../core/clock.ts';
 import type { ReadCondition } from '../../core/conditions.ts';
 import { identityForAnnotation } from '../../core/names.ts';
 import { ApiError, KubeApi } from '../../kube/api.ts';
-import { connectionFromKubeconfigText } from '../../kube/connection.ts';
+import { connectionFromKubeconfigText } from '../../kube/kubeconfig.ts';
 import { kubeconfigForToken, requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { applyYaml, installReconcilerCrd, kubeApi, testCluster, testNamespace, uniqueName, type TestCluster } from '../support/cluster.ts';
 import { startReceiver } from '../support/receiver.ts';

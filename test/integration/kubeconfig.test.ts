@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { KubeApi } from '../../kube/api.ts';
-import { connectionFromKubeconfig } from '../../kube/connection.ts';
+import { loadConnection } from '../../kube/kubeconfig.ts';
 import { requestServiceAccountToken } from '../../kube/serviceaccount.ts';
 import { testCluster, testNamespace } from '../support/cluster.ts';
 
@@ -15,7 +15,7 @@ test('an exec credential plugin authenticates kfn to the apiserver as the identi
   const cluster = await testCluster();
   const ns = await testNamespace(t, cluster, 'exec');
   await cluster.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'robot' } } });
-  const token = await requestServiceAccountToken(new KubeApi(connectionFromKubeconfig(cluster.paths.kubeconfig)), { namespace: ns, name: 'robot' }, 600);
+  const token = await requestServiceAccountToken(new KubeApi(loadConnection(cluster.paths.kubeconfig)), { namespace: ns, name: 'robot' }, 600);
   const dir = mkdtempSync(join(tmpdir(), 'kfn-exec-kubeconfig-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const plugin = join(dir, 'credential-plugin.sh');
@@ -30,7 +30,7 @@ test('an exec credential plugin authenticates kfn to the apiserver as the identi
     users: [{ name: 'cloud-user', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } }],
     contexts: [{ name: 'cloud', context: { cluster: 'cloud', user: 'cloud-user' } }],
   }));
-  const api = new KubeApi(connectionFromKubeconfig(kubeconfig));
+  const api = new KubeApi(loadConnection(kubeconfig));
   const review = await api.request<{ status: { userInfo: { username: string } } }>('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } });
   assert.equal(review.status.userInfo.username, `system:serviceaccount:${ns}:robot`);
 });

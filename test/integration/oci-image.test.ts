@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { gunzipSync } from 'node:zlib';
-import { imageFromTarball, RegistryClient, sha256 } from '../../cli/push.ts';
-import { layerFromFiles, mediaTypes, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type ImageConfigFile, type ImageManifest } from '../../cli/oci-image.ts';
+import { imageFromTarball, RegistryClient, sha256 } from '../../cli/artifacts/push.ts';
+import { layerFromFiles, mediaTypes, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type ImageConfigFile, type ImageManifest } from '../../cli/artifacts/oci-image.ts';
 import { loopbackRegistry } from '../support/loopback-registry.ts';
 
 const credentials = { username: 'kfn', password: 'pa55word' };

@@ -10,7 +10,7 @@ import { baseRecipes, buildImage, importImages } from '../../cluster/images.ts';
 import { nodePaths } from '../../cluster/node.ts';
 import { startRegistry } from '../../cluster/registry.ts';
 import { waitFor } from '../../core/clock.ts';
-import { pushImage } from '../../cli/push.ts';
+import { pushImage } from '../../cli/artifacts/push.ts';
 import { loopbackRegistry } from '../support/loopback-registry.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 

@@ -18,7 +18,7 @@ import { ConfigMap, defineKind, defineReconciler, serve, t } from '../../functio
 import { crdOf } from '../../functions/sdk/kind.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { applyObject, KubeApi, type RequestOptions } from '../../kube/api.ts';
-import { loadConnection } from '../../kube/connection.ts';
+import { loadConnection } from '../../kube/kubeconfig.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
 import { freePort } from '../support/bridge.ts';
 

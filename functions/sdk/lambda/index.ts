@@ -5,8 +5,7 @@ import { handle } from 'hono/aws-lambda';
 import { createApp, type FunctionOptions } from '../app.ts';
 import type { Reconciler } from '../reconciler.ts';
 import { KubeApi } from '../../../kube/api.ts';
-import { connectionFromKubeconfigText, loadConnection } from '../../../kube/connection.ts';
-import { kubeconfigParserReady } from '../../../kube/kubeconfig.ts';
+import { connectionFromKubeconfigText, kubeconfigParserReady, loadConnection } from '../../../kube/kubeconfig.ts';
 import { startTracing, type Tracing } from '../../../core/tracing.ts';
 
 /**

@@ -13,8 +13,7 @@ import { CertificateRenewer, functionRenewal, type RenewalOptions } from '../ren
 import { servesHttps, serveWebhooks } from '../webhooks.ts';
 import { defaultsAsPolicies, defaultsAsPoliciesEnv } from '../policies.ts';
 import { KubeApi } from '../../../kube/api.ts';
-import { loadConnection } from '../../../kube/connection.ts';
-import { kubeconfigParserReady } from '../../../kube/kubeconfig.ts';
+import { kubeconfigParserReady, loadConnection } from '../../../kube/kubeconfig.ts';
 import { startTracing } from '../../../core/tracing.ts';
 import { batchedStdout, flushServerLogs } from './log.ts';
 

@@ -3,19 +3,19 @@
 // or on any base image (as ko and jib build them); then imported into the local cluster's node
 // or pushed to a registry (`kfn image`, `kfn deploy`).
 import { basename, join } from 'node:path';
-import { applyObject, type KubeApi } from '../kube/api.ts';
-import { ensureBinaries, type BinarySet } from '../cluster/build.ts';
-import { clusterHealthy } from '../cluster/controlplane.ts';
-import { clusterPaths, displayPath, kfnVersion } from '../cluster/paths.ts';
-import { buildImage, importImages, nodeRecipe, nonRootUid, type BuiltImage, type ImageRecipe } from '../cluster/images.ts';
-import { nodePaths } from '../cluster/node.ts';
-import { localRegistry } from '../cluster/registry.ts';
+import { applyObject, type KubeApi } from '../../kube/api.ts';
+import { ensureBinaries, type BinarySet } from '../../cluster/build.ts';
+import { clusterHealthy } from '../../cluster/controlplane.ts';
+import { clusterPaths, displayPath, kfnVersion } from '../../cluster/paths.ts';
+import { buildImage, importImages, nodeRecipe, nonRootUid, type BuiltImage, type ImageRecipe } from '../../cluster/images.ts';
+import { nodePaths } from '../../cluster/node.ts';
+import { localRegistry } from '../../cluster/registry.ts';
 import { dockerCredentials, parseReference, pushImage, type RegistryCredentials } from './push.ts';
-import { chooseBase, defaultPlatform, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
+import { chooseBase, defaultPlatform, functionNodeFlags, layerFromDirectory, nodeEntrypoint, parsePlatform, pullBase, pushOnBase, writeImageTarball, type BaseChoice, type BaseImage, type ImageOnBase } from './oci-image.ts';
 import { bridgeBundle, buildDir, functionBundle, hostBundle } from './bundle.ts';
-import { UsageError } from './command.ts';
-import { kfnCommand } from './invocation.ts';
-import { managedByKfn, managedByLabel } from '../core/names.ts';
+import { UsageError } from '../command.ts';
+import { kfnCommand } from '../invocation.ts';
+import { managedByKfn, managedByLabel } from '../../core/names.ts';
 
 const say = (line: string) => console.error(line);
 const version = kfnVersion;
@@ -42,7 +42,7 @@ function processImage(name: string, app: string, binaries: BinarySet, log: (line
     tag: version,
     base: node,
     files: [[app, '/app']],
-    config: { ...node.config, Entrypoint: ['/usr/local/bin/node', '/app/fn.mjs'] },
+    config: { ...node.config, Entrypoint: ['/usr/local/bin/node', ...functionNodeFlags, '/app/fn.mjs'] },
   };
   return buildImage(recipe, binaries, log);
 }
@@ -80,7 +80,7 @@ async function imageOnBase(on: OnBase, name: string, app: string, main: string):
     base: await on.pulled,
     layer: await layerFromDirectory(app, '/app'),
     createdBy: `kfn ${version}: the bundle of ${name} in /app`,
-    change: (config) => ({ entrypoint: nodeEntrypoint(config, `/app/${main}`), env: { NODE_ENV: 'production' }, workingDir: '/app', user: String(nonRootUid) }),
+    change: (config) => ({ entrypoint: nodeEntrypoint(config, `/app/${main}`, functionNodeFlags), env: { NODE_ENV: 'production' }, workingDir: '/app', user: String(nonRootUid) }),
   };
 }
 

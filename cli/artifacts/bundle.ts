@@ -1,11 +1,11 @@
 // Bundles by esbuild: of a function (with the adapter that runs it: a container's Node server,
 // a Lambda handler), of several functions as one shared host, and of the bridge (the `kfn`
-// CLI). Images (cli/images.ts) and Lambda packages (cli/build.ts) are made of these.
+// CLI). Images (cli/artifacts/images.ts) and Lambda packages (cli/build.ts) are made of these.
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { codePath, workRoot } from '../cluster/paths.ts';
-import { functionEntry, loadFunction } from './functions.ts';
+import { codePath, workRoot } from '../../cluster/paths.ts';
+import { functionEntry, loadFunction } from '../functions.ts';
 
 const say = (line: string) => console.error(line);
 
@@ -17,9 +17,9 @@ export const requireBanner = "import { createRequire as kfnCreateRequire } from 
 
 /**
  * Bundles a function's entry module into `outdir` as ES modules: `<entry name>.mjs`, and the
- * chunks it loads only on demand. Split because @kubernetes/client-node (17 MB, imported only for
- * kubeconfigs with exec credential plugins) would otherwise be parsed at every cold start: one
- * file made a function take about twice as long to answer its first request. Returns the files.
+ * chunks it loads only on demand (the CEL library, the YAML parser). Split so that a cold start
+ * parses only what it runs: one file (when bundles still held @kubernetes/client-node, 17 MB)
+ * made a function take about twice as long to answer its first request. Returns the files.
  */
 export async function bundleFunction(entry: string, outdir: string, target = 'node24', options: { sourceMaps?: boolean } = {}): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });

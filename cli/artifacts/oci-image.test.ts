@@ -3,7 +3,7 @@
 // modes kept to 0755/0644), the config composed on the base's (diff_ids and history appended,
 // the entrypoint Node running the bundle, the base's environment kept), the manifest in the
 // base's own flavour naming the base's layers then the bundle's, and the platform picked out of
-// a multi-arch index. (Against a real registry: cli/oci-image.registry.test.ts.)
+// a multi-arch index. (Against a real registry: test/integration/oci-image.test.ts.)
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { extract } from 'tar-stream';
-import { chooseBase, chooseManifest, composeConfig, defaultBase, composeManifest, layerFromDirectory, layerFromFiles, mediaTypes, nodeEntrypoint, parseImageReference, parsePlatform, type ImageConfigFile, type ImageIndex, type ImageManifest } from './oci-image.ts';
+import { chooseBase, chooseManifest, composeConfig, defaultBase, composeManifest, layerFromDirectory, functionNodeFlags, layerFromFiles, mediaTypes, nodeEntrypoint, parseImageReference, parsePlatform, type ImageConfigFile, type ImageIndex, type ImageManifest } from './oci-image.ts';
 
 const sha = (b: Uint8Array) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
@@ -85,6 +85,8 @@ test('the config: the base\'s, with the layer\'s diff_id and a history entry app
   assert.deepEqual(entrypoint, ['node', '/app/fn.mjs'], 'the official node images: node from the PATH (their entrypoint is a shell script)');
   assert.deepEqual(nodeEntrypoint({ ...baseConfig, config: { Entrypoint: ['/nodejs/bin/node'] } }, '/app/fn.mjs'), ['/nodejs/bin/node', '/app/fn.mjs'], 'distroless: its own node');
   assert.deepEqual(nodeEntrypoint({ ...baseConfig, config: { Entrypoint: ['/usr/local/bin/node'] } }, '/app/kfn.mjs'), ['/usr/local/bin/node', '/app/kfn.mjs'], 'kfn\'s own Node image');
+  assert.deepEqual(nodeEntrypoint(baseConfig, '/app/fn.mjs', functionNodeFlags), ['node', '--max-semi-space-size=1', '--optimize-for-size', '/app/fn.mjs'], 'a function\'s V8 flags before its bundle');
+  assert.deepEqual(nodeEntrypoint({ ...baseConfig, config: { Entrypoint: ['/nodejs/bin/node'] } }, '/app/fn.mjs', functionNodeFlags), ['/nodejs/bin/node', '--max-semi-space-size=1', '--optimize-for-size', '/app/fn.mjs']);
   const config = composeConfig(baseConfig, { diffId: 'sha256:cccc' }, { entrypoint, env: { NODE_ENV: 'production' }, workingDir: '/app', user: '65532' }, 'kfn: the bundle of greetings in /app');
   assert.deepEqual(config.rootfs, { type: 'layers', diff_ids: ['sha256:aaaa', 'sha256:bbbb', 'sha256:cccc'] });
   assert.deepEqual(config.history?.at(-1), { created: '1970-01-01T00:00:00Z', created_by: 'kfn: the bundle of greetings in /app', comment: 'kfn' });
