@@ -3,7 +3,7 @@
 // does not come is said, and nothing runs at rest.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Activator, startReportMs, type ScaleTarget } from './activator.ts';
+import { Activator, reachMaxMs, startReportMs, type ScaleTarget } from './activator.ts';
 import { FakeClock, type Clock } from '../core/clock.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
 
@@ -160,4 +160,33 @@ test('a sink that cannot be reached (its pod gone) is looked at again before the
   await advance(clock, 1500);
   assert.equal(released, 1);
   assert.deepEqual(state.scales, [1]);
+});
+
+test('a pod ready but its Service not yet reachable (the proxy rules lag the endpoints): held keys wait for the sink to answer a connection, not for a backoff; a sink never reachable is released after reachMaxMs', async () => {
+  const clock = new FakeClock();
+  const { api } = deployment(clock, { replicas: 0, startMs: 1000 });
+  let reachableFrom = Infinity;
+  let probes = 0;
+  const activator = new Activator(target, api, clock, quiet, async () => (probes++, clock.now() >= reachableFrom));
+  let released = 0;
+  activator.admit('k1', () => released++, 1);
+  await advance(clock, 1500);
+  assert.equal(released, 0, 'the pod is ready, but a connection to the sink is refused: still held');
+  assert.ok(probes > 0, 'the sink was tried');
+  reachableFrom = clock.now() + 700;
+  await advance(clock, 600);
+  assert.equal(released, 0);
+  await advance(clock, 300);
+  assert.equal(released, 1, 'released once the sink answers a connection');
+
+  const never = deployment(clock, { replicas: 0, startMs: 1000 });
+  const stuck = new Activator({ ...target, name: 'kfn-fn-web' }, never.api, clock, quiet, async () => false);
+  let freed = 0;
+  stuck.admit('k2', () => freed++, 1);
+  await advance(clock, 1000 + reachMaxMs - 500);
+  assert.equal(freed, 0);
+  await advance(clock, 1000);
+  assert.equal(freed, 1, 'after reachMaxMs the key goes to the delivery, whose retries take it from there');
+  activator.stop();
+  stuck.stop();
 });

@@ -14,6 +14,7 @@
 // Deployment's own conditions) while the wake goes on, slower. At rest nothing runs here: no
 // timer while at zero, one timer while up (the idle window, re-armed only when it fires), and the
 // Deployment is read only while waking — no watch, no poll.
+import { connect } from 'node:net';
 import type { Clock } from '../core/clock.ts';
 import type { ReadCondition } from '../core/conditions.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
@@ -38,6 +39,15 @@ export function wakePollMs(elapsedMs: number): number {
 
 /** After this long without a ready pod, the start is said to have failed (the wake goes on). */
 export const startReportMs = 60_000;
+
+/**
+ * A pod ready is not yet a sink that answers: the Service's proxy rules follow the endpoints a
+ * moment later, and a delivery refused in that moment would be retried with a growing backoff
+ * (seconds, for a window of a second). So held keys wait until a connection to the sink is taken,
+ * tried every reachPollMs, for at most reachMaxMs; then they go anyway, to the delivery's retries.
+ */
+export const reachPollMs = 50;
+export const reachMaxMs = 10_000;
 
 interface DeploymentView {
   spec?: { replicas?: number };
@@ -67,8 +77,12 @@ export class Activator {
   /** Wakes so far, and scale changes (for tests and the log). */
   readonly stats = { wakes: 0, scaledTo: [] as number[] };
 
-  constructor(target: ScaleTarget, api: KubeApi, clock: Clock, log: Logger) {
+  /** Whether the sink takes a connection now (sinkAccepts); undefined: not asked. */
+  private readonly reachable: (() => Promise<boolean>) | undefined;
+
+  constructor(target: ScaleTarget, api: KubeApi, clock: Clock, log: Logger, reachable?: () => Promise<boolean>) {
     this.target = target;
+    this.reachable = reachable;
     this.api = api;
     this.clock = clock;
     this.log = log;
@@ -167,7 +181,10 @@ export class Activator {
         this.waking = undefined;
       }
       if (this.stopped) return;
-      this.log.info({ deployment: `${this.target.namespace}/${this.target.name}`, ms: this.clock.now() - since, held: this.held.size }, 'a pod is ready; delivering what waited');
+      const readyMs = this.clock.now() - since;
+      await this.untilReachable();
+      if (this.stopped) return;
+      this.log.info({ deployment: `${this.target.namespace}/${this.target.name}`, ms: this.clock.now() - since, readyMs, held: this.held.size }, 'a pod is ready; delivering what waited');
       const held = [...this.held.values()];
       this.held.clear();
       this.lastActive = this.clock.now();
@@ -175,6 +192,17 @@ export class Activator {
       for (const requeue of held) requeue();
     })();
     return this.waking;
+  }
+
+  /** Waits (up to reachMaxMs) until the sink takes a connection. */
+  private async untilReachable(): Promise<void> {
+    if (!this.reachable) return;
+    const since = this.clock.now();
+    while (!this.stopped && this.clock.now() - since < reachMaxMs) {
+      if (await this.reachable().catch(() => false)) return;
+      await new Promise<void>((resolve) => this.clock.setTimer(resolve, reachPollMs));
+    }
+    if (!this.stopped) this.log.warn({ deployment: `${this.target.namespace}/${this.target.name}`, ms: reachMaxMs }, 'a pod is ready but its sink took no connection; delivering anyway');
   }
 
   /** More replicas while more keys wait than those running take, up to maxReplicas. */
@@ -231,4 +259,20 @@ export class Activator {
 function conditionsOf(d: DeploymentView): string {
   const said = (d.status?.conditions ?? []).filter((c) => c.status !== 'True' || c.reason === 'ProgressDeadlineExceeded').map((c) => `${c.type}=${c.status} (${c.reason ?? ''}${c.message ? `: ${c.message}` : ''})`);
   return said.length ? ` (its conditions: ${said.join('; ')})` : '';
+}
+
+/** Whether `uri`'s host takes a TCP connection within `timeoutMs` (refused while the Service's proxy rules lag its endpoints). */
+export function sinkAccepts(uri: string, timeoutMs = 1000): Promise<boolean> {
+  const url = new URL(uri);
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+  return new Promise((resolve) => {
+    const socket = connect({ host: url.hostname.replace(/^\[|\]$/g, ''), port, timeout: timeoutMs });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('timeout', () => done(false));
+    socket.once('error', () => done(false));
+  });
 }

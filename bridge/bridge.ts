@@ -7,7 +7,7 @@
 //   setReconcilers: Controllers added, changed, removed; watches shared, started and stopped
 //
 import { hostname } from 'node:os';
-import { Activator } from './activator.ts';
+import { Activator, sinkAccepts } from './activator.ts';
 import { kindId, scaleTargetOf, watchedKinds, type ReconcilerConfig } from './config.ts';
 import { Controller, type ControllerContext } from './controller.ts';
 import { Holds } from './holds.ts';
@@ -264,7 +264,7 @@ export class Bridge {
     if (!target) return undefined;
     const id = `${target.namespace}/${target.name}`;
     let entry = this.activators.get(id);
-    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log), users: 0 }));
+    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log, config.sink.uri ? () => sinkAccepts(config.sink.uri!) : undefined), users: 0 }));
     entry.users++;
     const held = entry;
     let released = false;

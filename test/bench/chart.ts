@@ -222,7 +222,21 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       ],
     });
   }
-  const cpu = results.cpu as { bridge: { perDeliveryMs: number }; function: { perDeliveryMs: number } } | undefined;
+  const cpu = results.cpu as { bridge: { perDeliveryMs: number }; function: { perDeliveryMs: number }; rounds?: { contender: string; perReconcileMs: Record<string, number> }[] } | undefined;
+  if (cpu?.rounds?.length) {
+    // Process CPU per reconcile, the Go operator beside kfn's rounds.
+    const sum = (r: { perReconcileMs: Record<string, number> }) => Object.values(r.perReconcileMs).reduce((a, b) => a + b, 0);
+    const cr = cpu.rounds.find((r) => r.contender.startsWith('controller-runtime'));
+    panels.push({
+      title: 'CPU per reconcile, ×1 convergence, process CPU (ms; less is better)',
+      bars: cpu.rounds.map((r) => ({
+        label: r.contender.replace(/^kfn ×1, function /, 'kfn, fn ').slice(0, 30),
+        value: sum(r),
+        text: `${fixed(sum(r), 2)} ms${cr && r !== cr ? `  ${fixed(sum(r) / sum(cr), 2)}× c-r` : ''}`,
+        contender: r.contender.startsWith('kfn') ? 'kfn' : 'controller-runtime',
+      })),
+    });
+  }
   if (cpu) {
     // No peer measures this: the bar beside kfn's is the issue's goal (bridge and function together).
     const [b, f, goal] = [cpu.bridge.perDeliveryMs, cpu.function.perDeliveryMs, 3];

@@ -18,8 +18,10 @@
 //   P4 memory       resident memory of kfn's bridge, the controller-runtime operator and the
 //                   adapter, each started fresh on a namespace of K MyWebs, for each K.
 //   reconcile cost  during P1: kfn's delivery → answer against controller-runtime's Reconcile.
-//   cpu             one more kfn ×1 convergence with the bridge and the function profiled:
-//                   CPU per delivery on each side and where it goes.
+//   cpu             ×1 convergences measured by process CPU: controller-runtime's operator, kfn's
+//                   bridge and function (the function without and with V8 flags), each side's
+//                   CPU per reconcile and resident set after; then one more kfn ×1 convergence
+//                   with the bridge and the function profiled: where the CPU goes.
 //   P7 fleet        twelve operators at rest, from the kubelet's figures: twelve controller-runtime
 //                   operators, one manager of twelve controllers, kfn's twelve examples as
 //                   Deployments, as a shared host and on Knative (test/bench/fleet.ts).
@@ -57,7 +59,7 @@ import { applyObject, collectionPath, type KubeObject } from '../../kube/api.ts'
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
 import { bridgeMemoryLimitMiB, heapAfterGc, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
-import { bundleFunction } from '../../cli/bundle.ts';
+import { bundleFunction } from '../../cli/artifacts/bundle.ts';
 import { encodeReconcileEvent, projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../../core/event.ts';
 import type { ReconcileResponse } from '../../core/response.ts';
 import { objectId, type ObjectRef } from '../../core/objects.ts';
@@ -318,7 +320,7 @@ if (!Number.isInteger(coldRuns) || coldRuns < 1) throw new Error(`--cold-starts 
 const knativeColdRuns = Number(values['knative-cold-starts']);
 if (!Number.isInteger(knativeColdRuns) || knativeColdRuns < 1) throw new Error(`--knative-cold-starts must be a whole number of at least 1, not "${values['knative-cold-starts']}"`);
 
-/** Bundles `source` as a function image's bundle is made (cli/bundle.ts) and returns its entry. */
+/** Bundles `source` as a function image's bundle is made (cli/artifacts/bundle.ts) and returns its entry. */
 async function bundleEntry(name: string, source: string, target?: string): Promise<string> {
   const work = join(dir, `bundle-${name}`);
   mkdirSync(work, { recursive: true });
@@ -924,7 +926,97 @@ interface CpuSide {
   file: string;
 }
 
-async function reconcileCpu(): Promise<{ deliveries: number; bridge: CpuSide; function: CpuSide }> {
+/** A process's CPU time so far (user + system), ms, from /proc: what the kernel charged it, not sampled. */
+function processCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
+}
+const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** One ×1 convergence of `objects` MyWebs, measured by process CPU: controller-runtime's operator, or kfn's bridge and function with the Node flags given. */
+interface CpuRound {
+  contender: string;
+  /** Reconciles (controller-runtime's histogram count) or deliveries (kfn's journal). */
+  reconciles: number;
+  seconds: number;
+  /** ms of CPU per reconcile or delivery, each process. */
+  perReconcileMs: Record<string, number>;
+  /** Each process's resident set once settled after the convergence (MiB). */
+  rssMiB: Record<string, number>;
+  nodeOptions?: { bridge: string; function: string };
+}
+
+async function cpuRound(contender: 'controller-runtime' | 'kfn', nodeOptions?: { bridge: string[]; function: string[]; label: string }): Promise<CpuRound> {
+  const ns = await createNamespace(`kfn-compare-cpu-${contender === 'kfn' ? 'kfn' : 'cr'}`);
+  const label = contender === 'kfn' ? `kfn ×1, ${nodeOptions?.label}` : 'controller-runtime ×1';
+  const after: (() => unknown)[] = [];
+  const abort = new AbortController();
+  let child: ChildProcess | undefined;
+  try {
+    log(`CPU ${label}: ${objects} MyWebs in ${ns}`);
+    const pids: Record<string, number> = {};
+    let reconciles: () => Promise<number>;
+    if (contender === 'controller-runtime') {
+      const metricsPort = await freePort();
+      child = startProcess(`cpu-cr-${ns}`, peers.operator, ['--kubeconfig', kubeconfig, '--namespace', ns, '--max-concurrent-reconciles', '1', '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--zap-log-level', 'error']);
+      pids.operator = child.pid!;
+      reconciles = async () => parseHistogram(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), 'controller_runtime_reconcile_time_seconds').count;
+    } else {
+      const t = { name: 'bench', after: (fn: () => unknown) => after.push(fn), diagnostic: () => undefined } as unknown as TestContext;
+      const stack = await functionStack(t, cluster, 'myweb', { namespace: ns, resyncPeriodSeconds: 3600, maxConcurrentReconciles: 1, bridgeNodeOptions: nodeOptions!.bridge, functionNodeOptions: nodeOptions!.function });
+      pids.bridge = stack.bridge.pid;
+      pids.function = stack.process!.pid!;
+      reconciles = async () => journalLines(stack.journal).length;
+    }
+    await sleep(2000); // watches established
+    const cpuBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, processCpuMs(pid)]));
+    const countBefore = await reconciles();
+    const started = now();
+    const done = allReady(ns, objects, abort.signal);
+    await inParallel(objects, 16, (i) => api.request('POST', webs(ns), { body: web(`w${i}`, 30000 + i) }));
+    await Promise.race([done, sleep(900_000, undefined, { signal: abort.signal }).then(() => Promise.reject(new Error(`CPU ${label}: not all ${objects} MyWebs Ready within 15 minutes`)))]);
+    const seconds = (now() - started) / 1000;
+    // The last Ready's own events still arrive: a moment for them before the count.
+    await sleep(3000);
+    const count = (await reconciles()) - countBefore;
+    const perReconcileMs = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, (processCpuMs(pid) - cpuBefore[k]!) / count]));
+    const rss: Record<string, number> = {};
+    for (const [k, pid] of Object.entries(pids)) rss[k] = await settledRss(pid);
+    const total = Object.values(perReconcileMs).reduce((a, b) => a + b, 0);
+    log(`CPU ${label}: ${count} reconciles in ${seconds.toFixed(1)} s, ${total.toFixed(2)} ms of CPU each (${Object.entries(perReconcileMs).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}); resident ${Object.entries(rss).map(([k, v]) => `${k} ${v.toFixed(0)} MiB`).join(', ')}`);
+    return { contender: label, reconciles: count, seconds, perReconcileMs, rssMiB: rss, ...(nodeOptions ? { nodeOptions: { bridge: nodeOptions.bridge.join(' '), function: nodeOptions.function.join(' ') } } : {}) };
+  } finally {
+    abort.abort();
+    if (child) await stop(child);
+    for (const fn of after) await fn();
+    await deleteNamespace(ns);
+  }
+}
+
+/**
+ * Node's flags for kfn's two processes, each set measured beside the others: the function without
+ * flags (as images ran it), with the young generation kept small and V8 tuned for size, then
+ * without its optimising compilers too (the bridge's set); last, the bridge without those two.
+ */
+function cpuFlagSets(bridge: string[]): { label: string; bridge: string[]; function: string[] }[] {
+  const small = ['--max-semi-space-size=1', '--optimize-for-size'];
+  const optimising = (flags: string[]) => flags.filter((f) => f !== '--no-opt' && f !== '--no-maglev');
+  return [
+    { label: 'fn: no flags', bridge, function: [] },
+    { label: 'fn: semi-space 1, optimize-for-size', bridge, function: small },
+    { label: 'fn: + --no-opt --no-maglev', bridge, function: [...small, '--no-opt', '--no-maglev'] },
+    { label: 'bridge without --no-opt --no-maglev; fn: semi-space 1, optimize-for-size', bridge: optimising(bridge), function: small },
+  ];
+}
+
+async function reconcileCpu(): Promise<{ deliveries: number; bridge: CpuSide; function: CpuSide; rounds: CpuRound[] }> {
+  // Process CPU, unprofiled, each side as it runs in production (the bridge with its Deployment's flags, unless a round says otherwise).
+  const rounds: CpuRound[] = [await cpuRound('controller-runtime')];
+  for (const set of cpuFlagSets(values['bridge-node-options'].split(' ').filter(Boolean))) rounds.push(await cpuRound('kfn', set));
+  return { ...(await reconcileProfiles()), rounds };
+}
+
+async function reconcileProfiles(): Promise<{ deliveries: number; bridge: CpuSide; function: CpuSide }> {
   const ns = await createNamespace('kfn-compare-cpu');
   const profiles = join(values.out, `cpu-${stamp}`);
   mkdirSync(profiles, { recursive: true });
@@ -1151,6 +1243,19 @@ if (rel) {
   say(`  of those ${rel.changed} changes, never delivered              ${String(rel.missed.kfn).padStart(10)}   ${String(rel.missed.adapter).padStart(15)}`);
 }
 const cpu = results.cpu as Awaited<ReturnType<typeof reconcileCpu>> | undefined;
+if (cpu?.rounds) {
+  const cr = cpu.rounds.find((r) => r.contender.startsWith('controller-runtime'));
+  const sum = (r: CpuRound) => Object.values(r.perReconcileMs).reduce((a, b) => a + b, 0);
+  say();
+  say(`CPU per reconcile, ×1 converging ${objects} MyWebs: each process's CPU (/proc, user + system) from the first create to the last Ready, over its reconciles (kfn: deliveries) and over the MyWebs; the bridge with its Deployment's flags unless said`);
+  say('  contender                                   reconciles   seconds   ms CPU each   × c-r   ms per MyWeb   × c-r   resident MiB after');
+  for (const r of cpu.rounds) {
+    const perWeb = (c: CpuRound) => (sum(c) * c.reconciles) / objects;
+    say(`  ${r.contender.slice(0, 42).padEnd(42)} ${String(r.reconciles).padStart(11)}   ${r.seconds.toFixed(1).padStart(7)}   ${sum(r).toFixed(2).padStart(11)}   ${cr ? x(sum(r), sum(cr)).padStart(5) : '    –'}   ${perWeb(r).toFixed(2).padStart(12)}   ${cr ? x(perWeb(r), perWeb(cr)).padStart(5) : '    –'}   ${Object.entries(r.rssMiB).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}`);
+    if (Object.keys(r.perReconcileMs).length > 1) say(`    ${r.contender}: ${Object.entries(r.perReconcileMs).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(' + ')} ms`);
+  }
+  if (cr) say(`  goal: kfn ≤ 2× controller-runtime's CPU per reconcile (and ≤ 3 ms together)`);
+}
 if (cpu) {
   say();
   say(`CPU per delivery, kfn ×1 converging ${objects} MyWebs (${cpu.deliveries} deliveries; busy CPU profiled from the first create to the last Ready)`);

@@ -73,6 +73,26 @@ test('a function the bridge scales to zero: at 0 while idle, woken by a change (
     return line.object === `MyWeb ${ns}/cold` && line.reason === 'created' && typeof line.msg === 'string';
   });
   assert.equal(reconciles.length, 1, `the change made at zero, delivered once:\n${reconciles.join('\n')}`);
+  // Where the cold delivery's time went, from the bridge's and the function's own log lines (ms
+  // after the create): figures for docs/performance.md, not asserted.
+  const bridgeLog = (await kubectl('-n', 'kfn-system', 'logs', 'deployment/kfn-bridge')).stdout;
+  const timeOf = (log: string, match: (line: { msg?: unknown; object?: unknown }) => boolean) => {
+    for (const l of log.split('\n')) {
+      try {
+        const line = JSON.parse(l) as { time?: number; msg?: unknown; object?: unknown };
+        if (typeof line.time === 'number' && line.time >= created && match(line)) return `${line.time - created} ms`;
+      } catch {
+        // not a JSON line
+      }
+    }
+    return 'not logged';
+  };
+  const readyMs = (log: string) => log.split('\n').map((l) => /"readyMs":(\d+)/.exec(l)?.[1]).find(Boolean)?.concat(' ms') ?? 'not logged';
+  t.diagnostic(
+    `cold delivery: scaled from zero ${timeOf(bridgeLog, (l) => typeof l.msg === 'string' && l.msg.startsWith('scaled from zero'))}, ` +
+      `the Deployment had a pod ready ${readyMs(bridgeLog)} after the scale, the bridge delivered from ${timeOf(bridgeLog, (l) => typeof l.msg === 'string' && l.msg.startsWith('a pod is ready'))} (its sink taking connections), ` +
+      `the reconcile ${timeOf(fnLog, (l) => l.object === `MyWeb ${ns}/cold`)}, its ConfigMap seen ${coldMs} ms`,
+  );
 
   // Idle again: back to zero.
   await atZero();

@@ -129,11 +129,11 @@ export async function freePort(): Promise<number> {
  * Runs `kfn bridge` as its own process (so a test can SIGKILL it), logging to a file in `dir`.
  * It is killed when the test ends, if still running.
  */
-export async function spawnBridge(t: TestContext, dir: string, name: string, args: string[], env?: Record<string, string>): Promise<BridgeProcess> {
+export async function spawnBridge(t: TestContext, dir: string, name: string, args: string[], env?: Record<string, string>, nodeOptions: string[] = []): Promise<BridgeProcess> {
   const port = await freePort();
   const log = join(dir, `${name}.log`);
   const fd = openSync(log, 'a');
-  const child = spawn(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--metrics-addr=127.0.0.1:${port}`, ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [...nodeOptions, join(repoRoot, 'cli', 'kfn.ts'), 'bridge', `--metrics-addr=127.0.0.1:${port}`, ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   closeSync(fd);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   t.after(() => {

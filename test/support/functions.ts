@@ -73,10 +73,13 @@ export interface StackOptions {
    * alone, removed afterwards.
    */
   webhooks?: boolean;
+  /** Process only: Node's own flags for the bridge's and the function's processes (V8's, as a Deployment's command gives them). */
+  bridgeNodeOptions?: string[];
+  functionNodeOptions?: string[];
 }
 
 export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
-  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, contract, ...extra } = options;
+  const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, contract, bridgeNodeOptions, functionNodeOptions, ...extra } = options;
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
@@ -126,7 +129,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
       writeFileSync(join(tls.certDir, 'tls.crt'), pki.cert);
       writeFileSync(join(tls.certDir, 'tls.key'), pki.key, { mode: 0o600 });
     }
-    const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir, webhooks: tls });
+    const fn = await startFunction({ dir: fnDir, name: reconciler.name, port, adminKubeconfig: cluster.paths.kubeconfig, namespace: ns, workDir: dir, webhooks: tls, nodeOptions: functionNodeOptions });
     t.after(() => void fn.process.kill('SIGKILL'));
     output = () => readFileSync(fn.log, 'utf8');
     process_ = fn.process;
@@ -142,7 +145,7 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   const config = join(dir, 'bridge.yaml');
   writeFileSync(config, stringify({ ...reconcilerObj, metadata: { name: reconcilerName } }));
   const journal = join(dir, 'journal.jsonl');
-  const bridge = await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv);
+  const bridge = await spawnBridge(t, dir, 'bridge', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${config}`, `--journal=${journal}`], bridgeEnv, bridgeNodeOptions);
   // After hooks run in the order they were added: the function and the bridge are killed
   // before their directory goes (a bridge still journaling made the removal fail).
   t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
