@@ -112,7 +112,7 @@ test('the commands that act in kfn\'s namespace say it on the line: -n, else kfn
   const dir = scratch(t);
   const good = await answering(t);
   const file = twoContexts(join(dir, 'kubeconfig'), await refusing(), good);
-  for (const args of [['manifests', 'functions/myweb', '--apply'], ['undeploy', 'functions/myweb'], ['deploy', 'functions/myweb', '--no-typecheck'], ['dev', 'functions/myweb', '--no-typecheck', '--port', '0']]) {
+  for (const args of [['manifests', 'functions/myweb', '--apply'], ['undeploy', 'functions/myweb'], ['deploy', 'functions/myweb', '--no-typecheck'], ['dev', 'functions/myweb', '--no-typecheck', '--port', '0'], ['replay', 'cluster:myweb', '--object', 'shop/hello']]) {
     const out = await kfn(dir, ...args, '--kubeconfig', file, '--context', 'good');
     assert.equal(out.stderr.split('\n').find((l) => l.startsWith('Using ')), `Using context "good" (server ${good}) from ${file}, in namespace kfn-system`, `kfn ${args.join(' ')}:\n${out.stderr}`);
     const elsewhere = await kfn(dir, ...args, '--kubeconfig', file, '--context', 'good', '-n', 'ops');

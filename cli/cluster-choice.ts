@@ -126,7 +126,7 @@ export async function chooseCluster(flags: ClusterFlags, options: ChooseOptions 
  * kubectl's rules, else a local cluster that has state on this machine; said in one line, not
  * looked at (its first request fails in one line if it does not answer), nothing started.
  */
-export function clusterNow(flags: ClusterSelection, options: Pick<ChooseOptions, 'log'> = {}): ChosenCluster {
+export function clusterNow(flags: ClusterSelection, options: Pick<ChooseOptions, 'log' | 'actsIn'> = {}): ChosenCluster {
   let cluster: ResolvedCluster;
   try {
     cluster = connectCluster(flags);
@@ -135,7 +135,8 @@ export function clusterNow(flags: ClusterSelection, options: Pick<ChooseOptions,
     if (flags.context || !readState(clusterPaths())) throw new ClusterUnavailable(`no cluster to use: ${err.message}; kfn's local cluster is not running. To go on, ${twoWaysOn}`, 'no-answer');
     cluster = connectCluster({ kubeconfig: clusterPaths().kubeconfig, namespace: flags.namespace });
   }
-  (options.log ?? ((line: string) => console.error(line)))(describeCluster(cluster));
+  const namespace = options.actsIn?.(cluster);
+  (options.log ?? ((line: string) => console.error(line)))(describeCluster(cluster) + (namespace ? `, in namespace ${namespace}` : ''));
   return { ...cluster, api: new KubeApi(cluster.connection), local: isLocalCluster(cluster.server), started: false };
 }
 

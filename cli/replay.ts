@@ -85,7 +85,7 @@ export const replayCommand: Command = {
     const mode = modes[0] ?? 'offline';
     const namespace = values.namespace ?? 'kfn-system';
     let chosen: ChosenCluster | undefined;
-    const cluster = () => (chosen ??= clusterNow({ kubeconfig: values.kubeconfig, context: values.context }));
+    const cluster = () => (chosen ??= clusterNow({ kubeconfig: values.kubeconfig, context: values.context }, { actsIn: () => namespace }));
     const clusterApi = () => cluster().api;
     const access = (): ClusterAccess => ({ api: clusterApi(), exec: (target, command) => execInPod(cluster(), target, command) });
     const sources = await readSource(positionals[0]!, access, namespace);
