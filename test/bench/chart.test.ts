@@ -91,3 +91,15 @@ test('reconcile time over P1, P4 with snapshots and the CPU per delivery are pan
   assert.deepEqual((perDelivery.bars as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 9], ['floor', 3]]);
   assert.match((perDelivery.bars[0] as Bar).text!, /9\.00 ms \(bridge 4\.00, function 5\.00\) {2}3\.00× the goal/);
 });
+
+test('P8 at cluster scale is a panel: a group per size, kfn beside both controller-runtime caches, then the shards', () => {
+  const start = (rssMiB: number) => ({ rssMiB, readyS: 1, apiserverAtStartMiB: 500, apiserverPeakMiB: 800 });
+  const scale = {
+    sizes: [{ webs: 10000, objects: 20000, kfn: { ...start(100), heapMiB: 20 }, crDefault: start(200), crMetadata: start(50) }],
+    shards: { webs: 10000, objects: 20000, replicas: [{ rssMiB: 99, heapMiB: 20 }, { rssMiB: 101, heapMiB: 21 }] },
+  };
+  const panel = comparePanels({ ...result, scale }).find((p) => p.title.startsWith('P8'))!;
+  assert.deepEqual(panel.bars.filter((b) => 'gap' in b).length, 2);
+  assert.deepEqual((panel.bars.filter((b) => 'value' in b) as Bar[]).map((b) => [b.contender, b.value]), [['kfn', 100], ['controller-runtime', 200], ['controller-runtime', 50], ['kfn', 99], ['kfn', 101]]);
+  assert.match((panel.bars[1] as Bar).text!, /100 MiB \(heap 1\.02 KiB\/object\) {2}0\.50× c-r, 2\.00× metadata-only/);
+});

@@ -1,10 +1,11 @@
-// The chart of a `bench:compare` run: one SVG with a panel per part (P1–P7), each contender a
+// The chart of a `bench:compare` run: one SVG with a panel per part (P1–P8), each contender a
 // bar, kfn in blue. SVG is text: no browser, native module or font is needed to write it, and
 // any browser or the repository's web view draws it.
 //
 //   node test/bench/chart.ts .kfn/bench/compare-<time>.json [out.svg]   # redraw a saved run
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { ScaleResult } from './scale.ts';
 
 const colours = {
   kfn: '#2563eb',
@@ -185,6 +186,24 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
         { label: 'controller-runtime', value: snap.cr, text: `${fixed(snap.cr, 0)} MiB`, contender: 'controller-runtime' },
       ],
     });
+  }
+  const scale = results.scale as ScaleResult | undefined;
+  if (scale?.sizes.length) {
+    // Heap per watched object (KiB), as scale.ts's kibPerObject: not imported, to keep this file free of the bench's modules.
+    const kibPerObject = (mib: number, objects: number) => (mib * 1024) / objects;
+    const bars: Panel['bars'] = [];
+    for (const s of scale.sizes) {
+      const heap = kibPerObject(s.kfn.heapMiB, s.objects);
+      bars.push({ gap: `${s.webs.toLocaleString('en')} MyWebs and their ${s.webs.toLocaleString('en')} ConfigMaps` });
+      bars.push({ label: '  kfn bridge', value: s.kfn.rssMiB, text: `${fixed(s.kfn.rssMiB, 0)} MiB (heap ${fixed(heap, 2)} KiB/object)  ${fixed(s.kfn.rssMiB / s.crDefault.rssMiB, 2)}× c-r, ${fixed(s.kfn.rssMiB / s.crMetadata.rssMiB, 2)}× metadata-only`, contender: 'kfn' });
+      bars.push({ label: '  controller-runtime', value: s.crDefault.rssMiB, text: `${fixed(s.crDefault.rssMiB, 0)} MiB`, contender: 'controller-runtime' });
+      bars.push({ label: '  c-r, metadata-only', value: s.crMetadata.rssMiB, text: `${fixed(s.crMetadata.rssMiB, 0)} MiB`, contender: 'controller-runtime' });
+    }
+    if (scale.shards) {
+      bars.push({ gap: `--shards 2 at ${scale.shards.webs.toLocaleString('en')} MyWebs (each replica watches everything)` });
+      scale.shards.replicas.forEach((r, i) => bars.push({ label: `  kfn replica ${i} of 2`, value: r.rssMiB, text: `${fixed(r.rssMiB, 0)} MiB (heap ${fixed(kibPerObject(r.heapMiB, scale.shards!.objects), 2)} KiB/object)`, contender: 'kfn' }));
+    }
+    panels.push({ title: 'P8 at cluster scale: resident memory by size (MiB; smaller is better)', bars });
   }
   const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] } } | undefined;
   if (cold) {

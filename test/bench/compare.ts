@@ -25,16 +25,20 @@
 //   P7 fleet        twelve operators at rest, from the kubelet's figures: twelve controller-runtime
 //                   operators, one manager of twelve controllers, kfn's twelve examples as
 //                   Deployments, as a shared host and on Knative (test/bench/fleet.ts).
+//   P8 scale        (long: only with --only p8) K MyWebs with a ConfigMap each, at several K: kfn's
+//                   contract-1 bridge vs the controller-runtime operator's default and
+//                   metadata-only caches, memory, start and the apiserver's peak; and --shards 2
+//                   at the largest K (test/bench/scale.ts).
 //
 // Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
 // others' CPU alike. Figures move between runs on a shared machine: read the ratios.
 //
 //   npm run bench:compare -- [--objects 1000] [--concurrency 1,4] [--rates 50,200,max] [--changes 1000]
-//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu,p7,p5k] [--out DIR]
+//                            [--memory 1000,10000] [--only p1,p2,p3,p4,p5,p6,cpu,p7,p5k,p8] [--out DIR]
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 //                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
-//                            [--cold-starts 11] [--knative-cold-starts 5]
+//                            [--cold-starts 11] [--knative-cold-starts 5] [--scale-objects 10000,40000,100000]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -66,6 +70,7 @@ import { objectId, type ObjectRef } from '../../core/objects.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
+import { atClusterScale, parseScaleSizes, scaleTable, type ScaleResult } from './scale.ts';
 import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
@@ -97,17 +102,27 @@ const { values } = parseArgs({
     'cold-starts': { type: 'string', default: '11' },
     // Each waits for both Knative Services to be back at zero (about 40 s).
     'knative-cold-starts': { type: 'string', default: '5' },
+    // P8's MyWeb counts (each with a ConfigMap), in rising order.
+    'scale-objects': { type: 'string', default: '10000,40000,100000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+if (values.help) {
+  // The comment at the top of this file: the parts and the options.
+  const source = readFileSync(import.meta.filename, 'utf8').split('\n');
+  console.log(source.slice(0, source.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  process.exit(0);
+}
 const objects = Number(values.objects);
 const changes = Number(values.changes);
 const only = new Set(values.only.split(','));
 const fleetSides = values['fleet-sides'].split(',').filter(Boolean) as FleetSideName[];
 for (const side of fleetSides) if (!(fleetSideNames as readonly string[]).includes(side)) throw new Error(`--fleet-sides: no side "${side}" (the sides: ${fleetSideNames.join(', ')})`);
 if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
+const scaleSizes = parseScaleSizes(values['scale-objects']);
 const log = (line: string) => console.error(`  ${line}`);
 const now = () => performance.timeOrigin + performance.now(); // wall-clock ms, comparable with the peers' unix ns
 
@@ -1108,6 +1123,16 @@ try {
   if (only.has('p6')) results.relists = await relists(Number(values['relist-objects']));
   if (only.has('p4')) results.memory = await memory();
   if (only.has('p4') && Number(values['snapshot-objects']) > 0) results.snapshotMemory = await snapshotMemory(Number(values['snapshot-objects']));
+  if (only.has('p8')) {
+    // Long: a failure says so and keeps the sizes measured before it.
+    const scale: ScaleResult = { sizes: [] };
+    results.scale = scale;
+    const bench = { api, clusterPaths: cluster.paths, kubeconfig, bundle, bridgeNodeOptions: values['bridge-node-options'], operator: peers.operator, dir, log, now, startProcess, stop, settledRss, createNamespace, deleteNamespace, webs, web };
+    await atClusterScale(bench, scaleSizes, scale).catch((err: Error) => {
+      scale.error = err.message;
+      log(`P8 stopped: ${err.message}`);
+    });
+  }
   if (only.has('p7')) {
     cleanups.push(() => fleetCleanup(api));
     // P7 is last and long: a failure there says so and keeps the figures of the parts before it.
@@ -1233,6 +1258,7 @@ if (snap) {
   say(`  controller-runtime (its cache of all four kinds) ${snap.cr.toFixed(0).padStart(5)}`);
   say(`  kfn contract 2 / controller-runtime ${x(snap.v2Rss, snap.cr)} (goal ≤ 1.0×)`);
 }
+if (results.scale) for (const line of scaleTable(results.scale as ScaleResult)) say(line);
 const rel = results.relists as RelistResult | undefined;
 if (rel) {
   say();

@@ -7,10 +7,13 @@
 // client-side rate limit).
 //
 //	myweb-operator --kubeconfig FILE [--namespace NS] [--metrics-bind-address ADDR]
-//	               [--max-concurrent-reconciles N] [--watch-only] [--team T] [--controllers N]
+//	               [--max-concurrent-reconciles N] [--watch-only [--metadata-only]] [--team T] [--controllers N]
 //
 // --watch-only keeps the cache and the watches but returns from every reconcile at once (for
-// measuring what holding N objects costs). The first reconcile prints `first-reconcile <unix ns>`.
+// measuring what holding N objects costs); with --metadata-only the watches and the cache hold
+// only the objects' metadata (metav1.PartialObjectMetadata, as builder.OnlyMetadata makes them).
+// The first reconcile prints `first-reconcile <unix ns>`; the cache holding every watched kind,
+// `synced <unix ns>`.
 // --team T reconciles only the MyWebs labelled kfn.bench/team=T (one of twelve operators, each a
 // team's); --controllers N runs N such controllers in one manager, controller i for team i, as
 // one kubebuilder manager runs several controllers over one shared cache (the fleet at rest).
@@ -39,9 +42,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -150,18 +155,23 @@ func (s MyWebStatus) DeepCopy() *MyWebStatus {
 
 func main() {
 	var namespace, metricsAddr, team string
-	var watchOnly bool
+	var watchOnly, metadataOnly bool
 	var workers, controllers int
 	flag.StringVar(&namespace, "namespace", "", "watch this namespace only (default: all)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where to serve /metrics (0: nowhere)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 1, "reconciles at once")
 	flag.BoolVar(&watchOnly, "watch-only", false, "cache and watch, but do nothing in reconcile")
+	flag.BoolVar(&metadataOnly, "metadata-only", false, "with --watch-only: watch and cache only the objects' metadata")
 	flag.StringVar(&team, "team", "", "reconcile only the MyWebs labelled "+teamLabel+"=TEAM (default: all)")
 	flag.IntVar(&controllers, "controllers", 0, "run N controllers in this manager, controller i for team i (default: one, for --team)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	// Reconcile reads whole MyWebs: a metadata-only cache would grow a second, whole one on its first read.
+	if metadataOnly && !watchOnly {
+		must(fmt.Errorf("--metadata-only needs --watch-only"))
+	}
 
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
@@ -172,17 +182,25 @@ func main() {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), options)
 	must(err)
+	// What a controller watches: MyWebs, then the kinds it owns; whole, or their metadata alone.
+	watched := func() []client.Object {
+		kinds := []client.Object{&MyWeb{}, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}}
+		if metadataOnly {
+			for i, kind := range kinds {
+				kinds[i] = metadataOf(kind, scheme)
+			}
+		}
+		return kinds
+	}
 	add := func(name, team string) {
 		r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly, team: team}
 		ofTeam := predicate.NewPredicateFuncs(func(o client.Object) bool { return team == "" || o.GetLabels()[teamLabel] == team })
-		must(ctrl.NewControllerManagedBy(mgr).
-			For(&MyWeb{}, builder.WithPredicates(ofTeam)).
-			Owns(&corev1.ConfigMap{}).
-			Owns(&appsv1.Deployment{}).
-			Owns(&corev1.Service{}).
-			WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-			Named(name).
-			Complete(r))
+		kinds := watched()
+		b := ctrl.NewControllerManagedBy(mgr).For(kinds[0], builder.WithPredicates(ofTeam))
+		for _, owned := range kinds[1:] {
+			b = b.Owns(owned)
+		}
+		must(b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).Named(name).Complete(r))
 	}
 	if controllers > 0 {
 		for i := range controllers {
@@ -191,7 +209,27 @@ func main() {
 	} else {
 		add("myweb", team)
 	}
+	// The controllers' informers are the cache's, one per kind: GetInformer returns each once it
+	// has synced (and would start it if no controller had yet).
+	must(mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for _, kind := range watched() {
+			if _, err := mgr.GetCache().GetInformer(ctx, kind); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("synced %d\n", time.Now().UnixNano())
+		return nil
+	})))
 	must(mgr.Start(ctrl.SetupSignalHandler()))
+}
+
+// metadataOf is the metadata-only form of a kind's objects, as builder.OnlyMetadata projects it.
+func metadataOf(obj client.Object, scheme *runtime.Scheme) client.Object {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	must(err)
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 func must(err error) {
