@@ -195,10 +195,17 @@ func main() {
 	add := func(name, team string) {
 		r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly, team: team}
 		ofTeam := predicate.NewPredicateFuncs(func(o client.Object) bool { return team == "" || o.GetLabels()[teamLabel] == team })
-		kinds := watched()
-		b := ctrl.NewControllerManagedBy(mgr).For(kinds[0], builder.WithPredicates(ofTeam))
-		for _, owned := range kinds[1:] {
-			b = b.Owns(owned)
+		// builder.OnlyMetadata: the watches and the cache take PartialObjectMetadata, while the
+		// owner type stays MyWeb (a PartialObjectMetadata owner is in no scheme).
+		only := []builder.OwnsOption{}
+		forOpts := []builder.ForOption{builder.WithPredicates(ofTeam)}
+		if metadataOnly {
+			only = append(only, builder.OnlyMetadata)
+			forOpts = append(forOpts, builder.OnlyMetadata)
+		}
+		b := ctrl.NewControllerManagedBy(mgr).For(&MyWeb{}, forOpts...)
+		for _, owned := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}} {
+			b = b.Owns(owned, only...)
 		}
 		must(b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).Named(name).Complete(r))
 	}
