@@ -595,7 +595,7 @@ describe('a sink the bridge scales to zero', () => {
       return plain(method as never, path, options);
     };
     const problems: (string | undefined)[] = [];
-    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: false, onProblem: (_, source, p) => source === 'activator' && problems.push(p) });
+    const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: false, sinkReachable: async () => true, onProblem: (_, source, p) => source === 'activator' && problems.push(p) });
     t.after(() => bridge.stop(1000));
     const spec = { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url, scaleToZero: { deployment: { namespace: 'fns', name: 'kfn-fn-widgets' }, idleSeconds: 60 } } };
     await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec })]);

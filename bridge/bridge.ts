@@ -52,6 +52,8 @@ export interface BridgeOptions {
    * A Reconciler that names one is held to it either way.
    */
   requireIdentity?: boolean;
+  /** Whether a woken sink takes connections yet (default: a TCP connection to it, sinkAccepts); a test's stand-in keeps its clock its own. */
+  sinkReachable?: (uri: string) => Promise<boolean>;
   /** How often each Reconciler's rights are reviewed again (default identityRecheckMs). */
   identityRecheckMs?: number;
   /** How long the first watch of a kind waits for discovery to serve it (default discoveryWaitMs). */
@@ -264,7 +266,7 @@ export class Bridge {
     if (!target) return undefined;
     const id = `${target.namespace}/${target.name}`;
     let entry = this.activators.get(id);
-    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log, config.sink.uri ? () => sinkAccepts(config.sink.uri!) : undefined), users: 0 }));
+    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log, config.sink.uri ? () => (this.options.sinkReachable ?? sinkAccepts)(config.sink.uri!) : undefined), users: 0 }));
     entry.users++;
     const held = entry;
     let released = false;

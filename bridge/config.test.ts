@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
-import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, reconcilerCrd, reconcilerCrdYaml, watchedKinds } from './config.ts';
+import { InvalidReconcilerError, loadReconcilerFile, namespacesWatchedEach, parseReconciler, reconcilerCrd, reconcilerCrdYaml, watchedKinds } from './config.ts';
 import { reconcilerLimits } from '../core/reconciler-spec.ts';
 
 const valid = {
@@ -140,4 +140,14 @@ test('contract 2 keeps annotations and status of an owned kind that declares no 
     [['Deployment', true, ['metadata.annotations', 'status']], ['Secret', true, undefined], ['ConfigMap', false, undefined], ['Service', true, ['spec.ports']]],
   );
   assert.throws(() => parseReconciler({ ...valid, spec: { ...valid.spec, owns: [{ apiVersion: 'v1', kind: 'Secret', fields: ['**'] }] } }), /spec\.owns\[0\]\.fields\[0\] must be a dotted field path such as status or spec\.selector, or \* for the whole object/);
+});
+
+test('a Reconciler naming a few namespaces watches each; one naming many watches each kind once, cluster-wide, and takes only its namespaces from it (no LIST per namespace at start)', () => {
+  const few = parseReconciler({ ...valid, spec: { ...valid.spec, namespaces: ['a', 'b'] } });
+  assert.deepEqual(watchedKinds(few).map((k) => `${k.ref.kind} ${k.namespace}`), ['MyWeb a', 'MyWeb b', 'ConfigMap a', 'ConfigMap b', 'Pod a', 'Pod b']);
+  const namespaces = Array.from({ length: 1000 }, (_, i) => `team-${i}`);
+  const many = parseReconciler({ ...valid, spec: { ...valid.spec, namespaces } });
+  assert.deepEqual(watchedKinds(many).map((k) => `${k.ref.kind} ${k.namespace ?? 'every namespace'}`), ['MyWeb every namespace', 'ConfigMap every namespace', 'Pod every namespace']);
+  const edge = parseReconciler({ ...valid, spec: { ...valid.spec, namespaces: namespaces.slice(0, namespacesWatchedEach) } });
+  assert.equal(watchedKinds(edge).length, 3 * namespacesWatchedEach, `up to ${namespacesWatchedEach} namespaces, a watch each`);
 });

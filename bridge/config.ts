@@ -10,7 +10,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { isObject } from '../core/json.ts';
 import type { KindRef } from '../core/objects.ts';
 import { kfnGroup, reconcilerApiVersion, reconcilerKind, reconcilerPlural } from '../core/names.ts';
-import { defaultedReconcilerSpec, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type DefaultedReconcilerSpec, type Mapping, type MappingSpec, type OwnedKindSpec, type WatchedKindSpec } from '../core/reconciler-spec.ts';
+import { defaultedReconcilerSpec, namespacesWatchedEach, observedFields, reconcilerLimits, reconcilerSpecSchema, reconcilerStatusSchema, type DefaultedReconcilerSpec, type Mapping, type MappingSpec, type OwnedKindSpec, type WatchedKindSpec } from '../core/reconciler-spec.ts';
 import type { ScaleTarget } from './activator.ts';
 import { customResourceDefinition } from '../kube/crd.ts';
 
@@ -167,10 +167,14 @@ export interface WatchNeed {
  * Every watch a Reconciler needs. Mapping by a selector or a reference stored in the primary
  * needs the primary's spec, so the primary is watched in full; everything else needs only metadata
  * (labels, owners, generation). Contract 2 carries the primary whole and each owned kind's
- * declared fields in its events, so those watches keep them. A Reconciler that names namespaces
- * watches each of them, not the whole cluster (for a cluster-scoped kind the bridge drops the
- * namespace).
+ * declared fields in its events, so those watches keep them. A Reconciler that names a few
+ * namespaces watches each of them, not the whole cluster (for a cluster-scoped kind the bridge
+ * drops the namespace); one that names more than namespacesWatchedEach watches each kind once,
+ * cluster-wide, and takes only its namespaces from it (intake and routing filter by them): a
+ * thousand namespaces would otherwise be a thousand LISTs per kind at every start and relist.
  */
+export { namespacesWatchedEach };
+
 export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
   const fieldMapping = config.watches.some((w) => 'selectorField' in w.mapping || 'referenceField' in w.mapping);
   const snapshots = config.contract === 2;
@@ -180,7 +184,7 @@ export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
     ...config.owns.map((o) => ({ ref: { apiVersion: o.apiVersion, kind: o.kind }, ...owned(o), ...(o.labelSelector ? { labelSelector: o.labelSelector } : {}) })),
     ...config.watches.map((w) => ({ ref: { apiVersion: w.apiVersion, kind: w.kind }, full: false })),
   ];
-  if (config.namespaces.length === 0) return kinds;
+  if (config.namespaces.length === 0 || config.namespaces.length > namespacesWatchedEach) return kinds;
   return kinds.flatMap((k) => config.namespaces.map((namespace) => ({ ...k, namespace })));
 }
 

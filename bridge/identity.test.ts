@@ -57,6 +57,31 @@ describe("a Reconciler's identity", () => {
     assert.deepEqual(reviews[0], { user: 'system:serviceaccount:team-a:fn', groups: ['system:serviceaccounts', 'system:serviceaccounts:team-a', 'system:authenticated'], resourceAttributes: { group: 'xyz.com', resource: 'projects', verb: 'list' } });
   });
 
+  test('many namespaces: one cluster-wide question per kind when the identity may list everywhere; else each namespace, at most 16 reviews in flight', async () => {
+    const namespaces = Array.from({ length: 1000 }, (_, i) => `team-${i}`);
+    const everywhere = authorizer(() => true);
+    assert.equal(await identityProblem(everywhere.api, config({ namespaces }), true), undefined);
+    assert.equal(everywhere.reviews.length, 3, 'allowed in every namespace answers for the 1,000');
+    assert.ok(everywhere.reviews.every((r) => !(r as { resourceAttributes: { namespace?: string } }).resourceAttributes.namespace));
+    let inFlight = 0;
+    let most = 0;
+    const each = authorizer((attributes: { namespace?: string }) => attributes.namespace !== undefined);
+    const request = each.api.request.bind(each.api);
+    (each.api as { request: unknown }).request = async (...args: Parameters<typeof request>) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setImmediate(r));
+      try {
+        return await request(...args);
+      } finally {
+        inFlight--;
+      }
+    };
+    assert.equal(await identityProblem(each.api, config({ namespaces }), true), undefined);
+    assert.equal(each.reviews.length, 3 + 3 * 1000, 'refused everywhere: asked namespace by namespace');
+    assert.ok(most <= 16, `at most 16 requests at once, not ${most}`);
+  });
+
   test('a right it lacks: refused, naming the kind, the verb and where', async () => {
     const { api } = authorizer((a) => a.resource !== 'secrets');
     assert.match((await identityProblem(api, config({ namespaces: ['team-a'] }), true))!, /ServiceAccount team-a\/fn may not list secrets in namespace team-a: nothing is delivered until it may/);

@@ -12,7 +12,7 @@
 // Naming an identity is no escalation: the ServiceAccount must agree to serve the Reconciler
 // (its kfn.dev/identity-for annotation names it), and only who may edit ServiceAccounts in that
 // namespace can make it agree.
-import type { ReconcilerConfig } from './config.ts';
+import { kindId, namespacesWatchedEach, type ReconcilerConfig } from './config.ts';
 import { identityForAnnotation, serviceAccountServes } from '../core/names.ts';
 import { groupOf, type KindRef } from '../core/objects.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
@@ -88,9 +88,24 @@ export async function identityProblem(api: KubeApi, config: ReconcilerConfig, re
   if (!serviceAccountServes(account.metadata?.annotations, config.name)) {
     return `${who} does not agree to be the identity of Reconciler ${config.name}: if it should, annotate it (kubectl annotate serviceaccount -n ${sa.namespace} ${sa.name} ${identityForAnnotation}=${config.name})`;
   }
-  // Every question at once: a Reconciler of many kinds and namespaces is reviewed in one round trip's time.
-  const answers = await Promise.all(
-    accessQuestions(config).map(async (q) => {
+  // A Reconciler of many namespaces asks first whether its identity may list each kind
+  // everywhere (one review per kind); only the kinds it may not are asked namespace by namespace.
+  const subject = subjectOf(sa);
+  let questions = accessQuestions(config);
+  if (config.namespaces.length > namespacesWatchedEach) {
+    const everywhere = accessQuestions({ ...config, namespaces: [] });
+    const allowed = await inBatches(everywhere, (q) => answer(q));
+    const settled = new Set(everywhere.filter((_, i) => allowed[i] === undefined).map((q) => `${q.verb} ${kindId(q.kind)}`));
+    questions = questions.filter((q) => !settled.has(`${q.verb} ${kindId(q.kind)}`));
+  }
+  const answers = await inBatches(questions, (q) => answer(q));
+  const refused = answers.filter((a): a is string => a !== undefined);
+  if (refused.length) return `${who} may not ${refused.join(', nor ')}: nothing is delivered until it may (grant it with a Role or ClusterRole bound to it)`;
+  return undefined;
+
+  /** One review: undefined when allowed, else what is refused. */
+  async function answer(q: AccessQuestion): Promise<string | undefined> {
+    {
       let plural: string;
       let namespaced: boolean;
       try {
@@ -103,7 +118,7 @@ export async function identityProblem(api: KubeApi, config: ReconcilerConfig, re
       const namespace = namespaced ? q.namespace : '';
       const review = await api
         .request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-          body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subjectOf(sa), resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
+          body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subject, resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
         })
         .catch((err: Error) => {
           // The bridge itself may not ask (its ClusterRole lacks create subjectaccessreviews): a
@@ -112,9 +127,23 @@ export async function identityProblem(api: KubeApi, config: ReconcilerConfig, re
           throw new Undecided(`cannot review the rights of ${who}: ${err.message}`);
         });
       return review.status?.allowed ? undefined : `${q.verb} ${plural}${groupOf(q.kind.apiVersion) ? `.${groupOf(q.kind.apiVersion)}` : ''} ${namespace ? `in namespace ${namespace}` : namespaced ? 'in every namespace' : '(cluster-scoped)'}`;
-    }),
-  );
-  const refused = answers.filter((a): a is string => a !== undefined);
-  if (refused.length) return `${who} may not ${refused.join(', nor ')}: nothing is delivered until it may (grant it with a Role or ClusterRole bound to it)`;
-  return undefined;
+    }
+  }
+}
+
+/** Reviews in flight at once: a Reconciler of many kinds and namespaces is reviewed in a few round trips, never in one burst of thousands. */
+export const reviewsAtOnce = 16;
+
+/** `fn` of each item, at most reviewsAtOnce at a time; the answers in the items' order. */
+async function inBatches<T, R>(items: T[], fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(reviewsAtOnce, items.length) }, worker));
+  return out;
 }

@@ -15,6 +15,13 @@ import { managedByKfnSelector, reconcilerApiVersion, reconcilerKind } from './na
  * The bounds of every number in a spec. A period or a timeout beyond them would overflow a
  * platform timer (2^31-1 ms) or mean "never" in a way nobody meant.
  */
+/**
+ * Up to this many namespaces a Reconciler's kinds are watched in each (and the bridge granted
+ * list/watch in each); past it, each kind is watched once cluster-wide and filtered by the
+ * namespaces, so that a thousand namespaces are not a thousand LISTs per kind at each start.
+ */
+export const namespacesWatchedEach = 10;
+
 export const reconcilerLimits = {
   resyncPeriodSeconds: { minimum: 0, maximum: 86_400, default: 300 },
   maxConcurrentReconciles: { minimum: 1, maximum: 1_000, default: 8 },

@@ -290,3 +290,12 @@ test('scaled to zero by the bridge: the Reconciler names the Deployment, the bri
   const hosted = hostManifests('ops', [MyWebFunction, PodSetFunction], { namespace: 'fns', scaleToZero: {} }).filter((o) => o.kind === 'Reconciler').map((o) => parseReconciler(o).sink.scaleToZero?.deployment.name);
   assert.deepEqual(hosted, ['kfn-host-ops', 'kfn-host-ops']);
 });
+
+test('limited to many namespaces (past namespacesWatchedEach), the bridge is granted list/watch cluster-wide, as it watches each kind once; the function stays bound namespace by namespace', () => {
+  const namespaces = Array.from({ length: 40 }, (_, i) => `team-${i}`);
+  const objs = functionManifests(MyWebFunction, { namespace: 'kfn-system', namespaces }) as { kind: string; metadata: { name: string; namespace?: string; labels: Record<string, string> }; roleRef?: { name: string }; subjects?: { name: string }[]; rules?: { resources: string[]; verbs: string[] }[] }[];
+  const aggregated = objs.find((o) => o.metadata.labels?.['kfn.dev/aggregate-to-bridge'] === 'true')!;
+  assert.ok(aggregated.rules!.some((r) => r.resources.includes('mywebs') && r.verbs.includes('watch')), 'the bridge lists and watches MyWebs everywhere');
+  assert.equal(objs.filter((o) => o.kind === 'RoleBinding' && o.subjects![0]!.name === 'kfn-bridge').length, 0, 'no RoleBinding of the bridge per namespace');
+  assert.equal(objs.filter((o) => o.kind === 'RoleBinding' && o.subjects![0]!.name === 'kfn-fn-myweb').length, 40, "the function's own rights stay in its namespaces");
+});

@@ -14,7 +14,7 @@ import { hostPath, sharedHostProblem } from './host.ts';
 import { caBundleHolders, holderRules } from './renewal.ts';
 import { contractVersion } from '../../core/event.ts';
 import { functionLabels, hostLabels, identityForAnnotation, imageIdAnnotation } from '../../core/names.ts';
-import { reconcilerLimits, reconcilerObject, reconcilerSpec, type ReconcilerObject, type SinkSpec } from '../../core/reconciler-spec.ts';
+import { namespacesWatchedEach, reconcilerLimits, reconcilerObject, reconcilerSpec, type ReconcilerObject, type SinkSpec } from '../../core/reconciler-spec.ts';
 
 /** The bridge's defaults for what a Reconciler does not say: a function's workload is sized by the same numbers. */
 export const reconcileDefaults = { maxConcurrentReconciles: reconcilerLimits.maxConcurrentReconciles.default, timeoutSeconds: reconcilerLimits.timeoutSeconds.default };
@@ -160,8 +160,8 @@ export function functionReconciler(reconciler: Reconciler, options: ManifestOpti
 /**
  * What the bridge needs for this function: list and watch of its primary, owned and watched
  * kinds, and get on its sink object. Cluster-wide (a ClusterRole aggregated into kfn-bridge)
- * unless the Reconciler is limited to namespaces: then a RoleBinding in each of them grants the
- * namespaced kinds, and only cluster-scoped kinds and the sink stay cluster-wide — a function
+ * unless the Reconciler is limited to a few namespaces (namespacesWatchedEach at most): then a
+ * RoleBinding in each of them grants the namespaced kinds, and only cluster-scoped kinds and the sink stay cluster-wide — a function
  * that owns Secrets in one namespace does not let the bridge read every Secret of the cluster.
  */
 function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, functionNamespace: string, sinkRef: (KindRef & { name: string }) | undefined, options: ManifestOptions): Record<string, unknown>[] {
@@ -175,7 +175,9 @@ function bridgeRbac(reconciler: Reconciler, labels: Record<string, string>, func
     ...(reconciler.watches ?? []).map((w) => ({ ref: w, rule: rule(w, ['list', 'watch']) })),
   ];
   const isCluster = (ref: KindRef) => clusterScoped(ref, options);
-  const scoped = namespaces.length > 0 && kind.namespaced;
+  // Past namespacesWatchedEach namespaces the bridge watches each kind once, cluster-wide (and
+  // delivers only the Reconciler's namespaces): it needs list/watch everywhere, as for every namespace.
+  const scoped = namespaces.length > 0 && namespaces.length <= namespacesWatchedEach && kind.namespaced;
   // The bridge reads the sink's address (status.address.url / status.url) from that one object.
   const sinkRule = sinkRef ? [{ ...rule(sinkRef, ['get']), resourceNames: [sinkRef.name] }] : [];
   const clusterWide = [...(scoped ? watched.filter((w) => isCluster(w.ref)) : watched).map((w) => w.rule), ...sinkRule];
