@@ -597,7 +597,8 @@ describe('a sink the bridge scales to zero', () => {
     const problems: (string | undefined)[] = [];
     const bridge = new Bridge({ api, log: quiet, clock, watcher: { backoffMs: [1, 2] }, requireIdentity: false, sinkReachable: async () => true, onProblem: (_, source, p) => source === 'activator' && problems.push(p) });
     t.after(() => bridge.stop(1000));
-    const spec = { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: receiver.url, scaleToZero: { deployment: { namespace: 'fns', name: 'kfn-fn-widgets' }, idleSeconds: 60 } } };
+    // No resync (0): one falling in the idle window, at a time the schedule spreads, would keep it up.
+    const spec = { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, resyncPeriodSeconds: 0, sink: { uri: receiver.url, scaleToZero: { deployment: { namespace: 'fns', name: 'kfn-fn-widgets' }, idleSeconds: 60 } } };
     await bridge.setReconcilers([parseReconciler({ metadata: { name: 'widgets' }, spec })]);
     await until('the first list', () => (bridge.ready ? true : undefined));
     const step = async (ms: number) => {
@@ -616,7 +617,11 @@ describe('a sink the bridge scales to zero', () => {
     await atRest(bridge);
     assert.equal(receiver.of('w').length, 1, 'the two changes while held: one delivery, of the newest');
     assert.equal(delivered.reason, 'updated');
-    await step(61_000);
+    // Not before the idle window; after it, back to zero (stepped until then, the scale-down's
+    // own requests given their turns: a fixed count of steps raced them).
+    await step(59_000);
+    assert.deepEqual(deployment.scales, [1], 'up within the idle window');
+    await stepUntil(clock, 10_000, () => deployment.scales.length > 1);
     assert.deepEqual(deployment.scales, [1, 0], 'back to zero after the idle window');
     // A start that does not come: said on the Reconciler, and the key still waits.
     deployment.startMs = Infinity;

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
-import { InvalidReconcilerError, loadReconcilerFile, namespacesWatchedEach, parseReconciler, reconcilerCrd, reconcilerCrdYaml, watchedKinds } from './config.ts';
+import { namespacesWatchedEach } from '../core/reconciler-spec.ts';
+import { InvalidReconcilerError, loadReconcilerFile, parseReconciler, reconcilerCrd, reconcilerCrdYaml, watchedKinds } from './config.ts';
 import { reconcilerLimits } from '../core/reconciler-spec.ts';
 
 const valid = {

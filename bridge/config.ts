@@ -173,8 +173,6 @@ export interface WatchNeed {
  * cluster-wide, and takes only its namespaces from it (intake and routing filter by them): a
  * thousand namespaces would otherwise be a thousand LISTs per kind at every start and relist.
  */
-export { namespacesWatchedEach };
-
 export function watchedKinds(config: ReconcilerConfig): WatchNeed[] {
   const fieldMapping = config.watches.some((w) => 'selectorField' in w.mapping || 'referenceField' in w.mapping);
   const snapshots = config.contract === 2;

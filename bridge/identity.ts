@@ -12,7 +12,8 @@
 // Naming an identity is no escalation: the ServiceAccount must agree to serve the Reconciler
 // (its kfn.dev/identity-for annotation names it), and only who may edit ServiceAccounts in that
 // namespace can make it agree.
-import { kindId, namespacesWatchedEach, type ReconcilerConfig } from './config.ts';
+import { kindId, type ReconcilerConfig } from './config.ts';
+import { namespacesWatchedEach } from '../core/reconciler-spec.ts';
 import { identityForAnnotation, serviceAccountServes } from '../core/names.ts';
 import { groupOf, type KindRef } from '../core/objects.ts';
 import { ApiError, type KubeApi } from '../kube/api.ts';
@@ -94,40 +95,38 @@ export async function identityProblem(api: KubeApi, config: ReconcilerConfig, re
   let questions = accessQuestions(config);
   if (config.namespaces.length > namespacesWatchedEach) {
     const everywhere = accessQuestions({ ...config, namespaces: [] });
-    const allowed = await inBatches(everywhere, (q) => answer(q));
+    const allowed = await inBatches(everywhere, answer);
     const settled = new Set(everywhere.filter((_, i) => allowed[i] === undefined).map((q) => `${q.verb} ${kindId(q.kind)}`));
     questions = questions.filter((q) => !settled.has(`${q.verb} ${kindId(q.kind)}`));
   }
-  const answers = await inBatches(questions, (q) => answer(q));
+  const answers = await inBatches(questions, answer);
   const refused = answers.filter((a): a is string => a !== undefined);
   if (refused.length) return `${who} may not ${refused.join(', nor ')}: nothing is delivered until it may (grant it with a Role or ClusterRole bound to it)`;
   return undefined;
 
   /** One review: undefined when allowed, else what is refused. */
   async function answer(q: AccessQuestion): Promise<string | undefined> {
-    {
-      let plural: string;
-      let namespaced: boolean;
-      try {
-        ({ plural, namespaced } = await api.resource(q.kind.apiVersion, q.kind.kind));
-      } catch (err) {
-        // A kind not served (yet): no verdict — its watch says what is wrong, and nothing of it
-        // can be delivered meanwhile.
-        throw new Undecided(`cannot tell what ${q.kind.kind} (${q.kind.apiVersion}) is: ${(err as Error).message}`);
-      }
-      const namespace = namespaced ? q.namespace : '';
-      const review = await api
-        .request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
-          body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subject, resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
-        })
-        .catch((err: Error) => {
-          // The bridge itself may not ask (its ClusterRole lacks create subjectaccessreviews): a
-          // verdict a person must act on. Anything else is passing.
-          if (err instanceof ApiError && err.status === 403) return { status: { allowed: false, reason: `the bridge may not review rights: ${err.message}` } };
-          throw new Undecided(`cannot review the rights of ${who}: ${err.message}`);
-        });
-      return review.status?.allowed ? undefined : `${q.verb} ${plural}${groupOf(q.kind.apiVersion) ? `.${groupOf(q.kind.apiVersion)}` : ''} ${namespace ? `in namespace ${namespace}` : namespaced ? 'in every namespace' : '(cluster-scoped)'}`;
+    let plural: string;
+    let namespaced: boolean;
+    try {
+      ({ plural, namespaced } = await api.resource(q.kind.apiVersion, q.kind.kind));
+    } catch (err) {
+      // A kind not served (yet): no verdict — its watch says what is wrong, and nothing of it
+      // can be delivered meanwhile.
+      throw new Undecided(`cannot tell what ${q.kind.kind} (${q.kind.apiVersion}) is: ${(err as Error).message}`);
     }
+    const namespace = namespaced ? q.namespace : '';
+    const review = await api
+      .request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { ...subject, resourceAttributes: { group: groupOf(q.kind.apiVersion), resource: plural, verb: q.verb, ...(namespace ? { namespace } : {}) } } },
+      })
+      .catch((err: Error) => {
+        // The bridge itself may not ask (its ClusterRole lacks create subjectaccessreviews): a
+        // verdict a person must act on. Anything else is passing.
+        if (err instanceof ApiError && err.status === 403) return { status: { allowed: false, reason: `the bridge may not review rights: ${err.message}` } };
+        throw new Undecided(`cannot review the rights of ${who}: ${err.message}`);
+      });
+    return review.status?.allowed ? undefined : `${q.verb} ${plural}${groupOf(q.kind.apiVersion) ? `.${groupOf(q.kind.apiVersion)}` : ''} ${namespace ? `in namespace ${namespace}` : namespaced ? 'in every namespace' : '(cluster-scoped)'}`;
   }
 }
 
