@@ -47,6 +47,13 @@ export interface BridgeOptions {
    */
   owns?: (key: string) => boolean;
   /**
+   * Sharding: the primary keys whose records this bridge keeps (those of the shards it holds and
+   * of the one it goes for first; bridge/shards.ts). Its stores then keep only what those
+   * primaries need — themselves, their children, the objects naming them — and relistWatches()
+   * brings in more once it keeps more. Default: every store keeps everything.
+   */
+  keeps?: (primaryKey: string) => boolean;
+  /**
    * Whether a Reconciler must name an identity (spec.serviceAccount) to be delivered for: yes for
    * Reconcilers from the cluster, which anyone allowed to create one may write (bridge/identity.ts).
    * A Reconciler that names one is held to it either way.
@@ -100,16 +107,29 @@ export class Bridge {
       accessChanged: (runtime, allowed) => this.accessChanged(runtime, allowed),
       activator: (config) => this.activatorFor(config),
     };
+    const keeps = options.keeps;
     this.watches = new SharedWatches({ ...options, clock: this.clock }, {
       onEvent: (user, ref, event, initial) => this.runtimes.get(user)?.onEvent(ref, event, initial),
       replaced: (user, old, replaced) => this.runtimes.get(user)?.replaceWatch(old, replaced),
+      ...(keeps ? { needs: (users, ref, object) => this.needed(users, ref, object, keeps) } : {}),
     });
     options.metrics?.trackWatches(() => this.watchStates());
   }
 
   /** Each watch's kind and state, for kfn_bridge_watches. */
-  watchStates(): Iterable<{ kind: string; state: WatchState }> {
+  watchStates(): Iterable<{ kind: string; state: WatchState; records: number }> {
     return this.watches.states();
+  }
+
+  /** Whether any of `users` needs `object` (of `ref`) kept when only the primaries `keeps` says are. */
+  private needed(users: Iterable<string>, ref: KindRef, object: KubeObject, keeps: (primaryKey: string) => boolean): boolean {
+    for (const user of users) if (this.runtimes.get(user)?.needs(ref, object, keeps)) return true;
+    return false;
+  }
+
+  /** Lists every watch again: `keeps` now keeps more (a shard taken over); what it lists anew is queued at low priority. */
+  relistWatches(): void {
+    this.watches.relistAll();
   }
 
   /** Queues, in every Reconciler, the primaries `which` selects (a shard just taken over); answers how many. */

@@ -18,9 +18,11 @@ import { Observations } from './pending.ts';
 import { Sink } from './sink.ts';
 import { SnapshotWaits } from './snapshot-waits.ts';
 import { DeliveryTraces } from './traces.ts';
-import type { Watcher, WatchEvent } from './watcher.ts';
+import type { Watcher } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 import { WorkQueue } from './workqueue.ts';
 import type { KindRef } from '../core/objects.ts';
+import type { KubeObject } from '../kube/api.ts';
 
 /** What a controller uses of the bridge it runs in. */
 export interface ControllerContext extends AccessContext, DeliveryContext, IntakeContext {
@@ -148,6 +150,11 @@ export class Controller {
   /** Queues every primary `which` selects (a shard just taken over), as a resync would. */
   redeliver(which: (key: string) => boolean): number {
     return this.intake.redeliver(which);
+  }
+
+  /** Whether this Reconciler needs `obj` (of `kind`) kept when only the primaries `keeps` says are (bridge/routing.ts). */
+  needs(kind: KindRef, obj: KubeObject, keeps: (primaryKey: string) => boolean): boolean {
+    return this.intake.needs(kind, obj, keeps);
   }
 
   /** An event of one of its watches: while the identity is not allowed only a primary's deletion is kept; else contract 2 sees it, then the intake routes it. */

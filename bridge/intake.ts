@@ -11,9 +11,10 @@ import type { BridgeMetrics } from './metrics.ts';
 import type { Observations, PendingObservation } from './pending.ts';
 import { TimeToReady } from './ready-time.ts';
 import { ResyncSchedule } from './resync.ts';
-import { ReferenceIndex, route, SelectorIndex } from './routing.ts';
+import { needs, ReferenceIndex, route, SelectorIndex } from './routing.ts';
 import type { TraceCause } from './traces.ts';
-import type { Watcher, WatchEvent } from './watcher.ts';
+import type { Watcher } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 import type { Priority, WorkQueue } from './workqueue.ts';
 import type { Clock } from '../core/clock.ts';
 import { groupKind, objectKey, sameKind, type KindRef } from '../core/objects.ts';
@@ -171,12 +172,21 @@ export class Intake {
     }
   }
 
+  /** Whether the primaries' key names no namespace (a cluster-scoped kind). */
+  private get primaryNamespaced(): boolean {
+    return this.watches.primary[0]?.resource.namespaced ?? true;
+  }
+
+  /** Whether this Reconciler needs `obj` (of `kind`) kept when only the primaries `keeps` says are (bridge/routing.ts). */
+  needs(kind: KindRef, obj: KubeObject, keeps: (primaryKey: string) => boolean): boolean {
+    return needs(this.config, kind, obj, keeps, this.primaryNamespaced);
+  }
+
   /** An event of one of its watches: a primary's own bookkeeping first, then the keys it routes to, observed. */
   onEvent(kind: KindRef, event: Exclude<WatchEvent, { type: 'synced' }>, initial: boolean): void {
     if (sameKind(kind, this.config.for)) this.primaryChanged(event);
     const now = this.bridge.clock.now();
-    const primaryWatch = this.watches.primary[0];
-    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: primaryWatch?.resource.namespaced ?? true })) {
+    for (const e of route(this.config, kind, event, { initial, selectors: (field) => this.selectors.get(field), references: (field) => this.references.get(field), primaryNamespaced: this.primaryNamespaced })) {
       this.observe(e.key, { reason: e.reason, trigger: e.trigger, observedAt: now }, e.priority, true, { type: event.type, object: event.object, kind });
     }
   }
@@ -185,10 +195,10 @@ export class Intake {
   private primaryChanged(event: Exclude<WatchEvent, { type: 'synced' }>): void {
     // The watch's own key string when it gives one: the resync schedule then shares it.
     const key = event.key ?? objectKey(event.object.metadata);
-    if (event.type === 'delete') {
+    if (event.type === 'delete' || event.kept === false) {
       // Kept until its `deleted` delivery succeeds; only for objects this Reconciler serves
-      // (and this shard delivers).
-      if (this.inNamespaces(event.object) && this.owns(key)) this.observations.keepTombstone(key, event.object);
+      // (and this shard delivers). One the watch no longer keeps (another shard's) is let go.
+      if (event.type === 'delete' && this.inNamespaces(event.object) && this.owns(key)) this.observations.keepTombstone(key, event.object);
       this.resync.untrack(key);
       this.readyTime?.gone(key);
       for (const index of this.primaryIndexes) index.delete(key);

@@ -11,7 +11,7 @@ import { LayoutGate } from './layout.ts';
 import { LeaderElector, type Takeover } from './leader.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
-import { preferredShard, shardOf, ShardSet } from './shards.ts';
+import { KeptShards, preferredShard, shardOf, ShardSet } from './shards.ts';
 
 /** Who delivers: this replica alone, the holder of one Lease, or the holders of a Lease per shard. */
 export interface Leadership {
@@ -27,6 +27,8 @@ export interface LeadOptions {
   /** 1, or more with leaderElect: a Lease per shard. */
   shards: number;
   shard?: number;
+  /** With shards: the shards whose records the Bridge keeps (its `keeps`); the shards taken over are added. */
+  kept?: KeptShards;
   leaseNamespace?: string;
   leaseName?: string;
   identity?: string;
@@ -95,21 +97,26 @@ async function leadShards(options: LeadOptions, e: Election): Promise<Leadership
   const { logger, metrics, bridge } = e.parts;
   const shards = options.shards;
   const inShard = (shard: number) => (key: string) => shardOf(key, shards) === shard;
+  const kept = options.kept ?? new KeptShards(shards, preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()));
   const shardSet: ShardSet = new ShardSet({
     api: e.parts.api,
     namespace: e.namespace,
     leaseName: e.leaseName,
     identity: e.identity,
     shards,
-    preferred: preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()),
+    preferred: kept.preferred,
     log: e.log,
     handOverAnnotation: heldAnnotation,
     handOver: (shard) => bridge.holds.handOver(inShard(shard)),
     onGained: (shard, takeover) => {
       e.takeOver(takeover, inShard(shard), shardSet.leaseName(shard));
       metrics.leader.set({ name: shardSet.leaseName(shard) }, 1);
+      // A shard whose records were not kept: each watch lists again, and its objects are queued
+      // (low priority) as the lists bring them in; those already kept are queued now.
+      const relisted = kept.add(shard);
+      if (relisted) bridge.relistWatches();
       const queued = bridge.redeliver(inShard(shard));
-      logger.info({ shard, shards: shardSet.shards, queued }, 'delivering a shard');
+      logger.info({ shard, shards: shardSet.shards, queued, relisted }, 'delivering a shard');
     },
     onLost: (shard, why) => {
       logger.error({ shard, why }, 'lost a shard; exiting');
@@ -117,7 +124,7 @@ async function leadShards(options: LeadOptions, e: Election): Promise<Leadership
     },
     admit: (shard) => e.admit(inShard(shard)),
   });
-  logger.info({ identity: e.identity, shards, lease: shardSet.leaseName(0).replace(/-0-of-/, '-<shard>-of-') }, 'sharded: watching everything, delivering the shards held');
+  logger.info({ identity: e.identity, shards, lease: shardSet.leaseName(0).replace(/-0-of-/, '-<shard>-of-') }, 'sharded: watching everything, keeping the records of the shards held and delivering them');
   await e.deliver();
   void e.gate
     .claim()

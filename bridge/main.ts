@@ -3,6 +3,7 @@
 // bounded graceful stop.
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
+import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import pino from 'pino';
 import { Bridge } from './bridge.ts';
@@ -17,6 +18,7 @@ import { BridgeMetrics } from './metrics.ts';
 import type { WatcherOptions } from './watcher.ts';
 import { startHealthServer } from './health.ts';
 import { ClusterReconcilers, FixedReconcilers, type ReconcilerSource } from './reconcilers.ts';
+import { KeptShards, preferredShard } from './shards.ts';
 
 /** The bridge's old-space ceiling, in percent of its container's memory limit (of the host's without one). */
 export const bridgeHeapPercent = 70;
@@ -126,12 +128,14 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const journal = openJournal(options, logger, metrics);
   // 2. How many shards deliver, checked before anything watches.
   const shards = shardCount(options);
+  // With shards, the records kept: the shards this replica holds and the one it goes for first.
+  const kept = shards > 1 ? new KeptShards(shards, preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname())) : undefined;
   // 3. The Bridge, and its Reconcilers: given (kfn dev), from a --config file, or the cluster's.
   //    The Bridge asks about the parts made after it (which keys are this replica's to deliver,
   //    whom to tell of a problem) through `later`.
   const later: Later = { stopping: false };
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
-  const bridge = newBridge(options, { api, logger, metrics, journal, shards, requireIdentity: options.requireIdentity ?? !fixed }, later);
+  const bridge = newBridge(options, { api, logger, metrics, journal, shards, kept, requireIdentity: options.requireIdentity ?? !fixed }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
   const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd }));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
@@ -162,7 +166,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     resolveDone();
   }
   // 6. Leadership (bridge/lead.ts): the Reconcilers start delivering when this replica may.
-  later.leadership = await lead({ ...options, shards }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
+  later.leadership = await lead({ ...options, shards, ...(kept ? { kept } : {}) }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
   return {
     bridge,
     metrics,
@@ -202,7 +206,7 @@ function shardCount(options: BridgeProcessOptions): number {
 /** The Bridge, delivering only the keys of the shards this replica holds when there are shards. */
 function newBridge(
   options: BridgeProcessOptions,
-  parts: { api: KubeApi; logger: Logger; metrics: BridgeMetrics; journal: Journal | undefined; shards: number; requireIdentity: boolean },
+  parts: { api: KubeApi; logger: Logger; metrics: BridgeMetrics; journal: Journal | undefined; shards: number; kept: KeptShards | undefined; requireIdentity: boolean },
   later: Later,
 ): Bridge {
   const { logger, shards } = parts;
@@ -213,6 +217,7 @@ function newBridge(
     log: logger,
     source: options.source,
     owns: shards > 1 ? (key) => later.leadership?.owns(key) ?? false : undefined,
+    ...(parts.kept ? { keeps: (key: string) => parts.kept!.keeps(key) } : {}),
     journal: parts.journal,
     metrics: parts.metrics,
     watcher: options.watcher,

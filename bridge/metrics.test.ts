@@ -16,19 +16,21 @@ test("the journal's failed writes and dropped lines are exported as counters", a
   assert.equal(await value('kfn_bridge_journal_failures_total'), 1, 'a scrape counts each failure once');
 });
 
-test("the watches are counted by kind and state when scraped, and a state no watch is in any more is gone from the next scrape", async () => {
+test("the watches are counted by kind and state when scraped, with the records they keep; a state no watch is in any more is gone from the next scrape", async () => {
   const metrics = new BridgeMetrics({ defaultMetrics: false });
-  let states: { kind: string; state: 'synced' | 'listing' | 'failing' }[] = [
-    { kind: 'MyWeb', state: 'synced' },
-    { kind: 'Deployment', state: 'synced' },
-    { kind: 'Deployment', state: 'synced' },
-    { kind: 'Service', state: 'failing' },
+  let states: { kind: string; state: 'synced' | 'listing' | 'failing'; records: number }[] = [
+    { kind: 'MyWeb', state: 'synced', records: 10 },
+    { kind: 'Deployment', state: 'synced', records: 4 },
+    { kind: 'Deployment', state: 'synced', records: 3 },
+    { kind: 'Service', state: 'failing', records: 0 },
   ];
   metrics.trackWatches(() => states);
-  const lines = async () => (await metrics.registry.getSingleMetricAsString('kfn_bridge_watches')).split('\n').filter((l) => !l.startsWith('#')).sort();
+  const lines = async (name = 'kfn_bridge_watches') => (await metrics.registry.getSingleMetricAsString(name)).split('\n').filter((l) => !l.startsWith('#')).sort();
   assert.deepEqual(await lines(), ['kfn_bridge_watches{kind="Deployment",state="synced"} 2', 'kfn_bridge_watches{kind="MyWeb",state="synced"} 1', 'kfn_bridge_watches{kind="Service",state="failing"} 1']);
-  states = [{ kind: 'Service', state: 'synced' }];
+  assert.deepEqual(await lines('kfn_bridge_watch_records'), ['kfn_bridge_watch_records{kind="Deployment"} 7', 'kfn_bridge_watch_records{kind="MyWeb"} 10', 'kfn_bridge_watch_records{kind="Service"} 0']);
+  states = [{ kind: 'Service', state: 'synced', records: 2 }];
   assert.deepEqual(await lines(), ['kfn_bridge_watches{kind="Service",state="synced"} 1']);
+  assert.deepEqual(await lines('kfn_bridge_watch_records'), ['kfn_bridge_watch_records{kind="Service"} 2']);
 });
 
 test("a function's clock skew is a gauge per Reconciler, at 0 from its start, and refusals for it a sink failure reason", async () => {

@@ -176,7 +176,7 @@ export class BridgeMetrics {
   readonly journalFailures = this.journalCounter('kfn_bridge_journal_failures_total', 'Journal writes and rotations that failed (a read-only, full or broken volume); deliveries go on.', 'failures');
   readonly journalDropped = this.journalCounter('kfn_bridge_journal_dropped_lines_total', 'Journal lines dropped unwritten because the volume did not keep up (the queue is bounded).', 'dropped');
 
-  private watchStates: () => Iterable<{ kind: string; state: WatchState }> = () => [];
+  private watchStates: () => Iterable<{ kind: string; state: WatchState; records: number }> = () => [];
   readonly watches = (() => {
     const metrics = this;
     return new Gauge({
@@ -187,6 +187,19 @@ export class BridgeMetrics {
       collect() {
         this.reset();
         for (const { kind, state } of metrics.watchStates()) this.inc({ kind, state });
+      },
+    });
+  })();
+  readonly watchRecords = (() => {
+    const metrics = this;
+    return new Gauge({
+      name: 'kfn_bridge_watch_records',
+      help: "The records the bridge's watches keep, by kind: what its memory grows with. A sharded replica keeps those its shards need.",
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { kind, records } of metrics.watchStates()) this.inc({ kind }, records);
       },
     });
   })();
@@ -219,7 +232,7 @@ export class BridgeMetrics {
   }
 
   /** Where kfn_bridge_watches reads the watches from when scraped. */
-  trackWatches(states: () => Iterable<{ kind: string; state: WatchState }>): void {
+  trackWatches(states: () => Iterable<{ kind: string; state: WatchState; records: number }>): void {
     this.watchStates = states;
   }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
-import { primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
+import { needs, primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
 import { recordOf } from './records.ts';
 
 const config: ReconcilerConfig = parseReconciler({
@@ -246,3 +246,48 @@ describe('route: watched objects named by a field of the primary (referenceField
   });
 });
 
+
+describe('needs: what a sharded replica keeps records of', () => {
+  const sharded = parseReconciler({
+    metadata: { name: 'myweb' },
+    spec: {
+      for: kinds.web,
+      owns: [kinds.cm],
+      watches: [
+        { ...kinds.secret, mapping: { label: 'myweb.example/name' } },
+        { ...kinds.pod, mapping: { selectorField: 'spec.selector' } },
+      ],
+      namespaces: ['ns', 'other'],
+      sink: { uri: 'http://127.0.0.1:8080/' },
+    },
+  });
+  // This replica keeps the records of the primary ns/kept alone.
+  const keeps = (key: string) => key === 'ns/kept' || key === 'elsewhere/kept';
+  const owned = (owner: string) => ({ ownerReferences: [{ ...kinds.web, name: owner, uid: `uid-${owner}`, controller: true }] });
+
+  test('a primary is kept when its key is, and only in the namespaces the Reconciler serves', () => {
+    assert.equal(needs(sharded, kinds.web, web('kept'), keeps, true), true);
+    assert.equal(needs(sharded, kinds.web, web('other'), keeps, true), false);
+    assert.equal(needs(sharded, kinds.web, web('kept', { namespace: 'elsewhere' }), keeps, true), false, 'a namespace it does not serve');
+  });
+
+  test('a child is kept when its controller owner is; a reference that is not the controller does not count', () => {
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'page', owned('kept')), keeps, true), true);
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'page', owned('other')), keeps, true), false);
+    const notController = { ownerReferences: [{ ...kinds.web, name: 'kept', uid: 'uid-kept' }] };
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'page', notController), keeps, true), false);
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'loose'), keeps, true), false, 'no owner at all');
+  });
+
+  test('a label-mapped object is kept when its label names a kept primary; a selector-mapped one always', () => {
+    assert.equal(needs(sharded, kinds.secret, obj('Secret', 'v1', 's', { labels: { 'myweb.example/name': 'kept' } }), keeps, true), true);
+    assert.equal(needs(sharded, kinds.secret, obj('Secret', 'v1', 's', { labels: { 'myweb.example/name': 'other' } }), keeps, true), false);
+    assert.equal(needs(sharded, kinds.pod, obj('Pod', 'v1', 'p'), keeps, true), true, 'which primaries select it depends on theirs, not on it');
+  });
+
+  test('a child of a cluster-scoped primary names it by name alone', () => {
+    const byName = (key: string) => key === 'kept';
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'page', owned('kept')), byName, false), true);
+    assert.equal(needs(sharded, kinds.cm, obj('ConfigMap', 'v1', 'page', owned('kept')), byName, true), false);
+  });
+});

@@ -9,7 +9,7 @@ import { selectorMatches, type LabelSelector } from '../kube/selectors.ts';
 import type { ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { changeDigest } from './records.ts';
-import type { WatchEvent } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 import type { Priority } from './workqueue.ts';
 
 export interface Enqueue {
@@ -248,6 +248,33 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
     const slash = e.key.indexOf('/');
     return slash < 0 || config.namespaces.includes(e.key.slice(0, slash));
   });
+}
+
+/**
+ * Whether `config` needs the record of `obj` (of `kind`) when only the primaries `keeps` says are
+ * kept: a kept primary itself, a child whose controller owner is one, an object whose label names
+ * one. An object mapped by selector or reference is always needed: which primaries it maps to
+ * depends on their records, not on it.
+ */
+export function needs(config: ReconcilerConfig, kind: KindRef, obj: KubeObject, keeps: (primaryKey: string) => boolean, primaryNamespaced: boolean): boolean {
+  const wanted = (key: string) => {
+    const slash = key.indexOf('/');
+    return keeps(key) && (config.namespaces.length === 0 || slash < 0 || config.namespaces.includes(key.slice(0, slash)));
+  };
+  const m = obj.metadata;
+  const primaryKey = (name: string) => objectKey({ namespace: primaryNamespaced ? m.namespace : undefined, name });
+  if (sameKind(kind, config.for) && wanted(objectKey(m))) return true;
+  if (config.owns.some((o) => sameKind(o, kind))) {
+    const owner = m.ownerReferences?.find((r) => r.controller && sameKind(r, config.for));
+    if (owner && wanted(primaryKey(owner.name))) return true;
+  }
+  for (const watch of config.watches) {
+    if (!sameKind(watch, kind)) continue;
+    if (!('label' in watch.mapping)) return true;
+    const name = m.labels?.[watch.mapping.label];
+    if (name && wanted(primaryKey(name))) return true;
+  }
+  return false;
 }
 
 export { selectorMatches };

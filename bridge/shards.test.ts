@@ -7,7 +7,7 @@ import { Bridge } from './bridge.ts';
 import { FakeClock } from '../core/clock.ts';
 import { parseReconciler } from './config.ts';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
-import { preferredShard, shardOf } from './shards.ts';
+import { KeptShards, preferredShard, shardOf } from './shards.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -61,6 +61,39 @@ test('a sharded bridge delivers only its shards\' keys, and all of a shard\'s ke
   assert.equal(bridge.redeliver((key) => shardOf(key, 2) === 1), theirs.length);
   await until('shard 1 delivered', () => (theirs.every((n) => receiver.of(n).length > 0) ? true : undefined));
   await atRest();
+  for (const n of theirs) assert.equal(receiver.of(n).length, 1, `${n} once`);
+  for (const n of mine) assert.equal(receiver.of(n).length, 1, `${n} not again`);
+});
+
+test('a sharded bridge keeps the records of its shards alone; taking a shard over lists it in and delivers each of its keys once', async (t) => {
+  const server = new FakeApiServer();
+  const receiver = await startReceiver(t, { kind: 'none' });
+  const held = new Set<number>([0]);
+  const kept = new KeptShards(2, 0);
+  const bridge = new Bridge({ api: server.api(), log: quiet, clock: new FakeClock(Date.now()), watcher: { backoffMs: [1, 2] }, owns: (key) => held.has(shardOf(key, 2)), keeps: (key) => kept.keeps(key) });
+  t.after(() => bridge.stop(1000));
+  const names = Array.from({ length: 20 }, (_, i) => `w${i}`);
+  for (const name of names) server.put(name);
+  const spec = (name: string) => parseReconciler({ metadata: { name }, spec: { for: { apiVersion: 'example.com/v1', kind: 'Widget' }, sink: { uri: `${receiver.url}` } } });
+  await bridge.setReconcilers([spec('widgets')]);
+  const shard = (name: string) => shardOf(`ns/${name}`, 2);
+  const mine = names.filter((n) => shard(n) === 0);
+  const theirs = names.filter((n) => shard(n) === 1);
+  await until('shard 0 delivered', () => (mine.every((n) => receiver.of(n).length > 0) ? true : undefined));
+  const watch = bridge.watchOf({ apiVersion: 'example.com/v1', kind: 'Widget' })!;
+  assert.deepEqual([...watch.store.keys()].sort(), mine.map((n) => `ns/${n}`).sort(), 'records of shard 0 alone');
+  // Taking shard 1 over: its records are listed in, and each of its keys delivered once.
+  held.add(1);
+  assert.equal(kept.add(1), true, 'shard 1 was not kept');
+  assert.equal(kept.add(1), false);
+  bridge.relistWatches();
+  bridge.redeliver((key) => shardOf(key, 2) === 1);
+  await until('shard 1 delivered', () => (theirs.every((n) => receiver.of(n).length > 0) ? true : undefined));
+  await until('every record', () => (watch.store.size === names.length ? true : undefined));
+  await until('the queue at rest', () => {
+    const q = bridge.runtime('widgets')!.queue;
+    return q.length === 0 && q.inFlight === 0 && q.delayed === 0 ? true : undefined;
+  });
   for (const n of theirs) assert.equal(receiver.of(n).length, 1, `${n} once`);
   for (const n of mine) assert.equal(receiver.of(n).length, 1, `${n} not again`);
 });

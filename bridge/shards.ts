@@ -2,7 +2,9 @@
 // (`<lease>-<i>-of-<N>`, taken and renewed as in leader election; bridge/layout.ts keeps two
 // layouts from delivering at once); a replica delivers the keys that
 // hash to the shards whose Leases it holds, and nothing else. Every replica watches everything
-// (a standby is warm), so taking a shard over is a matter of its Lease.
+// but keeps records only for the shards it holds and the one it goes for first (KeptShards):
+// its memory falls with the number of shards. Taking another shard over is a matter of its Lease
+// and one list of each watch, which brings that shard's records in.
 //
 // Each replica first goes for its own shard (its ordinal: --shard, or the trailing number of a
 // StatefulSet pod's name) and, after a delay, for any shard whose Lease nobody renews: a replica
@@ -24,6 +26,35 @@ export function shardOf(key: string, shards: number): number {
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }
   return hash % shards;
+}
+
+/**
+ * The shards whose records a sharded replica keeps: those it holds and the one it goes for
+ * first (so its first lists keep what it will most likely deliver). A shard taken over beyond
+ * them is added; the watches then list again to bring its records in.
+ */
+export class KeptShards {
+  readonly shards: number;
+  readonly preferred: number | undefined;
+  private readonly kept = new Set<number>();
+
+  constructor(shards: number, preferred: number | undefined) {
+    this.shards = shards;
+    this.preferred = preferred;
+    if (preferred !== undefined) this.kept.add(preferred);
+  }
+
+  /** Whether the records of the primary `key` are kept. */
+  keeps(key: string): boolean {
+    return this.kept.has(shardOf(key, this.shards));
+  }
+
+  /** Keeps `shard`'s records too: true when they were not kept before (the watches must list them). */
+  add(shard: number): boolean {
+    if (this.kept.has(shard)) return false;
+    this.kept.add(shard);
+    return true;
+  }
 }
 
 /** The shard a replica goes for first: `--shard`, else its name's ordinal (`kfn-bridge-2` → 2), else none. */

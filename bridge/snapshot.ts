@@ -9,7 +9,8 @@
 //
 // Pure bookkeeping over the watches' stores: SnapshotWaits (bridge/snapshot-waits.ts) passes the watches in.
 import type { ReconcilerConfig } from './config.ts';
-import type { Watcher, WatchEvent } from './watcher.ts';
+import type { Watcher } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 import { projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../core/event.ts';
 import type { Change, ReconcileResponse } from '../core/response.ts';
 import { controllerUid, groupKind, objectId, objectKey, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
@@ -121,7 +122,8 @@ export class Snapshots {
     const key = event.key ?? objectKey(event.object.metadata);
     const before = event.type === 'apply' ? event.old : event.object;
     const beforeOwner = before ? controllerUid(before) : undefined;
-    const afterOwner = event.type === 'apply' ? controllerUid(event.object) : undefined;
+    // A child the watch does not keep (another shard's owner): not indexed, as if gone.
+    const afterOwner = event.type === 'apply' && event.kept !== false ? controllerUid(event.object) : undefined;
     if (beforeOwner && beforeOwner !== afterOwner) {
       const kinds = this.children.get(beforeOwner);
       kinds?.get(gk)?.delete(key);

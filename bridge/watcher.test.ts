@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { FakeClock } from '../core/clock.ts';
-import { Watcher, type WatchEvent } from './watcher.ts';
+import { Watcher } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 
 /** A watcher on a fake clock: its backoff waits and its watchdog move only when the test says. */
 function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}, api = server.api()) {
@@ -204,4 +205,36 @@ describe('Watcher', () => {
       assert.ok(w.store.has('ns/b'));
     });
   }
+
+  test('a store that keeps some objects tells every event, and a relist brings in what it keeps once it keeps more', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 6; i++) server.put(`w${i}`, { labels: { shard: String(i % 2) } });
+    const kept = new Set(['0']);
+    const { w, events } = watcherOn(server, { keeps: (object) => kept.has(object.metadata.labels?.shard ?? '') });
+    t.after(() => w.stop());
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    assert.deepEqual([...w.store.keys()].sort(), ['ns/w0', 'ns/w2', 'ns/w4'], 'only shard 0 kept');
+    assert.equal(names(events, 'apply').length, 6, 'every object told');
+    assert.deepEqual(events.filter((e) => e.type === 'apply' && e.kept === false).map((e) => 'object' in e && e.object.metadata.name).sort(), ['w1', 'w3', 'w5']);
+    // A kept object that no longer is kept is let go; the event still carries what was held.
+    server.put('w0', { labels: { shard: '1' } });
+    const moved = await until('w0 moved', () => events.find((e) => e.type === 'apply' && e.object.metadata.name === 'w0' && e.old));
+    assert.ok(moved.type === 'apply' && moved.kept === false);
+    assert.equal(w.store.has('ns/w0'), false);
+    // Keeping shard 1 too: a relist brings its objects in, told as what was there (listingWhatIs).
+    const lists = w.stats.lists;
+    const seenWhileListing: boolean[] = [];
+    w.subscribe((e) => e.type === 'apply' && seenWhileListing.push(w.listingWhatIs));
+    kept.add('1');
+    events.length = 0;
+    w.relist();
+    await until('the relist', () => (w.stats.lists > lists && w.store.size === 6 ? true : undefined));
+    assert.deepEqual(names(events, 'apply').sort(), ['w0', 'w1', 'w3', 'w5'], 'the objects not kept before, as new');
+    assert.ok(seenWhileListing.length === 4 && seenWhileListing.every(Boolean), 'told while listing what is');
+    assert.equal(w.listingWhatIs, false, 'and not after');
+    // The watch goes on: a change after the relist is a change.
+    server.put('w7', { labels: { shard: '1' } });
+    await until('w7', () => (w.store.has('ns/w7') ? true : undefined));
+    assert.equal(names(events, 'delete').length, 0, 'nothing taken for deleted');
+  });
 });

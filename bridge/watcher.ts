@@ -22,17 +22,7 @@
 // managedFields), for the few users that read fields of them.
 import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
-import { WatchStore } from './store.ts';
-
-/**
- * `apply` carries the object as the apiserver sent it (normalised) and the store's previous
- * record of it; `delete` carries the store's record. `key` is the store's own key string, so
- * that the bridge's other per-object structures can share it instead of holding copies.
- */
-export type WatchEvent =
-  | { type: 'apply'; object: KubeObject; old?: KubeObject; key?: string }
-  | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string; fromReplaced?: boolean }
-  | { type: 'synced'; relist: boolean };
+import { WatchStore, type Keeps, type WatchEvent } from './store.ts';
 
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
@@ -71,6 +61,12 @@ export interface WatcherOptions {
    * list no longer has vanished between the two, and is told as a delete.
    */
   inherit?: Map<string, KubeObject>;
+  /**
+   * Which objects the store keeps (all when absent): asked for each object listed or changed.
+   * Every event is still told; one the store did not keep says `kept: false`. When the answer
+   * widens, relist() brings in what was not kept.
+   */
+  keeps?: Keeps;
 }
 
 /** The defaults of the options that have one (each said on WatcherOptions). */
@@ -91,6 +87,25 @@ type State =
 interface WatchLine {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
   object: KubeObject & { code?: number; reason?: string; message?: string };
+}
+
+/** relist() asked for: a list soon (`wanted`), its events told as what is (`widening`) until a list started after the ask completes. */
+class RelistRequest {
+  wanted = false;
+  widening = false;
+
+  ask(): void {
+    this.wanted = this.widening = true;
+  }
+
+  listStarts(): void {
+    this.wanted = false;
+  }
+
+  /** A list completed: asked again while it ran, the next one still widens. */
+  listDone(): void {
+    if (!this.wanted) this.widening = false;
+  }
 }
 
 /** Thrown inside the watch loop to leave it for a given next state. */
@@ -130,6 +145,12 @@ class Watchdog {
   }
 }
 
+/** The wait after `failures` failures in a row: doubling from `first` up to `max`, jittered down by up to half. */
+function backoffMs([first, max]: [number, number], failures: number, random: () => number): number {
+  const base = Math.min(max, first * 2 ** Math.min(failures, 30));
+  return Math.round(base * (0.5 + random() * 0.5));
+}
+
 /** What a person must know about a failure to list or watch a kind, or undefined for a transient one. */
 function problemOf(err: unknown, resource: ResourceInfo, namespace: string | undefined): string | undefined {
   if (!(err instanceof ApiError)) return undefined;
@@ -146,7 +167,7 @@ export class Watcher {
   /** The store, and how a list or a watch line changes it (bridge/store.ts). */
   private readonly objects: WatchStore;
   private readonly api: KubeApi;
-  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields' | 'inherit'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
+  private readonly options: Required<Omit<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'clock' | 'random' | 'fields' | 'inherit' | 'keeps'>> & Pick<WatcherOptions, 'log' | 'namespace' | 'labelSelector' | 'onProblem' | 'fields'>;
   /**
    * The resourceVersion the watch has reached (its list's, then each event's and bookmark's):
    * every change to the objects it watches up to this version is in the store. '' before the
@@ -174,7 +195,7 @@ export class Watcher {
     this.options = { ...watcherDefaults, ...options };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
-    this.objects = new WatchStore(resource, this.options.projection, this.options.fields, options.inherit);
+    this.objects = new WatchStore(resource, this.options.projection, this.options.fields, options.inherit, options.keeps);
     this.store = this.objects.byKey;
     this.pageSize = this.options.pageSize;
   }
@@ -187,6 +208,28 @@ export class Watcher {
   /** True once the first list has been applied. */
   get hasSynced(): boolean {
     return this.synced;
+  }
+
+  /**
+   * True while the first list is applied, or a list relist() asked for: what these events tell
+   * was there before, not a change just made (its work is low priority).
+   */
+  get listingWhatIs(): boolean {
+    return !this.synced || this.relisting.widening;
+  }
+  private readonly relisting = new RelistRequest();
+  /** The watch's current request, ended by relist(). */
+  private attempt: AbortController | undefined;
+
+  /**
+   * Lists again, soon, from wherever the watch is (a list in progress completes first): what
+   * `keeps` now keeps more of is brought in, its objects told as `apply` events without `old`
+   * while listingWhatIs holds. Changes the watch saw meanwhile are not lost: the list has them.
+   */
+  relist(): void {
+    if (this.isStopped()) return;
+    this.relisting.ask();
+    this.attempt?.abort();
   }
 
   /**
@@ -237,10 +280,7 @@ export class Watcher {
   }
 
   private backoff(): number {
-    const [first, max] = this.options.backoffMs;
-    const base = Math.min(max, first * 2 ** Math.min(this.failures, 30));
-    this.failures++;
-    return Math.round(base * (0.5 + this.random() * 0.5));
+    return backoffMs(this.options.backoffMs, this.failures++, this.random);
   }
 
   private isStopped(): boolean {
@@ -285,15 +325,11 @@ export class Watcher {
 
   /** Lists every page, applies the result to the store, returns the list's resourceVersion. */
   private async list(relist: boolean): Promise<string> {
+    this.relisting.listStarts();
     this.stats.lists++;
     if (relist) this.stats.relists++;
     const path = collectionPath(this.resource, this.options.namespace);
     const accept = this.options.projection === 'metadata' ? metadataListAccept : 'application/json';
-    // Mark and sweep: each page is applied to the store as it comes (changed or new objects),
-    // only the keys seen are remembered, and what the list did not name is deleted at the end.
-    // No second copy of the objects is built: at 100,000 objects that copy was most of a heap.
-    const seen = new Set<string>();
-    let resourceVersion = '';
     const pages = listPages<KubeObject>(this.api, path, {
       query: { labelSelector: this.options.labelSelector },
       accept,
@@ -305,31 +341,25 @@ export class Watcher {
         this.log('warn', `a list page was larger than ${this.options.maxPageBytes} bytes: asking for ${n} objects a page`, { pageSize: n });
       },
     });
-    for await (const page of pages) {
-      for (const item of page.items ?? []) {
-        const change = this.objects.listed(item, seen);
-        if (change) this.emit({ type: 'apply', ...change });
-      }
-      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-    }
-    for (const { object, key } of this.objects.unlisted(seen)) this.emit({ type: 'delete', object, inferred: true, key });
-    for (const { object, key } of this.objects.vanished(seen)) this.emit({ type: 'delete', object, inferred: true, key, fromReplaced: true });
+    const { resourceVersion, objects } = await this.objects.applyList(pages, (event) => this.emit(event));
     this.resourceVersion = resourceVersion;
+    this.relisting.listDone();
     this.emit({ type: 'synced', relist });
     if (!this.synced) {
       this.synced = true;
       for (const resolve of this.syncWaiters.splice(0)) resolve();
     }
-    this.log('info', relist ? 'relisted' : 'listed', { objects: seen.size, resourceVersion });
+    this.log('info', relist ? 'relisted' : 'listed', { objects, resourceVersion });
     return resourceVersion;
   }
 
   private async watch(from: string): Promise<State> {
+    if (this.relisting.wanted) return { phase: 'list', relist: true };
     this.stats.watches++;
     let resourceVersion = from;
     const [min, max] = this.options.watchTimeoutSeconds;
     const timeoutSeconds = Math.round(min + this.random() * (max - min));
-    const attempt = new AbortController();
+    const attempt = (this.attempt = new AbortController());
     const onStop = () => attempt.abort();
     this.abort.signal.addEventListener('abort', onStop);
     const watchdog = new Watchdog(this.clock, this.options.inactivityMs, () => attempt.abort());
@@ -356,6 +386,7 @@ export class Watcher {
     } catch (err) {
       if (err instanceof Transition) return err.next;
       if (this.abort.signal.aborted) return { phase: 'stopped' };
+      if (this.relisting.wanted) return { phase: 'list', relist: true };
       this.broken = true;
       if (watchdog.silent) {
         this.stats.watchdogRestarts++;
@@ -379,6 +410,7 @@ export class Watcher {
       this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
       return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
     } finally {
+      this.attempt = undefined;
       watchdog.stop();
       this.abort.signal.removeEventListener('abort', onStop);
     }
@@ -415,18 +447,12 @@ export class Watcher {
         if (obj.code === 410) throw new Transition(this.gone(resourceVersion), 'gone');
         throw new ApiError(obj.code ?? 500, `watch error: ${obj.message ?? JSON.stringify(obj)}`, obj.reason);
       case 'ADDED':
-      case 'MODIFIED': {
-        this.stats.events++;
-        const change = this.objects.applied(obj);
-        this.resourceVersion = change.object.metadata.resourceVersion ?? resourceVersion;
-        this.emit({ type: 'apply', ...change });
-        return this.resourceVersion;
-      }
+      case 'MODIFIED':
       case 'DELETED': {
         this.stats.events++;
-        const { object, key } = this.objects.deleted(obj);
-        this.resourceVersion = object.metadata.resourceVersion ?? resourceVersion;
-        this.emit({ type: 'delete', object, inferred: false, key });
+        const event = this.objects.line(line.type, obj);
+        this.resourceVersion = event.object.metadata.resourceVersion ?? resourceVersion;
+        this.emit(event);
         return this.resourceVersion;
       }
     }

@@ -5,7 +5,8 @@
 import { kindId, watchedKinds, type ReconcilerConfig, type WatchNeed } from './config.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics, WatchState } from './metrics.ts';
-import { Watcher, type WatchEvent, type WatcherOptions } from './watcher.ts';
+import { Watcher, type WatcherOptions } from './watcher.ts';
+import type { WatchEvent } from './store.ts';
 import type { Clock } from '../core/clock.ts';
 import { sameKind, type KindRef } from '../core/objects.ts';
 import { ApiError, servedResource, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
@@ -32,6 +33,11 @@ export interface WatchesContext {
 /** The Reconcilers a watch tells, by name. */
 export interface WatchUsers {
   onEvent(user: string, ref: KindRef, event: WatchEvent, initial: boolean): void;
+  /**
+   * Present when the stores keep only what their users need (a sharded replica's records):
+   * whether any of `users` needs `object` of `ref` kept. Absent, every store keeps everything.
+   */
+  needs?(users: Iterable<string>, ref: KindRef, object: KubeObject, key: string): boolean;
   /** A watch `user` uses was replaced by one that keeps more of each object. */
   replaced(user: string, old: Watcher, replaced: Watcher): void;
 }
@@ -80,10 +86,10 @@ export class SharedWatches {
   }
 
   /** Each watch's kind and state, for kfn_bridge_watches. */
-  *states(): Iterable<{ kind: string; state: WatchState }> {
+  *states(): Iterable<{ kind: string; state: WatchState; records: number }> {
     for (const shared of this.watches.values()) {
       const state: WatchState = shared.problem ? 'failing' : shared.watcher?.hasSynced ? 'synced' : 'listing';
-      yield { kind: shared.ref.kind, state };
+      yield { kind: shared.ref.kind, state, records: shared.watcher?.store.size ?? 0 };
     }
   }
 
@@ -163,9 +169,19 @@ export class SharedWatches {
       }
       shared = replaced;
     }
+    if (shared && !shared.users.has(user) && this.users.needs) {
+      // Its store keeps only what its users so far need: a list brings in what this one needs too.
+      shared.users.add(user);
+      shared.watcher.relist();
+    }
     shared ??= await this.startWatch(id, need.ref, resource, { full: need.full, ...(need.fields ? { fields: need.fields } : {}), namespace, labelSelector: need.labelSelector });
     shared.users.add(user);
     return shared;
+  }
+
+  /** Lists every watch again: the stores keep more than they did (a sharded replica took a shard over). */
+  relistAll(): void {
+    for (const shared of this.watches.values()) shared.watcher.relist();
   }
 
   private async startWatch(id: string, ref: KindRef, resource: ResourceInfo, o: { full: boolean; fields?: string[]; namespace?: string; labelSelector?: string; inherit?: { store: Map<string, KubeObject>; users: Set<string> } }): Promise<SharedWatch> {
@@ -181,6 +197,7 @@ export class SharedWatches {
       namespace: o.namespace,
       labelSelector: o.labelSelector,
       ...(o.inherit ? { inherit: o.inherit.store } : {}),
+      ...(this.users.needs ? { keeps: (object: KubeObject, key: string) => this.users.needs!(shared.users, ref, object, key) } : {}),
       log: (level, msg, fields) => log[level](fields ?? {}, msg),
       onProblem: (problem) => {
         shared.problem = problem;
@@ -190,7 +207,7 @@ export class SharedWatches {
     });
     metrics?.watchStarted(ref.kind);
     const unsubscribe = watcher.subscribe((event) => {
-      const initial = !watcher.hasSynced;
+      const initial = watcher.listingWhatIs;
       if (event.type === 'synced') {
         if (event.relist) metrics?.relists.inc({ kind: ref.kind });
       } else {

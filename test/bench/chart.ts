@@ -199,9 +199,9 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       bars.push({ label: '  controller-runtime', value: s.crDefault.rssMiB, text: `${fixed(s.crDefault.rssMiB, 0)} MiB`, contender: 'controller-runtime' });
       bars.push({ label: '  c-r, metadata-only', value: s.crMetadata.rssMiB, text: `${fixed(s.crMetadata.rssMiB, 0)} MiB`, contender: 'controller-runtime' });
     }
-    if (scale.shards) {
-      bars.push({ gap: `--shards 2 at ${scale.shards.webs.toLocaleString('en')} MyWebs (each replica watches everything)` });
-      scale.shards.replicas.forEach((r, i) => bars.push({ label: `  kfn replica ${i} of 2`, value: r.rssMiB, text: `${fixed(r.rssMiB, 0)} MiB (heap ${fixed(kibPerObject(r.heapMiB, scale.shards!.objects), 2)} KiB/object)`, contender: 'kfn' }));
+    for (const run of scale.sharded ?? []) {
+      bars.push({ gap: `--shards ${run.shards} at ${run.webs.toLocaleString('en')} MyWebs (each replica keeps its shard's records)` });
+      run.replicas.forEach((r, i) => bars.push({ label: `  kfn replica ${i} of ${run.shards}`, value: r.rssMiB, text: `${fixed(r.rssMiB, 0)} MiB (heap ${fixed(kibPerObject(r.heapMiB, run.objects), 2)} KiB/object)`, contender: 'kfn' }));
     }
     panels.push({ title: 'P8 at cluster scale: resident memory by size (MiB; smaller is better)', bars });
   }

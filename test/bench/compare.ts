@@ -27,8 +27,9 @@
 //                   Deployments, as a shared host and on Knative (test/bench/fleet.ts).
 //   P8 scale        (long: only with --only p8) K MyWebs with a ConfigMap each, at several K: kfn's
 //                   contract-1 bridge vs the controller-runtime operator's default and
-//                   metadata-only caches, memory, start and the apiserver's peak; and --shards 2
-//                   at the largest K (test/bench/scale.ts).
+//                   metadata-only caches, memory, start and the apiserver's peak; at the largest
+//                   K, --shards 2 and 4 (memory per replica), a shard's and a leader's take-over
+//                   (test/bench/scale.ts).
 //
 // Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
@@ -39,6 +40,7 @@
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 //                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
 //                            [--cold-starts 11] [--knative-cold-starts 5] [--scale-objects 10000,40000,100000]
+//                            [--scale-namespaces 1000]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -70,7 +72,8 @@ import { objectId, type ObjectRef } from '../../core/objects.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
-import { atClusterScale, parseScaleSizes, scaleTable, type ScaleResult } from './scale.ts';
+import { atClusterScale, parseScaleSizes, scaleTable, startSink, type ScaleResult } from './scale.ts';
+import { atManyNamespaces, namespacesTable, type NamespacesResult } from './scale-namespaces.ts';
 import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
@@ -104,6 +107,8 @@ const { values } = parseArgs({
     'knative-cold-starts': { type: 'string', default: '5' },
     // P8's MyWeb counts (each with a ConfigMap), in rising order.
     'scale-objects': { type: 'string', default: '10000,40000,100000' },
+    // P8's namespaces case: this many namespaces with a MyWeb each (0: none).
+    'scale-namespaces': { type: 'string', default: '1000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
@@ -1011,7 +1016,8 @@ async function cpuRound(contender: 'controller-runtime' | 'kfn', nodeOptions?: {
 /**
  * Node's flags for kfn's two processes, each set measured beside the others: the function without
  * flags (as images ran it), with the young generation kept small and V8 tuned for size, then
- * without its optimising compilers too (the bridge's set); last, the bridge without those two.
+ * without its optimising compilers too (the bridge's set); last, the bridge with Maglev (the
+ * mid-tier compiler) and then with both compilers.
  */
 function cpuFlagSets(bridge: string[]): { label: string; bridge: string[]; function: string[] }[] {
   const small = ['--max-semi-space-size=1', '--optimize-for-size'];
@@ -1020,6 +1026,7 @@ function cpuFlagSets(bridge: string[]): { label: string; bridge: string[]; funct
     { label: 'fn: no flags', bridge, function: [] },
     { label: 'fn: semi-space 1, optimize-for-size', bridge, function: small },
     { label: 'fn: + --no-opt --no-maglev', bridge, function: [...small, '--no-opt', '--no-maglev'] },
+    { label: 'bridge with Maglev (--no-opt only); fn: semi-space 1, optimize-for-size', bridge: bridge.filter((f) => f !== '--no-maglev'), function: small },
     { label: 'bridge without --no-opt --no-maglev; fn: semi-space 1, optimize-for-size', bridge: optimising(bridge), function: small },
   ];
 }
@@ -1128,6 +1135,18 @@ try {
     const scale: ScaleResult = { sizes: [] };
     results.scale = scale;
     const bench = { api, clusterPaths: cluster.paths, kubeconfig, bundle, bridgeNodeOptions: values['bridge-node-options'], operator: peers.operator, dir, log, now, startProcess, stop, settledRss, createNamespace, deleteNamespace, webs, web };
+    const namespaceCount = Number(values['scale-namespaces']);
+    if (namespaceCount > 0) {
+      // First, while no other MyWeb exists: the contenders that watch every namespace see these alone.
+      const sink = await startSink(now);
+      try {
+        results.scaleNamespaces = await atManyNamespaces({ ...bench, adapter: peers.adapter }, namespaceCount, sink, log);
+      } catch (err) {
+        log(`P8 namespaces stopped: ${(err as Error).message}`);
+      } finally {
+        sink.close();
+      }
+    }
     await atClusterScale(bench, scaleSizes, scale).catch((err: Error) => {
       scale.error = err.message;
       log(`P8 stopped: ${err.message}`);
@@ -1258,6 +1277,7 @@ if (snap) {
   say(`  controller-runtime (its cache of all four kinds) ${snap.cr.toFixed(0).padStart(5)}`);
   say(`  kfn contract 2 / controller-runtime ${x(snap.v2Rss, snap.cr)} (goal ≤ 1.0×)`);
 }
+if (results.scaleNamespaces) for (const line of namespacesTable(results.scaleNamespaces as NamespacesResult)) say(line);
 if (results.scale) for (const line of scaleTable(results.scale as ScaleResult)) say(line);
 const rel = results.relists as RelistResult | undefined;
 if (rel) {

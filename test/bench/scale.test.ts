@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseScaleSizes, scaleTable, type ScaleResult, type StartFigures } from './scale.ts';
+import { namespacesTable } from './scale-namespaces.ts';
 
 test('--scale-objects takes MyWeb counts in rising order, and nothing else', () => {
   assert.deepEqual(parseScaleSizes('10000,40000,100000'), [10000, 40000, 100000]);
@@ -12,24 +13,38 @@ test('--scale-objects takes MyWeb counts in rising order, and nothing else', () 
 
 const start = (rssMiB: number, readyS: number, apiserverPeakMiB: number): StartFigures => ({ rssMiB, readyS, apiserverAtStartMiB: 500, apiserverPeakMiB });
 
-test('the table: a row per size with heap per watched object and the ratios, the growth per object, the shards beside one replica', () => {
+test('the table: a row per size with heap per watched object and the ratios, the growth per object, the shards beside one replica and their take-overs', () => {
   const result: ScaleResult = {
     sizes: [
       { webs: 10000, objects: 20000, kfn: { ...start(100, 3, 800), heapMiB: 20 }, crDefault: start(200, 2, 900), crMetadata: start(50, 1.5, 700) },
       { webs: 20000, objects: 40000, kfn: { ...start(150, 6, 1000), heapMiB: 40 }, crDefault: start(300, 4, 1200), crMetadata: start(75, 3, 850) },
     ],
-    shards: { webs: 20000, objects: 40000, replicas: [{ rssMiB: 149, heapMiB: 40 }, { rssMiB: 152, heapMiB: 41 }] },
+    sharded: [
+      { shards: 2, webs: 20000, objects: 40000, replicas: [{ rssMiB: 100, heapMiB: 20 }, { rssMiB: 104, heapMiB: 21 }], takeover: { keys: 10000, firstS: 16.25, allS: 31.5, rssAfterMiB: 149 } },
+      { shards: 4, webs: 20000, objects: 40000, replicas: [{ rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }] },
+    ],
+    leaderTakeover: { webs: 20000, keys: 20000, firstS: 15.9, allS: 40.04, rssAfterMiB: 151 },
     error: 'the apiserver went away',
   };
   const lines = scaleTable(result);
   const row = lines.find((l) => l.trimStart().startsWith('10000'))!;
   assert.deepEqual(row.trim().split(/\s+/), ['10000', '100', '1.02', '3.0', '800', '200', '2.0', '900', '50', '1.5', '700', '0.50×', '2.00×']);
   assert.match(lines.find((l) => l.includes('per additional object'))!, /kfn RSS 2\.56 \(heap 1\.02\), c-r 5\.12, c-r metadata-only 1\.28; apiserver peak with kfn 10\.24, c-r 15\.36, c-r metadata-only 7\.68/);
-  assert.match(lines.find((l) => l.includes('--shards 2'))!, /one replica 150 MiB \(heap 1\.02 KiB\/object\); replica 0 of 2 149 MiB \(heap 1\.02 KiB\/object\), replica 1 of 2 152 MiB \(heap 1\.05 KiB\/object\)/);
+  assert.match(lines.find((l) => l.includes('--shards 2'))!, /one replica alone 150 MiB \(heap 1\.02 KiB\/object\); replica 0 100 MiB \(heap 0\.51 KiB\/object\), replica 1 104 MiB \(heap 0\.54 KiB\/object\); mean 0\.68× one replica's/);
+  assert.match(lines.find((l) => l.includes('replica 1 killed'))!, /first of its keys delivered after 16\.3 s, all 10000 after 31\.5 s; replica 0 then 149 MiB/);
+  assert.match(lines.find((l) => l.includes('--shards 4'))!, /replica 3 75 MiB \(heap 0\.26 KiB\/object\); mean 0\.50× one replica's/);
+  assert.match(lines.find((l) => l.includes('leader killed'))!, /at 20000 .*the standby's first of its keys delivered after 15\.9 s, all 20000 after 40\.0 s; the standby then 151 MiB/);
   assert.equal(lines.at(-1), '  P8 stopped: the apiserver went away');
 });
 
 test('one size: no growth line; no shards measured: no shards line', () => {
   const lines = scaleTable({ sizes: [{ webs: 10000, objects: 20000, kfn: { ...start(100, 3, 800), heapMiB: 20 }, crDefault: start(200, 2, 900), crMetadata: start(50, 1.5, 700) }] });
   assert.equal(lines.some((l) => l.includes('per additional object') || l.includes('--shards')), false);
+});
+
+test('the namespaces table: a row per contender with its requests, 429s, time to delivering and memory', () => {
+  const lines = namespacesTable({ namespaces: 1000, rows: [{ contender: 'kfn, naming the 1000', lists: 1, watches: 1, throttled: 0, deliveringS: 1.25, rssMiB: 80.4 }, { contender: 'ApiServerSource, naming the 1000', lists: 1000, watches: 1003, throttled: 12, deliveringS: 41, rssMiB: 120 }] });
+  assert.match(lines[1]!, /1000 namespaces with a MyWeb each/);
+  assert.deepEqual(lines[3]!.trim().split(/\s{2,}/), ['kfn, naming the 1000', '1', '1', '0', '1.3', '80']);
+  assert.deepEqual(lines[4]!.trim().split(/\s{2,}/), ['ApiServerSource, naming the 1000', '1000', '1003', '12', '41.0', '120']);
 });

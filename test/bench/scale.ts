@@ -12,8 +12,16 @@
 //
 // and for each, the kube-apiserver's peak RSS from the contender's spawn until its RSS settled
 // (a look every 200 ms: /proc's VmHWM is the apiserver's lifetime peak, not this window's). At
-// the largest K, two bridge replicas with --shards 2 beside the one: every replica still watches
-// and records everything, so this shows what sharding does not save yet.
+// the largest K, then:
+//
+//   shards               N bridge replicas with --shards N (2, then 4), started together: each
+//                        one's RSS and heap (each keeps the records of its own shard);
+//   take-over by shard   with 2: replica 1 killed (SIGKILL); replica 0 takes its shard once the
+//                        Lease expires, lists its records in and delivers its keys: kill → first
+//                        and → last of them delivered, and replica 0's RSS after;
+//   take-over by leader  a leader and a warm standby (--leader-elect, every record kept): the
+//                        leader killed; kill → the standby's first delivery and → every key
+//                        delivered again (a take-over queues every key, at low priority).
 import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -28,8 +36,9 @@ import type { ClusterPaths } from '../../cluster/paths.ts';
 import { isRunning } from '../../cluster/processes.ts';
 import { readState } from '../../cluster/state.ts';
 import { heapAfterGc, inParallel, rssMiB } from './common.ts';
+import { shardOf } from '../../bridge/shards.ts';
 
-type Child = ChildProcess & { logFile: string };
+export type Child = ChildProcess & { logFile: string };
 
 /** What P8 takes from bench:compare: the cluster, its way of running processes, P4's MyWebs. */
 export interface ScaleBench {
@@ -46,7 +55,7 @@ export interface ScaleBench {
   /** Wall-clock ms, comparable with the peer's unix ns. */
   now(): number;
   /** Spawns a process, its output in `logFile`; killed when the run ends, however it ends. */
-  startProcess(name: string, command: string, args: string[]): Child;
+  startProcess(name: string, command: string, args: string[], env?: Record<string, string>): Child;
   stop(child: ChildProcess): Promise<void>;
   settledRss(pid: number): Promise<number>;
   createNamespace(prefix: string): Promise<string>;
@@ -73,10 +82,30 @@ export interface ScaleSize {
   crMetadata: StartFigures;
 }
 
+/** A take-over: from the kill to the first and the last key of the dead replica's delivered by the survivor. */
+export interface TakeoverFigures {
+  keys: number;
+  firstS: number;
+  allS: number;
+  rssAfterMiB: number;
+}
+
+/** N replicas with --shards N at `webs` MyWebs: each one's settled RSS and heap. */
+export interface ShardedRun {
+  shards: number;
+  webs: number;
+  objects: number;
+  replicas: { rssMiB: number; heapMiB: number }[];
+  /** With 2 shards: replica 1 killed, replica 0 taking its shard over. */
+  takeover?: TakeoverFigures;
+}
+
 export interface ScaleResult {
   sizes: ScaleSize[];
-  /** At the largest size: two bridge replicas with --shards 2, started together. */
-  shards?: { webs: number; objects: number; replicas: { rssMiB: number; heapMiB: number }[] };
+  /** At the largest size: --shards 2 and 4. */
+  sharded?: ShardedRun[];
+  /** At the largest size: a leader killed, its warm standby taking over. */
+  leaderTakeover?: TakeoverFigures & { webs: number };
   /** Why the part stopped before its end (the sizes before it stay). */
   error?: string;
 }
@@ -129,8 +158,13 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       b.log(`P8 ${k}: controller-runtime metadata-only ${crMetadata.rssMiB.toFixed(0)} MiB, synced after ${crMetadata.readyS.toFixed(1)} s, apiserver peak ${crMetadata.apiserverPeakMiB.toFixed(0)} MiB`);
       into.sizes.push({ webs: k, objects, kfn, crDefault, crMetadata });
     }
-    const replica = (i: number) => bridgeArgs(config(`scale-shard-${i}`, `/shard-${i}`), '--leader-elect', '--shards=2', `--shard=${i}`, `--lease-namespace=${ns}`, '--lease-name=scale-bridge');
-    into.shards = await twoShards(b, made, sink, replica);
+    into.sharded = [];
+    for (const n of [2, 4]) {
+      const replica = (i: number) => bridgeArgs(config(`scale-shard-${n}-${i}`, `/shard-${n}-${i}`), '--leader-elect', `--shards=${n}`, `--shard=${i}`, `--lease-namespace=${ns}`, `--lease-name=scale-shards-${n}`);
+      into.sharded.push(await sharded(b, ns, made, n, sink, replica));
+    }
+    const standby = (i: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=scale-leader');
+    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby)) };
   } finally {
     sink.close();
     // 2K objects and more: the namespace controller may take longer than deleteNamespace waits.
@@ -138,22 +172,56 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
   }
 }
 
-/** Two bridge replicas with --shards 2, started together, at `k` MyWebs: each one's settled RSS and heap. Replica i delivers to /shard-i. */
-async function twoShards(b: ScaleBench, k: number, sink: Sink, args: (i: number) => string[]): Promise<NonNullable<ScaleResult['shards']>> {
+/** N replicas with --shards N, started together, at `k` MyWebs: each one's settled RSS and heap; with 2, then the take-over of replica 1's shard by replica 0. Replica i delivers to /shard-N-i. */
+async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Sink, args: (i: number) => string[]): Promise<ShardedRun> {
   sink.reset();
-  const replicas = [0, 1].map((i) => b.startProcess(`scale-shard-${i}`, process.execPath, args(i)));
+  const replicas = Array.from({ length: n }, (_, i) => b.startProcess(`scale-shard-${n}-${i}`, process.execPath, args(i)));
   try {
     // A replica's first delivery: it holds its shard and has listed.
-    await Promise.all(replicas.map((c, i) => until(`replica ${i}'s first delivery`, c, () => sink.first.get(`/shard-${i}`))));
+    await Promise.all(replicas.map((c, i) => until(`replica ${i} of ${n}'s first delivery`, c, () => sink.first.get(`/shard-${n}-${i}`))));
     const rss = await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
     const heap: number[] = [];
     for (const c of replicas) heap.push(await heapAfterGc(c.logFile));
-    const shards = { webs: k, objects: 2 * k, replicas: rss.map((rssMiB, i) => ({ rssMiB, heapMiB: heap[i]! })) };
-    b.log(`P8 ${k}, --shards 2: ${shards.replicas.map((r, i) => `replica ${i} ${r.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(r.heapMiB, shards.objects).toFixed(2)} KiB per object)`).join(', ')}`);
-    return shards;
+    const run: ShardedRun = { shards: n, webs: k, objects: 2 * k, replicas: rss.map((rssMiB, i) => ({ rssMiB, heapMiB: heap[i]! })) };
+    b.log(`P8 ${k}, --shards ${n}: ${run.replicas.map((r, i) => `replica ${i} ${r.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(r.heapMiB, run.objects).toFixed(2)} KiB per object)`).join(', ')}`);
+    if (n === 2) {
+      // Replica 0 takes over shard 1: every MyWeb key in it, delivered to replica 0's path.
+      const keys = Array.from({ length: k }, (_, i) => `w${i}`).filter((name) => shardOf(`${ns}/${name}`, 2) === 1).length;
+      run.takeover = await takeover(b, sink, replicas[1]!, replicas[0]!, `/shard-2-0`, (subject) => shardOf(subject, 2) === 1, keys);
+      b.log(`P8 ${k}, --shards 2, replica 1 killed: replica 0's first delivery of shard 1 after ${run.takeover.firstS.toFixed(1)} s, all ${keys} of its keys after ${run.takeover.allS.toFixed(1)} s; replica 0 then ${run.takeover.rssAfterMiB.toFixed(0)} MiB`);
+    }
+    return run;
   } finally {
     await Promise.all(replicas.map((c) => b.stop(c)));
   }
+}
+
+/** A leader and a warm standby (every record kept): the leader killed once both have settled; the standby's take-over of every key. */
+async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number) => string[]): Promise<TakeoverFigures> {
+  sink.reset();
+  const replicas = [0, 1].map((i) => b.startProcess(`scale-leader-${i}`, process.execPath, args(i)));
+  try {
+    const leader = await until('a leader\'s first delivery', replicas[0]!, () => [0, 1].find((i) => sink.first.has(`/leader-${i}`)));
+    const standby = 1 - leader;
+    // Both settled: the standby's watches have listed everything (it is warm).
+    await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
+    const figures = await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k);
+    b.log(`P8 ${k}, leader killed: the standby's first delivery after ${figures.firstS.toFixed(1)} s, all ${k} keys after ${figures.allS.toFixed(1)} s; standby then ${figures.rssAfterMiB.toFixed(0)} MiB`);
+    return figures;
+  } finally {
+    await Promise.all(replicas.map((c) => b.stop(c)));
+  }
+}
+
+/** Kills `dead` (SIGKILL: nothing handed over) and times `survivor`'s deliveries to `path` of the keys `theirs` selects, until `keys` distinct ones. */
+async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child, path: string, theirs: (subject: string) => boolean, keys: number): Promise<TakeoverFigures> {
+  const killed = b.now();
+  sink.watchFor(path, theirs);
+  dead.kill('SIGKILL');
+  const first = await until(`the take-over's first delivery to ${path}`, survivor, () => sink.taken.first);
+  const all = await until(`the take-over's ${keys} keys at ${path}`, survivor, () => (sink.taken.subjects.size >= keys ? b.now() : undefined));
+  const rssAfterMiB = await b.settledRss(survivor.pid!);
+  return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB };
 }
 
 /** Grows `ns` from `from` to `to` MyWebs, each with its page ConfigMap made as the SDK makes a child. */
@@ -203,7 +271,7 @@ async function runFresh<T extends object>(b: ScaleBench, name: string, command: 
 }
 
 /** Polls `look` every 100 ms until it answers; throws if `child` ends first or the start timeout passes. */
-async function until<T>(what: string, child: Child, look: () => T | undefined): Promise<T> {
+export async function until<T>(what: string, child: Child, look: () => T | undefined): Promise<T> {
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
     const found = look();
@@ -215,23 +283,50 @@ async function until<T>(what: string, child: Child, look: () => T | undefined): 
 }
 
 /** A sink that answers every delivery at once, noting when the first came to each path since reset(). */
-interface Sink {
+export interface Sink {
   url: string;
   /** Wall-clock ms of the first POST to each path since reset(). */
   first: Map<string, number>;
+  /** Since watchFor(): the first delivery it selects (wall-clock ms), and the distinct keys (ce-subject) of those delivered. */
+  taken: { first?: number; subjects: Set<string> };
+  /** Notes, from now, the deliveries to `path` of the keys `select` takes. */
+  watchFor(path: string, select: (subject: string) => boolean): void;
   reset(): void;
   close(): void;
 }
 
-async function startSink(now: () => number): Promise<Sink> {
+export async function startSink(now: () => number): Promise<Sink> {
   const first = new Map<string, number>();
+  let watched: { path: string; select: (subject: string) => boolean } | undefined;
+  let taken: Sink['taken'] = { subjects: new Set() };
   const server = createServer((req, res) => {
     if (req.method === 'POST' && !first.has(req.url!)) first.set(req.url!, now());
+    const subject = req.headers['ce-subject'];
+    if (watched && req.url === watched.path && typeof subject === 'string' && watched.select(subject)) {
+      taken.first ??= now();
+      taken.subjects.add(subject);
+    }
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, first, reset: () => first.clear(), close: () => server.close() };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    first,
+    get taken() {
+      return taken;
+    },
+    watchFor: (path, select) => {
+      watched = { path, select };
+      taken = { subjects: new Set() };
+    },
+    reset: () => {
+      first.clear();
+      watched = undefined;
+      taken = { subjects: new Set() };
+    },
+    close: () => server.close(),
+  };
 }
 
 /** The largest RSS of `pid` from now until stop() (MiB), a look every 200 ms; NaN if a look failed. */
@@ -286,11 +381,15 @@ export function scaleTable(r: ScaleResult): string[] {
     const slope = (of: (s: ScaleSize) => number) => f(kibPerObject(of(b) - of(a), b.objects - a.objects), 2);
     lines.push(`  per additional object watched (KiB), ${a.webs}→${b.webs}: kfn RSS ${slope((s) => s.kfn.rssMiB)} (heap ${slope((s) => s.kfn.heapMiB)}), c-r ${slope((s) => s.crDefault.rssMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.rssMiB)}; apiserver peak with kfn ${slope((s) => s.kfn.apiserverPeakMiB)}, c-r ${slope((s) => s.crDefault.apiserverPeakMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.apiserverPeakMiB)}`);
   }
-  const one = r.sizes.find((s) => s.webs === r.shards?.webs)?.kfn;
-  if (r.shards && one) {
-    const replica = (rss: number, heap: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, r.shards!.objects), 2)} KiB/object)`;
-    lines.push(`  --shards 2 at ${r.shards.webs} (every replica watches everything today): one replica ${replica(one.rssMiB, one.heapMiB)}; ${r.shards.replicas.map((p, i) => `replica ${i} of 2 ${replica(p.rssMiB, p.heapMiB)}`).join(', ')}`);
+  const replica = (rss: number, heap: number, objects: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, objects), 2)} KiB/object)`;
+  const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s`;
+  for (const run of r.sharded ?? []) {
+    const one = r.sizes.find((s) => s.webs === run.webs)?.kfn;
+    const mean = run.replicas.reduce((a, p) => a + p.rssMiB, 0) / run.replicas.length;
+    lines.push(`  --shards ${run.shards} at ${run.webs} (each replica keeps its shard's records): ${one ? `one replica alone ${replica(one.rssMiB, one.heapMiB, run.objects)}; ` : ''}${run.replicas.map((p, i) => `replica ${i} ${replica(p.rssMiB, p.heapMiB, run.objects)}`).join(', ')}${one ? `; mean ${x(mean, one.rssMiB)} one replica's` : ''}`);
+    if (run.takeover) lines.push(`    replica 1 killed: replica 0 takes its shard over, ${takeover(run.takeover)}; replica 0 then ${f(run.takeover.rssAfterMiB)} MiB`);
   }
+  if (r.leaderTakeover) lines.push(`  leader killed at ${r.leaderTakeover.webs} (a warm standby, every record kept): the standby's ${takeover(r.leaderTakeover)}; the standby then ${f(r.leaderTakeover.rssAfterMiB)} MiB`);
   if (r.error) lines.push(`  P8 stopped: ${r.error}`);
   return lines;
 }

@@ -13,6 +13,13 @@ import { waitFor } from '../../core/clock.ts';
 import { startFaultProxy } from '../support/proxy.ts';
 import { shardOf } from '../../bridge/shards.ts';
 
+/** The Widget records a bridge process keeps (kfn_bridge_watch_records), read from its metrics. */
+async function widgetRecords(bridge: BridgeProcess): Promise<number | undefined> {
+  const text = await fetch(bridge.metricsUrl, { signal: AbortSignal.timeout(2000) }).then((r) => r.text(), () => '');
+  const m = text.match(/^kfn_bridge_watch_records\{kind="Widget"\} (\d+)/m);
+  return m ? Number(m[1]) : undefined;
+}
+
 /** A bridge configuration file per bridge, `who`, whose sink is the receiver's path `/<who>`. */
 function perBridgeConfig(f: WidgetSetup): (who: string) => string {
   const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
@@ -185,6 +192,9 @@ describe('bridge processes', { concurrency: true }, () => {
       const from = new Set(f.receiver.of(n).map((d) => d.path));
       assert.deepEqual([...from], [`/r${key(n)}`], `${n} (shard ${key(n)}) delivered by its shard's replica alone`);
     }
+    // Each replica keeps the records of its own shard alone.
+    const inShard = (i: number) => names.filter((n) => key(n) === i).length;
+    for (const i of [0, 1, 2]) assert.equal(await widgetRecords(replicas[i]!), inShard(i), `replica ${i} keeps the records of shard ${i} alone`);
 
     replicas[1]!.kill('SIGKILL');
     const killedAt = Date.now();
@@ -192,11 +202,18 @@ describe('bridge processes', { concurrency: true }, () => {
     const changed = names.slice(0, 12);
     for (const n of changed) await f.patchWidget(n, { spec: { size: 2 } });
     await waitFor('every change delivered, shard 1 by another replica', async () => changed.every((n) => f.receiver.of(n).some((d) => d.generation === 2)) || undefined, { timeoutMs: 60_000, context: context(() => changed.filter((n) => !f.receiver.of(n).some((d) => d.generation === 2))) });
+    const takers = new Set<string>();
     for (const n of changed.filter((n) => key(n) === 1)) {
       const d = f.receiver.of(n).find((x) => x.generation === 2)!;
       assert.notEqual(d.path, '/r1', `${n}: the killed replica delivered nothing after its death`);
+      takers.add(d.path.slice(2));
       t.diagnostic(`${n} (shard 1) delivered by ${d.path.slice(1)} ${((d.receivedAt - killedAt) / 1000).toFixed(1)} s after the kill`);
     }
+    // The replica that took shard 1 over listed its records in, beside its own.
+    assert.equal(takers.size, 1, 'one replica took shard 1 over');
+    const taker = Number([...takers][0]);
+    const both = inShard(taker) + inShard(1);
+    await waitFor(`replica ${taker} keeping shard ${taker}'s records and shard 1's (${both})`, async () => (await widgetRecords(replicas[taker]!)) === both || undefined, { timeoutMs: 10_000 });
     // Never two deliveries of one object at once (each takes 50 ms).
     for (const n of names) {
       const times = f.receiver.of(n).map((d) => d.receivedAt).sort((a, b) => a - b);

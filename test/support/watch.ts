@@ -2,7 +2,8 @@
 import type { TestContext } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeApi } from './cluster.ts';
-import { Watcher, type WatchEvent, type WatcherOptions } from '../../bridge/watcher.ts';
+import { Watcher, type WatcherOptions } from '../../bridge/watcher.ts';
+import type { WatchEvent } from '../../bridge/store.ts';
 
 export interface RecordedWatch {
   watcher: Watcher;

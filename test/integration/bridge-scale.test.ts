@@ -1,0 +1,65 @@
+// At cluster scale, small enough for CI (bench:compare P8 measures the large versions): the
+// bridge's heap per watched object stays under its bound, and a Reconciler naming many
+// namespaces starts with one list and one watch of its kind, not one per namespace.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { parseReconciler } from '../../bridge/config.ts';
+import { bridgeNodeOptions, startBridge } from '../../bridge/main.ts';
+import { waitFor } from '../../core/clock.ts';
+import { heapAfterGc, inParallel } from '../bench/common.ts';
+import { spawnBridge, widgetSetup } from '../support/bridge.ts';
+import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+
+/** Widgets in the test, and the bound on the bridge's heap per Widget it watches (KiB; 0.57 here and in bench:compare's P8 at 120,000 objects; the goal is 0.5). */
+const widgets = 3000;
+const heapKiBPerObject = 0.75;
+
+describe('the bridge at scale, small', { concurrency: true }, () => {
+  test(`a bridge watching ${widgets} objects keeps under ${heapKiBPerObject} KiB of heap per object`, async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    // The Deployment's V8 flags, and an inspector to force a collection before each look.
+    const flags = [...bridgeNodeOptions.split(' ').filter((o) => !o.startsWith('--max-old-space-size-percentage')), '--inspect=127.0.0.1:0'];
+    const bridge = await spawnBridge(t, f.dir, 'scale', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--log-level=error'], undefined, flags);
+    const ready = bridge.metricsUrl.replace(/\/metrics$/, '/readyz');
+    await waitFor('the bridge ready (its watch listed)', async () => (await fetch(ready).then((r) => r.ok, () => false)) || undefined, { timeoutMs: 60_000 });
+    const empty = await heapAfterGc(bridge.log);
+    await inParallel(widgets, 16, (i) => f.createWidget(`w${i}`));
+    await waitFor(`all ${widgets} Widgets delivered`, async () => (f.receiver.deliveries.length >= widgets && new Set(f.receiver.deliveries.map((d) => d.name)).size === widgets) || undefined, { timeoutMs: 180_000 });
+    const full = await heapAfterGc(bridge.log);
+    const perObject = ((full - empty) * 1024) / widgets;
+    t.diagnostic(`heap ${empty.toFixed(1)} MiB empty, ${full.toFixed(1)} MiB with ${widgets} Widgets: ${perObject.toFixed(2)} KiB per object`);
+    assert.ok(perObject < heapKiBPerObject, `${perObject.toFixed(2)} KiB of heap per watched object (bound ${heapKiBPerObject})`);
+  });
+
+  test('a Reconciler naming 30 namespaces lists and watches its kind once, cluster-wide, and delivers in every namespace', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    const more = await Promise.all(Array.from({ length: 29 }, () => testNamespace(t, cluster, 'many')));
+    const namespaces = [f.ns, ...more];
+    const api = kubeApi(cluster.kc);
+    for (const ns of namespaces) await api.request('POST', `/apis/${f.apiVersion}/namespaces/${ns}/widgets`, { body: { apiVersion: f.apiVersion, kind: 'Widget', metadata: { name: 'w' }, spec: { size: 1 } } });
+    // What the bridge asks of the apiserver about Widgets: each list page and each watch.
+    const asked: string[] = [];
+    const request = api.request.bind(api);
+    const stream = api.stream.bind(api);
+    api.request = ((method: string, path: string, ...rest: unknown[]) => {
+      if (path.includes('/widgets')) asked.push(`${method} ${path}`);
+      return (request as (...a: unknown[]) => unknown)(method, path, ...rest);
+    }) as typeof api.request;
+    api.stream = ((path: string, ...rest: unknown[]) => {
+      if (path.includes('/widgets')) asked.push(`WATCH ${path}`);
+      return (stream as (...a: unknown[]) => unknown)(path, ...rest);
+    }) as typeof api.stream;
+    const config = parseReconciler({ metadata: { name: 'many' }, spec: { for: { apiVersion: f.apiVersion, kind: 'Widget' }, sink: { uri: f.receiver.url }, namespaces, resyncPeriodSeconds: 0 } });
+    const running = await startBridge({ api, reconcilers: [config], metricsAddr: '0', logLevel: 'error', shutdownTimeoutMs: 5000 });
+    // Stopped before the namespaces go (their deletions would be delivered to a closed receiver).
+    t.after(() => running.stop());
+    await waitFor('a delivery in every namespace', async () => namespaces.every((ns) => f.receiver.deliveries.some((d) => d.namespace === ns)) || undefined, { timeoutMs: 60_000 });
+    const clusterWide = `/apis/${f.apiVersion}/widgets`;
+    assert.deepEqual(asked, [`GET ${clusterWide}`, `WATCH ${clusterWide}`], 'one list and one watch, cluster-wide');
+    // Widgets elsewhere in the cluster are not delivered.
+    assert.ok(f.receiver.deliveries.every((d) => namespaces.includes(d.namespace!)));
+    await running.stop();
+  });
+});
