@@ -40,7 +40,7 @@
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 //                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
 //                            [--cold-starts 11] [--knative-cold-starts 5] [--scale-objects 10000,40000,100000]
-//                            [--scale-namespaces 1000]
+//                            [--scale-namespaces 1000]   (--scale-objects none: P8's namespaces case alone)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';

@@ -8,6 +8,7 @@ import { namespacesTable } from './scale-namespaces.ts';
 test('--scale-objects takes MyWeb counts in rising order, and nothing else', () => {
   assert.deepEqual(parseScaleSizes('10000,40000,100000'), [10000, 40000, 100000]);
   assert.deepEqual(parseScaleSizes('250000'), [250000]);
+  assert.deepEqual(parseScaleSizes('none'), [], 'the namespaces case alone');
   for (const bad of ['', '0', '10k', '1000,1000', '40000,10000', '1.5', '-3']) assert.throws(() => parseScaleSizes(bad), /--scale-objects takes whole numbers of MyWebs in rising order/, bad);
 });
 

@@ -112,9 +112,10 @@ export interface ScaleResult {
 
 /** --scale-objects: MyWeb counts in rising order (the namespace grows from one to the next). */
 export function parseScaleSizes(text: string): number[] {
+  if (text === 'none') return [];
   const sizes = text.split(',').map((s) => Number(s.trim()));
   if (!sizes.length || sizes.some((k, i) => !Number.isInteger(k) || k < 1 || (i > 0 && k <= sizes[i - 1]!))) {
-    throw new Error(`--scale-objects takes whole numbers of MyWebs in rising order, e.g. 10000,40000,100000; not "${text}"`);
+    throw new Error(`--scale-objects takes whole numbers of MyWebs in rising order, e.g. 10000,40000,100000 (or none); not "${text}"`);
   }
   return sizes;
 }
@@ -128,6 +129,7 @@ const startTimeoutMs = 20 * 60_000;
 
 /** Measures each size in turn into `into`; the namespace and every process go, however it ends. */
 export async function atClusterScale(b: ScaleBench, sizes: number[], into: ScaleResult): Promise<void> {
+  if (!sizes.length) return;
   const ns = await b.createNamespace('kfn-compare-scale');
   const sink = await startSink(b.now);
   try {
@@ -367,6 +369,7 @@ function apiserverPid(paths: ClusterPaths): number {
 
 /** P8's lines of the bench:compare table. */
 export function scaleTable(r: ScaleResult): string[] {
+  if (!r.sizes.length && !r.error) return [];
   const lines: string[] = [];
   const f = (n: number, digits = 0) => n.toFixed(digits);
   const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
