@@ -19,9 +19,9 @@
 //   take-over by shard   with 2: replica 1 killed (SIGKILL); replica 0 takes its shard once the
 //                        Lease expires, lists its records in and delivers its keys: kill → first
 //                        and → last of them delivered, and replica 0's RSS after;
-//   take-over by leader  a leader and a warm standby (--leader-elect, every record kept): the
-//                        leader killed; kill → the standby's first delivery and → every key
-//                        delivered again (a take-over queues every key, at low priority).
+//   take-over by leader  a leader and a standby (--leader-elect; a standby starts its watches
+//                        when it takes the Lease): the leader killed; kill → the standby's
+//                        first delivery and → every key delivered again (at low priority).
 import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -36,6 +36,7 @@ import type { ClusterPaths } from '../../cluster/paths.ts';
 import { isRunning } from '../../cluster/processes.ts';
 import { readState } from '../../cluster/state.ts';
 import { heapAfterGc, inParallel, rssMiB } from './common.ts';
+import { freePort } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
 
 export type Child = ChildProcess & { logFile: string };
@@ -69,6 +70,8 @@ export interface ScaleBench {
 export interface StartFigures {
   rssMiB: number;
   readyS: number;
+  /** kfn: spawn → every watch listed (its /readyz). */
+  listedS?: number;
   apiserverAtStartMiB: number;
   apiserverPeakMiB: number;
 }
@@ -139,7 +142,8 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       writeFileSync(file, stringify({ apiVersion: reconcilerApiVersion, kind: reconcilerKind, metadata: { name: reconcilerName }, spec }));
       return file;
     };
-    const bridgeArgs = (file: string, ...more: string[]) => [...b.bridgeNodeOptions.split(' ').filter(Boolean), '--inspect=127.0.0.1:0', b.bundle, 'bridge', `--kubeconfig=${b.kubeconfig}`, `--config=${file}`, '--log-level=error', '--metrics-addr=0', ...more];
+    // Each bridge serves /readyz on a port of its own: ready once every watch has listed.
+    const bridgeArgs = (file: string, port: number, ...more: string[]) => [...b.bridgeNodeOptions.split(' ').filter(Boolean), '--inspect=127.0.0.1:0', b.bundle, 'bridge', `--kubeconfig=${b.kubeconfig}`, `--config=${file}`, '--log-level=error', `--metrics-addr=127.0.0.1:${port}`, ...more];
     const peerArgs = (...more: string[]) => ['--kubeconfig', b.kubeconfig, '--namespace', ns, '--watch-only', ...more, '--zap-log-level', 'error'];
     const synced = (child: Child) => until('the peer\'s cache to sync', child, () => {
       const nanos = readFileSync(child.logFile, 'utf8').match(/^synced (\d+)$/m)?.[1];
@@ -152,8 +156,9 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       made = k;
       const objects = 2 * k;
       sink.reset();
-      const kfn = await runFresh(b, `scale-bridge-${k}`, process.execPath, bridgeArgs(single), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }));
-      b.log(`P8 ${k}: kfn bridge ${kfn.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(kfn.heapMiB, objects).toFixed(2)} KiB per object), first delivery after ${kfn.readyS.toFixed(1)} s, apiserver peak ${kfn.apiserverPeakMiB.toFixed(0)} MiB`);
+      const port = await freePort();
+      const kfn = await runFresh(b, `scale-bridge-${k}`, process.execPath, bridgeArgs(single, port), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }), (c) => listed(c, port));
+      b.log(`P8 ${k}: kfn bridge ${kfn.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(kfn.heapMiB, objects).toFixed(2)} KiB per object), first delivery after ${kfn.readyS.toFixed(1)} s, listed after ${kfn.listedS!.toFixed(1)} s, apiserver peak ${kfn.apiserverPeakMiB.toFixed(0)} MiB`);
       const crDefault = await runFresh(b, `scale-cr-${k}`, b.operator, peerArgs(), synced, async () => ({}));
       b.log(`P8 ${k}: controller-runtime ${crDefault.rssMiB.toFixed(0)} MiB, synced after ${crDefault.readyS.toFixed(1)} s, apiserver peak ${crDefault.apiserverPeakMiB.toFixed(0)} MiB`);
       const crMetadata = await runFresh(b, `scale-cr-metadata-${k}`, b.operator, peerArgs('--metadata-only'), synced, async () => ({}));
@@ -162,10 +167,10 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
     }
     into.sharded = [];
     for (const n of [2, 4]) {
-      const replica = (i: number) => bridgeArgs(config(`scale-shard-${n}-${i}`, `/shard-${n}-${i}`), '--leader-elect', `--shards=${n}`, `--shard=${i}`, `--lease-namespace=${ns}`, `--lease-name=scale-shards-${n}`);
+      const replica = (i: number, port: number) => bridgeArgs(config(`scale-shard-${n}-${i}`, `/shard-${n}-${i}`), port, '--leader-elect', `--shards=${n}`, `--shard=${i}`, `--lease-namespace=${ns}`, `--lease-name=scale-shards-${n}`);
       into.sharded.push(await sharded(b, ns, made, n, sink, replica));
     }
-    const standby = (i: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=scale-leader');
+    const standby = (i: number, port: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), port, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=scale-leader');
     into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby)) };
   } finally {
     sink.close();
@@ -175,12 +180,14 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
 }
 
 /** N replicas with --shards N, started together, at `k` MyWebs: each one's settled RSS and heap; with 2, then the take-over of replica 1's shard by replica 0. Replica i delivers to /shard-N-i. */
-async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Sink, args: (i: number) => string[]): Promise<ShardedRun> {
+async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Sink, args: (i: number, port: number) => string[]): Promise<ShardedRun> {
   sink.reset();
-  const replicas = Array.from({ length: n }, (_, i) => b.startProcess(`scale-shard-${n}-${i}`, process.execPath, args(i)));
+  const ports = await Promise.all(Array.from({ length: n }, () => freePort()));
+  const replicas = ports.map((port, i) => b.startProcess(`scale-shard-${n}-${i}`, process.execPath, args(i, port)));
   try {
-    // A replica's first delivery: it holds its shard and has listed.
+    // A replica's first delivery (it holds its shard), then every watch of it listed.
     await Promise.all(replicas.map((c, i) => until(`replica ${i} of ${n}'s first delivery`, c, () => sink.first.get(`/shard-${n}-${i}`))));
+    await Promise.all(replicas.map((c, i) => listed(c, ports[i]!)));
     const rss = await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
     const heap: number[] = [];
     for (const c of replicas) heap.push(await heapAfterGc(c.logFile));
@@ -198,14 +205,19 @@ async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Si
   }
 }
 
-/** A leader and a warm standby (every record kept): the leader killed once both have settled; the standby's take-over of every key. */
-async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number) => string[]): Promise<TakeoverFigures> {
+/**
+ * A leader and a standby: the leader killed once it has listed and both have settled; the
+ * standby's take-over of every key (a standby starts its watches when it takes the Lease, so
+ * its list is in the figure).
+ */
+async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number, port: number) => string[]): Promise<TakeoverFigures> {
   sink.reset();
-  const replicas = [0, 1].map((i) => b.startProcess(`scale-leader-${i}`, process.execPath, args(i)));
+  const ports = [await freePort(), await freePort()];
+  const replicas = [0, 1].map((i) => b.startProcess(`scale-leader-${i}`, process.execPath, args(i, ports[i]!)));
   try {
     const leader = await until('a leader\'s first delivery', replicas[0]!, () => [0, 1].find((i) => sink.first.has(`/leader-${i}`)));
     const standby = 1 - leader;
-    // Both settled: the standby's watches have listed everything (it is warm).
+    await listed(replicas[leader]!, ports[leader]!);
     await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
     const figures = await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k);
     b.log(`P8 ${k}, leader killed: the standby's first delivery after ${figures.firstS.toFixed(1)} s, all ${k} keys after ${figures.allS.toFixed(1)} s; standby then ${figures.rssAfterMiB.toFixed(0)} MiB`);
@@ -253,15 +265,17 @@ async function grow(b: ScaleBench, ns: string, from: number, to: number): Promis
  * own has settled; `ready` answers when it is ready (wall-clock ms), `more` reads the rest
  * before it is stopped.
  */
-async function runFresh<T extends object>(b: ScaleBench, name: string, command: string, args: string[], ready: (child: Child) => Promise<number>, more: (child: Child) => Promise<T>): Promise<StartFigures & T> {
+async function runFresh<T extends object>(b: ScaleBench, name: string, command: string, args: string[], ready: (child: Child) => Promise<number>, more: (child: Child) => Promise<T>, settle?: (child: Child) => Promise<number>): Promise<StartFigures & T> {
   const apiserver = peakRss(apiserverPid(b.clusterPaths));
   const started = b.now();
   const child = b.startProcess(name, command, args);
   try {
     const readyS = ((await ready(child)) - started) / 1000;
+    // Memory is read once everything is listed: a bridge delivers while its lists go on.
+    const listedS = settle ? ((await settle(child)) - started) / 1000 : undefined;
     const rssMiB = await b.settledRss(child.pid!);
     const { atStartMiB, peakMiB } = apiserver.stop();
-    return { rssMiB, readyS, apiserverAtStartMiB: atStartMiB, apiserverPeakMiB: peakMiB, ...(await more(child)) };
+    return { rssMiB, readyS, ...(listedS !== undefined ? { listedS } : {}), apiserverAtStartMiB: atStartMiB, apiserverPeakMiB: peakMiB, ...(await more(child)) };
   } catch (err) {
     // A bridge whose heap outgrows the ceiling its V8 flags give it ends, as its pod would restart.
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} ended (${child.exitCode ?? child.signalCode}) before it was measured; see ${child.logFile}`, { cause: err });
@@ -269,6 +283,19 @@ async function runFresh<T extends object>(b: ScaleBench, name: string, command: 
   } finally {
     apiserver.stop();
     await b.stop(child);
+  }
+}
+
+/** When a bridge serving /readyz on `port` is ready (every watch listed): wall-clock ms. */
+async function listed(child: Child, port: number): Promise<number> {
+  const url = `http://127.0.0.1:${port}/readyz`;
+  const deadline = Date.now() + startTimeoutMs;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`waiting for the bridge's lists (/readyz): not ready in ${startTimeoutMs / 60_000} minutes; see ${child.logFile}`);
+    const ok = await fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+    if (ok) return Date.now();
+    await until('the bridge to answer /readyz', child, () => true);
+    await sleep(200);
   }
 }
 
@@ -373,11 +400,11 @@ export function scaleTable(r: ScaleResult): string[] {
   const lines: string[] = [];
   const f = (n: number, digits = 0) => n.toFixed(digits);
   const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
-  lines.push('', 'P8 at cluster scale: K MyWebs and a ConfigMap each (2K objects watched), each contender started fresh (MiB; seconds from spawn; apiserver: its peak RSS until the contender settled)');
-  lines.push('  K          kfn RSS  heap KiB/obj  1st delivery s  apiserver    c-r RSS  synced s  apiserver    c-r metadata RSS  synced s  apiserver    kfn/c-r  kfn/c-r metadata');
+  lines.push('', 'P8 at cluster scale: K MyWebs and a ConfigMap each (2K objects watched), each contender started fresh (MiB; seconds from spawn; kfn listed: every watch listed, its memory read after; apiserver: its peak RSS until the contender settled)');
+  lines.push('  K          kfn RSS  heap KiB/obj  1st delivery s  listed s  apiserver    c-r RSS  synced s  apiserver    c-r metadata RSS  synced s  apiserver    kfn/c-r  kfn/c-r metadata');
   for (const s of r.sizes) {
     const start = (c: StartFigures, width: number) => `${f(c.rssMiB).padStart(width)}  ${f(c.readyS, 1).padStart(8)}  ${f(c.apiserverPeakMiB).padStart(9)}`;
-    lines.push(`  ${String(s.webs).padEnd(9)} ${f(s.kfn.rssMiB).padStart(8)}  ${f(kibPerObject(s.kfn.heapMiB, s.objects), 2).padStart(12)}  ${f(s.kfn.readyS, 1).padStart(14)}  ${f(s.kfn.apiserverPeakMiB).padStart(9)}   ${start(s.crDefault, 8)}   ${start(s.crMetadata, 17)}   ${x(s.kfn.rssMiB, s.crDefault.rssMiB).padStart(7)}  ${x(s.kfn.rssMiB, s.crMetadata.rssMiB).padStart(16)}`);
+    lines.push(`  ${String(s.webs).padEnd(9)} ${f(s.kfn.rssMiB).padStart(8)}  ${f(kibPerObject(s.kfn.heapMiB, s.objects), 2).padStart(12)}  ${f(s.kfn.readyS, 1).padStart(14)}  ${(s.kfn.listedS === undefined ? '–' : f(s.kfn.listedS, 1)).padStart(8)}  ${f(s.kfn.apiserverPeakMiB).padStart(9)}   ${start(s.crDefault, 8)}   ${start(s.crMetadata, 17)}   ${x(s.kfn.rssMiB, s.crDefault.rssMiB).padStart(7)}  ${x(s.kfn.rssMiB, s.crMetadata.rssMiB).padStart(16)}`);
   }
   if (r.sizes.length > 1) {
     const [a, b] = [r.sizes[0]!, r.sizes.at(-1)!];
@@ -392,7 +419,7 @@ export function scaleTable(r: ScaleResult): string[] {
     lines.push(`  --shards ${run.shards} at ${run.webs} (each replica keeps its shard's records): ${one ? `one replica alone ${replica(one.rssMiB, one.heapMiB, run.objects)}; ` : ''}${run.replicas.map((p, i) => `replica ${i} ${replica(p.rssMiB, p.heapMiB, run.objects)}`).join(', ')}${one ? `; mean ${x(mean, one.rssMiB)} one replica's` : ''}`);
     if (run.takeover) lines.push(`    replica 1 killed: replica 0 takes its shard over, ${takeover(run.takeover)}; replica 0 then ${f(run.takeover.rssAfterMiB)} MiB`);
   }
-  if (r.leaderTakeover) lines.push(`  leader killed at ${r.leaderTakeover.webs} (a warm standby, every record kept): the standby's ${takeover(r.leaderTakeover)}; the standby then ${f(r.leaderTakeover.rssAfterMiB)} MiB`);
+  if (r.leaderTakeover) lines.push(`  leader killed at ${r.leaderTakeover.webs} (its standby lists on taking the Lease): the standby's ${takeover(r.leaderTakeover)}; the standby then ${f(r.leaderTakeover.rssAfterMiB)} MiB`);
   if (r.error) lines.push(`  P8 stopped: ${r.error}`);
   return lines;
 }
