@@ -163,6 +163,17 @@ export interface WatchNeed {
   labelSelector?: string;
 }
 
+/** Each Reconciler's namespaces as a set: asked on every event, and a list of a thousand would be scanned. */
+const namespaceSets = new WeakMap<ReconcilerConfig, Set<string>>();
+
+/** Whether `config` serves objects of `namespace`: all of them when it names none; a cluster-scoped object (no namespace) always. */
+export function servesNamespace(config: ReconcilerConfig, namespace: string | undefined): boolean {
+  if (config.namespaces.length === 0 || !namespace) return true;
+  let set = namespaceSets.get(config);
+  if (!set) namespaceSets.set(config, (set = new Set(config.namespaces)));
+  return set.has(namespace);
+}
+
 /**
  * Every watch a Reconciler needs. Mapping by a selector or a reference stored in the primary
  * needs the primary's spec, so the primary is watched in full; everything else needs only metadata

@@ -6,7 +6,7 @@
 //
 //   watch event ─▶ onEvent ─▶ route() ─▶ observe(key) ─▶ Observations + WorkQueue
 //   ResyncSchedule ──────── low-priority keys ──┘
-import { watchedKinds, type ReconcilerConfig } from './config.ts';
+import { servesNamespace, watchedKinds, type ReconcilerConfig } from './config.ts';
 import type { BridgeMetrics } from './metrics.ts';
 import type { Observations, PendingObservation } from './pending.ts';
 import { TimeToReady } from './ready-time.ts';
@@ -218,6 +218,6 @@ export class Intake {
   }
 
   private inNamespaces(obj: KubeObject): boolean {
-    return this.config.namespaces.length === 0 || !obj.metadata.namespace || this.config.namespaces.includes(obj.metadata.namespace);
+    return servesNamespace(this.config, obj.metadata.namespace);
   }
 }

@@ -11,7 +11,7 @@ import { LayoutGate } from './layout.ts';
 import { LeaderElector, type Takeover } from './leader.ts';
 import type { Logger } from './log.ts';
 import type { BridgeMetrics } from './metrics.ts';
-import { KeptShards, preferredShard, shardOf, ShardSet } from './shards.ts';
+import { shardOf, ShardSet, type KeptShards } from './shards.ts';
 
 /** Who delivers: this replica alone, the holder of one Lease, or the holders of a Lease per shard. */
 export interface Leadership {
@@ -26,8 +26,10 @@ export interface LeadOptions {
   leaderElect?: boolean;
   /** 1, or more with leaderElect: a Lease per shard. */
   shards: number;
-  shard?: number;
-  /** With shards: the shards whose records the Bridge keeps (its `keeps`); the shards taken over are added. */
+  /**
+   * Given exactly when there are shards: the shards whose records the Bridge keeps (its
+   * `keeps`), the one this replica goes for first among them; the shards taken over are added.
+   */
   kept?: KeptShards;
   leaseNamespace?: string;
   leaseName?: string;
@@ -46,11 +48,11 @@ export interface LeadingParts {
 /**
  * Starts delivering (`start`) when this replica may: at once without leader election; once it
  * holds the Lease with it; with shards, at once, delivering the keys of the shards it holds
- * (every replica watches everything: a warm standby). No Leadership without election: this
- * replica delivers every key.
+ * (every replica watches everything and keeps the records of its shards). No Leadership
+ * without election: this replica delivers every key.
  */
 export async function lead(options: LeadOptions, parts: LeadingParts, start: () => Promise<void>): Promise<Leadership | undefined> {
-  if (options.shards > 1) return leadShards(options, election(options, parts, start));
+  if (options.kept) return leadShards(options.kept, election(options, parts, start));
   if (!options.leaderElect) return leadAlone(options, parts, start);
   return leadOneLease(election(options, parts, start));
 }
@@ -93,11 +95,10 @@ async function leadOneLease(e: Election): Promise<Leadership> {
 }
 
 /** A Lease per shard: this replica delivers at once, the keys of the shards it holds, and goes for more. */
-async function leadShards(options: LeadOptions, e: Election): Promise<Leadership> {
+async function leadShards(kept: KeptShards, e: Election): Promise<Leadership> {
   const { logger, metrics, bridge } = e.parts;
-  const shards = options.shards;
+  const shards = kept.shards;
   const inShard = (shard: number) => (key: string) => shardOf(key, shards) === shard;
-  const kept = options.kept ?? new KeptShards(shards, preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname()));
   const shardSet: ShardSet = new ShardSet({
     api: e.parts.api,
     namespace: e.namespace,

@@ -128,7 +128,8 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const journal = openJournal(options, logger, metrics);
   // 2. How many shards deliver, checked before anything watches.
   const shards = shardCount(options);
-  // With shards, the records kept: the shards this replica holds and the one it goes for first.
+  // With shards, the records kept: the shards this replica holds and the one it goes for first
+  // (--shard, or its pod name's ordinal). Leadership adds the shards it takes over.
   const kept = shards > 1 ? new KeptShards(shards, preferredShard(shards, options.shard, process.env.POD_NAME ?? hostname())) : undefined;
   // 3. The Bridge, and its Reconcilers: given (kfn dev), from a --config file, or the cluster's.
   //    The Bridge asks about the parts made after it (which keys are this replica's to deliver,
@@ -166,7 +167,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     resolveDone();
   }
   // 6. Leadership (bridge/lead.ts): the Reconcilers start delivering when this replica may.
-  later.leadership = await lead({ ...options, shards, ...(kept ? { kept } : {}) }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
+  later.leadership = await lead({ ...options, shards, kept }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
   return {
     bridge,
     metrics,

@@ -2,11 +2,11 @@
 // that status-only writes do not loop), the controller owner of an owned child (old and new
 // owner on updates), or the primaries a watched object maps to (by a label naming the primary,
 // by a label selector stored in a field of the primary, or by a field of the primary naming it).
-import { objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
+import { namespaceOfKey, objectKey, refOf, sameKind, type KindRef, type ObjectRef } from '../core/objects.ts';
 import { type ReconcileReason } from '../core/event.ts';
 import { valueAt, valuesAt } from '../core/paths.ts';
 import { selectorMatches, type LabelSelector } from '../kube/selectors.ts';
-import type { ReconcilerConfig } from './config.ts';
+import { servesNamespace, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { changeDigest } from './records.ts';
 import type { WatchEvent } from './store.ts';
@@ -244,10 +244,7 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
   }
 
   if (config.namespaces.length === 0) return out;
-  return out.filter((e) => {
-    const slash = e.key.indexOf('/');
-    return slash < 0 || config.namespaces.includes(e.key.slice(0, slash));
-  });
+  return out.filter((e) => servesNamespace(config, namespaceOfKey(e.key)));
 }
 
 /**
@@ -257,10 +254,7 @@ export function route(config: ReconcilerConfig, kind: KindRef, event: WatchEvent
  * depends on their records, not on it.
  */
 export function needs(config: ReconcilerConfig, kind: KindRef, obj: KubeObject, keeps: (primaryKey: string) => boolean, primaryNamespaced: boolean): boolean {
-  const wanted = (key: string) => {
-    const slash = key.indexOf('/');
-    return keeps(key) && (config.namespaces.length === 0 || slash < 0 || config.namespaces.includes(key.slice(0, slash)));
-  };
+  const wanted = (key: string) => keeps(key) && servesNamespace(config, namespaceOfKey(key));
   const m = obj.metadata;
   const primaryKey = (name: string) => objectKey({ namespace: primaryNamespaced ? m.namespace : undefined, name });
   if (sameKind(kind, config.for) && wanted(objectKey(m))) return true;

@@ -40,6 +40,8 @@ export class WatchStore {
   /** The replaced watch's store, until this one's first list has been compared with it. */
   private inherited: Map<string, KubeObject> | undefined;
   private readonly keeps: Keeps | undefined;
+  /** Whether `keeps` said no to an object since the last list began: only then can a list bring in more. */
+  leftSomeOut = false;
 
   constructor(resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, projection: 'metadata' | 'full', fields: string[] | undefined, inherit: Map<string, KubeObject> | undefined, keeps?: Keeps) {
     this.projection = new Projection(resource, projection, fields);
@@ -50,6 +52,7 @@ export class WatchStore {
   /** Keeps `change`'s object, or lets go of what it held of it when `keeps` says no. */
   private keep(change: StoreChange): StoreChange {
     if (this.keeps && !this.keeps(change.object, change.key)) {
+      this.leftSomeOut = true;
       if (change.old) this.byKey.delete(change.key);
       return { ...change, kept: false };
     }
@@ -75,6 +78,7 @@ export class WatchStore {
   async applyList(pages: AsyncIterable<{ items?: KubeObject[]; metadata?: { resourceVersion?: string } }>, tell: (event: WatchEvent) => void): Promise<{ resourceVersion: string; objects: number }> {
     const seen = new Set<string>();
     let resourceVersion = '';
+    this.leftSomeOut = false;
     for await (const page of pages) {
       for (const item of page.items ?? []) {
         const change = this.listed(item, seen);

@@ -237,4 +237,25 @@ describe('Watcher', () => {
     await until('w7', () => (w.store.has('ns/w7') ? true : undefined));
     assert.equal(names(events, 'delete').length, 0, 'nothing taken for deleted');
   });
+
+  test('relist() lists only when the store has left something out since its last list', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 3; i++) server.put(`w${i}`);
+    const kept = new Set(['w0', 'w1', 'w2']);
+    const { w } = watcherOn(server, { keeps: (object) => kept.has(object.metadata.name) });
+    t.after(() => w.stop());
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    const lists = w.stats.lists;
+    w.relist();
+    server.put('w0', { generation: 2 });
+    await until('the change', () => (w.store.get('ns/w0')?.metadata.generation === 2 ? true : undefined));
+    assert.equal(w.stats.lists, lists, 'everything kept: nothing to list again');
+    // One left out (w3 not kept yet): now a relist lists, and brings it in.
+    server.put('w3');
+    await until('w3 seen', () => (w.stats.events >= 2 ? true : undefined));
+    kept.add('w3');
+    w.relist();
+    await until('the relist', () => (w.store.has('ns/w3') ? true : undefined));
+    assert.equal(w.stats.lists, lists + 1);
+  });
 });

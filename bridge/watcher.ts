@@ -225,9 +225,10 @@ export class Watcher {
    * Lists again, soon, from wherever the watch is (a list in progress completes first): what
    * `keeps` now keeps more of is brought in, its objects told as `apply` events without `old`
    * while listingWhatIs holds. Changes the watch saw meanwhile are not lost: the list has them.
+   * A store that has left nothing out has nothing to bring in: no list then.
    */
   relist(): void {
-    if (this.isStopped()) return;
+    if (this.isStopped() || !this.objects.leftSomeOut) return;
     this.relisting.ask();
     this.attempt?.abort();
   }

@@ -7,6 +7,12 @@ export function objectKey(ref: { namespace?: string; name: string }): string {
   return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
 }
 
+/** The namespace an object key names (undefined for a cluster-scoped object's). */
+export function namespaceOfKey(key: string): string | undefined {
+  const slash = key.indexOf('/');
+  return slash < 0 ? undefined : key.slice(0, slash);
+}
+
 /**
  * A kind: its apiVersion (`group/version`, or `version` for the core group) and its name. The
  * SDK's kinds also carry the type of their objects, as a type only (`Object` is never set), so
