@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ScaleResult } from './scale.ts';
+import type { ThroughputResult } from './scale-throughput.ts';
 
 const colours = {
   kfn: '#2563eb',
@@ -204,6 +205,20 @@ export function comparePanels(results: Record<string, unknown>): Panel[] {
       run.replicas.forEach((r, i) => bars.push({ label: `  kfn replica ${i} of ${run.shards}`, value: r.rssMiB, text: `${fixed(r.rssMiB, 0)} MiB (heap ${fixed(kibPerObject(r.heapMiB, run.objects), 2)} KiB/object)`, contender: 'kfn' }));
     }
     panels.push({ title: 'P8 at cluster scale: resident memory by size (MiB; smaller is better)', bars });
+  }
+  const throughput = results.scaleThroughput as ThroughputResult | undefined;
+  if (throughput?.rounds.length) {
+    const bars: Panel['bars'] = [];
+    for (const round of ['start', 'changed'] as const) {
+      bars.push({ gap: round === 'start' ? 'changed before the start: spawn -> all converged' : 'changed while running: first write -> all converged' });
+      const one = throughput.rounds.find((r) => r.contender === 'kfn ×1');
+      for (const r of throughput.rounds) {
+        const s = round === 'start' ? r.startS : r.changedS;
+        const eff = one && r.contender.startsWith('kfn') && r.shards > 1 ? `  efficiency ${fixed((round === 'start' ? one.startS : one.changedS) / (r.shards * s), 2)}` : '';
+        bars.push({ label: `  ${r.contender}`, value: s, text: `${fixed(s, 1)} s${eff}`, contender: r.contender.startsWith('kfn') ? 'kfn' : 'controller-runtime' });
+      }
+    }
+    panels.push({ title: `P8 throughput by shards: ${throughput.webs.toLocaleString('en')} MyWebs changed at once (s; smaller is better)`, bars });
   }
   const cold = results.coldStart as { kfn: number[]; kfnContract1?: number[]; hono: number[]; operator: number[]; lambda?: { kfn: number[]; bare: number[]; hono: number[] } } | undefined;
   if (cold) {

@@ -24,6 +24,13 @@ export async function inParallel(n: number, parallel: number, fn: (i: number) =>
 }
 
 /** A process's resident set (VmRSS) in MiB. */
+/** A process's CPU so far (user + system), ms. */
+export function processCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
+}
+const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
 export function rssMiB(pid: number): number {
   const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
   return m ? Number(m[1]) / 1024 : NaN;

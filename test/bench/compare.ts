@@ -29,7 +29,9 @@
 //                   contract-1 bridge vs the controller-runtime operator's default and
 //                   metadata-only caches, memory, start and the apiserver's peak; at the largest
 //                   K, --shards 2 and 4 (memory per replica), a shard's and a leader's take-over
-//                   (test/bench/scale.ts).
+//                   (test/bench/scale.ts); first, a thousand namespaces beside ApiServerSource
+//                   (scale-namespaces.ts) and W MyWebs changed at once, converged by
+//                   controller-runtime and by kfn with 1, 2 and 4 shards (scale-throughput.ts).
 //
 // Each contender runs alone in P1/P3 (in its own namespace, stopped and cleaned up before the
 // next); P2 runs the three watchers together on one stream of writes, so each pays for the
@@ -40,7 +42,8 @@
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 //                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
 //                            [--cold-starts 11] [--knative-cold-starts 5] [--scale-objects 10000,40000,100000]
-//                            [--scale-namespaces 1000]   (--scale-objects none: P8's namespaces case alone)
+//                            [--scale-namespaces 1000] [--scale-changes 10000]
+//                            (--scale-objects none: P8 without its sizes; 0 skips the others)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -64,7 +67,7 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject, collectionPath, type KubeObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
-import { bridgeMemoryLimitMiB, heapAfterGc, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
+import { bridgeMemoryLimitMiB, heapAfterGc, processCpuMs, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
 import { bundleFunction } from '../../cli/artifacts/bundle.ts';
 import { encodeReconcileEvent, projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../../core/event.ts';
 import type { ReconcileResponse } from '../../core/response.ts';
@@ -74,6 +77,7 @@ import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
 import { atClusterScale, parseScaleSizes, scaleTable, startSink, type ScaleResult } from './scale.ts';
 import { atManyNamespaces, namespacesTable, type NamespacesResult } from './scale-namespaces.ts';
+import { throughputByShards, throughputTable, type ThroughputResult } from './scale-throughput.ts';
 import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
@@ -109,6 +113,8 @@ const { values } = parseArgs({
     'scale-objects': { type: 'string', default: '10000,40000,100000' },
     // P8's namespaces case: this many namespaces with a MyWeb each (0: none).
     'scale-namespaces': { type: 'string', default: '1000' },
+    // P8's throughput by shards: this many MyWebs changed at once (0: none).
+    'scale-changes': { type: 'string', default: '10000' },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
@@ -128,6 +134,8 @@ const fleetSides = values['fleet-sides'].split(',').filter(Boolean) as FleetSide
 for (const side of fleetSides) if (!(fleetSideNames as readonly string[]).includes(side)) throw new Error(`--fleet-sides: no side "${side}" (the sides: ${fleetSideNames.join(', ')})`);
 if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
 const scaleSizes = parseScaleSizes(values['scale-objects']);
+const scaleChanges = Number(values['scale-changes']);
+if (!Number.isInteger(scaleChanges) || scaleChanges < 0) throw new Error(`--scale-changes takes a whole number of MyWebs (0: none), not "${values['scale-changes']}"`);
 const log = (line: string) => console.error(`  ${line}`);
 const now = () => performance.timeOrigin + performance.now(); // wall-clock ms, comparable with the peers' unix ns
 
@@ -947,11 +955,6 @@ interface CpuSide {
 }
 
 /** A process's CPU time so far (user + system), ms, from /proc: what the kernel charged it, not sampled. */
-function processCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
-}
-const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 /** One ×1 convergence of `objects` MyWebs, measured by process CPU: controller-runtime's operator, or kfn's bridge and function with the Node flags given. */
 interface CpuRound {
@@ -1147,6 +1150,14 @@ try {
         sink.close();
       }
     }
+    if (scaleChanges > 0) {
+      const throughput: ThroughputResult = { webs: scaleChanges, rounds: [] };
+      results.scaleThroughput = throughput;
+      await throughputByShards(bench, scaleChanges, throughput).catch((err: Error) => {
+        throughput.error = err.message;
+        log(`P8 throughput stopped: ${err.message}`);
+      });
+    }
     await atClusterScale(bench, scaleSizes, scale).catch((err: Error) => {
       scale.error = err.message;
       log(`P8 stopped: ${err.message}`);
@@ -1278,6 +1289,7 @@ if (snap) {
   say(`  kfn contract 2 / controller-runtime ${x(snap.v2Rss, snap.cr)} (goal ≤ 1.0×)`);
 }
 if (results.scaleNamespaces) for (const line of namespacesTable(results.scaleNamespaces as NamespacesResult)) say(line);
+if (results.scaleThroughput) for (const line of throughputTable(results.scaleThroughput as ThroughputResult)) say(line);
 if (results.scale) for (const line of scaleTable(results.scale as ScaleResult)) say(line);
 const rel = results.relists as RelistResult | undefined;
 if (rel) {

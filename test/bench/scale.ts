@@ -126,7 +126,8 @@ export function parseScaleSizes(text: string): number[] {
 /** KiB per watched object of `mib`. */
 export const kibPerObject = (mib: number, objects: number) => (mib * 1024) / objects;
 
-const reconcilerName = 'scale';
+/** The Reconciler's name in every P8 case (the children's labels name it). */
+export const reconcilerName = 'scale';
 /** A first delivery or a synced cache at 250k MyWebs takes minutes on 2 cores; a stuck start, longer. */
 const startTimeoutMs = 20 * 60_000;
 
@@ -239,7 +240,8 @@ async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child,
 }
 
 /** Grows `ns` from `from` to `to` MyWebs, each with its page ConfigMap made as the SDK makes a child. */
-async function grow(b: ScaleBench, ns: string, from: number, to: number): Promise<void> {
+/** Makes MyWebs w`from`…w`to - 1` in `ns`, each with its page ConfigMap as the SDK makes a child (owned, labelled). */
+export async function grow(b: Pick<ScaleBench, 'api' | 'log' | 'webs' | 'web'>, ns: string, from: number, to: number): Promise<void> {
   const n = to - from;
   const step = Math.ceil(n / 10);
   let done = 0;
@@ -381,17 +383,20 @@ function peakRss(pid: number): { stop(): { atStartMiB: number; peakMiB: number }
 }
 
 /** The local cluster's kube-apiserver: the process its state records while it runs that binary, else one /proc shows. */
-function apiserverPid(paths: ClusterPaths): number {
-  const recorded = readState(paths)?.processes.find((p) => p.name === 'kube-apiserver');
+const apiserverPid = (paths: ClusterPaths) => componentPid(paths, 'kube-apiserver');
+
+/** The pid of one of the local cluster's components (kube-apiserver, etcd, …): as its state records it, else found in /proc. */
+export function componentPid(paths: ClusterPaths, name: string): number {
+  const recorded = readState(paths)?.processes.find((p) => p.name === name);
   if (recorded && isRunning(recorded)) return recorded.pid;
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     try {
-      if (basename(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!) === 'kube-apiserver') return Number(pid);
+      if (basename(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!) === name) return Number(pid);
     } catch {
       // Gone since the listing.
     }
   }
-  throw new Error(`no kube-apiserver process: none running as ${paths.state} records it, none in /proc`);
+  throw new Error(`no ${name} process: none running as ${paths.state} records it, none in /proc`);
 }
 
 /** P8's lines of the bench:compare table. */

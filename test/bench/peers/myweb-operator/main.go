@@ -7,8 +7,11 @@
 // client-side rate limit).
 //
 //	myweb-operator --kubeconfig FILE [--namespace NS] [--metrics-bind-address ADDR]
-//	               [--max-concurrent-reconciles N] [--watch-only [--metadata-only]] [--team T] [--controllers N]
+//	               [--max-concurrent-reconciles N] [--watch-only [--metadata-only]] [--page-only] [--team T] [--controllers N]
 //
+// --page-only makes the page ConfigMap alone and reports Ready at once (P8's throughput by shards:
+// a MyWeb's NodePort would cap the count at the port range, and the pods would measure the
+// kube-controller-manager).
 // --watch-only keeps the cache and the watches but returns from every reconcile at once (for
 // measuring what holding N objects costs); with --metadata-only the watches and the cache hold
 // only the objects' metadata (metav1.PartialObjectMetadata, as builder.OnlyMetadata makes them).
@@ -55,6 +58,7 @@ type reconciler struct {
 	client.Client
 	scheme    *runtime.Scheme
 	watchOnly bool
+	pageOnly  bool
 	team      string
 	first     atomic.Bool
 }
@@ -89,6 +93,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return controllerutil.SetControllerReference(web, page, r.scheme)
 	}); err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.pageOnly {
+		return ctrl.Result{}, r.updateStatus(ctx, web, true)
 	}
 
 	sum := sha256.Sum256([]byte(web.Spec.PageContentHTML))
@@ -130,7 +137,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	available := dep.Status.AvailableReplicas >= 1
+	return ctrl.Result{}, r.updateStatus(ctx, web, dep.Status.AvailableReplicas >= 1)
+}
+
+// updateStatus writes completed, observedGeneration and the Ready condition, only when they changed.
+func (r *reconciler) updateStatus(ctx context.Context, web *MyWeb, available bool) error {
 	status := *web.Status.DeepCopy()
 	status.Completed = available
 	status.ObservedGeneration = web.Generation
@@ -139,13 +150,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "DeploymentNotAvailable", "waiting for Deployment "+web.Name+" to be available"
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
-	if !equality.Semantic.DeepEqual(status, web.Status) {
-		web.Status = status
-		if err := r.Status().Update(ctx, web); err != nil {
-			return ctrl.Result{}, err
-		}
+	if equality.Semantic.DeepEqual(status, web.Status) {
+		return nil
 	}
-	return ctrl.Result{}, nil
+	web.Status = status
+	return r.Status().Update(ctx, web)
 }
 
 func (s MyWebStatus) DeepCopy() *MyWebStatus {
@@ -155,13 +164,14 @@ func (s MyWebStatus) DeepCopy() *MyWebStatus {
 
 func main() {
 	var namespace, metricsAddr, team string
-	var watchOnly, metadataOnly bool
+	var watchOnly, metadataOnly, pageOnly bool
 	var workers, controllers int
 	flag.StringVar(&namespace, "namespace", "", "watch this namespace only (default: all)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "where to serve /metrics (0: nowhere)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 1, "reconciles at once")
 	flag.BoolVar(&watchOnly, "watch-only", false, "cache and watch, but do nothing in reconcile")
 	flag.BoolVar(&metadataOnly, "metadata-only", false, "with --watch-only: watch and cache only the objects' metadata")
+	flag.BoolVar(&pageOnly, "page-only", false, "make the page ConfigMap alone (no Deployment, no Service) and report Ready")
 	flag.StringVar(&team, "team", "", "reconcile only the MyWebs labelled "+teamLabel+"=TEAM (default: all)")
 	flag.IntVar(&controllers, "controllers", 0, "run N controllers in this manager, controller i for team i (default: one, for --team)")
 	opts := zap.Options{}
@@ -193,7 +203,7 @@ func main() {
 		return kinds
 	}
 	add := func(name, team string) {
-		r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly, team: team}
+		r := &reconciler{Client: mgr.GetClient(), scheme: scheme, watchOnly: watchOnly, pageOnly: pageOnly, team: team}
 		ofTeam := predicate.NewPredicateFuncs(func(o client.Object) bool { return team == "" || o.GetLabels()[teamLabel] == team })
 		// builder.OnlyMetadata: the watches and the cache take PartialObjectMetadata, while the
 		// owner type stays MyWeb (a PartialObjectMetadata owner is in no scheme).
