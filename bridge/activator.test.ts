@@ -86,6 +86,21 @@ test('idle for idleSeconds with nothing in flight: scaled to zero; a delivery in
   assert.deepEqual(state.scales, [0, 1]);
 });
 
+test('a standby (a bridge that delivers nothing yet) never scales the function to zero: the leader may be using it; once it delivers, the idle window starts then', async () => {
+  const clock = new FakeClock();
+  const { api, state } = deployment(clock, { replicas: 1 });
+  let delivering = false;
+  const activator = new Activator(target, api, clock, quiet, undefined, () => delivering);
+  await advance(clock, 600_000, 10_000);
+  assert.deepEqual(state.scales, [], 'up all the while it stands by');
+  delivering = true;
+  await advance(clock, 80_000, 1000);
+  assert.deepEqual(state.scales, [], 'not within the idle window after it began to deliver');
+  await advance(clock, 110_000, 1000);
+  assert.deepEqual(state.scales, [0], 'scaled to zero once idle for a window while delivering');
+  activator.stop();
+});
+
 test('at rest nothing runs: at zero no timer is set and the Deployment is not read; while up, one timer for the idle window', async () => {
   const clock = new FakeClock();
   const { api, state } = deployment(clock, { replicas: 1 });

@@ -80,8 +80,14 @@ export class Activator {
   /** Whether the sink takes a connection now (sinkAccepts); undefined: not asked. */
   private readonly reachable: (() => Promise<boolean>) | undefined;
 
-  constructor(target: ScaleTarget, api: KubeApi, clock: Clock, log: Logger, reachable?: () => Promise<boolean>) {
+  /** Whether this bridge delivers anything now: a standby's activator never scales to zero. */
+  private readonly delivering: () => boolean;
+  /** This bridge stood by when the idle window was last looked at. */
+  private stoodBy = false;
+
+  constructor(target: ScaleTarget, api: KubeApi, clock: Clock, log: Logger, reachable?: () => Promise<boolean>, delivering: () => boolean = () => true) {
     this.target = target;
+    this.delivering = delivering;
     this.reachable = reachable;
     this.api = api;
     this.clock = clock;
@@ -225,9 +231,14 @@ export class Activator {
       if (this.stopped) return;
       const quietFor = this.clock.now() - this.lastActive;
       // Busy (a delivery in flight, a wake): the window starts again once it ends (finished()
-      // moves lastActive); until then, looked at again a window later.
-      if (this.inFlight > 0 || this.waking || this.held.size || quietFor < idleMs) {
-        this.lastActive = Math.max(this.lastActive, this.inFlight > 0 || this.waking || this.held.size ? this.clock.now() : this.lastActive);
+      // moves lastActive); until then, looked at again a window later. A standby is busy: it
+      // cannot tell whether the leader uses the function; its window starts when it is first
+      // seen delivering.
+      const standby = !this.delivering();
+      const busy = this.inFlight > 0 || this.waking || this.held.size > 0 || standby || this.stoodBy;
+      this.stoodBy = standby;
+      if (busy || quietFor < idleMs) {
+        this.lastActive = Math.max(this.lastActive, busy ? this.clock.now() : this.lastActive);
         this.armIdle();
         return;
       }

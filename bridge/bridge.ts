@@ -54,6 +54,11 @@ export interface BridgeOptions {
    */
   keeps?: (primaryKey: string) => boolean;
   /**
+   * Whether this bridge delivers anything now (default: yes). A warm standby does not until it
+   * leads, and meanwhile scales no function to zero: the leader may be using it.
+   */
+  delivering?: () => boolean;
+  /**
    * Whether a Reconciler must name an identity (spec.serviceAccount) to be delivered for: yes for
    * Reconcilers from the cluster, which anyone allowed to create one may write (bridge/identity.ts).
    * A Reconciler that names one is held to it either way.
@@ -286,7 +291,7 @@ export class Bridge {
     if (!target) return undefined;
     const id = `${target.namespace}/${target.name}`;
     let entry = this.activators.get(id);
-    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log, config.sink.uri ? () => (this.options.sinkReachable ?? sinkAccepts)(config.sink.uri!) : undefined), users: 0 }));
+    if (!entry) this.activators.set(id, (entry = { activator: new Activator(target, this.options.api, this.clock, this.options.log, config.sink.uri ? () => (this.options.sinkReachable ?? sinkAccepts)(config.sink.uri!) : undefined, this.options.delivering), users: 0 }));
     entry.users++;
     const held = entry;
     let released = false;

@@ -34,6 +34,8 @@ export interface LeadOptions {
   leaseNamespace?: string;
   leaseName?: string;
   identity?: string;
+  /** One Lease: the standby watches from its start, delivering nothing until it leads. */
+  warmStandby?: boolean;
 }
 
 /** What leadership acts on: the Bridge's holds and deliveries, the leader metric, and the process's stop. */
@@ -43,6 +45,8 @@ export interface LeadingParts {
   metrics: BridgeMetrics;
   bridge: Bridge;
   stop(): Promise<void>;
+  /** Told when a warm standby begins to deliver. */
+  nowDelivering?(): void;
 }
 
 /**
@@ -54,7 +58,7 @@ export interface LeadingParts {
 export async function lead(options: LeadOptions, parts: LeadingParts, start: () => Promise<void>): Promise<Leadership | undefined> {
   if (options.kept) return leadShards(options.kept, election(options, parts, start));
   if (!options.leaderElect) return leadAlone(options, parts, start);
-  return leadOneLease(election(options, parts, start));
+  return leadOneLease(election(options, parts, start), options.warmStandby ? start : undefined);
 }
 
 /** No election: this replica delivers everything, at once. */
@@ -64,16 +68,31 @@ async function leadAlone(options: LeadOptions, parts: LeadingParts, start: () =>
   return undefined;
 }
 
-/** One Lease: this replica stands by, watching, until it holds the Lease; then it delivers every key. */
-async function leadOneLease(e: Election): Promise<Leadership> {
-  const { api, logger, metrics, bridge } = e.parts;
+/**
+ * One Lease: this replica stands by until it holds the Lease, then delivers every key. A cold
+ * standby watches nothing until then, and lists everything on leading. A warm one (`warmStart`:
+ * the Reconcilers started at once) watches and keeps every record while it waits, delivering
+ * nothing (the Bridge's `owns` answers no) and writing no status; on leading, every key is
+ * queued at low priority — what changed while it stood by among them.
+ */
+async function leadOneLease(e: Election, warmStart?: () => Promise<void>): Promise<Leadership> {
+  const { api, logger, metrics, bridge, nowDelivering } = e.parts;
+  let delivering = false;
   const elector = new LeaderElector({ api, namespace: e.namespace, name: e.leaseName, identity: e.identity, log: e.log, handOverAnnotation: heldAnnotation, handOver: () => bridge.holds.handOver(() => true) });
   metrics.leader.set({ name: e.leaseName }, 0);
-  logger.info({ identity: e.identity, lease: e.leaseName }, 'waiting for leadership');
+  logger.info({ identity: e.identity, lease: e.leaseName, warm: !!warmStart }, 'waiting for leadership');
   const onLeading = async (takeover: Takeover) => {
     if (!(await e.admit(() => true))) return e.stepDown();
     e.takeOver(takeover, () => true, e.leaseName);
-    await e.deliver();
+    delivering = true;
+    if (warmStart) {
+      metrics.leader.set({ name: e.leaseName }, 1);
+      const queued = bridge.redeliver(() => true);
+      logger.info({ queued }, 'leading: delivering from the records kept while standing by');
+      nowDelivering?.();
+    } else {
+      await e.deliver();
+    }
     e.watchLayout();
   };
   const onLost = (why: string) => {
@@ -81,15 +100,16 @@ async function leadOneLease(e: Election): Promise<Leadership> {
     metrics.leader.set({ name: e.leaseName }, 0);
     process.exit(1);
   };
+  await warmStart?.();
   void e.gate
     .claim()
     .then(() => elector.run(onLeading, onLost))
     .catch(e.failed);
   return {
     get standby() {
-      return !elector.isLeader;
+      return !delivering;
     },
-    owns: () => true,
+    owns: () => delivering,
     stop: () => elector.stop(true),
   };
 }

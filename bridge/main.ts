@@ -67,6 +67,14 @@ export interface BridgeProcessOptions {
   shards?: number;
   /** The shard this replica goes for first (default: its pod name's ordinal). */
   shard?: number;
+  /**
+   * With leaderElect and one Lease: a standby starts its watches at once and keeps every record,
+   * delivering nothing, so that on taking the Lease it delivers from synced watches (as
+   * controller-runtime's warm replicas do) instead of listing first. It costs the leader's
+   * memory and watch traffic while it waits. Default: a standby watches nothing until it leads.
+   * (Sharded replicas watch from their start already.)
+   */
+  warmStandby?: boolean;
   leaseNamespace?: string;
   leaseName?: string;
   identity?: string;
@@ -138,16 +146,17 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
   const bridge = newBridge(options, { api, logger, metrics, journal, shards, kept, requireIdentity: options.requireIdentity ?? !fixed }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
-  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd }));
+  // A standby writes no Reconciler's status: its view (no deliveries, so no sink problem) is not the leader's.
+  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd, writesStatus: () => !later.leadership?.standby }));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
   const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 60_000, logger, (configs) => fixedSource.set(configs)) : undefined;
   // 4. /healthz, /readyz and /metrics: ready while standing by for the Lease, or once the
-  //    Reconcilers are loaded and their watches synced.
+  //    Reconcilers are loaded and their watches synced (a warm standby: once its are).
   const health =
     options.metricsAddr === '0'
       ? undefined
-      : await startHealthServer(options.metricsAddr ?? '127.0.0.1:8081', metrics, () => !later.stopping && (later.leadership?.standby ? true : reconcilers.loaded && bridge.ready));
+      : await startHealthServer(options.metricsAddr ?? '127.0.0.1:8081', metrics, () => !later.stopping && (later.leadership?.standby && !options.warmStandby ? true : reconcilers.loaded && bridge.ready));
   // 5. The stop, in order: no new Reconcilers, the deliveries in flight finished (within the
   //    timeout), the Leases released, the journal flushed, the health server closed.
   let resolveDone: () => void = () => {};
@@ -167,7 +176,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
     resolveDone();
   }
   // 6. Leadership (bridge/lead.ts): the Reconcilers start delivering when this replica may.
-  later.leadership = await lead({ ...options, shards, kept }, { api, logger, metrics, bridge, stop }, () => reconcilers.start());
+  later.leadership = await lead({ ...options, shards, kept }, { api, logger, metrics, bridge, stop, nowDelivering: () => reconcilers.nowDelivering?.() }, () => reconcilers.start());
   return {
     bridge,
     metrics,
@@ -201,6 +210,7 @@ function shardCount(options: BridgeProcessOptions): number {
   const shards = options.shards ?? 1;
   if (!Number.isInteger(shards) || shards < 1) throw new Error(`--shards must be a whole number of 1 or more, not ${options.shards}`);
   if (shards > 1 && !options.leaderElect) throw new Error('--shards needs --leader-elect: each shard is a Lease that one replica holds');
+  if (options.warmStandby && (!options.leaderElect || shards > 1)) throw new Error('--warm-standby is for --leader-elect with one Lease: without election nothing stands by, and sharded replicas watch from their start already');
   return shards;
 }
 
@@ -217,7 +227,9 @@ function newBridge(
     api: parts.api,
     log: logger,
     source: options.source,
-    owns: shards > 1 ? (key) => later.leadership?.owns(key) ?? false : undefined,
+    owns: shards > 1 || options.warmStandby ? (key) => later.leadership?.owns(key) ?? false : undefined,
+    // A warm standby delivers nothing, and so scales no function to zero: the leader may be using it.
+    ...(options.warmStandby ? { delivering: () => later.leadership?.standby === false } : {}),
     ...(parts.kept ? { keeps: (key: string) => parts.kept!.keeps(key) } : {}),
     journal: parts.journal,
     metrics: parts.metrics,

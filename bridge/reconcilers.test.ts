@@ -144,3 +144,19 @@ test('stopped while it waits to try again: start returns, nothing left running',
   assert.equal(source.loaded, false);
   assert.equal(clock.pendingTimers(), 0);
 });
+
+test('a standby writes no Reconciler status, not even a problem; once it delivers, it writes its view', async () => {
+  const clock = new FakeClock();
+  const api = reconcilerApi();
+  let standby = true;
+  const source = new ClusterReconcilers(bridgeOn(clock), api.api, quiet, { writesStatus: () => !standby });
+  await source.start();
+  await until('the Reconcilers applied', () => (source.loaded ? true : undefined));
+  source.onProblem('widgets', 'watch example.com/v1/Widget', 'forbidden');
+  await new Promise((r) => setImmediate(r));
+  assert.equal(api.statusWrites(), 0, 'nothing written while standing by');
+  standby = false;
+  source.nowDelivering();
+  await until('its view written once it delivers', () => (api.statusWrites() === 1 ? true : undefined));
+  await source.stop();
+});

@@ -30,6 +30,8 @@ export interface ReconcilerSource {
   onProblem(name: string, source: string, problem: string | undefined): void;
   /** Told when a Reconciler's deliveries in flight at once change (its status says the latest). */
   onConcurrency(name: string, concurrency: number): void;
+  /** Told when a warm standby, started already, begins to deliver: its view of each Reconciler is written. */
+  nowDelivering?(): void;
   stop(): Promise<void>;
 }
 
@@ -119,17 +121,24 @@ export class ClusterReconcilers implements ReconcilerSource {
   /** Aborted by stop(): ends a wait to ask the apiserver again. */
   private readonly stopping = new AbortController();
   private readonly installCrd: string;
+  /** Whether this replica writes the Reconcilers' status now (a standby does not). */
+  private readonly writesStatus: () => boolean;
 
   /**
    * `options.installCrd`: how the user installs the Reconciler CRD where this bridge runs (`install
    * it with kubectl apply -f …` of their copy of kfn), said when the apiserver does not serve it.
    */
-  constructor(bridge: Bridge, api: KubeApi, log: Logger, options: { watcher?: Partial<WatcherOptions>; installCrd?: string } = {}) {
+  constructor(bridge: Bridge, api: KubeApi, log: Logger, options: { watcher?: Partial<WatcherOptions>; installCrd?: string; writesStatus?: () => boolean } = {}) {
     this.bridge = bridge;
     this.api = api;
     this.log = log;
     this.watcherOptions = options.watcher;
     this.installCrd = options.installCrd ?? defaultCrdInstall;
+    this.writesStatus = options.writesStatus ?? (() => true);
+  }
+
+  nowDelivering(): void {
+    this.schedule(0);
   }
 
   async start(): Promise<void> {
@@ -212,7 +221,7 @@ export class ClusterReconcilers implements ReconcilerSource {
 
   private async writeConcurrency(name: string, concurrency: number): Promise<void> {
     const obj = this.watcher?.store.get(name);
-    if (!obj || this.stopped || (obj.status as { concurrency?: number } | undefined)?.concurrency === concurrency) return;
+    if (!obj || this.stopped || !this.writesStatus() || (obj.status as { concurrency?: number } | undefined)?.concurrency === concurrency) return;
     await this.api
       .request('PATCH', `/apis/${reconcilerApiVersion}/${reconcilerPlural}/${name}/status`, { body: { status: { concurrency } }, contentType: 'application/merge-patch+json' })
       .catch((e) => this.log.warn({ reconciler: name, error: String(e) }, 'could not write the Reconciler\'s concurrency to its status'));
@@ -278,6 +287,7 @@ export class ClusterReconcilers implements ReconcilerSource {
 
   /** Writes a Reconciler's Ready condition, only when it changed (no write on every resync). */
   private async writeStatus(obj: KubeObject, config: ReconcilerConfig | undefined, failure?: { reason: string; message: string }): Promise<void> {
+    if (!this.writesStatus()) return;
     const problem = failure ?? this.problemOf(obj.metadata.name);
     const verdict = problem ? { status: 'False' as const, ...problem } : { status: 'True' as const, reason: 'Running', message: runningMessage(config!) };
     const conditions = (obj.status as { conditions?: Condition[] } | undefined)?.conditions;

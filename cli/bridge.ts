@@ -24,6 +24,9 @@ ${clusterFlagsUsage(20)}
                         it holds. Replicas of another shard count stand by until the one
                         recorded in <lease-name>-layout has gone (a rollout of --shards)
   --shard I             the shard this replica goes for first (default: its pod name's ordinal)
+  --warm-standby        with --leader-elect (one Lease): a standby watches and keeps every
+                        record from its start, so that on taking the Lease it delivers without
+                        listing first; it then costs the leader's memory while it waits
   --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
   --lease-name N        name of the Lease (default kfn-bridge)
   --shutdown-timeout S  seconds to let in-flight deliveries finish on SIGTERM (default 30)
@@ -46,6 +49,7 @@ const flags = {
   'leader-elect': { type: 'boolean' },
   shards: { type: 'string' },
   shard: { type: 'string' },
+  'warm-standby': { type: 'boolean' },
   'lease-namespace': { type: 'string' },
   'lease-name': { type: 'string' },
   'shutdown-timeout': { type: 'string' },
@@ -92,6 +96,7 @@ export const bridgeCommand: Command = {
       leaderElect: values['leader-elect'] ?? false,
       shards: values.shards === undefined ? undefined : Number(values.shards),
       shard: values.shard === undefined ? undefined : Number(values.shard),
+      warmStandby: values['warm-standby'] ?? false,
       leaseNamespace: values['lease-namespace'],
       leaseName: values['lease-name'],
       shutdownTimeoutMs: Number.isFinite(shutdownSeconds) ? shutdownSeconds * 1000 : 30_000,

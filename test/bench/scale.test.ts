@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseScaleSizes, scaleTable, type ScaleResult, type StartFigures } from './scale.ts';
 import { namespacesTable } from './scale-namespaces.ts';
+import { throughputTable } from './scale-throughput.ts';
 
 test('--scale-objects takes MyWeb counts in rising order, and nothing else', () => {
   assert.deepEqual(parseScaleSizes('10000,40000,100000'), [10000, 40000, 100000]);
@@ -25,6 +26,7 @@ test('the table: a row per size with heap per watched object and the ratios, the
       { shards: 4, webs: 20000, objects: 40000, replicas: [{ rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }] },
     ],
     leaderTakeover: { webs: 20000, keys: 20000, firstS: 15.9, allS: 40.04, rssAfterMiB: 151 },
+    warmTakeover: { webs: 20000, keys: 20000, firstS: 15.2, allS: 21.5, rssAfterMiB: 160, standbyRssMiB: 148 },
     error: 'the apiserver went away',
   };
   const lines = scaleTable(result);
@@ -34,7 +36,8 @@ test('the table: a row per size with heap per watched object and the ratios, the
   assert.match(lines.find((l) => l.includes('--shards 2'))!, /one replica alone 150 MiB \(heap 1\.02 KiB\/object\); replica 0 100 MiB \(heap 0\.51 KiB\/object\), replica 1 104 MiB \(heap 0\.54 KiB\/object\); mean 0\.68× one replica's/);
   assert.match(lines.find((l) => l.includes('replica 1 killed'))!, /first of its keys delivered after 16\.3 s, all 10000 after 31\.5 s; replica 0 then 149 MiB/);
   assert.match(lines.find((l) => l.includes('--shards 4'))!, /replica 3 75 MiB \(heap 0\.26 KiB\/object\); mean 0\.50× one replica's/);
-  assert.match(lines.find((l) => l.includes('leader killed'))!, /at 20000 \(its standby lists on taking the Lease\): the standby's first of its keys delivered after 15\.9 s, all 20000 after 40\.0 s; the standby then 151 MiB/);
+  assert.match(lines.find((l) => l.includes('leader killed'))!, /at 20000 \(its standby lists on taking the Lease\): the standby's first of its keys delivered after 15\.9 s, all 20000 after 40\.0 s; the standby 151 MiB after/);
+  assert.match(lines.find((l) => l.includes('a warm standby'))!, /its first of its keys delivered after 15\.2 s, all 20000 after 21\.5 s; 148 MiB while standing by, 160 MiB after/);
   assert.equal(lines.at(-1), '  P8 stopped: the apiserver went away');
 });
 
@@ -48,4 +51,20 @@ test('the namespaces table: a row per contender with its requests, 429s, time to
   assert.match(lines[1]!, /1000 namespaces with a MyWeb each/);
   assert.deepEqual(lines[3]!.trim().split(/\s{2,}/), ['kfn, naming the 1000', '1', '1', '0', '1.3', '80']);
   assert.deepEqual(lines[4]!.trim().split(/\s{2,}/), ['ApiServerSource, naming the 1000', '1000', '1003', '12', '41.0', '120']);
+});
+
+test('the throughput table: each contender\'s two rounds, the scaling efficiency beside one shard, the ratios to controller-runtime and the cores by process', () => {
+  const cpu = (apiserver: number) => ({ apiserver, etcd: 10, bridges: 5 });
+  const lines = throughputTable({
+    webs: 10000,
+    rounds: [
+      { contender: 'kfn ×1', shards: 1, startS: 70, changedS: 80, writesS: 25, cpuS: cpu(80) },
+      { contender: 'kfn ×2', shards: 2, startS: 50, changedS: 80, writesS: 26, cpuS: cpu(60) },
+      { contender: 'controller-runtime', shards: 1, startS: 35, changedS: 40, writesS: 24, cpuS: { apiserver: 40, operator: 4 } },
+    ],
+  });
+  assert.deepEqual(lines.find((l) => l.trimStart().startsWith('kfn ×2 '))!.trim().split(/\s{2,}/), ['kfn ×2', '50.0', '80.0', '26.0', '0.70 / 0.50']);
+  assert.match(lines.find((l) => l.includes('kfn ×1 / controller-runtime'))!, /start 2\.00×, changed 2\.00×/);
+  assert.match(lines.find((l) => l.trimStart().startsWith('kfn ×2') && l.includes('cores'))!, /apiserver 0\.75, etcd 0\.13, bridges 0\.06 cores/);
+  assert.match(lines.find((l) => l.trimStart().startsWith('controller-runtime') && l.includes('cores'))!, /apiserver 1\.00, operator 0\.10 cores/);
 });

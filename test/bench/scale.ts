@@ -21,7 +21,9 @@
 //                        and → last of them delivered, and replica 0's RSS after;
 //   take-over by leader  a leader and a standby (--leader-elect; a standby starts its watches
 //                        when it takes the Lease): the leader killed; kill → the standby's
-//                        first delivery and → every key delivered again (at low priority).
+//                        first delivery and → every key delivered again (at low priority);
+//                        then the same with --warm-standby (the standby lists at its start,
+//                        and is killed for once it has): its memory while it waits, its take-over.
 import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -88,6 +90,8 @@ export interface ScaleSize {
 /** A take-over: from the kill to the first and the last key of the dead replica's delivered by the survivor. */
 export interface TakeoverFigures {
   keys: number;
+  /** A leader's standby: its settled RSS before the kill. */
+  standbyRssMiB?: number;
   firstS: number;
   allS: number;
   rssAfterMiB: number;
@@ -107,8 +111,10 @@ export interface ScaleResult {
   sizes: ScaleSize[];
   /** At the largest size: --shards 2 and 4. */
   sharded?: ShardedRun[];
-  /** At the largest size: a leader killed, its warm standby taking over. */
+  /** At the largest size: a leader killed, its standby taking over (it lists on taking the Lease). */
   leaderTakeover?: TakeoverFigures & { webs: number };
+  /** The same with --warm-standby (it listed at its start). */
+  warmTakeover?: TakeoverFigures & { webs: number };
   /** Why the part stopped before its end (the sizes before it stay). */
   error?: string;
 }
@@ -171,8 +177,9 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       const replica = (i: number, port: number) => bridgeArgs(config(`scale-shard-${n}-${i}`, `/shard-${n}-${i}`), port, '--leader-elect', `--shards=${n}`, `--shard=${i}`, `--lease-namespace=${ns}`, `--lease-name=scale-shards-${n}`);
       into.sharded.push(await sharded(b, ns, made, n, sink, replica));
     }
-    const standby = (i: number, port: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), port, '--leader-elect', `--lease-namespace=${ns}`, '--lease-name=scale-leader');
-    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby)) };
+    const standby = (lease: string, ...more: string[]) => (i: number, port: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), port, '--leader-elect', `--lease-namespace=${ns}`, `--lease-name=${lease}`, ...more);
+    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby('scale-leader'), false)) };
+    into.warmTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby('scale-warm', '--warm-standby'), true)) };
   } finally {
     sink.close();
     // 2K objects and more: the namespace controller may take longer than deleteNamespace waits.
@@ -208,10 +215,10 @@ async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Si
 
 /**
  * A leader and a standby: the leader killed once it has listed and both have settled; the
- * standby's take-over of every key (a standby starts its watches when it takes the Lease, so
- * its list is in the figure).
+ * standby's take-over of every key. A standby starts its watches when it takes the Lease, so its
+ * list is in the figure; a `warm` one listed at its start (it is ready once it has).
  */
-async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number, port: number) => string[]): Promise<TakeoverFigures> {
+async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number, port: number) => string[], warm: boolean): Promise<TakeoverFigures> {
   sink.reset();
   const ports = [await freePort(), await freePort()];
   const replicas = [0, 1].map((i) => b.startProcess(`scale-leader-${i}`, process.execPath, args(i, ports[i]!)));
@@ -219,9 +226,10 @@ async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: nu
     const leader = await until('a leader\'s first delivery', replicas[0]!, () => [0, 1].find((i) => sink.first.has(`/leader-${i}`)));
     const standby = 1 - leader;
     await listed(replicas[leader]!, ports[leader]!);
-    await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
-    const figures = await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k);
-    b.log(`P8 ${k}, leader killed: the standby's first delivery after ${figures.firstS.toFixed(1)} s, all ${k} keys after ${figures.allS.toFixed(1)} s; standby then ${figures.rssAfterMiB.toFixed(0)} MiB`);
+    if (warm) await listed(replicas[standby]!, ports[standby]!);
+    const rss = await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
+    const figures = { ...(await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k)), standbyRssMiB: rss[standby]! };
+    b.log(`P8 ${k}, leader killed: the ${warm ? 'warm ' : ''}standby (${figures.standbyRssMiB.toFixed(0)} MiB before) first delivered after ${figures.firstS.toFixed(1)} s, all ${k} keys after ${figures.allS.toFixed(1)} s; then ${figures.rssAfterMiB.toFixed(0)} MiB`);
     return figures;
   } finally {
     await Promise.all(replicas.map((c) => b.stop(c)));
@@ -239,7 +247,6 @@ async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child,
   return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB };
 }
 
-/** Grows `ns` from `from` to `to` MyWebs, each with its page ConfigMap made as the SDK makes a child. */
 /** Makes MyWebs w`from`…w`to - 1` in `ns`, each with its page ConfigMap as the SDK makes a child (owned, labelled). */
 export async function grow(b: Pick<ScaleBench, 'api' | 'log' | 'webs' | 'web'>, ns: string, from: number, to: number): Promise<void> {
   const n = to - from;
@@ -424,7 +431,9 @@ export function scaleTable(r: ScaleResult): string[] {
     lines.push(`  --shards ${run.shards} at ${run.webs} (each replica keeps its shard's records): ${one ? `one replica alone ${replica(one.rssMiB, one.heapMiB, run.objects)}; ` : ''}${run.replicas.map((p, i) => `replica ${i} ${replica(p.rssMiB, p.heapMiB, run.objects)}`).join(', ')}${one ? `; mean ${x(mean, one.rssMiB)} one replica's` : ''}`);
     if (run.takeover) lines.push(`    replica 1 killed: replica 0 takes its shard over, ${takeover(run.takeover)}; replica 0 then ${f(run.takeover.rssAfterMiB)} MiB`);
   }
-  if (r.leaderTakeover) lines.push(`  leader killed at ${r.leaderTakeover.webs} (its standby lists on taking the Lease): the standby's ${takeover(r.leaderTakeover)}; the standby then ${f(r.leaderTakeover.rssAfterMiB)} MiB`);
+  const standby = (t: TakeoverFigures) => (t.standbyRssMiB !== undefined ? `${f(t.standbyRssMiB)} MiB while standing by, ` : '');
+  if (r.leaderTakeover) lines.push(`  leader killed at ${r.leaderTakeover.webs} (its standby lists on taking the Lease): the standby's ${takeover(r.leaderTakeover)}; the standby ${standby(r.leaderTakeover)}${f(r.leaderTakeover.rssAfterMiB)} MiB after`);
+  if (r.warmTakeover) lines.push(`  leader killed at ${r.warmTakeover.webs}, a warm standby (--warm-standby: it listed at its start): its ${takeover(r.warmTakeover)}; ${standby(r.warmTakeover)}${f(r.warmTakeover.rssAfterMiB)} MiB after`);
   if (r.error) lines.push(`  P8 stopped: ${r.error}`);
   return lines;
 }

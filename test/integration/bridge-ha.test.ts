@@ -5,8 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parse, stringify } from 'yaml';
-import { spawnBridge, widgetSetup, type BridgeProcess, type WidgetSetup } from '../support/bridge.ts';
+import { perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
 import { answerDone } from '../support/receiver.ts';
 import { testCluster, kubeApi } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
@@ -18,16 +17,6 @@ async function widgetRecords(bridge: BridgeProcess): Promise<number | undefined>
   const text = await fetch(bridge.metricsUrl, { signal: AbortSignal.timeout(2000) }).then((r) => r.text(), () => '');
   const m = text.match(/^kfn_bridge_watch_records\{kind="Widget"\} (\d+)/m);
   return m ? Number(m[1]) : undefined;
-}
-
-/** A bridge configuration file per bridge, `who`, whose sink is the receiver's path `/<who>`. */
-function perBridgeConfig(f: WidgetSetup): (who: string) => string {
-  const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
-  return (who) => {
-    const file = join(f.dir, `bridge-${who}.yaml`);
-    writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
-    return file;
-  };
 }
 
 describe('bridge processes', { concurrency: true }, () => {
@@ -64,6 +53,33 @@ describe('bridge processes', { concurrency: true }, () => {
     assert.ok(takeover >= 15_000 - 2_000 + 7_000 - 1000, `nothing delivered before the killed leader's deliveries could have ended (${takeover} ms)`);
     assert.equal(await b.leaderStatus(), 1);
     t.diagnostic(`takeover after SIGKILL: ${(takeover / 1000).toFixed(1)} s`);
+  });
+
+  test('a warm standby keeps every record while it stands by, delivering nothing; SIGKILL the leader and it delivers from them, the changes made in the gap too', async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { spec: { timeoutSeconds: 5 } });
+    const configOf = perBridgeConfig(f);
+    const names = Array.from({ length: 20 }, (_, i) => `w${i}`);
+    for (const n of names) await f.createWidget(n);
+    const args = (who: string) => [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf(who)}`, '--leader-elect', '--warm-standby', `--lease-namespace=${f.ns}`, '--lease-name=bridge'];
+    const a = await spawnBridge(t, f.dir, 'a', args('a'));
+    await waitFor('bridge a to lead', async () => (await a.leaderStatus()) === 1 || undefined, { timeoutMs: 30_000 });
+    const b = await spawnBridge(t, f.dir, 'b', args('b'));
+    await waitFor('bridge b, standing by, to keep every Widget\'s record', async () => ((await b.leaderStatus()) === 0 && (await widgetRecords(b)) === names.length) || undefined, { timeoutMs: 30_000 });
+    await waitFor('every Widget delivered by a', async () => names.every((n) => f.receiver.of(n).length) || undefined, { timeoutMs: 30_000 });
+    await f.patchWidget('w0', { spec: { size: 2 } });
+    await waitFor('w0\'s change delivered', async () => f.receiver.of('w0').find((d) => d.generation === 2));
+    assert.deepEqual([...new Set(f.receiver.deliveries.map((d) => d.path))], ['/a'], 'only the leader delivers; the warm standby watches');
+
+    a.kill('SIGKILL');
+    // Changes during the gap, while no bridge delivers: the standby's watches see them, its records keep them.
+    await f.patchWidget('w1', { spec: { size: 2 } });
+    await f.createWidget('late');
+    await waitFor('b to deliver the changes made during the gap', async () => (f.receiver.of('w1').some((d) => d.generation === 2 && d.path === '/b') && f.receiver.of('late').some((d) => d.path === '/b')) || undefined, { timeoutMs: 45_000 });
+    assert.equal(await b.leaderStatus(), 1);
+    // Taking the Lease queued every key it keeps (low priority): each is delivered by b once more.
+    await waitFor('b to deliver every Widget', async () => names.every((n) => f.receiver.of(n).some((d) => d.path === '/b')) || undefined, { timeoutMs: 30_000 });
+    assert.equal(f.receiver.of('w1').filter((d) => d.generation === 2 && d.path === '/b').length, 1, 'w1\'s change delivered once by b');
   });
 
   test('a leader SIGTERMed during a long reconcile hands its hold over: the new leader serves other objects at once, that one only after it ends', async (t) => {

@@ -1,13 +1,15 @@
 // At cluster scale, small enough for CI (bench:compare P8 measures the large versions): the
-// bridge's heap per watched object stays under its bound, and a Reconciler naming many
-// namespaces starts with one list and one watch of its kind, not one per namespace.
+// bridge's heap per watched object stays under its bound, a Reconciler naming many namespaces
+// starts with one list and one watch of its kind, not one per namespace, and a burst of changes
+// is shared between sharded replicas, each delivering its own shard's, at the same time.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseReconciler } from '../../bridge/config.ts';
 import { bridgeNodeOptions, startBridge } from '../../bridge/main.ts';
 import { waitFor } from '../../core/clock.ts';
 import { heapAfterGc, inParallel } from '../bench/common.ts';
-import { spawnBridge, widgetSetup } from '../support/bridge.ts';
+import { perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
+import { shardOf } from '../../bridge/shards.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 
 /**
@@ -20,6 +22,8 @@ import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
 const widgets = 6000;
 const warm = 100;
 const heapKiBPerObject = 0.75;
+/** Widgets changed at once in the shards' burst. */
+const burst = 600;
 
 describe('the bridge at scale, small', { concurrency: true }, () => {
   test(`a bridge watching ${widgets} objects keeps under ${heapKiBPerObject} KiB of heap per object`, async (t) => {
@@ -73,5 +77,34 @@ describe('the bridge at scale, small', { concurrency: true }, () => {
     // Widgets elsewhere in the cluster are not delivered.
     assert.ok(f.receiver.deliveries.every((d) => namespaces.includes(d.namespace!)));
     await running.stop();
+  });
+
+  test(`${burst} Widgets changed at once with 2 shards: each change delivered once, by its shard's replica, both replicas at work together`, async (t) => {
+    const cluster = await testCluster();
+    const f = await widgetSetup(t, cluster, { auth: 'none' });
+    const configOf = perBridgeConfig(f);
+    const names = Array.from({ length: burst }, (_, i) => `b${i}`);
+    const shard = (name: string) => shardOf(`${f.ns}/${name}`, 2);
+    await inParallel(burst, 16, (i) => f.createWidget(names[i]!));
+    const replicas: BridgeProcess[] = [];
+    for (const i of [0, 1]) {
+      replicas.push(await spawnBridge(t, f.dir, `r${i}`, [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${configOf(`r${i}`)}`, '--leader-elect', '--shards=2', `--shard=${i}`, `--lease-namespace=${f.ns}`, '--lease-name=burst', '--log-level=error']));
+    }
+    const at = (generation: number) => (name: string) => f.receiver.of(name).filter((d) => d.generation === generation);
+    const missing = (generation: number) => () => `not delivered: ${names.filter((n) => !at(generation)(n).length).slice(0, 20).join(', ')}…`;
+    await waitFor('every Widget delivered once', async () => names.every((n) => at(1)(n).length) || undefined, { timeoutMs: 120_000, context: missing(1) });
+    await inParallel(burst, 16, (i) => f.patchWidget(names[i]!, { spec: { size: 2 } }));
+    await waitFor('every change delivered', async () => names.every((n) => at(2)(n).length) || undefined, { timeoutMs: 120_000, context: missing(2) });
+    const byReplica: number[][] = [[], []];
+    for (const n of names) {
+      const changed = at(2)(n);
+      assert.equal(changed.length, 1, `${n}: its change delivered once (${changed.map((d) => d.path).join(', ')})`);
+      assert.equal(changed[0]!.path, `/r${shard(n)}`, `${n} (shard ${shard(n)}) delivered by its shard's replica`);
+      byReplica[shard(n)]!.push(changed[0]!.receivedAt);
+    }
+    // Both at work together: each replica's first delivery of the burst came before the other's last.
+    const [first, last] = [byReplica.map((ts) => Math.min(...ts)), byReplica.map((ts) => Math.max(...ts))];
+    t.diagnostic(`replica 0 delivered ${byReplica[0]!.length} changes, replica 1 ${byReplica[1]!.length}; their spans ${byReplica.map((ts, i) => `${((last[i]! - first[i]!) / 1000).toFixed(1)} s`).join(' and ')}`);
+    assert.ok(first[0]! < last[1]! && first[1]! < last[0]!, 'the two replicas delivered the burst side by side, not one after the other');
   });
 });

@@ -50,6 +50,8 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   const sharded = deployment(await render('replicas=3', 'shards=3'));
   assert.equal(sharded.spec.replicas, 3);
   assert.ok(sharded.spec.template.spec.containers[0]!.args.includes('--shards=3'));
+  assert.ok(deployment(await render('replicas=2', 'warmStandby=true')).spec.template.spec.containers[0]!.args.includes('--warm-standby'));
+  assert.equal(deployment(rendered).spec.template.spec.containers[0]!.args.includes('--warm-standby'), false, 'a standby watches nothing by default');
   const digest = `sha256:${'a'.repeat(64)}`;
   assert.equal(deployment(await render('image.repository=10.244.0.1:15000/kfn/bridge', `image.digest=${digest}`)).spec.template.spec.containers[0]!.image, `10.244.0.1:15000/kfn/bridge@${digest}`);
   const fromFile = await render('reconcilers[0].apiVersion=kfn.dev/v1alpha1', 'reconcilers[0].kind=Reconciler', 'reconcilers[0].metadata.name=web', 'reconcilers[0].spec.sink.uri=http://fn/');
@@ -72,6 +74,7 @@ test('the Helm chart renders what manifests/ holds, lints clean, and its values 
   assert.equal(env(rendered).some((e) => e.name.startsWith('OTEL_')), false, 'no tracing by default');
   await assert.rejects(render('replicas=2', 'leaderElection=false'), /replicas > 1 needs leaderElection: true/);
   await assert.rejects(render('replicas=1', 'leaderElection=false', 'shards=2'), /shards > 1 needs leaderElection: true/);
+  await assert.rejects(render('replicas=2', 'shards=2', 'warmStandby=true'), /warmStandby needs leaderElection: true and shards: 1/);
 
   // The journal: on by default, in a bounded emptyDir; a claim of the chart's own or the user's; off.
   type PodSpec = { securityContext: { fsGroup?: number }; containers: { args: string[]; volumeMounts?: { name: string; mountPath: string }[] }[]; volumes?: { name: string; emptyDir?: { sizeLimit: string }; persistentVolumeClaim?: { claimName: string } }[] };

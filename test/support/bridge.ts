@@ -1,13 +1,13 @@
 // Bridges in tests: in this process (bridgeFixture) or as separate processes that can be
 // killed (spawnBridge), each with its own Widget CRD, namespace and receiver (widgetSetup).
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import type { Credentials } from '../../core/authentication.ts';
 import { startBridge, type BridgeProcessOptions, type RunningBridge } from '../../bridge/main.ts';
 import { repoRoot } from '../../cluster/paths.ts';
@@ -87,6 +87,16 @@ export async function widgetSetup(t: TestContext, cluster: TestCluster, options:
     async deleteWidget(name) {
       await custom.deleteNamespacedCustomObject({ ...ref, name });
     },
+  };
+}
+
+/** A bridge configuration file per bridge process, `who`, whose sink is the receiver's path `/<who>`: deliveries say who sent them. */
+export function perBridgeConfig(f: WidgetSetup): (who: string) => string {
+  const config = parse(readFileSync(f.configFile, 'utf8')) as { spec: { sink: { uri: string } } };
+  return (who) => {
+    const file = join(f.dir, `bridge-${who}.yaml`);
+    writeFileSync(file, stringify({ ...config, spec: { ...config.spec, sink: { uri: `${f.receiver.url}${who}` } } }));
+    return file;
   };
 }
 

@@ -22,6 +22,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if and (gt (int .Values.shards) 1) (not .Values.leaderElection) -}}
 {{- fail "shards > 1 needs leaderElection: true (each shard is a Lease that one replica holds)" -}}
 {{- end -}}
+{{- if and .Values.warmStandby (or (not .Values.leaderElection) (gt (int .Values.shards) 1)) -}}
+{{- fail "warmStandby needs leaderElection: true and shards: 1 (sharded replicas watch from their start already)" -}}
+{{- end -}}
 {{- if lt (int .Values.shards) 1 -}}
 {{- fail "shards must be 1 or more" -}}
 {{- end -}}
