@@ -90,6 +90,9 @@ export interface ScaleSize {
 /** A take-over: from the kill to the first and the last key of the dead replica's delivered by the survivor. */
 export interface TakeoverFigures {
   keys: number;
+  /** MyWebs of the dead replica's changed right after the kill, and how many of those changes the survivor did not deliver (a delivery after the change). */
+  changed?: number;
+  lost?: number;
   /** A leader's standby: its settled RSS before the kill. */
   standbyRssMiB?: number;
   firstS: number;
@@ -178,8 +181,8 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       into.sharded.push(await sharded(b, ns, made, n, sink, replica));
     }
     const standby = (lease: string, ...more: string[]) => (i: number, port: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), port, '--leader-elect', `--lease-namespace=${ns}`, `--lease-name=${lease}`, ...more);
-    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby('scale-leader'), false)) };
-    into.warmTakeover = { webs: made, ...(await leaderTakeover(b, made, sink, standby('scale-warm', '--warm-standby'), true)) };
+    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-leader'), false)) };
+    into.warmTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-warm', '--warm-standby'), true)) };
   } finally {
     sink.close();
     // 2K objects and more: the namespace controller may take longer than deleteNamespace waits.
@@ -204,7 +207,7 @@ async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Si
     if (n === 2) {
       // Replica 0 takes over shard 1: every MyWeb key in it, delivered to replica 0's path.
       const keys = Array.from({ length: k }, (_, i) => `w${i}`).filter((name) => shardOf(`${ns}/${name}`, 2) === 1).length;
-      run.takeover = await takeover(b, sink, replicas[1]!, replicas[0]!, `/shard-2-0`, (subject) => shardOf(subject, 2) === 1, keys);
+      run.takeover = await takeover(b, sink, replicas[1]!, replicas[0]!, `/shard-2-0`, (subject) => shardOf(subject, 2) === 1, keys, ns);
       b.log(`P8 ${k}, --shards 2, replica 1 killed: replica 0's first delivery of shard 1 after ${run.takeover.firstS.toFixed(1)} s, all ${keys} of its keys after ${run.takeover.allS.toFixed(1)} s; replica 0 then ${run.takeover.rssAfterMiB.toFixed(0)} MiB`);
     }
     return run;
@@ -218,7 +221,7 @@ async function sharded(b: ScaleBench, ns: string, k: number, n: number, sink: Si
  * standby's take-over of every key. A standby starts its watches when it takes the Lease, so its
  * list is in the figure; a `warm` one listed at its start (it is ready once it has).
  */
-async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: number, port: number) => string[], warm: boolean): Promise<TakeoverFigures> {
+async function leaderTakeover(b: ScaleBench, ns: string, k: number, sink: Sink, args: (i: number, port: number) => string[], warm: boolean): Promise<TakeoverFigures> {
   sink.reset();
   const ports = [await freePort(), await freePort()];
   const replicas = [0, 1].map((i) => b.startProcess(`scale-leader-${i}`, process.execPath, args(i, ports[i]!)));
@@ -228,7 +231,7 @@ async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: nu
     await listed(replicas[leader]!, ports[leader]!);
     if (warm) await listed(replicas[standby]!, ports[standby]!);
     const rss = await Promise.all(replicas.map((c) => b.settledRss(c.pid!)));
-    const figures = { ...(await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k)), standbyRssMiB: rss[standby]! };
+    const figures = { ...(await takeover(b, sink, replicas[leader]!, replicas[standby]!, `/leader-${standby}`, () => true, k, ns)), standbyRssMiB: rss[standby]! };
     b.log(`P8 ${k}, leader killed: the ${warm ? 'warm ' : ''}standby (${figures.standbyRssMiB.toFixed(0)} MiB before) first delivered after ${figures.firstS.toFixed(1)} s, all ${k} keys after ${figures.allS.toFixed(1)} s; then ${figures.rssAfterMiB.toFixed(0)} MiB`);
     return figures;
   } finally {
@@ -236,15 +239,33 @@ async function leaderTakeover(b: ScaleBench, k: number, sink: Sink, args: (i: nu
   }
 }
 
-/** Kills `dead` (SIGKILL: nothing handed over) and times `survivor`'s deliveries to `path` of the keys `theirs` selects, until `keys` distinct ones. */
-async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child, path: string, theirs: (subject: string) => boolean, keys: number): Promise<TakeoverFigures> {
+/** MyWebs changed during each take-over's gap: a change made then must be delivered after it. */
+const changedInGap = 100;
+
+/**
+ * Kills `dead` (SIGKILL: nothing handed over) and times `survivor`'s deliveries to `path` of the
+ * keys `theirs` selects, until `keys` distinct ones. Right after the kill, changedInGap of those
+ * MyWebs are changed: each must then be delivered after its change (its latest state read
+ * after it), or it counts as lost.
+ */
+async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child, path: string, theirs: (subject: string) => boolean, keys: number, ns: string): Promise<TakeoverFigures> {
   const killed = b.now();
   sink.watchFor(path, theirs);
   dead.kill('SIGKILL');
+  const names: string[] = [];
+  for (let i = 0; names.length < Math.min(changedInGap, keys); i++) if (theirs(`${ns}/w${i}`)) names.push(`w${i}`);
+  const changedAt = new Map<string, number>();
+  await inParallel(names.length, 16, async (i) => {
+    await b.api.request('PATCH', `${b.webs(ns)}/${names[i]}`, { body: { spec: { pageContentHtml: `<h1>changed during the take-over</h1>` } }, contentType: 'application/merge-patch+json' });
+    changedAt.set(`${ns}/${names[i]}`, b.now());
+  });
   const first = await until(`the take-over's first delivery to ${path}`, survivor, () => sink.taken.first);
   const all = await until(`the take-over's ${keys} keys at ${path}`, survivor, () => (sink.taken.subjects.size >= keys ? b.now() : undefined));
+  // The changes go ahead of the low-priority redeliveries; a minute more for any left.
+  const pending = () => [...changedAt].filter(([key, at]) => !((sink.taken.subjects.get(key) ?? 0) > at));
+  for (const deadline = b.now() + 60_000; pending().length && b.now() < deadline; ) await sleep(200);
   const rssAfterMiB = await b.settledRss(survivor.pid!);
-  return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB };
+  return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB, changed: changedAt.size, lost: pending().length };
 }
 
 /** Makes MyWebs w`from`…w`to - 1` in `ns`, each with its page ConfigMap as the SDK makes a child (owned, labelled). */
@@ -325,8 +346,8 @@ export interface Sink {
   url: string;
   /** Wall-clock ms of the first POST to each path since reset(). */
   first: Map<string, number>;
-  /** Since watchFor(): the first delivery it selects (wall-clock ms), and the distinct keys (ce-subject) of those delivered. */
-  taken: { first?: number; subjects: Set<string> };
+  /** Since watchFor(): the first delivery it selects (wall-clock ms), and the keys (ce-subject) of those delivered, each with its last delivery's time. */
+  taken: { first?: number; subjects: Map<string, number> };
   /** Notes, from now, the deliveries to `path` of the keys `select` takes. */
   watchFor(path: string, select: (subject: string) => boolean): void;
   reset(): void;
@@ -336,13 +357,13 @@ export interface Sink {
 export async function startSink(now: () => number): Promise<Sink> {
   const first = new Map<string, number>();
   let watched: { path: string; select: (subject: string) => boolean } | undefined;
-  let taken: Sink['taken'] = { subjects: new Set() };
+  let taken: Sink['taken'] = { subjects: new Map() };
   const server = createServer((req, res) => {
     if (req.method === 'POST' && !first.has(req.url!)) first.set(req.url!, now());
     const subject = req.headers['ce-subject'];
     if (watched && req.url === watched.path && typeof subject === 'string' && watched.select(subject)) {
       taken.first ??= now();
-      taken.subjects.add(subject);
+      taken.subjects.set(subject, now());
     }
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"done","changes":[]}'));
@@ -356,12 +377,12 @@ export async function startSink(now: () => number): Promise<Sink> {
     },
     watchFor: (path, select) => {
       watched = { path, select };
-      taken = { subjects: new Set() };
+      taken = { subjects: new Map() };
     },
     reset: () => {
       first.clear();
       watched = undefined;
-      taken = { subjects: new Set() };
+      taken = { subjects: new Map() };
     },
     close: () => server.close(),
   };
@@ -424,7 +445,7 @@ export function scaleTable(r: ScaleResult): string[] {
     lines.push(`  per additional object watched (KiB), ${a.webs}→${b.webs}: kfn RSS ${slope((s) => s.kfn.rssMiB)} (heap ${slope((s) => s.kfn.heapMiB)}), c-r ${slope((s) => s.crDefault.rssMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.rssMiB)}; apiserver peak with kfn ${slope((s) => s.kfn.apiserverPeakMiB)}, c-r ${slope((s) => s.crDefault.apiserverPeakMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.apiserverPeakMiB)}`);
   }
   const replica = (rss: number, heap: number, objects: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, objects), 2)} KiB/object)`;
-  const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s`;
+  const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s${t.changed ? ` (${t.changed} changed in the gap, ${t.lost} of them not delivered after)` : ''}`;
   for (const run of r.sharded ?? []) {
     const one = r.sizes.find((s) => s.webs === run.webs)?.kfn;
     const mean = run.replicas.reduce((a, p) => a + p.rssMiB, 0) / run.replicas.length;
