@@ -2,7 +2,7 @@
 // times go through the same buckets and the same interpolation.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { histogramOf, histogramQuantile, parseHistogram, profilePlaces } from './common.ts';
+import { histogramOf, histogramQuantile, parseHistogram, profilePlaces, sumMetric } from './common.ts';
 
 test('a quantile is interpolated inside its bucket, as histogram_quantile does', () => {
   // 10 values at 7 ms (bucket 5–10 ms), 10 at 30 ms (bucket 25–50 ms).
@@ -49,4 +49,10 @@ test("a CPU profile's self time, by package, repository file, Node module or V8'
     { where: 'yaml', ms: 1 },
     { where: 'node:streams/writable', ms: 0.5 },
   ]);
+});
+
+test('sumMetric adds the samples of the lines it is given, never a comment', () => {
+  const text = ['# HELP apiserver_request_total Counter', 'apiserver_request_total{code="200",resource="mywebs",verb="LIST"} 3', 'apiserver_request_total{code="200",resource="configmaps",verb="LIST"} 4.5', 'apiserver_request_total{code="200",resource="mywebs",verb="GET"} 100'].join('\n');
+  assert.equal(sumMetric(text, (l) => l.includes('verb="LIST"')), 7.5);
+  assert.equal(sumMetric(text, (l) => l.includes('apiserver_request_total')), 107.5);
 });

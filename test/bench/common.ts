@@ -24,6 +24,13 @@ export async function inParallel(n: number, parallel: number, fn: (i: number) =>
 }
 
 /** A process's resident set (VmRSS) in MiB. */
+/** The sum of the Prometheus text's samples whose line `match` takes (their labels in the line). */
+export function sumMetric(text: string, match: (line: string) => boolean): number {
+  let sum = 0;
+  for (const line of text.split('\n')) if (!line.startsWith('#') && match(line)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sum;
+}
+
 /** A process's CPU so far (user + system), ms. */
 export function processCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');

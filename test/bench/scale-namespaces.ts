@@ -20,7 +20,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { reconcilerApiVersion, reconcilerKind } from '../../core/names.ts';
 import { MyWeb } from '../../functions/myweb/index.ts';
-import { inParallel } from './common.ts';
+import { inParallel, sumMetric } from './common.ts';
 import { until, type Child, type ScaleBench, type Sink } from './scale.ts';
 
 export interface NamespacesRow {
@@ -50,15 +50,12 @@ export interface NamespacesBench extends ScaleBench {
  */
 async function counters(b: ScaleBench): Promise<{ lists: number; watches: number; throttled: number }> {
   const text = await b.api.text('GET', '/metrics');
-  const out = { lists: 0, watches: 0, throttled: 0 };
-  for (const line of text.split('\n')) {
-    const n = Number(line.slice(line.lastIndexOf(' ') + 1));
-    if (line.startsWith('apiserver_longrunning_requests{') && line.includes('resource="mywebs"') && line.includes('verb="WATCH"')) out.watches += n;
-    if (!line.startsWith('apiserver_request_total{')) continue;
-    if (line.includes('code="429"')) out.throttled += n;
-    if (line.includes('resource="mywebs"') && line.includes('verb="LIST"')) out.lists += n;
-  }
-  return out;
+  const requests = (line: string) => line.startsWith('apiserver_request_total{');
+  return {
+    lists: sumMetric(text, (l) => requests(l) && l.includes('resource="mywebs"') && l.includes('verb="LIST"')),
+    watches: sumMetric(text, (l) => l.startsWith('apiserver_longrunning_requests{') && l.includes('resource="mywebs"') && l.includes('verb="WATCH"')),
+    throttled: sumMetric(text, (l) => requests(l) && l.includes('code="429"')),
+  };
 }
 
 /** Makes `count` namespaces with one MyWeb each, measures each contender in turn, deletes the namespaces. */

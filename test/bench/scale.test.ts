@@ -26,7 +26,7 @@ test('the table: a row per size with heap per watched object and the ratios, the
       { shards: 4, webs: 20000, objects: 40000, replicas: [{ rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }, { rssMiB: 75, heapMiB: 10 }] },
     ],
     leaderTakeover: { webs: 20000, keys: 20000, firstS: 15.9, allS: 40.04, rssAfterMiB: 151 },
-    warmTakeover: { webs: 20000, keys: 20000, firstS: 15.2, allS: 21.5, rssAfterMiB: 160, standbyRssMiB: 148, changed: 100, lost: 0 },
+    warmTakeover: { webs: 20000, keys: 20000, firstS: 15.2, allS: 21.5, rssAfterMiB: 160, standbyRssMiB: 148, changed: 100, lost: 0, lists: 0 },
     error: 'the apiserver went away',
   };
   const lines = scaleTable(result);
@@ -37,7 +37,7 @@ test('the table: a row per size with heap per watched object and the ratios, the
   assert.match(lines.find((l) => l.includes('replica 1 killed'))!, /first of its keys delivered after 16\.3 s, all 10000 after 31\.5 s; replica 0 then 149 MiB/);
   assert.match(lines.find((l) => l.includes('--shards 4'))!, /replica 3 75 MiB \(heap 0\.26 KiB\/object\); mean 0\.50× one replica's/);
   assert.match(lines.find((l) => l.includes('leader killed'))!, /at 20000 \(its standby lists on taking the Lease\): the standby's first of its keys delivered after 15\.9 s, all 20000 after 40\.0 s; the standby 151 MiB after/);
-  assert.match(lines.find((l) => l.includes('a warm standby'))!, /its first of its keys delivered after 15\.2 s, all 20000 after 21\.5 s \(100 changed in the gap, 0 of them not delivered after\); 148 MiB while standing by, 160 MiB after/);
+  assert.match(lines.find((l) => l.includes('a warm standby'))!, /its first of its keys delivered after 15\.2 s, all 20000 after 21\.5 s, 0 list requests \(100 changed in the gap, 0 of them not delivered after\); 148 MiB while standing by, 160 MiB after/);
   assert.equal(lines.at(-1), '  P8 stopped: the apiserver went away');
 });
 

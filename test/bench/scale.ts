@@ -37,7 +37,7 @@ import type { KubeApi, KubeObject } from '../../kube/api.ts';
 import type { ClusterPaths } from '../../cluster/paths.ts';
 import { isRunning } from '../../cluster/processes.ts';
 import { readState } from '../../cluster/state.ts';
-import { heapAfterGc, inParallel, rssMiB } from './common.ts';
+import { heapAfterGc, inParallel, rssMiB, sumMetric } from './common.ts';
 import { freePort } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
 
@@ -93,6 +93,8 @@ export interface TakeoverFigures {
   /** MyWebs of the dead replica's changed right after the kill, and how many of those changes the survivor did not deliver (a delivery after the change). */
   changed?: number;
   lost?: number;
+  /** LIST requests of MyWebs and ConfigMaps the apiserver answered from the kill to the last key delivered. */
+  lists?: number;
   /** A leader's standby: its settled RSS before the kill. */
   standbyRssMiB?: number;
   firstS: number;
@@ -249,6 +251,7 @@ const changedInGap = 100;
  * after it), or it counts as lost.
  */
 async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child, path: string, theirs: (subject: string) => boolean, keys: number, ns: string): Promise<TakeoverFigures> {
+  const listsBefore = await listRequests(b);
   const killed = b.now();
   sink.watchFor(path, theirs);
   dead.kill('SIGKILL');
@@ -261,11 +264,17 @@ async function takeover(b: ScaleBench, sink: Sink, dead: Child, survivor: Child,
   });
   const first = await until(`the take-over's first delivery to ${path}`, survivor, () => sink.taken.first);
   const all = await until(`the take-over's ${keys} keys at ${path}`, survivor, () => (sink.taken.subjects.size >= keys ? b.now() : undefined));
+  const lists = (await listRequests(b)) - listsBefore;
   // The changes go ahead of the low-priority redeliveries; a minute more for any left.
   const pending = () => [...changedAt].filter(([key, at]) => !((sink.taken.subjects.get(key) ?? 0) > at));
   for (const deadline = b.now() + 60_000; pending().length && b.now() < deadline; ) await sleep(200);
   const rssAfterMiB = await b.settledRss(survivor.pid!);
-  return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB, changed: changedAt.size, lost: pending().length };
+  return { keys, firstS: (first - killed) / 1000, allS: (all - killed) / 1000, rssAfterMiB, changed: changedAt.size, lost: pending().length, lists };
+}
+
+/** LIST requests of MyWebs and ConfigMaps the apiserver has answered (apiserver_request_total). */
+async function listRequests(b: ScaleBench): Promise<number> {
+  return sumMetric(await b.api.text('GET', '/metrics'), (l) => l.startsWith('apiserver_request_total{') && l.includes('verb="LIST"') && /resource="(mywebs|configmaps)"/.test(l));
 }
 
 /** Makes MyWebs w`from`…w`to - 1` in `ns`, each with its page ConfigMap as the SDK makes a child (owned, labelled). */
@@ -445,7 +454,7 @@ export function scaleTable(r: ScaleResult): string[] {
     lines.push(`  per additional object watched (KiB), ${a.webs}→${b.webs}: kfn RSS ${slope((s) => s.kfn.rssMiB)} (heap ${slope((s) => s.kfn.heapMiB)}), c-r ${slope((s) => s.crDefault.rssMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.rssMiB)}; apiserver peak with kfn ${slope((s) => s.kfn.apiserverPeakMiB)}, c-r ${slope((s) => s.crDefault.apiserverPeakMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.apiserverPeakMiB)}`);
   }
   const replica = (rss: number, heap: number, objects: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, objects), 2)} KiB/object)`;
-  const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s${t.changed ? ` (${t.changed} changed in the gap, ${t.lost} of them not delivered after)` : ''}`;
+  const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s${t.lists !== undefined ? `, ${t.lists} list requests` : ''}${t.changed ? ` (${t.changed} changed in the gap, ${t.lost} of them not delivered after)` : ''}`;
   for (const run of r.sharded ?? []) {
     const one = r.sizes.find((s) => s.webs === run.webs)?.kfn;
     const mean = run.replicas.reduce((a, p) => a + p.rssMiB, 0) / run.replicas.length;
