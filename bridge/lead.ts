@@ -107,7 +107,7 @@ async function leadOneLease(e: Election, warmStart?: () => Promise<void>): Promi
     .catch(e.failed);
   return {
     get standby() {
-      return !delivering;
+      return warmStart ? !delivering : !elector.isLeader;
     },
     owns: () => delivering,
     stop: () => elector.stop(true),

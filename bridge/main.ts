@@ -147,7 +147,7 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   const bridge = newBridge(options, { api, logger, metrics, journal, shards, kept, requireIdentity: options.requireIdentity ?? !fixed }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
   // A standby writes no Reconciler's status: its view (no deliveries, so no sink problem) is not the leader's.
-  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd, writesStatus: () => !later.leadership?.standby }));
+  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd, writesStatus: () => (later.leadership ? !later.leadership.standby : !options.warmStandby) }));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
   const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 60_000, logger, (configs) => fixedSource.set(configs)) : undefined;
