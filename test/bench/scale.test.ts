@@ -19,7 +19,18 @@ test('the table: a row per size with heap per watched object and the ratios, the
   const result: ScaleResult = {
     sizes: [
       { webs: 10000, objects: 20000, kfn: { ...start(100, 3, 800), listedS: 4.25, heapMiB: 20 }, crDefault: start(200, 2, 900), crMetadata: start(50, 1.5, 700) },
-      { webs: 20000, objects: 40000, kfn: { ...start(150, 6, 1000), heapMiB: 40 }, crDefault: start(300, 4, 1200), crMetadata: start(75, 3, 850) },
+      {
+        webs: 20000,
+        objects: 40000,
+        kfn: { ...start(150, 6, 1000), heapMiB: 40 },
+        crDefault: start(300, 4, 1200),
+        crMetadata: start(75, 3, 850),
+        lists: [
+          { mode: 'paginated', objects: 40000, seconds: 2.04, heapBeforeMiB: 100, heapPeakMiB: 180 },
+          { mode: 'streaming', objects: 40000, seconds: 1.5, heapBeforeMiB: 110, heapPeakMiB: 130.4, error: undefined },
+          { mode: 'streaming', objects: 0, seconds: 0, heapBeforeMiB: 110, heapPeakMiB: 110, error: 'not served' },
+        ],
+      },
     ],
     sharded: [
       { shards: 2, webs: 20000, objects: 40000, replicas: [{ rssMiB: 100, heapMiB: 20 }, { rssMiB: 104, heapMiB: 21 }], takeover: { keys: 10000, firstS: 16.25, allS: 31.5, rssAfterMiB: 149 } },
@@ -38,6 +49,7 @@ test('the table: a row per size with heap per watched object and the ratios, the
   assert.match(lines.find((l) => l.includes('--shards 4'))!, /replica 3 75 MiB \(heap 0\.26 KiB\/object\); mean 0\.50× one replica's/);
   assert.match(lines.find((l) => l.includes('leader killed'))!, /at 20000 \(its standby lists on taking the Lease\): the standby's first of its keys delivered after 15\.9 s, all 20000 after 40\.0 s; the standby 151 MiB after/);
   assert.match(lines.find((l) => l.includes('a warm standby'))!, /its first of its keys delivered after 15\.2 s, all 20000 after 21\.5 s, 0 list requests \(100 changed in the gap, 0 of them not delivered after\); 148 MiB while standing by, 160 MiB after/);
+  assert.equal(lines.find((l) => l.includes('list modes')), '  list modes at 20000 (a bare client, 40000 objects; the apiserver\'s Go heap in use): paginated 2.0 s, heap +80 MiB (to 180); streaming 1.5 s, heap +20 MiB (to 130); streaming: not served');
   assert.equal(lines.at(-1), '  P8 stopped: the apiserver went away');
 });
 

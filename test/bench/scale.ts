@@ -11,8 +11,9 @@
 //   c-r metadata-only    the same with --metadata-only (its cache holds PartialObjectMetadata);
 //
 // and for each, the kube-apiserver's peak RSS from the contender's spawn until its RSS settled
-// (a look every 200 ms: /proc's VmHWM is the apiserver's lifetime peak, not this window's). At
-// the largest K, then:
+// (a look every 200 ms: /proc's VmHWM is the apiserver's lifetime peak, not this window's); then
+// a bare client's paginated and streaming lists of the same objects, timed, with the apiserver's
+// heap meanwhile (scale-lists.ts). At the largest K, then:
 //
 //   shards               N bridge replicas with --shards N (2, then 4), started together: each
 //                        one's RSS and heap (each keeps the records of its own shard);
@@ -40,6 +41,7 @@ import { readState } from '../../cluster/state.ts';
 import { heapAfterGc, inParallel, rssMiB, sumMetric } from './common.ts';
 import { freePort } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
+import { listModes, listModesLine, type ListProbe } from './scale-lists.ts';
 
 export type Child = ChildProcess & { logFile: string };
 
@@ -85,6 +87,8 @@ export interface ScaleSize {
   kfn: StartFigures & { heapMiB: number };
   crDefault: StartFigures;
   crMetadata: StartFigures;
+  /** A bare client's paginated and streaming lists of the same objects (scale-lists.ts). */
+  lists?: ListProbe[];
 }
 
 /** A take-over: from the kill to the first and the last key of the dead replica's delivered by the survivor. */
@@ -175,7 +179,9 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       b.log(`P8 ${k}: controller-runtime ${crDefault.rssMiB.toFixed(0)} MiB, synced after ${crDefault.readyS.toFixed(1)} s, apiserver peak ${crDefault.apiserverPeakMiB.toFixed(0)} MiB`);
       const crMetadata = await runFresh(b, `scale-cr-metadata-${k}`, b.operator, peerArgs('--metadata-only'), synced, async () => ({}));
       b.log(`P8 ${k}: controller-runtime metadata-only ${crMetadata.rssMiB.toFixed(0)} MiB, synced after ${crMetadata.readyS.toFixed(1)} s, apiserver peak ${crMetadata.apiserverPeakMiB.toFixed(0)} MiB`);
-      into.sizes.push({ webs: k, objects, kfn, crDefault, crMetadata });
+      const lists = await listModes(b, ns);
+      b.log(listModesLine(k, lists).trim());
+      into.sizes.push({ webs: k, objects, kfn, crDefault, crMetadata, lists });
     }
     into.sharded = [];
     for (const n of [2, 4]) {
@@ -453,6 +459,7 @@ export function scaleTable(r: ScaleResult): string[] {
     const slope = (of: (s: ScaleSize) => number) => f(kibPerObject(of(b) - of(a), b.objects - a.objects), 2);
     lines.push(`  per additional object watched (KiB), ${a.webs}→${b.webs}: kfn RSS ${slope((s) => s.kfn.rssMiB)} (heap ${slope((s) => s.kfn.heapMiB)}), c-r ${slope((s) => s.crDefault.rssMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.rssMiB)}; apiserver peak with kfn ${slope((s) => s.kfn.apiserverPeakMiB)}, c-r ${slope((s) => s.crDefault.apiserverPeakMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.apiserverPeakMiB)}`);
   }
+  for (const s of r.sizes) if (s.lists?.length) lines.push(listModesLine(s.webs, s.lists));
   const replica = (rss: number, heap: number, objects: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, objects), 2)} KiB/object)`;
   const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s${t.lists !== undefined ? `, ${t.lists} list requests` : ''}${t.changed ? ` (${t.changed} changed in the gap, ${t.lost} of them not delivered after)` : ''}`;
   for (const run of r.sharded ?? []) {
