@@ -143,11 +143,14 @@ export async function startBridge(options: BridgeProcessOptions): Promise<Runnin
   //    The Bridge asks about the parts made after it (which keys are this replica's to deliver,
   //    whom to tell of a problem) through `later`.
   const later: Later = { stopping: false };
+  // Standing by: a warm standby until it leads (and before leadership is known); a cold one
+  // watches nothing meanwhile, so the question does not arise before then.
+  const standingBy = () => later.leadership?.standby ?? !!options.warmStandby;
   const fixed = options.reconcilers ?? (options.configFile ? loadReconcilerFile(options.configFile) : undefined);
-  const bridge = newBridge(options, { api, logger, metrics, journal, shards, kept, requireIdentity: options.requireIdentity ?? !fixed }, later);
+  const bridge = newBridge(options, { api, logger, metrics, journal, shards, kept, requireIdentity: options.requireIdentity ?? !fixed, standingBy }, later);
   const fixedSource = fixed ? new FixedReconcilers(bridge, fixed, logger) : undefined;
   // A standby writes no Reconciler's status: its view (no deliveries, so no sink problem) is not the leader's.
-  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd, writesStatus: () => (later.leadership ? !later.leadership.standby : !options.warmStandby) }));
+  const reconcilers: ReconcilerSource = (later.reconcilers = fixedSource ?? new ClusterReconcilers(bridge, api, logger, { watcher: options.watcher, installCrd: options.installCrd, writesStatus: () => !standingBy() }));
   // A --config file is read again when it changes (a mounted ConfigMap the kubelet updates, an
   // edit by hand): its Reconcilers change as the cluster's do, without a restart.
   const configWatch = options.configFile && fixedSource ? watchConfigFile(options.configFile, options.configCheckMs ?? 60_000, logger, (configs) => fixedSource.set(configs)) : undefined;
@@ -217,7 +220,7 @@ function shardCount(options: BridgeProcessOptions): number {
 /** The Bridge, delivering only the keys of the shards this replica holds when there are shards. */
 function newBridge(
   options: BridgeProcessOptions,
-  parts: { api: KubeApi; logger: Logger; metrics: BridgeMetrics; journal: Journal | undefined; shards: number; kept: KeptShards | undefined; requireIdentity: boolean },
+  parts: { api: KubeApi; logger: Logger; metrics: BridgeMetrics; journal: Journal | undefined; shards: number; kept: KeptShards | undefined; requireIdentity: boolean; standingBy: () => boolean },
   later: Later,
 ): Bridge {
   const { logger, shards } = parts;
@@ -229,7 +232,7 @@ function newBridge(
     source: options.source,
     owns: shards > 1 || options.warmStandby ? (key) => later.leadership?.owns(key) ?? false : undefined,
     // A warm standby delivers nothing, and so scales no function to zero: the leader may be using it.
-    ...(options.warmStandby ? { delivering: () => later.leadership?.standby === false } : {}),
+    ...(options.warmStandby ? { delivering: () => !parts.standingBy() } : {}),
     ...(parts.kept ? { keeps: (key: string) => parts.kept!.keeps(key) } : {}),
     journal: parts.journal,
     metrics: parts.metrics,

@@ -26,10 +26,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { applyFunction, loadFunction, startFunction } from '../../cli/functions.ts';
-import { authForAnnotation, identityForAnnotation } from '../../core/names.ts';
 import { functionManifests } from '../../functions/sdk/manifests.ts';
 import { inParallel, processCpuMs } from './common.ts';
 import { freePort } from '../support/bridge.ts';
+import { serveReconcilerNamed } from '../support/functions.ts';
 import { componentPid, grow, reconcilerName, type ScaleBench } from './scale.ts';
 
 export interface ThroughputRound {
@@ -129,11 +129,7 @@ async function kfnSetup(b: ScaleBench, ns: string) {
   const reconciler = await loadFunction(pageFunction);
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: 'http://127.0.0.1:9/', namespaces: [ns] });
   await applyFunction(b.api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
-  // The bridge delivers only for a Reconciler its function's Secret and ServiceAccount name.
-  const names = `${reconciler.name},${reconcilerName}`;
-  const merge = { contentType: 'application/merge-patch+json' };
-  await b.api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [authForAnnotation]: names } } }, ...merge });
-  await b.api.request('PATCH', `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [identityForAnnotation]: names } } }, ...merge });
+  await serveReconcilerNamed(b.api, ns, reconciler.name, reconcilerName);
   const template = objects.find((o) => o.kind === 'Reconciler') as { spec: Record<string, unknown> };
   return {
     /** n function processes, then (the clock starts) n bridge replicas, replica i delivering to function i. */

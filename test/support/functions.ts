@@ -78,6 +78,18 @@ export interface StackOptions {
   functionNodeOptions?: string[];
 }
 
+/**
+ * Lets the function `fn` (applied in `ns`) serve a Reconciler named `reconcilerName` beside its
+ * own: its auth Secret (kfn.dev/auth-for) and its ServiceAccount (kfn.dev/identity-for) name
+ * both, as the bridge requires before delivering for it.
+ */
+export async function serveReconcilerNamed(api: KubeApi, ns: string, fn: string, reconcilerName: string): Promise<void> {
+  const names = `${fn},${reconcilerName}`;
+  const merge = { contentType: 'application/merge-patch+json' };
+  await api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${fn}`, { body: { metadata: { annotations: { [authForAnnotation]: names } } }, ...merge });
+  await api.request('PATCH', `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-${fn}`, { body: { metadata: { annotations: { [identityForAnnotation]: names } } }, ...merge });
+}
+
 export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
   const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, contract, bridgeNodeOptions, functionNodeOptions, ...extra } = options;
   const api = kubeApi(cluster.kc);
@@ -97,11 +109,9 @@ export async function functionStack(t: TestContext, cluster: TestCluster, name: 
   let output = () => '';
   let process_: ChildProcess | undefined;
   await applyFunction(api, reconciler.name, objects.filter((o) => o.kind !== 'Reconciler'), ns);
-  // The Reconciler has a name of the test's own: the auth Secret must name it too (kfn.dev/auth-for).
+  // The Reconciler has a name of the test's own: the function's Secret and identity must name it too.
   const reconcilerName = uniqueName(name);
-  await api.request('PATCH', `/api/v1/namespaces/${ns}/secrets/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [authForAnnotation]: `${reconciler.name},${reconcilerName}` } } }, contentType: 'application/merge-patch+json' });
-  // And so must its identity (kfn.dev/identity-for): the bridge delivers only for a Reconciler its ServiceAccount agreed to serve.
-  await api.request('PATCH', `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-${reconciler.name}`, { body: { metadata: { annotations: { [identityForAnnotation]: `${reconciler.name},${reconcilerName}` } } }, contentType: 'application/merge-patch+json' });
+  await serveReconcilerNamed(api, ns, reconciler.name, reconcilerName);
   if (runtime === 'lambda') {
     // The function as Lambda runs it: its deployment package, AWS's runtime client, a Function
     // URL; the ServiceAccount's kubeconfig and the auth secret in its environment.
