@@ -86,7 +86,7 @@ export interface BridgeProcessOptions {
   logger?: Logger;
   /** Also told of each Reconciler's problems (its sink, a watch), and of their end. */
   onProblem?: (reconciler: string, source: string, problem: string | undefined) => void;
-  /** For tests: watch tuning. */
+  /** Watch tuning: how the watches list (`--lists`), and for tests the rest. */
   watcher?: Partial<WatcherOptions>;
   /**
    * How the user installs the Reconciler CRD where this bridge runs (`install it with kubectl apply

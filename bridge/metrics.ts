@@ -104,6 +104,12 @@ export class BridgeMetrics {
     labelNames: ['kind'],
     registers: [this.registry],
   });
+  readonly lists = new Counter({
+    name: 'kfn_bridge_watch_lists_total',
+    help: "Lists completed, by kind and mode: stream (a streaming list, a watch with sendInitialEvents: no LIST request) or pages (where the apiserver does not serve one, or --lists pages).",
+    labelNames: ['kind', 'mode'],
+    registers: [this.registry],
+  });
 
   readonly invalidAnswers = new Counter({
     name: 'kfn_bridge_invalid_answers_total',
@@ -253,6 +259,7 @@ export class BridgeMetrics {
   /** A watch of `kind` started: its relists count from zero. */
   watchStarted(kind: string): void {
     this.relists.inc({ kind }, 0);
+    for (const mode of ['stream', 'pages']) this.lists.inc({ kind, mode }, 0);
   }
 
   /** The observer a Reconciler's work queue reports to. */

@@ -28,10 +28,14 @@ function reconcilerApi(): { api: KubeApi; statusWrites: () => number } {
     resource: async () => reconcilerResource,
     withSignal: () => api,
     request: async (method: string) => (method === 'GET' ? { metadata: { resourceVersion: '1' }, items: [structuredClone(reconciler)] } : (writes++, {})),
-    stream: (_path: string, options: { signal?: AbortSignal; onOpen?: () => void }) =>
+    // A streaming list sends the Reconciler and the bookmark that ends its initial events.
+    stream: (_path: string, options: { signal?: AbortSignal; onOpen?: () => void; query?: Record<string, unknown> }, onLine: (line: unknown) => void) =>
       new Promise<void>((resolve) => {
         options.onOpen?.();
         options.signal?.addEventListener('abort', () => resolve(), { once: true });
+        if (options.query?.sendInitialEvents !== 'true') return;
+        onLine({ type: 'ADDED', object: structuredClone(reconciler) });
+        onLine({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '1', annotations: { 'k8s.io/initial-events-end': 'true' } } } });
       }),
   } as unknown as KubeApi;
   return { api, statusWrites: () => writes };

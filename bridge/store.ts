@@ -16,7 +16,7 @@ import type { KubeObject, ResourceInfo } from '../kube/api.ts';
 export type WatchEvent =
   | { type: 'apply'; object: KubeObject; old?: KubeObject; key?: string; kept?: false }
   | { type: 'delete'; object: KubeObject; inferred: boolean; key?: string; fromReplaced?: boolean }
-  | { type: 'synced'; relist: boolean };
+  | { type: 'synced'; relist: boolean; streamed: boolean };
 
 /** An object the store took in or let go, its key string in the store, and what the store held of it before. */
 export interface StoreChange {
@@ -69,26 +69,23 @@ export class WatchStore {
   }
 
   /**
-   * Applies a list as its pages come, telling each change: mark and sweep — each page's changed
-   * or new objects as it comes, only the keys seen remembered, and what the list did not name
-   * deleted at the end. No second copy of the objects is built: at 100,000 objects that copy was
-   * most of a heap. Answers the list's resourceVersion and how many objects it named that the
-   * store keeps.
+   * Applies a list as its pages come, telling each change (ListIntake: mark and sweep). Answers
+   * the list's resourceVersion and how many objects it named that the store keeps.
    */
   async applyList(pages: AsyncIterable<{ items?: KubeObject[]; metadata?: { resourceVersion?: string } }>, tell: (event: WatchEvent) => void): Promise<{ resourceVersion: string; objects: number }> {
-    const seen = new Set<string>();
+    const intake = this.beginList();
     let resourceVersion = '';
-    this.leftSomeOut = false;
     for await (const page of pages) {
-      for (const item of page.items ?? []) {
-        const change = this.listed(item, seen);
-        if (change) tell({ type: 'apply', ...change });
-      }
+      for (const item of page.items ?? []) intake.take(item, tell);
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
     }
-    for (const { object, key } of this.unlisted(seen)) tell({ type: 'delete', object, inferred: true, key });
-    for (const { object, key } of this.vanished(seen)) tell({ type: 'delete', object, inferred: true, key, fromReplaced: true });
-    return { resourceVersion, objects: seen.size };
+    return { resourceVersion, objects: intake.end(tell) };
+  }
+
+  /** A list begins: its objects go through the intake answered, as they come (a page's, or a streaming list's events). */
+  beginList(): ListIntake {
+    this.leftSomeOut = false;
+    return new ListIntake(this);
   }
 
   /** A watch line's object added, changed or deleted: applied, and the event it makes. */
@@ -138,5 +135,33 @@ export class WatchStore {
     const { object, key } = this.locate(item);
     this.byKey.delete(key);
     return { object: this.projection.kept(object, key), key };
+  }
+}
+
+/**
+ * One list taken into a store, mark and sweep: each object as it comes (a page's, or a streaming
+ * list's event), telling what it changed and remembering only its key; at the end, what the list
+ * did not name is deleted. No second copy of the objects is built: at 100,000 objects that copy
+ * was most of a heap.
+ */
+export class ListIntake {
+  private readonly seen = new Set<string>();
+  private readonly store: WatchStore;
+
+  constructor(store: WatchStore) {
+    this.store = store;
+  }
+
+  /** One listed object: the change it makes told, if any. */
+  take(item: KubeObject, tell: (event: WatchEvent) => void): void {
+    const change = this.store.listed(item, this.seen);
+    if (change) tell({ type: 'apply', ...change });
+  }
+
+  /** The list is complete: what it did not name told as deleted. Answers how many objects it named that the store keeps. */
+  end(tell: (event: WatchEvent) => void): number {
+    for (const { object, key } of this.store.unlisted(this.seen)) tell({ type: 'delete', object, inferred: true, key });
+    for (const { object, key } of this.store.vanished(this.seen)) tell({ type: 'delete', object, inferred: true, key, fromReplaced: true });
+    return this.seen.size;
   }
 }

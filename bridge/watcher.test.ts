@@ -46,7 +46,7 @@ describe('Watcher', () => {
     const server = new FakeApiServer();
     for (let i = 0; i < 40; i++) server.put(`big-${i}`, { annotations: { note: 'x'.repeat(10_000) } });
     const logs: string[] = [];
-    const { w } = watcherOn(server, { maxPageBytes: 64 * 1024, log: (_level, msg) => logs.push(msg) });
+    const { w } = watcherOn(server, { lists: 'pages', maxPageBytes: 64 * 1024, log: (_level, msg) => logs.push(msg) });
     t.after(() => w.stop());
     await until('the list', () => (w.hasSynced ? true : undefined));
     assert.equal(w.store.size, 40, 'every object listed');
@@ -79,7 +79,7 @@ describe('Watcher', () => {
   test('lists page by page (continue tokens), then watches from the list\'s resourceVersion', async (t) => {
     const server = new FakeApiServer();
     for (let i = 0; i < 7; i++) server.put(`w${i}`);
-    const { w, events } = watcherOn(server, { pageSize: 3 });
+    const { w, events } = watcherOn(server, { lists: 'pages', pageSize: 3 });
     t.after(() => w.stop());
     await until('the first list', () => (w.hasSynced ? true : undefined));
     const lists = server.requests.filter((r) => r.method === 'GET');
@@ -94,7 +94,7 @@ describe('Watcher', () => {
     const server = new FakeApiServer();
     for (let i = 0; i < 7; i++) server.put(`w${i}`);
     const pagesAsked: number[] = [];
-    const w = new Watcher(server.api(), server.resource, { projection: 'metadata', backoffMs: [1, 2], pageSize: 3 });
+    const w = new Watcher(server.api(), server.resource, { projection: 'metadata', lists: 'pages', backoffMs: [1, 2], pageSize: 3 });
     w.subscribe((e) => {
       if (e.type === 'apply') pagesAsked.push(server.requests.filter((r) => r.method === 'GET').length);
     });
@@ -104,83 +104,85 @@ describe('Watcher', () => {
     assert.deepEqual(pagesAsked, [1, 1, 1, 2, 2, 2, 3], 'each object applied when its own page had come, before the next was asked for');
   });
 
-  test('a watch the apiserver ends resumes from the last bookmark, without listing again', async (t) => {
-    const server = new FakeApiServer();
-    server.put('a');
-    const { w } = watcherOn(server);
-    t.after(() => w.stop());
-    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
-    server.put('b');
-    const mark = server.bookmark();
-    server.endWatches();
-    await until('the watch to resume', () => (server.requests.filter((r) => r.method === 'WATCH').length === 2 && server.openWatches === 1 ? true : undefined));
-    assert.equal(server.requests.at(-1)!.query.resourceVersion, mark, 'resumed at the bookmark');
-    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1, 'no second list');
-    assert.equal(w.store.size, 2);
-  });
+  for (const lists of ['stream', 'pages'] as const) {
+    test(`a watch the apiserver ends resumes from the last bookmark, without listing again (${lists})`, async (t) => {
+      const server = new FakeApiServer();
+      server.put('a');
+      const { w } = watcherOn(server, { lists });
+      t.after(() => w.stop());
+      await until('the watch', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+      server.put('b');
+      const mark = server.bookmark();
+      server.endWatches();
+      await until('the watch to resume', () => (server.requests.filter((r) => r.method === 'WATCH').length === 2 && server.openWatches === 1 ? true : undefined));
+      assert.equal(server.requests.at(-1)!.query.resourceVersion, mark, 'resumed at the bookmark');
+      assert.equal(w.stats.lists, 1, 'no second list');
+      assert.equal(w.store.size, 2);
+    });
 
-  test('410 Gone relists: what changed meanwhile is applied, what vanished is a delete', async (t) => {
-    const server = new FakeApiServer();
-    for (const n of ['keep', 'change', 'vanish']) server.put(n);
-    const { w, events } = watcherOn(server);
-    t.after(() => w.stop());
-    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
-    // While the watch is cut off: changes nobody streams, then a compaction.
-    server.endWatches({ code: 410, message: 'too old resource version' });
-    server.put('change', { labels: { v: '2' } });
-    server.remove('vanish', 'ns', true);
-    const before = events.length;
-    await until('the relist', () => (events.slice(before).some((e) => e.type === 'synced' && e.relist) ? true : undefined));
-    const fresh = events.slice(before);
-    assert.deepEqual(names(fresh, 'apply'), ['change'], 'only the changed object is re-applied');
-    assert.deepEqual(fresh.filter((e) => e.type === 'delete').map((e) => [(e as { object: { metadata: { name: string } } }).object.metadata.name, (e as { inferred: boolean }).inferred]), [['vanish', true]]);
-    assert.equal(w.stats.gone, 1);
-  });
+    test(`410 Gone relists: what changed meanwhile is applied, what vanished is a delete (${lists})`, async (t) => {
+      const server = new FakeApiServer();
+      for (const n of ['keep', 'change', 'vanish']) server.put(n);
+      const { w, events } = watcherOn(server, { lists });
+      t.after(() => w.stop());
+      await until('the watch', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+      // While the watch is cut off: changes nobody streams, then a compaction.
+      server.endWatches({ code: 410, message: 'too old resource version' });
+      server.put('change', { labels: { v: '2' } });
+      server.remove('vanish', 'ns', true);
+      const before = events.length;
+      await until('the relist', () => (events.slice(before).some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+      const fresh = events.slice(before);
+      assert.deepEqual(names(fresh, 'apply'), ['change'], 'only the changed object is re-applied');
+      assert.deepEqual(fresh.filter((e) => e.type === 'delete').map((e) => [(e as { object: { metadata: { name: string } } }).object.metadata.name, (e as { inferred: boolean }).inferred]), [['vanish', true]]);
+      assert.equal(w.stats.gone, 1);
+    });
 
-  test('a namespace and a label selector go to the apiserver; the kind going away is a problem until it is back', async (t) => {
-    const server = new FakeApiServer();
-    server.put('mine', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-a');
-    server.put('other-ns', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-b');
-    server.put('unlabelled', {}, 'team-a');
-    const { w, problems, clock } = watcherOn(server, { namespace: 'team-a', labelSelector: 'app.kubernetes.io/managed-by=kfn' });
-    t.after(() => w.stop());
-    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
-    assert.deepEqual([...w.store.keys()], ['team-a/mine']);
-    assert.match(server.requests[0]!.path, /\/namespaces\/team-a\/widgets$/);
-    assert.equal(server.requests[0]!.query.labelSelector, 'app.kubernetes.io/managed-by=kfn');
-    // The CRD is deleted: the watch ends, and 404s come back until it is served again.
-    server.served = false;
-    server.endWatches();
-    await until('the problem to be reported', () => (problems.at(-1) ? true : undefined));
-    assert.match(problems.at(-1)!, /the API no longer serves example\.com\/v1 Widget in namespace team-a \(was its CRD deleted\?\)/);
-    server.served = true;
-    await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
-    assert.equal(problems.at(-1) === undefined, false, 'no retry before the backoff has passed');
-    clock.advance(1000); // the first backoff: 1000 ms × (0.5 + 0.5 × 0.5), jittered
-    await until('the problem to clear', () => (problems.length >= 2 && problems.at(-1) === undefined ? true : undefined));
-  });
+    test(`a namespace and a label selector go to the apiserver; the kind going away is a problem until it is back (${lists})`, async (t) => {
+      const server = new FakeApiServer();
+      server.put('mine', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-a');
+      server.put('other-ns', { labels: { 'app.kubernetes.io/managed-by': 'kfn' } }, 'team-b');
+      server.put('unlabelled', {}, 'team-a');
+      const { w, problems, clock } = watcherOn(server, { lists, namespace: 'team-a', labelSelector: 'app.kubernetes.io/managed-by=kfn' });
+      t.after(() => w.stop());
+      await until('the watch', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+      assert.deepEqual([...w.store.keys()], ['team-a/mine']);
+      assert.match(server.requests[0]!.path, /\/namespaces\/team-a\/widgets$/);
+      assert.equal(server.requests[0]!.query.labelSelector, 'app.kubernetes.io/managed-by=kfn');
+      // The CRD is deleted: the watch ends, and 404s come back until it is served again.
+      server.served = false;
+      server.endWatches();
+      await until('the problem to be reported', () => (problems.at(-1) ? true : undefined));
+      assert.match(problems.at(-1)!, /the API no longer serves example\.com\/v1 Widget in namespace team-a \(was its CRD deleted\?\)/);
+      server.served = true;
+      await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
+      assert.equal(problems.at(-1) === undefined, false, 'no retry before the backoff has passed');
+      clock.advance(1000); // the first backoff: 1000 ms × (0.5 + 0.5 × 0.5), jittered
+      await until('the problem to clear', () => (problems.length >= 2 && problems.at(-1) === undefined ? true : undefined));
+    });
 
-  test('a watch that failed is failing until the apiserver accepts it again: its store is not vouched for meanwhile', async (t) => {
-    const server = new FakeApiServer();
-    server.put('a');
-    const { w, clock } = watcherOn(server);
-    t.after(() => w.stop());
-    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
-    assert.equal(w.failing, false);
-    server.endWatches({ code: 500, message: 'etcd leader changed' });
-    await until('the failure', () => (w.failing ? true : undefined));
-    await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
-    clock.advance(1000);
-    await until('the watch again', () => (server.openWatches === 1 ? true : undefined));
-    assert.equal(w.failing, false, 'accepted again: as current as a watch that never broke');
-  });
+    test(`a watch that failed is failing until the apiserver accepts it again: its store is not vouched for meanwhile (${lists})`, async (t) => {
+      const server = new FakeApiServer();
+      server.put('a');
+      const { w, clock } = watcherOn(server, { lists });
+      t.after(() => w.stop());
+      await until('the watch', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+      assert.equal(w.failing, false);
+      server.endWatches({ code: 500, message: 'etcd leader changed' });
+      await until('the failure', () => (w.failing ? true : undefined));
+      await until('the backoff wait', () => (clock.pendingTimers() > 0 ? true : undefined));
+      clock.advance(1000);
+      await until('the watch again', () => (server.openWatches === 1 ? true : undefined));
+      assert.equal(w.failing, false, 'accepted again: as current as a watch that never broke');
+    });
+  }
 
   for (const via of ['a watch ERROR line', 'the answer to a watch request'] as const) {
     test(`a 410 Gone as ${via}: the store is not vouched for until the relist has completed`, async (t) => {
       const server = new FakeApiServer();
       server.put('a');
       const lists = holdingLists(server);
-      const { w, events } = watcherOn(server, {}, lists.api);
+      const { w, events } = watcherOn(server, { lists: 'pages' }, lists.api);
       t.after(() => {
         lists.release();
         return w.stop();
@@ -228,7 +230,8 @@ describe('Watcher', () => {
     kept.add('1');
     events.length = 0;
     w.relist();
-    await until('the relist', () => (w.stats.lists > lists && w.store.size === 6 ? true : undefined));
+    await until('the relist', () => (events.some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+    assert.ok(w.stats.lists > lists && w.store.size === 6);
     assert.deepEqual(names(events, 'apply').sort(), ['w0', 'w1', 'w3', 'w5'], 'the objects not kept before, as new');
     assert.ok(seenWhileListing.length === 4 && seenWhileListing.every(Boolean), 'told while listing what is');
     assert.equal(w.listingWhatIs, false, 'and not after');
@@ -257,5 +260,77 @@ describe('Watcher', () => {
     w.relist();
     await until('the relist', () => (w.store.has('ns/w3') ? true : undefined));
     assert.equal(w.stats.lists, lists + 1);
+  });
+  test('a streaming list: one request and no LIST, each object applied as it comes, synced at the bookmark, whose version the watch goes on from', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 5; i++) server.put(`w${i}`);
+    const { w, events } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the first object', () => (w.store.size > 0 ? true : undefined));
+    assert.equal(w.hasSynced, false, 'not synced before the bookmark');
+    server.put('late'); // made during the initial events: the apiserver sends it after the bookmark
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    assert.deepEqual(server.requests.map((r) => [r.method, r.query.sendInitialEvents, r.query.resourceVersionMatch, r.query.resourceVersion]), [['WATCH', 'true', 'NotOlderThan', undefined]], 'one request: a watch with initial events');
+    assert.deepEqual([w.stats.lists, w.stats.streamed, w.stats.watches], [1, 1, 1]);
+    assert.deepEqual(events.filter((e) => e.type === 'synced'), [{ type: 'synced', relist: false, streamed: true }]);
+    await until('the change after it', () => (w.store.has('ns/late') ? true : undefined));
+    assert.deepEqual(events.map((e) => ('object' in e ? e.object.metadata.name : e.type)), ['w0', 'w1', 'w2', 'w3', 'w4', 'synced', 'late'], 'the change made meanwhile told after the list, as a change');
+    assert.equal(w.resourceVersion, '7');
+  });
+
+  test('an apiserver that refuses a streaming list (422): by pages at once, and from then on, said once', async (t) => {
+    const server = new FakeApiServer();
+    server.streamingLists = false;
+    server.put('a');
+    const logs: string[] = [];
+    const { w, clock } = watcherOn(server, { log: (_level, msg) => logs.push(msg) });
+    t.after(() => w.stop());
+    await until('the watch', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+    assert.deepEqual(server.requests.map((r) => `${r.method}${r.query.sendInitialEvents ? ' streaming' : ''}`), ['WATCH streaming', 'GET', 'WATCH']);
+    assert.equal(clock.pendingTimers(), 1, 'no backoff: only the watchdog waits');
+    assert.deepEqual([w.stats.errors, w.stats.streamed, w.failing], [0, 0, false]);
+    // A relist (410) lists by pages straight away.
+    server.endWatches({ code: 410, message: 'too old resource version' });
+    await until('the relist', () => (w.stats.relists === 1 && server.openWatches === 1 ? true : undefined));
+    assert.deepEqual(server.requests.slice(3).map((r) => `${r.method}${r.query.sendInitialEvents ? ' streaming' : ''}`), ['GET', 'WATCH']);
+    assert.equal(logs.filter((m) => /does not serve a streaming list/.test(m)).length, 1);
+  });
+
+  test('a streaming list that ends cleanly before its bookmark is taken for one the apiserver does not serve: by pages', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 20; i++) server.put(`w${i}`);
+    const { w } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('some of the initial events', () => (w.store.size >= 3 ? true : undefined));
+    server.endWatches();
+    await until('the list by pages', () => (w.hasSynced ? true : undefined));
+    assert.equal(w.store.size, 20);
+    assert.deepEqual([w.stats.lists, w.stats.streamed], [2, 0]);
+    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1);
+  });
+
+  test('a streaming relist cut before its bookmark is no list: the store is not vouched for until one completes, after backoff', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 20; i++) server.put(`w${i}`);
+    const { w, events, clock } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the watch', () => (w.hasSynced ? true : undefined));
+    server.endWatches({ code: 410, message: 'too old resource version' });
+    // While no watch is open: five changed, one deleted, none of it streamed.
+    for (let i = 0; i < 5; i++) server.put(`w${i}`, { generation: 2 });
+    server.remove('w19', 'ns', true);
+    await until('the relist under way', () => (w.stats.lists === 2 && server.openWatches === 1 ? true : undefined));
+    assert.equal(w.failing, true, 'during the relist the store may hold what no longer exists');
+    await until('some of its initial events', () => (events.filter((e) => e.type === 'apply').length > 22 ? true : undefined));
+    server.endWatches({ code: 500, message: 'etcd leader changed' });
+    await until('the backoff wait', () => (w.stats.errors === 1 && clock.pendingTimers() > 0 ? true : undefined));
+    assert.equal(w.failing, true);
+    assert.equal(events.filter((e) => e.type === 'synced').length, 1, 'the cut list was not told as synced');
+    assert.equal(w.store.has('ns/w19'), true, 'nothing swept from a list that did not end');
+    clock.advance(1000);
+    await until('the relist', () => (events.some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+    assert.equal(w.failing, false);
+    assert.equal(w.store.has('ns/w19'), false, 'swept at the bookmark of the list that ended');
+    assert.deepEqual([w.stats.relists, w.stats.streamed], [2, 2]);
   });
 });

@@ -2,6 +2,7 @@
 // what it has seen. It never gives up:
 //
 //   list ──ok──▶ watch(rv) ──stream ends / watchdog──▶ watch(latest rv)
+//   (a streaming list is the list and its watch in one request: bridge/lists.ts)
 //    ▲  │                  ──410 Gone──────────────▶ list (relist; vanished objects → delete)
 //    │  └─error─▶ wait ─┐  ──other error───────────▶ wait ──▶ watch(latest rv)
 //    └──────────────────┘
@@ -20,9 +21,11 @@
 // compact record (see `recordOf`): what routing and delivery read, and a digest of what makes
 // a change worth a reconcile, not the object. A `full` watch keeps whole objects (less
 // managedFields), for the few users that read fields of them.
-import { ApiError, collectionPath, defaultMaxPageBytes, listPages, metadataAccept, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import { ApiError, collectionPath, defaultMaxPageBytes, metadataAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
+import { Lister, StreamedList, type ListMode } from './lists.ts';
 import { WatchStore, type Keeps, type WatchEvent } from './store.ts';
+import { WatchHealth } from './watch-health.ts';
 
 export interface WatcherOptions {
   /** 'metadata': PartialObjectMetadata only (small memory); 'full': whole objects. */
@@ -32,6 +35,11 @@ export interface WatcherOptions {
    * or `spec.selector`), the parts a function declares it reads; absent, the whole object.
    */
   fields?: string[];
+  /**
+   * How it lists (bridge/lists.ts): 'stream' (the default), a streaming list where the apiserver
+   * serves one and pages where it does not; 'pages', always pages.
+   */
+  lists?: ListMode;
   /** Page size of lists (default 500, as client-go); halved while pages are larger than maxPageBytes. */
   pageSize?: number;
   /** The most bytes one list page may take (default 8 MiB): the bridge never holds a larger answer. */
@@ -71,6 +79,7 @@ export interface WatcherOptions {
 
 /** The defaults of the options that have one (each said on WatcherOptions). */
 const watcherDefaults = {
+  lists: 'stream',
   pageSize: 500,
   maxPageBytes: defaultMaxPageBytes,
   inactivityMs: 150_000,
@@ -89,10 +98,21 @@ interface WatchLine {
   object: KubeObject & { code?: number; reason?: string; message?: string };
 }
 
-/** relist() asked for: a list soon (`wanted`), its events told as what is (`widening`) until a list started after the ask completes. */
-class RelistRequest {
+/**
+ * Where the watch's lists stand: whether the first has been applied (and who waits for it), and a
+ * relist() asked for — a list soon (`wanted`), its events told as what is (`widening`) until a
+ * list started after the ask completes.
+ */
+class ListProgress {
+  synced = false;
   wanted = false;
   widening = false;
+  private readonly syncWaiters: (() => void)[] = [];
+
+  /** True while the first list is applied, or a list relist() asked for (Watcher.listingWhatIs). */
+  get listingWhatIs(): boolean {
+    return !this.synced || this.widening;
+  }
 
   ask(): void {
     this.wanted = this.widening = true;
@@ -105,6 +125,44 @@ class RelistRequest {
   /** A list completed: asked again while it ran, the next one still widens. */
   listDone(): void {
     if (!this.wanted) this.widening = false;
+  }
+
+  /** Its completion told: the first list resolves those waiting for it. */
+  told(): void {
+    if (this.synced) return;
+    this.synced = true;
+    for (const resolve of this.syncWaiters.splice(0)) resolve();
+  }
+
+  waitForSync(): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+}
+
+/** Those told of a watch's events, each in turn: one that throws is logged, and the rest are still told. */
+class Listeners {
+  private readonly fns = new Set<(event: WatchEvent) => void>();
+  private readonly log: (error: Error) => void;
+
+  constructor(log: (error: Error) => void) {
+    this.log = log;
+  }
+
+  add(fn: (event: WatchEvent) => void): () => void {
+    this.fns.add(fn);
+    return () => this.fns.delete(fn);
+  }
+
+  tell(event: WatchEvent): void {
+    for (const fn of this.fns) {
+      try {
+        fn(event);
+      } catch (err) {
+        // A listener bug must not stop the watch; it is logged and the stream goes on.
+        this.log(err as Error);
+      }
+    }
   }
 }
 
@@ -145,21 +203,6 @@ class Watchdog {
   }
 }
 
-/** The wait after `failures` failures in a row: doubling from `first` up to `max`, jittered down by up to half. */
-function backoffMs([first, max]: [number, number], failures: number, random: () => number): number {
-  const base = Math.min(max, first * 2 ** Math.min(failures, 30));
-  return Math.round(base * (0.5 + random() * 0.5));
-}
-
-/** What a person must know about a failure to list or watch a kind, or undefined for a transient one. */
-function problemOf(err: unknown, resource: ResourceInfo, namespace: string | undefined): string | undefined {
-  if (!(err instanceof ApiError)) return undefined;
-  const what = `${resource.apiVersion} ${resource.kind}${namespace ? ` in namespace ${namespace}` : ''}`;
-  if (err.status === 404) return `the API no longer serves ${what} (was its CRD deleted?); watching again once it is served`;
-  if (err.status === 403) return `the bridge may not list/watch ${what}: ${err.message}`;
-  return undefined;
-}
-
 export class Watcher {
   readonly resource: ResourceInfo;
   /** Everything the watcher knows, by namespace/name: compact records, or whole objects for a `full` watch. */
@@ -174,20 +217,16 @@ export class Watcher {
    * first list.
    */
   resourceVersion = '';
-  private problem: string | undefined;
-  private readonly listeners = new Set<(event: WatchEvent) => void>();
+  private readonly listeners = new Listeners((error) => this.log('warn', 'watch listener failed', { error: error.message }));
   private state: State = { phase: 'list', relist: false };
   private abort = new AbortController();
-  private failures = 0;
   private running: Promise<void> | undefined;
-  private synced = false;
-  private readonly syncWaiters: (() => void)[] = [];
   /** Counters for metrics and tests. */
-  readonly stats = { lists: 0, relists: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0 };
+  readonly stats = { lists: 0, relists: 0, streamed: 0, watches: 0, errors: 0, gone: 0, watchdogRestarts: 0, events: 0 };
   private readonly clock: Clock;
   private readonly random: () => number;
-  /** Objects asked for a list page: options.pageSize, less once pages of it were too large. */
-  private pageSize: number;
+  /** How it lists (streaming, or by pages). */
+  private readonly lister: Lister;
 
   constructor(api: KubeApi, resource: ResourceInfo, options: WatcherOptions) {
     this.api = api;
@@ -197,7 +236,9 @@ export class Watcher {
     this.random = options.random ?? Math.random;
     this.objects = new WatchStore(resource, this.options.projection, this.options.fields, options.inherit, options.keeps);
     this.store = this.objects.byKey;
-    this.pageSize = this.options.pageSize;
+    const log = (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => this.log(level, msg, fields);
+    this.lister = new Lister(api, resource, { ...this.options, log });
+    this.health = new WatchHealth({ resource, namespace: options.namespace, backoffMs: this.options.backoffMs, random: this.random, onProblem: options.onProblem, log });
   }
 
   /** The namespace watched, or undefined for all (or a cluster-scoped kind). */
@@ -207,7 +248,7 @@ export class Watcher {
 
   /** True once the first list has been applied. */
   get hasSynced(): boolean {
-    return this.synced;
+    return this.relisting.synced;
   }
 
   /**
@@ -215,9 +256,9 @@ export class Watcher {
    * was there before, not a change just made (its work is low priority).
    */
   get listingWhatIs(): boolean {
-    return !this.synced || this.relisting.widening;
+    return this.relisting.listingWhatIs;
   }
-  private readonly relisting = new RelistRequest();
+  private readonly relisting = new ListProgress();
   /** The watch's current request, ended by relist(). */
   private attempt: AbortController | undefined;
 
@@ -234,25 +275,22 @@ export class Watcher {
   }
 
   /**
-   * Whether the store may be falling behind the cluster: the last list or watch failed (a 410
-   * Gone included, however it came) and no list has succeeded, nor a watch been accepted, since.
-   * What it holds is then not vouched for (bridge/snapshot.ts): the function reads that kind
-   * itself until the watch works again.
+   * Whether the store may be falling behind the cluster (WatchHealth.failing): what it holds is
+   * then not vouched for (bridge/snapshot.ts), and the function reads that kind itself.
    */
   get failing(): boolean {
-    return this.broken;
+    return this.health.failing;
   }
-  private broken = false;
+  /** Whether it works (bridge/watch-health.ts). */
+  private readonly health: WatchHealth;
 
   /** Resolves once the first list has been applied. */
   waitForSync(): Promise<void> {
-    if (this.synced) return Promise.resolve();
-    return new Promise((resolve) => this.syncWaiters.push(resolve));
+    return this.relisting.waitForSync();
   }
 
   subscribe(fn: (event: WatchEvent) => void): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
+    return this.listeners.add(fn);
   }
 
   start(): void {
@@ -266,22 +304,11 @@ export class Watcher {
   }
 
   private emit(event: WatchEvent): void {
-    for (const fn of this.listeners) {
-      try {
-        fn(event);
-      } catch (err) {
-        // A listener bug must not stop the watch; it is logged and the stream goes on.
-        this.log('warn', 'watch listener failed', { error: (err as Error).message });
-      }
-    }
+    this.listeners.tell(event);
   }
 
   private log(level: 'info' | 'warn', msg: string, fields: Record<string, unknown> = {}): void {
     this.options.log?.(level, msg, { kind: this.resource.kind, apiVersion: this.resource.apiVersion, ...fields });
-  }
-
-  private backoff(): number {
-    return backoffMs(this.options.backoffMs, this.failures++, this.random);
   }
 
   private isStopped(): boolean {
@@ -299,21 +326,15 @@ export class Watcher {
   private async step(state: State): Promise<State> {
     switch (state.phase) {
       case 'list':
+        if (this.lister.mode === 'stream') return this.watch('', state.relist);
         try {
-          const resourceVersion = await this.list(state.relist);
-          this.failures = 0;
-          this.broken = false;
-          this.report(undefined);
+          this.listStarts(state.relist);
+          const { resourceVersion, objects } = await this.objects.applyList(this.lister.pages(this.abort.signal), (event) => this.emit(event));
+          this.listed(resourceVersion, objects, state.relist, false);
           return { phase: 'watch', resourceVersion };
         } catch (err) {
           if (this.abort.signal.aborted) return { phase: 'stopped' };
-          this.broken = true;
-          const problem = problemOf(err, this.resource, this.options.namespace);
-          if (problem) this.report(problem); // a transient error leaves the last verdict as it is
-          this.stats.errors++;
-          const ms = this.backoff();
-          this.log('warn', 'list failed; retrying', { error: (err as Error).message, retryInMs: ms });
-          return { phase: 'wait', ms, then: state };
+          return this.listFailed(err, state);
         }
       case 'watch':
         return this.watch(state.resourceVersion);
@@ -324,38 +345,40 @@ export class Watcher {
     }
   }
 
-  /** Lists every page, applies the result to the store, returns the list's resourceVersion. */
-  private async list(relist: boolean): Promise<string> {
+  /** A list begins (by pages, or streaming): counted, and the relist() asked for before it is under way. */
+  private listStarts(relist: boolean): void {
     this.relisting.listStarts();
     this.stats.lists++;
     if (relist) this.stats.relists++;
-    const path = collectionPath(this.resource, this.options.namespace);
-    const accept = this.options.projection === 'metadata' ? metadataListAccept : 'application/json';
-    const pages = listPages<KubeObject>(this.api, path, {
-      query: { labelSelector: this.options.labelSelector },
-      accept,
-      signal: this.abort.signal,
-      pageSize: this.pageSize,
-      maxPageBytes: this.options.maxPageBytes,
-      onSmallerPages: (n) => {
-        this.pageSize = n; // kept for the next lists: these objects are large
-        this.log('warn', `a list page was larger than ${this.options.maxPageBytes} bytes: asking for ${n} objects a page`, { pageSize: n });
-      },
-    });
-    const { resourceVersion, objects } = await this.objects.applyList(pages, (event) => this.emit(event));
-    this.resourceVersion = resourceVersion;
-    this.relisting.listDone();
-    this.emit({ type: 'synced', relist });
-    if (!this.synced) {
-      this.synced = true;
-      for (const resolve of this.syncWaiters.splice(0)) resolve();
-    }
-    this.log('info', relist ? 'relisted' : 'listed', { objects, resourceVersion });
-    return resourceVersion;
   }
 
-  private async watch(from: string): Promise<State> {
-    if (this.relisting.wanted) return { phase: 'list', relist: true };
+  /** A list (of either kind) is complete at `resourceVersion`: the store is vouched for, `synced` told; the watch goes on from there. */
+  private listed(resourceVersion: string, objects: number, relist: boolean, streamed: boolean): void {
+    this.resourceVersion = resourceVersion;
+    this.relisting.listDone();
+    if (streamed) this.stats.streamed++;
+    this.emit({ type: 'synced', relist, streamed });
+    this.relisting.told();
+    this.log('info', relist ? 'relisted' : 'listed', { objects, resourceVersion, ...(streamed ? { streamed } : {}) });
+    this.health.listed();
+  }
+
+  /** A list failed (by pages, or streaming before its end): the store not vouched for; listed again after backoff. */
+  private listFailed(err: unknown, state: State & { phase: 'list' }): State {
+    this.stats.errors++;
+    const ms = this.health.failed(err);
+    this.log('warn', 'list failed; retrying', { error: (err as Error).message, retryInMs: ms });
+    return { phase: 'wait', ms, then: state };
+  }
+
+  /**
+   * Watches from `from`; with `listing` (a streaming list: a relist or not), from what exists. Its
+   * initial events are then the list, taken into the store until their bookmark, after which
+   * the same request goes on as the watch.
+   */
+  private async watch(from: string, listing?: boolean): Promise<State> {
+    const list = listing === undefined ? undefined : this.streamedList(listing);
+    if (!list && this.relisting.wanted) return { phase: 'list', relist: true };
     this.stats.watches++;
     let resourceVersion = from;
     const [min, max] = this.options.watchTimeoutSeconds;
@@ -369,47 +392,41 @@ export class Watcher {
       await this.api.stream(
         collectionPath(this.resource, this.options.namespace),
         {
-          query: { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
+          query: list ? this.lister.streamQuery : { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
           accept: this.options.projection === 'metadata' ? metadataAccept : 'application/json',
           signal: attempt.signal,
           // Accepted: from here the store is as current as a watch that never broke — it has
           // everything up to the version it resumed from, and will be told of every change after.
-          onOpen: () => (this.broken = false),
+          // A streaming list's store is vouched for at its bookmark (listed).
+          onOpen: list ? undefined : () => (this.health.failing = false),
         },
         (line) => {
+          if (list?.open && list.take(line as WatchLine)) {
+            if (!list.open) {
+              this.listed(list.resourceVersion, list.objects, list.relist, true);
+              resourceVersion = list.resourceVersion;
+            }
+            return;
+          }
           resourceVersion = this.handle(line as WatchLine, resourceVersion);
         },
         () => watchdog.feed(),
       );
+      if (list?.open) return this.listEnded(undefined, list.relist);
       // The apiserver ended the watch (its timeout): resume where we are.
-      this.failures = 0;
+      this.health.ended();
       return { phase: 'watch', resourceVersion };
     } catch (err) {
       if (err instanceof Transition) return err.next;
       if (this.abort.signal.aborted) return { phase: 'stopped' };
       if (this.relisting.wanted) return { phase: 'list', relist: true };
-      this.broken = true;
       if (watchdog.silent) {
         this.stats.watchdogRestarts++;
         // Presume the connection dead (half-open): a new request on it would hang the same way.
         this.api.connection.reset();
-        this.log('warn', 'watch silent for too long; reconnecting', { inactivityMs: this.options.inactivityMs, resourceVersion });
-        return { phase: 'watch', resourceVersion };
       }
-      if (err instanceof ApiError && err.status === 410) return this.gone(resourceVersion);
-      if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
-        // The kind went away (its CRD deleted) or access did: say so, and list again — with
-        // backoff — until it is back; the list then reconciles the store with what exists.
-        this.report(problemOf(err, this.resource, this.options.namespace)!);
-        this.stats.errors++;
-        const ms = this.backoff();
-        this.log('warn', 'watch refused; listing again after backoff', { error: err.message, retryInMs: ms });
-        return { phase: 'wait', ms, then: { phase: 'list', relist: true } };
-      }
-      this.stats.errors++;
-      const ms = this.backoff();
-      this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
-      return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
+      if (list?.open) return this.listEnded(watchdog.silent ? new Error(`silent for ${this.options.inactivityMs} ms`) : err, list.relist);
+      return this.watchFailed(err, resourceVersion, watchdog.silent);
     } finally {
       this.attempt = undefined;
       watchdog.stop();
@@ -417,12 +434,37 @@ export class Watcher {
     }
   }
 
-  private report(problem: string | undefined): void {
-    if (problem === this.problem) return;
-    this.problem = problem;
-    if (problem) this.log('warn', 'watch cannot work', { problem });
-    else this.log('info', 'watch works again', {});
-    this.options.onProblem?.(problem);
+  /** A streaming list ended before its bookmark: by pages at once where that says the apiserver does not serve one, or listed again as after any failed list. */
+  private listEnded(err: unknown, relist: boolean): State {
+    return this.lister.refused(err) ? { phase: 'list', relist } : this.listFailed(err, { phase: 'list', relist });
+  }
+
+  /** A streaming list begins: its intake, told to the listeners as a list's. */
+  private streamedList(relist: boolean): StreamedList {
+    this.listStarts(relist);
+    return new StreamedList(this.objects.beginList(), relist, (event) => this.emit(event));
+  }
+
+  /** A watch that had begun failed (a streaming list's, after its bookmark, too): what comes next. */
+  private watchFailed(err: unknown, resourceVersion: string, silent: boolean): State {
+    this.health.failing = true;
+    if (silent) {
+      this.log('warn', 'watch silent for too long; reconnecting', { inactivityMs: this.options.inactivityMs, resourceVersion });
+      return { phase: 'watch', resourceVersion };
+    }
+    if (err instanceof ApiError && err.status === 410) return this.gone(resourceVersion);
+    if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
+      // The kind went away (its CRD deleted) or access did: say so, and list again — with
+      // backoff — until it is back; the list then reconciles the store with what exists.
+      this.stats.errors++;
+      const ms = this.health.failed(err);
+      this.log('warn', 'watch refused; listing again after backoff', { error: err.message, retryInMs: ms });
+      return { phase: 'wait', ms, then: { phase: 'list', relist: true } };
+    }
+    this.stats.errors++;
+    const ms = this.health.failed(err);
+    this.log('warn', 'watch failed; resuming after backoff', { error: (err as Error).message, resourceVersion, retryInMs: ms });
+    return { phase: 'wait', ms, then: { phase: 'watch', resourceVersion } };
   }
 
   /**
@@ -431,7 +473,7 @@ export class Watcher {
    * request) pass here, so both leave the store not vouched for.
    */
   private gone(resourceVersion: string): State {
-    this.broken = true;
+    this.health.failing = true;
     this.stats.gone++;
     this.log('info', 'resourceVersion expired (410 Gone); relisting', { resourceVersion });
     return { phase: 'list', relist: true };

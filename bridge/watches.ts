@@ -210,6 +210,7 @@ export class SharedWatches {
       const initial = watcher.listingWhatIs;
       if (event.type === 'synced') {
         if (event.relist) metrics?.relists.inc({ kind: ref.kind });
+        metrics?.lists.inc({ kind: ref.kind, mode: event.streamed ? 'stream' : 'pages' });
       } else {
         metrics?.watchEvents.inc({ kind: ref.kind, type: event.type });
       }

@@ -27,6 +27,9 @@ ${clusterFlagsUsage(20)}
   --warm-standby        with --leader-elect (one Lease): a standby watches and keeps every
                         record from its start, so that on taking the Lease it delivers without
                         listing first; it then costs the leader's memory while it waits
+  --lists M             how watches list: stream (default: a streaming list, one watch with
+                        sendInitialEvents, where the apiserver serves one, pages where not) or
+                        pages (always pages of 500)
   --lease-namespace N   namespace of the Lease (default $POD_NAMESPACE or kfn-system)
   --lease-name N        name of the Lease (default kfn-bridge)
   --shutdown-timeout S  seconds to let in-flight deliveries finish on SIGTERM (default 30)
@@ -50,6 +53,7 @@ const flags = {
   shards: { type: 'string' },
   shard: { type: 'string' },
   'warm-standby': { type: 'boolean' },
+  lists: { type: 'string' },
   'lease-namespace': { type: 'string' },
   'lease-name': { type: 'string' },
   'shutdown-timeout': { type: 'string' },
@@ -80,6 +84,8 @@ export const bridgeCommand: Command = {
     const { values } = parseCommandArgs('bridge', argv, flags);
     const shutdownSeconds = Number(values['shutdown-timeout'] ?? 30);
     const requireIdentity = values['require-identity'];
+    const lists = values.lists;
+    if (lists !== undefined && lists !== 'stream' && lists !== 'pages') throw new UsageError(`kfn bridge: --lists takes stream or pages, not ${JSON.stringify(lists)}`);
     if (requireIdentity !== undefined && requireIdentity !== 'true' && requireIdentity !== 'false') throw new UsageError(`kfn bridge: --require-identity takes true or false, not ${JSON.stringify(requireIdentity)}`);
     // The bridge judges its connection's failures itself (it retries, never stops): left plain.
     // Its one line goes to standard error; standard output is its JSON log.
@@ -97,6 +103,7 @@ export const bridgeCommand: Command = {
       shards: values.shards === undefined ? undefined : Number(values.shards),
       shard: values.shard === undefined ? undefined : Number(values.shard),
       warmStandby: values['warm-standby'] ?? false,
+      ...(lists ? { watcher: { lists } } : {}),
       leaseNamespace: values['lease-namespace'],
       leaseName: values['lease-name'],
       shutdownTimeoutMs: Number.isFinite(shutdownSeconds) ? shutdownSeconds * 1000 : 30_000,

@@ -29,6 +29,7 @@ test('410 Gone after a long partition: it relists and infers the deletes it miss
     return true;
   }, { timeoutMs: 60_000 });
   assert.ok(rec.watcher.stats.gone >= 1, 'it saw 410 Gone');
+  assert.equal(rec.watcher.stats.streamed, rec.watcher.stats.lists, 'the relist too was a streaming list');
   assert.deepEqual([...rec.watcher.store.keys()].filter((k) => k.startsWith(`${ns}/`) && !k.endsWith('kube-root-ca.crt')).sort(), [`${ns}/b`, `${ns}/c`]);
   assert.ok(!rec.summary().slice(cursor).includes('delete b (inferred)'), 'objects still there are not reported deleted');
 });

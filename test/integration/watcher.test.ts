@@ -6,6 +6,8 @@ import { startFaultProxy } from '../support/proxy.ts';
 import { testCluster, testNamespace, kubeApi } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
 import { recordWatch } from '../support/watch.ts';
+import { Watcher } from '../../bridge/watcher.ts';
+import type { WatchEvent } from '../../bridge/store.ts';
 
 describe('Watcher', { concurrency: true }, () => {
   test('lists existing objects, then streams creates, updates and deletes', async (t) => {
@@ -50,7 +52,7 @@ describe('Watcher', { concurrency: true }, () => {
     // 24 ConfigMaps with 100 KiB of annotations each: one 500-object page would be 2.4 MB.
     for (let i = 0; i < 24; i++) await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `big-${i}`, annotations: { note: 'x'.repeat(100 * 1024) } } } });
     const logs: string[] = [];
-    const rec = await recordWatch(t, cluster.kc, 'v1', 'ConfigMap', ns, { projection: 'metadata', maxPageBytes: 512 * 1024, log: (_level, msg) => logs.push(msg) });
+    const rec = await recordWatch(t, cluster.kc, 'v1', 'ConfigMap', ns, { projection: 'metadata', lists: 'pages', maxPageBytes: 512 * 1024, log: (_level, msg) => logs.push(msg) });
     assert.equal([...rec.watcher.store.keys()].filter((k) => k.includes('/big-')).length, 24, 'every object listed');
     assert.ok(logs.some((m) => /a list page was larger than 524288 bytes: asking for \d+ objects a page/.test(m)), logs.join('\n'));
   });
@@ -83,6 +85,32 @@ describe('Watcher', { concurrency: true }, () => {
     await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'while-silent' } } });
     await waitFor('the change to arrive over a new watch', async () => rec.summary().includes('apply while-silent') || undefined, { timeoutMs: 30_000 });
     assert.ok(rec.watcher.stats.watchdogRestarts >= 1, 'the watchdog restarted the watch');
+  });
+
+  test('this apiserver serves a streaming list: one request and no LIST, only the selected objects, synced at its bookmark, and the watch goes on in the same request', async (t) => {
+    const cluster = await testCluster();
+    const ns = await testNamespace(t, cluster, 'stream');
+    for (let i = 0; i < 30; i++) await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `cm-${i}`, labels: { half: String(i % 2) } } } });
+    const api = kubeApi(cluster.kc);
+    const asked: string[] = [];
+    const [request, stream] = [api.request.bind(api), api.stream.bind(api)];
+    api.request = ((method: string, path: string, ...rest: unknown[]) => (asked.push(`${method} ${path}`), (request as (...a: unknown[]) => unknown)(method, path, ...rest))) as typeof api.request;
+    api.stream = ((path: string, options: { query?: Record<string, unknown> }, ...rest: unknown[]) => (asked.push(`WATCH ${path}${options.query?.sendInitialEvents ? ' with initial events' : ''}`), (stream as (...a: unknown[]) => Promise<void>)(path, options, ...rest))) as typeof api.stream;
+    const watcher = new Watcher(api, await api.resource('v1', 'ConfigMap'), { projection: 'metadata', namespace: ns, labelSelector: 'half=0' });
+    const events: WatchEvent[] = [];
+    watcher.subscribe((e) => events.push(e));
+    asked.length = 0;
+    watcher.start();
+    t.after(() => watcher.stop());
+    await watcher.waitForSync();
+    assert.deepEqual(asked, [`WATCH /api/v1/namespaces/${ns}/configmaps with initial events`], 'one request, a streaming list');
+    assert.equal(watcher.store.size, 15, 'the selected half');
+    assert.deepEqual([watcher.stats.streamed, watcher.stats.lists], [1, 1]);
+    assert.match(watcher.resourceVersion, /^\d+$/, "the bookmark's version");
+    assert.deepEqual(events.at(-1), { type: 'synced', relist: false, streamed: true });
+    await cluster.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'later', labels: { half: '0' } } } });
+    await waitFor('the change, over the same request', async () => watcher.store.has(`${ns}/later`) || undefined);
+    assert.equal(asked.length, 1, 'still the one request');
   });
 
   test('a kind the apiserver does not serve is a clear error', async () => {

@@ -8,6 +8,8 @@ interface OpenWatch {
   query: Record<string, unknown>;
   onLine: (value: unknown) => void;
   end: (err?: Error) => void;
+  /** A streaming list's watch while its initial events are sent: the changes meanwhile, sent after them. */
+  held?: unknown[];
 }
 
 export class FakeApiServer {
@@ -21,6 +23,12 @@ export class FakeApiServer {
   compactedBelow = 0;
   /** False: the kind is not served (its CRD deleted): every request answers 404. */
   served = true;
+  /**
+   * Whether it serves a streaming list (a watch with sendInitialEvents=true), as Kubernetes 1.34+
+   * does: its initial events one per turn of the event loop, then the bookmark that ends them.
+   * False, it refuses one as invalid (422), as 1.33 does as shipped.
+   */
+  streamingLists = true;
 
   constructor(resource: Partial<ResourceInfo> = {}) {
     this.resource = { apiVersion: 'example.com/v1', kind: 'Widget', plural: 'widgets', namespaced: true, verbs: ['list', 'watch'], ...resource };
@@ -72,7 +80,28 @@ export class FakeApiServer {
   }
 
   private broadcast(line: unknown): void {
-    for (const w of this.watches) w.onLine(structuredClone(line));
+    for (const w of this.watches) {
+      if (w.held) w.held.push(structuredClone(line));
+      else w.onLine(structuredClone(line));
+    }
+  }
+
+  /** Sends a streaming list's initial events (what matches, as of now) one per turn, then the bookmark that ends them and what changed meanwhile. */
+  private async sendInitialEvents(w: OpenWatch, path: string): Promise<void> {
+    const rv = String(this.rv);
+    const objects = [...this.objects.values()].filter((o) => this.matches(o, w.query, path)).sort((a, b) => this.key(a).localeCompare(this.key(b)));
+    w.held = [];
+    for (const object of objects) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (!this.watches.has(w)) return;
+      w.onLine({ type: 'ADDED', object: structuredClone(object) });
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    if (!this.watches.has(w)) return;
+    w.onLine({ type: 'BOOKMARK', object: { metadata: { resourceVersion: rv, annotations: { 'k8s.io/initial-events-end': 'true' } } } });
+    const held = w.held;
+    w.held = undefined;
+    for (const line of held) if (this.watches.has(w)) w.onLine(line);
   }
 
   private matches(o: KubeObject, query: Record<string, unknown>, path: string): boolean {
@@ -113,7 +142,10 @@ export class FakeApiServer {
         const query = Object.fromEntries(Object.entries(options.query ?? {}).filter(([, v]) => v !== undefined));
         server.requests.push({ method: 'WATCH', path, query });
         if (!server.served) return Promise.reject(new ApiError(404, 'the server could not find the requested resource'));
-        if (Number(query.resourceVersion) < server.compactedBelow) return Promise.reject(new ApiError(410, 'too old resource version'));
+        const streaming = query.sendInitialEvents === 'true';
+        if (streaming && !server.streamingLists) return Promise.reject(new ApiError(422, 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled', 'Invalid'));
+        if (streaming && (query.resourceVersionMatch !== 'NotOlderThan' || query.allowWatchBookmarks !== 'true')) return Promise.reject(new ApiError(422, 'sendInitialEvents requires resourceVersionMatch NotOlderThan and allowWatchBookmarks', 'Invalid'));
+        if (!streaming && Number(query.resourceVersion) < server.compactedBelow) return Promise.reject(new ApiError(410, 'too old resource version'));
         return new Promise<void>((resolve, reject) => {
           const w: OpenWatch = {
             query,
@@ -136,6 +168,7 @@ export class FakeApiServer {
           };
           server.watches.add(w);
           options.onOpen?.();
+          if (streaming) void server.sendInitialEvents(w, path);
           options.signal?.addEventListener('abort', () => w.end(Object.assign(new Error('aborted'), { name: 'AbortError' })), { once: true });
         });
       },

@@ -1,0 +1,136 @@
+// How a watch lists its kind. Where the apiserver serves it, as a streaming list: one watch with
+// sendInitialEvents=true, which sends what exists as ADDED events, ends them with a bookmark
+// annotated k8s.io/initial-events-end, and goes on as the watch (the WatchList feature: served by
+// default in Kubernetes 1.32 and from 1.34 on, not in 1.33, whose gate ships off; client-go's
+// reflectors use it by default since 1.35). Where it does not, by pages of 500.
+//
+// Why streaming first: the apiserver serves it from its watch cache object by object, where a
+// page of a large list is built whole in its memory. Measured on this project's cluster (P8's
+// list modes, docs/performance.md): at 120,000 objects a streaming list raised the apiserver's
+// Go heap by 66 MiB against 366–469 MiB by pages, and took 3.8 s against 4.9–5.5 s; it is also
+// one request where pages are 240, and no LIST then follows a watch's start.
+//
+// Why pages still: an apiserver without the feature (before 1.27, 1.33 as shipped, or with its
+// gate off) refuses the request as invalid (422), as may an aggregated API's own server; a watch
+// that ends before its bookmark says the same.
+// The watch then lists by pages from there on, and says so once.
+import { ApiError, collectionPath, listPages, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
+import type { ListIntake, WatchEvent } from './store.ts';
+
+/** 'stream': a streaming list where the apiserver serves one, pages where not; 'pages': always pages. */
+export type ListMode = 'stream' | 'pages';
+
+/** The annotation of the bookmark that ends a streaming list's initial events. */
+export const initialEventsEnd = 'k8s.io/initial-events-end';
+
+/**
+ * The query of a streaming list: no resourceVersion with NotOlderThan is a consistent read (what
+ * exists now, as a quorum read would answer), and its end comes as a bookmark, so bookmarks are
+ * on. No timeoutSeconds: a list of a million objects must not be cut by the watch's usual
+ * 5–10 minutes (the apiserver's own limit, 30–60 minutes, applies).
+ */
+export function streamingListQuery(labelSelector: string | undefined): Record<string, string | undefined> {
+  return { watch: 'true', sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan', allowWatchBookmarks: 'true', labelSelector };
+}
+
+/** Whether a failed streaming list says the apiserver does not serve one (not that listing failed): its options refused as invalid. */
+export function refusesStreaming(err: unknown): boolean {
+  return err instanceof ApiError && (err.status === 422 || err.status === 400);
+}
+
+interface Line {
+  type: string;
+  object: KubeObject;
+}
+
+/** One streaming list under way: its initial events taken into the store until the bookmark that ends them. */
+export class StreamedList {
+  readonly relist: boolean;
+  /** False once the bookmark came: the lines after it are the watch's. */
+  open = true;
+  /** The list's resourceVersion (the bookmark's) and how many objects it named that the store keeps, once it ended. */
+  resourceVersion = '';
+  objects = 0;
+  private readonly intake: ListIntake;
+  private readonly tell: (event: WatchEvent) => void;
+
+  constructor(intake: ListIntake, relist: boolean, tell: (event: WatchEvent) => void) {
+    this.intake = intake;
+    this.relist = relist;
+    this.tell = tell;
+  }
+
+  /** Takes a line of the initial events, answering true; false for one that is not (an ERROR, which the watch handles). */
+  take(line: Line): boolean {
+    switch (line.type) {
+      case 'ADDED':
+      case 'MODIFIED':
+        this.intake.take(line.object, this.tell);
+        return true;
+      case 'BOOKMARK':
+        if (line.object.metadata?.annotations?.[initialEventsEnd] === 'true') {
+          this.objects = this.intake.end(this.tell);
+          this.resourceVersion = line.object.metadata.resourceVersion ?? '';
+          this.open = false;
+        }
+        return true;
+      case 'DELETED':
+        return true; // not part of a list's state: what is gone by its end is swept then
+      default:
+        return false;
+    }
+  }
+}
+
+type Log = (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown>) => void;
+
+/** How one watch lists: streaming until the apiserver refuses it, then by pages of a size whose answers fit. */
+export class Lister {
+  /** 'stream' until a streaming list was refused. */
+  mode: ListMode;
+  /** Objects asked for a page: the option's, less once pages of it were too large (kept for the next lists: these objects are large). */
+  private pageSize: number;
+  private readonly api: KubeApi;
+  private readonly resource: ResourceInfo;
+  private readonly o: { lists: ListMode; pageSize: number; maxPageBytes: number; projection: 'metadata' | 'full'; namespace?: string; labelSelector?: string; log?: Log };
+
+  constructor(api: KubeApi, resource: ResourceInfo, options: Lister['o']) {
+    this.api = api;
+    this.resource = resource;
+    this.o = options;
+    this.mode = options.lists;
+    this.pageSize = options.pageSize;
+  }
+
+  /** The query of a streaming list (streamingListQuery) of this watch's objects. */
+  get streamQuery(): Record<string, string | undefined> {
+    return streamingListQuery(this.o.labelSelector);
+  }
+
+  /** A list by pages, bounded in bytes (listPages): halved while a page is too large. */
+  pages(signal: AbortSignal): AsyncIterable<{ items?: KubeObject[]; metadata?: { resourceVersion?: string } }> {
+    return listPages<KubeObject>(this.api, collectionPath(this.resource, this.o.namespace), {
+      query: { labelSelector: this.o.labelSelector },
+      accept: this.o.projection === 'metadata' ? metadataListAccept : 'application/json',
+      signal,
+      pageSize: this.pageSize,
+      maxPageBytes: this.o.maxPageBytes,
+      onSmallerPages: (n) => {
+        this.pageSize = n;
+        this.o.log?.('warn', `a list page was larger than ${this.o.maxPageBytes} bytes: asking for ${n} objects a page`, { pageSize: n });
+      },
+    });
+  }
+
+  /**
+   * A streaming list ended before its bookmark, with `err` (undefined: cleanly). True when that
+   * says the apiserver does not serve one — refused as invalid, or ended cleanly —: pages from
+   * now on, said once. False: it failed as any list may, and is tried again.
+   */
+  refused(err: unknown): boolean {
+    if (err !== undefined && !refusesStreaming(err)) return false;
+    this.mode = 'pages';
+    this.o.log?.('info', 'the apiserver does not serve a streaming list of this kind; listing by pages', { why: err ? (err as Error).message : 'the watch ended before its initial events did' });
+    return true;
+  }
+}
