@@ -35,7 +35,7 @@ export interface ListProbe {
   error?: string;
 }
 
-const heapInUse = async (b: ListBench) => sumMetric(await b.api.text('GET', '/metrics'), (l) => l.startsWith('go_memstats_heap_inuse_bytes ')) / 2 ** 20;
+const heapInUse = async (b: Pick<ListBench, 'api'>) => sumMetric(await b.api.text('GET', '/metrics'), (l) => l.startsWith('go_memstats_heap_inuse_bytes ')) / 2 ** 20;
 
 /** The three probes at this size, one after the other, each after the apiserver's heap has had 10 s to settle. */
 export async function listModes(b: ListBench, ns: string): Promise<ListProbe[]> {
@@ -47,27 +47,40 @@ export async function listModes(b: ListBench, ns: string): Promise<ListProbe[]> 
   return probes;
 }
 
-async function listProbe(b: ListBench, ns: string, mode: ListMode): Promise<ListProbe> {
-  const heapBeforeMiB = await heapInUse(b);
-  let heapPeakMiB = heapBeforeMiB;
+/** The apiserver's Go heap in use now, and its highest from now until stop() (MiB), a look every 250 ms. */
+export async function apiserverHeap(b: Pick<ListBench, 'api'>): Promise<{ beforeMiB: number; stop(): Promise<{ beforeMiB: number; peakMiB: number }> }> {
+  const beforeMiB = await heapInUse(b);
+  let peakMiB = beforeMiB;
   let looking = true;
   const looker = (async () => {
     while (looking) {
-      heapPeakMiB = Math.max(heapPeakMiB, await heapInUse(b).catch(() => 0));
+      peakMiB = Math.max(peakMiB, await heapInUse(b).catch(() => 0));
       await sleep(250);
     }
   })();
+  return {
+    beforeMiB,
+    async stop() {
+      looking = false;
+      await looker;
+      return { beforeMiB, peakMiB };
+    },
+  };
+}
+
+async function listProbe(b: ListBench, ns: string, mode: ListMode): Promise<ListProbe> {
+  const heap = await apiserverHeap(b);
   const started = b.now();
   let objects = 0;
+  let error: string | undefined;
   try {
     for (const path of [b.webs(ns), `/api/v1/namespaces/${ns}/configmaps`]) objects += mode === 'paginated' ? await paginated(b, path) : await streaming(b, path);
-    return { mode, objects, seconds: (b.now() - started) / 1000, heapBeforeMiB, heapPeakMiB };
   } catch (err) {
-    return { mode, objects, seconds: (b.now() - started) / 1000, heapBeforeMiB, heapPeakMiB, error: (err as Error).message };
-  } finally {
-    looking = false;
-    await looker;
+    error = (err as Error).message;
   }
+  const seconds = (b.now() - started) / 1000;
+  const { beforeMiB: heapBeforeMiB, peakMiB: heapPeakMiB } = await heap.stop();
+  return { mode, objects, seconds, heapBeforeMiB, heapPeakMiB, ...(error ? { error } : {}) };
 }
 
 async function paginated(b: ListBench, path: string): Promise<number> {

@@ -41,7 +41,7 @@ import { readState } from '../../cluster/state.ts';
 import { heapAfterGc, inParallel, rssMiB, sumMetric } from './common.ts';
 import { freePort } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
-import { listModes, listModesLine, type ListProbe } from './scale-lists.ts';
+import { apiserverHeap, listModes, listModesLine, type ListProbe } from './scale-lists.ts';
 
 export type Child = ChildProcess & { logFile: string };
 
@@ -78,6 +78,10 @@ export interface StartFigures {
   listedS?: number;
   apiserverAtStartMiB: number;
   apiserverPeakMiB: number;
+  /** The apiserver's Go heap in use: its highest until the contender settled, less what it was at the spawn (MiB). */
+  apiserverHeapRiseMiB?: number;
+  /** LIST requests of MyWebs and ConfigMaps the apiserver answered meanwhile. */
+  listRequests?: number;
 }
 
 export interface ScaleSize {
@@ -85,6 +89,8 @@ export interface ScaleSize {
   /** The objects each contender watches: the MyWebs and their ConfigMaps. */
   objects: number;
   kfn: StartFigures & { heapMiB: number };
+  /** The same bridge with --lists pages: its lists by pages of 500, beside kfn's streaming lists. */
+  kfnPages?: StartFigures & { heapMiB: number };
   crDefault: StartFigures;
   crMetadata: StartFigures;
   /** A bare client's paginated and streaming lists of the same objects (scale-lists.ts). */
@@ -175,13 +181,17 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       const port = await freePort();
       const kfn = await runFresh(b, `scale-bridge-${k}`, process.execPath, bridgeArgs(single, port), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }), (c) => listed(c, port));
       b.log(`P8 ${k}: kfn bridge ${kfn.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(kfn.heapMiB, objects).toFixed(2)} KiB per object), first delivery after ${kfn.readyS.toFixed(1)} s, listed after ${kfn.listedS!.toFixed(1)} s, apiserver peak ${kfn.apiserverPeakMiB.toFixed(0)} MiB`);
+      sink.reset();
+      const pagesPort = await freePort();
+      const kfnPages = await runFresh(b, `scale-bridge-pages-${k}`, process.execPath, bridgeArgs(single, pagesPort, '--lists=pages'), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }), (c) => listed(c, pagesPort));
+      b.log(kfnListsLine(k, kfn, kfnPages).trim());
       const crDefault = await runFresh(b, `scale-cr-${k}`, b.operator, peerArgs(), synced, async () => ({}));
-      b.log(`P8 ${k}: controller-runtime ${crDefault.rssMiB.toFixed(0)} MiB, synced after ${crDefault.readyS.toFixed(1)} s, apiserver peak ${crDefault.apiserverPeakMiB.toFixed(0)} MiB`);
+      b.log(`P8 ${k}: controller-runtime ${crDefault.rssMiB.toFixed(0)} MiB, synced after ${crDefault.readyS.toFixed(1)} s, apiserver peak ${crDefault.apiserverPeakMiB.toFixed(0)} MiB (its heap +${crDefault.apiserverHeapRiseMiB?.toFixed(0)} MiB), ${crDefault.listRequests} LIST requests`);
       const crMetadata = await runFresh(b, `scale-cr-metadata-${k}`, b.operator, peerArgs('--metadata-only'), synced, async () => ({}));
-      b.log(`P8 ${k}: controller-runtime metadata-only ${crMetadata.rssMiB.toFixed(0)} MiB, synced after ${crMetadata.readyS.toFixed(1)} s, apiserver peak ${crMetadata.apiserverPeakMiB.toFixed(0)} MiB`);
+      b.log(`P8 ${k}: controller-runtime metadata-only ${crMetadata.rssMiB.toFixed(0)} MiB, synced after ${crMetadata.readyS.toFixed(1)} s, apiserver peak ${crMetadata.apiserverPeakMiB.toFixed(0)} MiB (its heap +${crMetadata.apiserverHeapRiseMiB?.toFixed(0)} MiB), ${crMetadata.listRequests} LIST requests`);
       const lists = await listModes(b, ns);
       b.log(listModesLine(k, lists).trim());
-      into.sizes.push({ webs: k, objects, kfn, crDefault, crMetadata, lists });
+      into.sizes.push({ webs: k, objects, kfn, kfnPages, crDefault, crMetadata, lists });
     }
     into.sharded = [];
     for (const n of [2, 4]) {
@@ -312,6 +322,8 @@ export async function grow(b: Pick<ScaleBench, 'api' | 'log' | 'webs' | 'web'>, 
  */
 async function runFresh<T extends object>(b: ScaleBench, name: string, command: string, args: string[], ready: (child: Child) => Promise<number>, more: (child: Child) => Promise<T>, settle?: (child: Child) => Promise<number>): Promise<StartFigures & T> {
   const apiserver = peakRss(apiserverPid(b.clusterPaths));
+  const heap = await apiserverHeap(b);
+  const listsBefore = await listRequests(b);
   const started = b.now();
   const child = b.startProcess(name, command, args);
   try {
@@ -320,13 +332,16 @@ async function runFresh<T extends object>(b: ScaleBench, name: string, command: 
     const listedS = settle ? ((await settle(child)) - started) / 1000 : undefined;
     const rssMiB = await b.settledRss(child.pid!);
     const { atStartMiB, peakMiB } = apiserver.stop();
-    return { rssMiB, readyS, ...(listedS !== undefined ? { listedS } : {}), apiserverAtStartMiB: atStartMiB, apiserverPeakMiB: peakMiB, ...(await more(child)) };
+    const { beforeMiB, peakMiB: heapPeakMiB } = await heap.stop();
+    const listRequestsMade = (await listRequests(b)) - listsBefore;
+    return { rssMiB, readyS, ...(listedS !== undefined ? { listedS } : {}), apiserverAtStartMiB: atStartMiB, apiserverPeakMiB: peakMiB, apiserverHeapRiseMiB: heapPeakMiB - beforeMiB, listRequests: listRequestsMade, ...(await more(child)) };
   } catch (err) {
     // A bridge whose heap outgrows the ceiling its V8 flags give it ends, as its pod would restart.
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} ended (${child.exitCode ?? child.signalCode}) before it was measured; see ${child.logFile}`, { cause: err });
     throw err;
   } finally {
     apiserver.stop();
+    await heap.stop();
     await b.stop(child);
   }
 }
@@ -442,6 +457,12 @@ export function componentPid(paths: ClusterPaths, name: string): number {
   throw new Error(`no ${name} process: none running as ${paths.state} records it, none in /proc`);
 }
 
+/** The line comparing kfn's bridge listing by streaming lists (its default) and by pages at one size. */
+function kfnListsLine(webs: number, stream: StartFigures, pages: StartFigures): string {
+  const one = (c: StartFigures) => `first delivery ${c.readyS.toFixed(1)} s, listed ${c.listedS?.toFixed(1) ?? '?'} s, apiserver heap +${c.apiserverHeapRiseMiB?.toFixed(0) ?? '?'} MiB, ${c.listRequests ?? '?'} LIST requests, bridge ${c.rssMiB.toFixed(0)} MiB`;
+  return `  kfn's lists at ${webs}: streaming (default) ${one(stream)}; by pages (--lists pages) ${one(pages)}`;
+}
+
 /** P8's lines of the bench:compare table. */
 export function scaleTable(r: ScaleResult): string[] {
   if (!r.sizes.length && !r.error) return [];
@@ -459,6 +480,7 @@ export function scaleTable(r: ScaleResult): string[] {
     const slope = (of: (s: ScaleSize) => number) => f(kibPerObject(of(b) - of(a), b.objects - a.objects), 2);
     lines.push(`  per additional object watched (KiB), ${a.webs}→${b.webs}: kfn RSS ${slope((s) => s.kfn.rssMiB)} (heap ${slope((s) => s.kfn.heapMiB)}), c-r ${slope((s) => s.crDefault.rssMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.rssMiB)}; apiserver peak with kfn ${slope((s) => s.kfn.apiserverPeakMiB)}, c-r ${slope((s) => s.crDefault.apiserverPeakMiB)}, c-r metadata-only ${slope((s) => s.crMetadata.apiserverPeakMiB)}`);
   }
+  for (const s of r.sizes) if (s.kfnPages) lines.push(kfnListsLine(s.webs, s.kfn, s.kfnPages));
   for (const s of r.sizes) if (s.lists?.length) lines.push(listModesLine(s.webs, s.lists));
   const replica = (rss: number, heap: number, objects: number) => `${f(rss)} MiB (heap ${f(kibPerObject(heap, objects), 2)} KiB/object)`;
   const takeover = (t: TakeoverFigures) => `first of its keys delivered after ${f(t.firstS, 1)} s, all ${t.keys} after ${f(t.allS, 1)} s${t.lists !== undefined ? `, ${t.lists} list requests` : ''}${t.changed ? ` (${t.changed} changed in the gap, ${t.lost} of them not delivered after)` : ''}`;
