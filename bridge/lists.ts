@@ -11,9 +11,12 @@
 // one request where pages are 240, and no LIST then follows a watch's start.
 //
 // Why pages still: an apiserver without the feature (before 1.27, 1.33 as shipped, or with its
-// gate off) refuses the request as invalid (422), as may an aggregated API's own server; a watch
-// that ends before its bookmark says the same.
-// The watch then lists by pages from there on, and says so once.
+// gate off) refuses the request as invalid (422), as may an aggregated API's own server: that
+// watch then lists by pages from there on, and says so once. A streaming list that fails
+// otherwise — cut, ended before its bookmark (the apiserver closing a watcher that fell behind,
+// a restart, its timeout), an ERROR line — is a failed list, tried again after backoff; after
+// three in a row the next attempt lists by pages, and the one after streams again (as client-go
+// falls back to a LIST for one attempt).
 import { ApiError, collectionPath, listPages, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import type { ListIntake, WatchEvent } from './store.ts';
 
@@ -26,17 +29,20 @@ export const initialEventsEnd = 'k8s.io/initial-events-end';
 /**
  * The query of a streaming list: no resourceVersion with NotOlderThan is a consistent read (what
  * exists now, as a quorum read would answer), and its end comes as a bookmark, so bookmarks are
- * on. No timeoutSeconds: a list of a million objects must not be cut by the watch's usual
- * 5–10 minutes (the apiserver's own limit, 30–60 minutes, applies).
+ * on. timeoutSeconds as any watch's (5–10 minutes): it bounds the wait for the bookmark too,
+ * and a list of a million objects streams in a few minutes at most (120,000 took 11 s here).
  */
-export function streamingListQuery(labelSelector: string | undefined): Record<string, string | undefined> {
-  return { watch: 'true', sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan', allowWatchBookmarks: 'true', labelSelector };
+export function streamingListQuery(labelSelector: string | undefined, timeoutSeconds: number): Record<string, string | number | undefined> {
+  return { watch: 'true', sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan', allowWatchBookmarks: 'true', timeoutSeconds, labelSelector };
 }
 
-/** Whether a failed streaming list says the apiserver does not serve one (not that listing failed): its options refused as invalid. */
+/** Whether a failed streaming list says the apiserver does not serve one (not that listing failed): its options refused as invalid (422). */
 export function refusesStreaming(err: unknown): boolean {
-  return err instanceof ApiError && (err.status === 422 || err.status === 400);
+  return err instanceof ApiError && err.status === 422;
 }
+
+/** Streaming lists failed in a row after which the next attempt lists by pages. */
+export const streamAttempts = 3;
 
 interface Line {
   type: string;
@@ -75,7 +81,8 @@ export class StreamedList {
         }
         return true;
       case 'DELETED':
-        return true; // not part of a list's state: what is gone by its end is swept then
+        this.intake.forget(line.object, this.tell);
+        return true;
       default:
         return false;
     }
@@ -88,6 +95,8 @@ type Log = (level: 'info' | 'warn', msg: string, fields?: Record<string, unknown
 export class Lister {
   /** 'stream' until a streaming list was refused. */
   mode: ListMode;
+  /** Streaming lists failed since the last list completed. */
+  private failedStreams = 0;
   /** Objects asked for a page: the option's, less once pages of it were too large (kept for the next lists: these objects are large). */
   private pageSize: number;
   private readonly api: KubeApi;
@@ -102,9 +111,19 @@ export class Lister {
     this.pageSize = options.pageSize;
   }
 
+  /** Whether the next list streams: unless refused, or after streamAttempts failed streaming lists in a row (that one attempt by pages). */
+  get streams(): boolean {
+    return this.mode === 'stream' && this.failedStreams < streamAttempts;
+  }
+
+  /** A list completed (either way): the next one streams again, where served. */
+  listed(): void {
+    this.failedStreams = 0;
+  }
+
   /** The query of a streaming list (streamingListQuery) of this watch's objects. */
-  get streamQuery(): Record<string, string | undefined> {
-    return streamingListQuery(this.o.labelSelector);
+  streamQuery(timeoutSeconds: number): Record<string, string | number | undefined> {
+    return streamingListQuery(this.o.labelSelector, timeoutSeconds);
   }
 
   /** A list by pages, bounded in bytes (listPages): halved while a page is too large. */
@@ -123,14 +142,17 @@ export class Lister {
   }
 
   /**
-   * A streaming list ended before its bookmark, with `err` (undefined: cleanly). True when that
-   * says the apiserver does not serve one — refused as invalid, or ended cleanly —: pages from
-   * now on, said once. False: it failed as any list may, and is tried again.
+   * A streaming list ended before its bookmark with `err`. True when that says the apiserver does
+   * not serve one (refused as invalid): pages from now on, said once. False: it failed as any
+   * list may (counted towards one attempt by pages), and is tried again after backoff.
    */
   refused(err: unknown): boolean {
-    if (err !== undefined && !refusesStreaming(err)) return false;
+    if (!refusesStreaming(err)) {
+      if (++this.failedStreams === streamAttempts) this.o.log?.('warn', `${streamAttempts} streaming lists in a row failed; the next list goes by pages`, { error: (err as Error).message });
+      return false;
+    }
     this.mode = 'pages';
-    this.o.log?.('info', 'the apiserver does not serve a streaming list of this kind; listing by pages', { why: err ? (err as Error).message : 'the watch ended before its initial events did' });
+    this.o.log?.('info', 'the apiserver does not serve a streaming list of this kind; listing by pages', { why: (err as Error).message });
     return true;
   }
 }

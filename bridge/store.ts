@@ -130,6 +130,11 @@ export class WatchStore {
     return this.keep(this.locate(item));
   }
 
+  /** Whether the store holds a record of `item`. */
+  holds(item: KubeObject): boolean {
+    return this.byKey.has(objectKey(item.metadata));
+  }
+
   /** A watched object deleted: the change carries what the store would keep of it. */
   deleted(item: KubeObject): StoreChange {
     const { object, key } = this.locate(item);
@@ -156,6 +161,14 @@ export class ListIntake {
   take(item: KubeObject, tell: (event: WatchEvent) => void): void {
     const change = this.store.listed(item, this.seen);
     if (change) tell({ type: 'apply', ...change });
+  }
+
+  /** An object deleted while the list comes (a streaming list's DELETED event): let go of, and no longer counted as listed. */
+  forget(item: KubeObject, tell: (event: WatchEvent) => void): void {
+    if (!this.store.holds(item)) return;
+    const { object, key } = this.store.deleted(item);
+    this.seen.delete(key);
+    tell({ type: 'delete', object, inferred: false, key });
   }
 
   /** The list is complete: what it did not name told as deleted. Answers how many objects it named that the store keeps. */

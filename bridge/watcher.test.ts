@@ -3,7 +3,8 @@ import { describe, test } from 'node:test';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { FakeClock } from '../core/clock.ts';
 import { Watcher } from './watcher.ts';
-import type { WatchEvent } from './store.ts';
+import { WatchStore, type WatchEvent } from './store.ts';
+import { StreamedList } from './lists.ts';
 
 /** A watcher on a fake clock: its backoff waits and its watchdog move only when the test says. */
 function watcherOn(server: FakeApiServer, options: Partial<ConstructorParameters<typeof Watcher>[2]> = {}, api = server.api()) {
@@ -296,17 +297,98 @@ describe('Watcher', () => {
     assert.equal(logs.filter((m) => /does not serve a streaming list/.test(m)).length, 1);
   });
 
-  test('a streaming list that ends cleanly before its bookmark is taken for one the apiserver does not serve: by pages', async (t) => {
+  test('a streaming list that ends before its bookmark is a failed list: streamed again after backoff; after three in a row one list goes by pages, and the next streams again', async (t) => {
     const server = new FakeApiServer();
     for (let i = 0; i < 20; i++) server.put(`w${i}`);
+    const { w, clock } = watcherOn(server);
+    t.after(() => w.stop());
+    const streamingRequests = () => server.requests.filter((r) => r.query.sendInitialEvents).length;
+    for (let cut = 1; cut <= 3; cut++) {
+      await until(`streaming list ${cut} under way`, () => (streamingRequests() === cut && w.store.size >= 3 ? true : undefined));
+      server.endWatches(); // as the apiserver closing a watcher that fell behind, or restarting
+      await until(`the backoff after cut ${cut}`, () => (w.stats.errors === cut && clock.pendingTimers() > 0 ? true : undefined));
+      assert.equal(w.hasSynced, false);
+      clock.advance(30_000);
+    }
+    await until('the list by pages', () => (w.hasSynced ? true : undefined));
+    assert.deepEqual([w.stats.lists, w.stats.streamed, w.store.size], [4, 0, 20]);
+    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1, 'one attempt by pages');
+    // The next list (a 410) streams again.
+    await until('the watch', () => (server.openWatches === 1 ? true : undefined));
+    server.endWatches({ code: 410, message: 'too old resource version' });
+    await until('the streaming relist', () => (w.stats.streamed === 1 ? true : undefined));
+    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1);
+  });
+
+  test('after a streaming list the watch resumes from its bookmark, with no initial events', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 3; i++) server.put(`w${i}`);
     const { w } = watcherOn(server);
     t.after(() => w.stop());
-    await until('some of the initial events', () => (w.store.size >= 3 ? true : undefined));
+    await until('the list', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+    const listedAt = w.resourceVersion;
+    assert.equal(listedAt, server.currentVersion);
     server.endWatches();
-    await until('the list by pages', () => (w.hasSynced ? true : undefined));
-    assert.equal(w.store.size, 20);
-    assert.deepEqual([w.stats.lists, w.stats.streamed], [2, 0]);
-    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1);
+    await until('the watch to resume', () => (server.requests.length === 2 && server.openWatches === 1 ? true : undefined));
+    const resumed = server.requests[1]!;
+    assert.deepEqual([resumed.method, resumed.query.resourceVersion, resumed.query.sendInitialEvents], ['WATCH', listedAt, undefined]);
+  });
+
+  test('relist() during a streaming list lets it complete, then lists again', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 10; i++) server.put(`w${i}`, { labels: { keep: i < 5 ? 'yes' : 'no' } });
+    const kept = new Set(['yes']);
+    const { w, events } = watcherOn(server, { keeps: (o) => kept.has(o.metadata.labels?.keep ?? '') });
+    t.after(() => w.stop());
+    await until('the list under way, something left out', () => (w.store.size >= 1 && events.some((e) => e.type === 'apply' && e.kept === false) ? true : undefined));
+    kept.add('no');
+    w.relist();
+    await until('the relist', () => (events.some((e) => e.type === 'synced' && e.relist) ? true : undefined));
+    assert.deepEqual(events.filter((e) => e.type === 'synced').map((e) => e.type === 'synced' && e.relist), [false, true], 'the first list completed as the first, then the relist');
+    assert.equal(server.requests.filter((r) => r.query.sendInitialEvents).length, 2);
+    assert.equal(w.store.size, 10);
+  });
+
+  for (const [what, error] of [['a 410 ERROR line', { code: 410, message: 'too old resource version' }], ['a 500 ERROR line', { code: 500, message: 'etcd leader changed' }]] as const) {
+    test(`${what} before the bookmark fails the streaming list: tried again after backoff, not at once`, async (t) => {
+      const server = new FakeApiServer();
+      for (let i = 0; i < 20; i++) server.put(`w${i}`);
+      const { w, clock } = watcherOn(server);
+      t.after(() => w.stop());
+      await until('the list under way', () => (w.store.size >= 3 ? true : undefined));
+      server.endWatches(error);
+      await until('the backoff', () => (w.stats.errors === 1 && clock.pendingTimers() > 0 ? true : undefined));
+      assert.deepEqual([w.stats.gone, w.stats.lists, server.openWatches], [0, 1, 0], 'no list started without backoff');
+      clock.advance(1000);
+      await until('the list', () => (w.hasSynced ? true : undefined));
+      assert.equal(w.stats.streamed, 1);
+    });
+  }
+
+  test('a streaming list refused as forbidden or not served is a problem, not a reason for pages: streamed again after backoff', async (t) => {
+    const server = new FakeApiServer();
+    server.put('a');
+    server.served = false;
+    const { w, problems, clock } = watcherOn(server);
+    t.after(() => w.stop());
+    await until('the problem', () => (problems.at(-1) ? true : undefined));
+    server.served = true;
+    await until('the backoff', () => (clock.pendingTimers() > 0 ? true : undefined));
+    clock.advance(1000);
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    assert.equal(problems.at(-1), undefined);
+    assert.deepEqual([w.stats.streamed, server.requests.filter((r) => r.method === 'GET').length], [1, 0]);
+  });
+
+  test('a DELETED event among the initial events lets go of what an ADDED one brought in', () => {
+    const store = new WatchStore(new FakeApiServer().resource, 'metadata', undefined, undefined);
+    const told: WatchEvent[] = [];
+    const list = new StreamedList(store.beginList(), false, (e) => told.push(e));
+    const object = (name: string, rv: string) => ({ metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv } });
+    for (const line of [{ type: 'ADDED', object: object('a', '2') }, { type: 'ADDED', object: object('b', '3') }, { type: 'DELETED', object: object('a', '4') }, { type: 'BOOKMARK', object: { metadata: { name: '', resourceVersion: '4', annotations: { 'k8s.io/initial-events-end': 'true' } } } }]) assert.equal(list.take(line), true);
+    assert.deepEqual([...store.byKey.keys()], ['ns/b']);
+    assert.deepEqual(told.map((e) => `${e.type} ${'object' in e ? e.object.metadata.name : ''}`), ['apply a', 'apply b', 'delete a']);
+    assert.deepEqual([list.open, list.resourceVersion, list.objects], [false, '4', 1]);
   });
 
   test('a streaming relist cut before its bookmark is no list: the store is not vouched for until one completes, after backoff', async (t) => {

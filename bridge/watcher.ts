@@ -118,8 +118,11 @@ class ListProgress {
     this.wanted = this.widening = true;
   }
 
-  listStarts(): void {
+  /** A list begins (by pages, or streaming): counted, and the relist() asked for before it is under way. */
+  listStarts(relist: boolean, stats: { lists: number; relists: number }): void {
     this.wanted = false;
+    stats.lists++;
+    if (relist) stats.relists++;
   }
 
   /** A list completed: asked again while it ran, the next one still widens. */
@@ -164,6 +167,12 @@ class Listeners {
       }
     }
   }
+}
+
+/** The error a watch's ERROR line carries. */
+function errorOf(line: WatchLine): ApiError {
+  const obj = line.object;
+  return new ApiError(obj.code ?? 500, `watch error: ${obj.message ?? JSON.stringify(obj)}`, obj.reason);
 }
 
 /** Thrown inside the watch loop to leave it for a given next state. */
@@ -259,11 +268,12 @@ export class Watcher {
     return this.relisting.listingWhatIs;
   }
   private readonly relisting = new ListProgress();
-  /** The watch's current request, ended by relist(). */
+  /** The watch's current request, ended by relist(); and the streaming list it carries, if any. */
   private attempt: AbortController | undefined;
+  private streaming: StreamedList | undefined;
 
   /**
-   * Lists again, soon, from wherever the watch is (a list in progress completes first): what
+   * Lists again, soon, from wherever the watch is (a list in progress, streaming or not, completes first): what
    * `keeps` now keeps more of is brought in, its objects told as `apply` events without `old`
    * while listingWhatIs holds. Changes the watch saw meanwhile are not lost: the list has them.
    * A store that has left nothing out has nothing to bring in: no list then.
@@ -271,7 +281,7 @@ export class Watcher {
   relist(): void {
     if (this.isStopped() || !this.objects.leftSomeOut) return;
     this.relisting.ask();
-    this.attempt?.abort();
+    if (!this.streaming?.open) this.attempt?.abort();
   }
 
   /**
@@ -326,9 +336,9 @@ export class Watcher {
   private async step(state: State): Promise<State> {
     switch (state.phase) {
       case 'list':
-        if (this.lister.mode === 'stream') return this.watch('', state.relist);
+        if (this.lister.streams) return this.watch('', state.relist);
         try {
-          this.listStarts(state.relist);
+          this.relisting.listStarts(state.relist, this.stats);
           const { resourceVersion, objects } = await this.objects.applyList(this.lister.pages(this.abort.signal), (event) => this.emit(event));
           this.listed(resourceVersion, objects, state.relist, false);
           return { phase: 'watch', resourceVersion };
@@ -345,17 +355,11 @@ export class Watcher {
     }
   }
 
-  /** A list begins (by pages, or streaming): counted, and the relist() asked for before it is under way. */
-  private listStarts(relist: boolean): void {
-    this.relisting.listStarts();
-    this.stats.lists++;
-    if (relist) this.stats.relists++;
-  }
-
   /** A list (of either kind) is complete at `resourceVersion`: the store is vouched for, `synced` told; the watch goes on from there. */
   private listed(resourceVersion: string, objects: number, relist: boolean, streamed: boolean): void {
     this.resourceVersion = resourceVersion;
     this.relisting.listDone();
+    this.lister.listed();
     if (streamed) this.stats.streamed++;
     this.emit({ type: 'synced', relist, streamed });
     this.relisting.told();
@@ -377,7 +381,7 @@ export class Watcher {
    * the same request goes on as the watch.
    */
   private async watch(from: string, listing?: boolean): Promise<State> {
-    const list = listing === undefined ? undefined : this.streamedList(listing);
+    const list = (this.streaming = listing === undefined ? undefined : this.streamedList(listing));
     if (!list && this.relisting.wanted) return { phase: 'list', relist: true };
     this.stats.watches++;
     let resourceVersion = from;
@@ -392,7 +396,7 @@ export class Watcher {
       await this.api.stream(
         collectionPath(this.resource, this.options.namespace),
         {
-          query: list ? this.lister.streamQuery : { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
+          query: list ? this.lister.streamQuery(timeoutSeconds) : { watch: 'true', resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds, labelSelector: this.options.labelSelector },
           accept: this.options.projection === 'metadata' ? metadataAccept : 'application/json',
           signal: attempt.signal,
           // Accepted: from here the store is as current as a watch that never broke — it has
@@ -401,18 +405,11 @@ export class Watcher {
           onOpen: list ? undefined : () => (this.health.failing = false),
         },
         (line) => {
-          if (list?.open && list.take(line as WatchLine)) {
-            if (!list.open) {
-              this.listed(list.resourceVersion, list.objects, list.relist, true);
-              resourceVersion = list.resourceVersion;
-            }
-            return;
-          }
-          resourceVersion = this.handle(line as WatchLine, resourceVersion);
+          resourceVersion = list?.open ? this.initialEvent(list, line as WatchLine) : this.handle(line as WatchLine, resourceVersion);
         },
         () => watchdog.feed(),
       );
-      if (list?.open) return this.listEnded(undefined, list.relist);
+      if (list?.open) throw new Error(attempt.signal.aborted ? 'aborted' : 'the watch ended before its initial events did');
       // The apiserver ended the watch (its timeout): resume where we are.
       this.health.ended();
       return { phase: 'watch', resourceVersion };
@@ -425,23 +422,33 @@ export class Watcher {
         // Presume the connection dead (half-open): a new request on it would hang the same way.
         this.api.connection.reset();
       }
-      if (list?.open) return this.listEnded(watchdog.silent ? new Error(`silent for ${this.options.inactivityMs} ms`) : err, list.relist);
+      // A streaming list cut before its bookmark: by pages at once where the apiserver refused it, else a failed list.
+      const failed = watchdog.silent ? new Error(`silent for ${this.options.inactivityMs} ms`) : err;
+      if (list?.open) return this.lister.refused(failed) ? { phase: 'list', relist: list.relist } : this.listFailed(failed, { phase: 'list', relist: list.relist });
       return this.watchFailed(err, resourceVersion, watchdog.silent);
     } finally {
-      this.attempt = undefined;
+      this.attempt = this.streaming = undefined;
       watchdog.stop();
       this.abort.signal.removeEventListener('abort', onStop);
     }
   }
 
-  /** A streaming list ended before its bookmark: by pages at once where that says the apiserver does not serve one, or listed again as after any failed list. */
-  private listEnded(err: unknown, relist: boolean): State {
-    return this.lister.refused(err) ? { phase: 'list', relist } : this.listFailed(err, { phase: 'list', relist });
+  /**
+   * A line of a streaming list's initial events, taken into the list; an ERROR line (a 410 too) is
+   * the list's failure. At the bookmark the list is done, and a relist() asked for meanwhile
+   * starts now. Answers the version to resume from ('' until the bookmark).
+   */
+  private initialEvent(list: StreamedList, line: WatchLine): string {
+    if (!list.take(line)) throw errorOf(line);
+    if (list.open) return '';
+    this.listed(list.resourceVersion, list.objects, list.relist, true);
+    if (this.relisting.wanted) throw new Transition({ phase: 'list', relist: true }, 'a relist asked for during the list');
+    return list.resourceVersion;
   }
 
   /** A streaming list begins: its intake, told to the listeners as a list's. */
   private streamedList(relist: boolean): StreamedList {
-    this.listStarts(relist);
+    this.relisting.listStarts(relist, this.stats);
     return new StreamedList(this.objects.beginList(), relist, (event) => this.emit(event));
   }
 
@@ -488,7 +495,7 @@ export class Watcher {
         return this.resourceVersion;
       case 'ERROR':
         if (obj.code === 410) throw new Transition(this.gone(resourceVersion), 'gone');
-        throw new ApiError(obj.code ?? 500, `watch error: ${obj.message ?? JSON.stringify(obj)}`, obj.reason);
+        throw errorOf(line);
       case 'ADDED':
       case 'MODIFIED':
       case 'DELETED': {
