@@ -5,18 +5,21 @@
 // reflectors use it by default since 1.35). Where it does not, by pages of 500.
 //
 // Why streaming first: the apiserver serves it from its watch cache object by object, where a
-// page of a large list is built whole in its memory. Measured on this project's cluster (P8's
-// list modes, docs/performance.md): at 120,000 objects a streaming list raised the apiserver's
-// Go heap by 66 MiB against 366–469 MiB by pages, and took 3.8 s against 4.9–5.5 s; it is also
-// one request where pages are 240, and no LIST then follows a watch's start.
+// page of a large list is built whole in its memory. Measured on this project's cluster (P8,
+// docs/performance.md; one run, streaming first): at 120,000 objects the bridge's streaming
+// lists raised the apiserver's Go heap by 142 MiB against 225 by pages, and listed in 11.4 s
+// against 13.3; and they are one request per watch where pages were 240 LIST requests.
 //
 // Why pages still: an apiserver without the feature (before 1.27, 1.33 as shipped, or with its
 // gate off) refuses the request as invalid (422), as may an aggregated API's own server: that
-// watch then lists by pages from there on, and says so once. A streaming list that fails
+// watch then lists by pages from there on, and says so once. A 429 means the apiserver's watch
+// cache of the kind is not ready yet (a CRD just established), where a LIST is served from etcd:
+// that one list goes by pages at once. A streaming list that fails
 // otherwise — cut, ended before its bookmark (the apiserver closing a watcher that fell behind,
 // a restart, its timeout), an ERROR line — is a failed list, tried again after backoff; after
-// three in a row the next attempt lists by pages, and the one after streams again (as client-go
-// falls back to a LIST for one attempt).
+// three in a row the next attempt lists by pages, and the one after streams again. (client-go,
+// as far as this project knows, falls back to a LIST after one failed streaming list; kfn
+// retries the stream first, since a cut is usually the apiserver's, not a lack of support.)
 import { ApiError, collectionPath, listPages, metadataListAccept, type KubeApi, type KubeObject, type ResourceInfo } from '../kube/api.ts';
 import type { ListIntake, WatchEvent } from './store.ts';
 
@@ -29,8 +32,8 @@ export const initialEventsEnd = 'k8s.io/initial-events-end';
 /**
  * The query of a streaming list: no resourceVersion with NotOlderThan is a consistent read (what
  * exists now, as a quorum read would answer), and its end comes as a bookmark, so bookmarks are
- * on. timeoutSeconds as any watch's (5–10 minutes): it bounds the wait for the bookmark too,
- * and a list of a million objects streams in a few minutes at most (120,000 took 11 s here).
+ * on. timeoutSeconds as any watch's (5–10 minutes): it bounds the wait for the bookmark too.
+ * 120,000 objects streamed in 11 s here; a million, by that rate about 100 s, is an estimate.
  */
 export function streamingListQuery(labelSelector: string | undefined, timeoutSeconds: number): Record<string, string | number | undefined> {
   return { watch: 'true', sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan', allowWatchBookmarks: 'true', timeoutSeconds, labelSelector };
@@ -142,11 +145,17 @@ export class Lister {
   }
 
   /**
-   * A streaming list ended before its bookmark with `err`. True when that says the apiserver does
-   * not serve one (refused as invalid): pages from now on, said once. False: it failed as any
-   * list may (counted towards one attempt by pages), and is tried again after backoff.
+   * A streaming list ended before its bookmark with `err`. True when the next list goes by pages
+   * at once: the apiserver does not serve one (refused as invalid: pages from now on, said once),
+   * or its watch cache is not ready (429: this one list). False: it failed as any list may
+   * (counted towards one attempt by pages), and is tried again after backoff.
    */
   refused(err: unknown): boolean {
+    if (err instanceof ApiError && err.status === 429) {
+      this.failedStreams = streamAttempts;
+      this.o.log?.('info', "the apiserver's watch cache of this kind is not ready; this list by pages", { why: err.message });
+      return true;
+    }
     if (!refusesStreaming(err)) {
       if (++this.failedStreams === streamAttempts) this.o.log?.('warn', `${streamAttempts} streaming lists in a row failed; the next list goes by pages`, { error: (err as Error).message });
       return false;

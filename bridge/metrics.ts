@@ -106,7 +106,7 @@ export class BridgeMetrics {
   });
   readonly lists = new Counter({
     name: 'kfn_bridge_watch_lists_total',
-    help: "Lists completed, by kind and mode: stream (a streaming list, a watch with sendInitialEvents: no LIST request) or pages (where the apiserver does not serve one, or --lists pages).",
+    help: "Lists completed, by kind and mode: stream (a streaming list, a watch with sendInitialEvents: no LIST request) or pages (where the apiserver does not serve one, for one list after three failed streaming lists, or --lists pages).",
     labelNames: ['kind', 'mode'],
     registers: [this.registry],
   });

@@ -130,11 +130,6 @@ export class WatchStore {
     return this.keep(this.locate(item));
   }
 
-  /** Whether the store holds a record of `item`. */
-  holds(item: KubeObject): boolean {
-    return this.byKey.has(objectKey(item.metadata));
-  }
-
   /** A watched object deleted: the change carries what the store would keep of it. */
   deleted(item: KubeObject): StoreChange {
     const { object, key } = this.locate(item);
@@ -165,7 +160,6 @@ export class ListIntake {
 
   /** An object deleted while the list comes (a streaming list's DELETED event): let go of, and no longer counted as listed. */
   forget(item: KubeObject, tell: (event: WatchEvent) => void): void {
-    if (!this.store.holds(item)) return;
     const { object, key } = this.store.deleted(item);
     this.seen.delete(key);
     tell({ type: 'delete', object, inferred: false, key });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FakeApiServer, until } from '../test/support/fake-apiserver.ts';
 import { FakeClock } from '../core/clock.ts';
+import { ApiError } from '../kube/api.ts';
 import { Watcher } from './watcher.ts';
 import { WatchStore, type WatchEvent } from './store.ts';
 import { StreamedList } from './lists.ts';
@@ -272,6 +273,7 @@ describe('Watcher', () => {
     server.put('late'); // made during the initial events: the apiserver sends it after the bookmark
     await until('the list', () => (w.hasSynced ? true : undefined));
     assert.deepEqual(server.requests.map((r) => [r.method, r.query.sendInitialEvents, r.query.resourceVersionMatch, r.query.resourceVersion]), [['WATCH', 'true', 'NotOlderThan', undefined]], 'one request: a watch with initial events');
+    assert.equal(server.requests[0]!.query.timeoutSeconds, 450, 'bounded as any watch (300–600 s): the wait for the bookmark too');
     assert.deepEqual([w.stats.lists, w.stats.streamed, w.stats.watches], [1, 1, 1]);
     assert.deepEqual(events.filter((e) => e.type === 'synced'), [{ type: 'synced', relist: false, streamed: true }]);
     await until('the change after it', () => (w.store.has('ns/late') ? true : undefined));
@@ -295,6 +297,22 @@ describe('Watcher', () => {
     await until('the relist', () => (w.stats.relists === 1 && server.openWatches === 1 ? true : undefined));
     assert.deepEqual(server.requests.slice(3).map((r) => `${r.method}${r.query.sendInitialEvents ? ' streaming' : ''}`), ['GET', 'WATCH']);
     assert.equal(logs.filter((m) => /does not serve a streaming list/.test(m)).length, 1);
+  });
+
+  test("a 429 to a streaming list (the apiserver's watch cache of the kind not ready yet): that list by pages at once, the next streams", async (t) => {
+    const server = new FakeApiServer();
+    server.put('a');
+    const api = server.api();
+    const stream = api.stream.bind(api);
+    let refuse = 1;
+    api.stream = ((...args: Parameters<typeof stream>) => (refuse-- > 0 ? Promise.reject(new ApiError(429, 'storage is (re)initializing', 'TooManyRequests')) : stream(...args))) as typeof api.stream;
+    const { w, clock } = watcherOn(server, {}, api);
+    t.after(() => w.stop());
+    await until('the list', () => (w.hasSynced && server.openWatches === 1 ? true : undefined));
+    assert.deepEqual([w.stats.streamed, w.stats.errors, w.failing, clock.pendingTimers()], [0, 0, false, 1], 'by pages, no backoff (only the watchdog waits)');
+    server.endWatches({ code: 410, message: 'too old resource version' });
+    await until('the relist, streamed', () => (w.stats.streamed === 1 ? true : undefined));
+    assert.equal(server.requests.filter((r) => r.method === 'GET').length, 1, 'one list by pages in all');
   });
 
   test('a streaming list that ends before its bookmark is a failed list: streamed again after backoff; after three in a row one list goes by pages, and the next streams again', async (t) => {
@@ -347,6 +365,25 @@ describe('Watcher', () => {
     assert.deepEqual(events.filter((e) => e.type === 'synced').map((e) => e.type === 'synced' && e.relist), [false, true], 'the first list completed as the first, then the relist');
     assert.equal(server.requests.filter((r) => r.query.sendInitialEvents).length, 2);
     assert.equal(w.store.size, 10);
+    await until('the relist\'s watch', () => (w.hasSynced && server.requests.length === 2 ? true : undefined));
+    assert.equal(server.openWatches, 1, 'the first request ended when it was left, not at its timeout');
+  });
+
+  test('a streaming list cut after relist() was asked for is still a failed list: backoff, then the relist', async (t) => {
+    const server = new FakeApiServer();
+    for (let i = 0; i < 20; i++) server.put(`w${i}`, { labels: { keep: i < 10 ? 'yes' : 'no' } });
+    const kept = new Set(['yes']);
+    const { w, events, clock } = watcherOn(server, { keeps: (o) => kept.has(o.metadata.labels?.keep ?? '') });
+    t.after(() => w.stop());
+    await until('the list under way, something left out', () => (events.some((e) => e.type === 'apply' && e.kept === false) ? true : undefined));
+    kept.add('no');
+    w.relist();
+    server.endWatches({ code: 500, message: 'etcd leader changed' });
+    await until('the backoff', () => (w.stats.errors === 1 && clock.pendingTimers() > 0 ? true : undefined));
+    assert.deepEqual([w.stats.lists, server.openWatches, w.hasSynced], [1, 0, false], 'no list at once');
+    clock.advance(1000);
+    await until('the list', () => (w.hasSynced ? true : undefined));
+    assert.equal(w.store.size, 20, 'listed with what it keeps now');
   });
 
   for (const [what, error] of [['a 410 ERROR line', { code: 410, message: 'too old resource version' }], ['a 500 ERROR line', { code: 500, message: 'etcd leader changed' }]] as const) {

@@ -416,7 +416,7 @@ export class Watcher {
     } catch (err) {
       if (err instanceof Transition) return err.next;
       if (this.abort.signal.aborted) return { phase: 'stopped' };
-      if (this.relisting.wanted) return { phase: 'list', relist: true };
+      if (this.relisting.wanted && !list?.open) return { phase: 'list', relist: true };
       if (watchdog.silent) {
         this.stats.watchdogRestarts++;
         // Presume the connection dead (half-open): a new request on it would hang the same way.
@@ -424,9 +424,12 @@ export class Watcher {
       }
       // A streaming list cut before its bookmark: by pages at once where the apiserver refused it, else a failed list.
       const failed = watchdog.silent ? new Error(`silent for ${this.options.inactivityMs} ms`) : err;
-      if (list?.open) return this.lister.refused(failed) ? { phase: 'list', relist: list.relist } : this.listFailed(failed, { phase: 'list', relist: list.relist });
+      const next = { phase: 'list', relist: list?.relist || this.relisting.wanted } as const;
+      if (list?.open) return this.lister.refused(failed) ? next : this.listFailed(failed, next);
       return this.watchFailed(err, resourceVersion, watchdog.silent);
     } finally {
+      // Left by a throw from a line (a relist after the bookmark): the request ends here, not at its timeout.
+      attempt.abort();
       this.attempt = this.streaming = undefined;
       watchdog.stop();
       this.abort.signal.removeEventListener('abort', onStop);
@@ -439,7 +442,8 @@ export class Watcher {
    * starts now. Answers the version to resume from ('' until the bookmark).
    */
   private initialEvent(list: StreamedList, line: WatchLine): string {
-    if (!list.take(line)) throw errorOf(line);
+    // Not an ApiError: an ERROR line (a 410, even a 422) fails this list; only an answer's 422 means not served.
+    if (!list.take(line)) throw new Error(`before the bookmark: ${errorOf(line).message}`);
     if (list.open) return '';
     this.listed(list.resourceVersion, list.objects, list.relist, true);
     if (this.relisting.wanted) throw new Transition({ phase: 'list', relist: true }, 'a relist asked for during the list');

@@ -10,6 +10,8 @@ interface OpenWatch {
   end: (err?: Error) => void;
   /** A streaming list's watch while its initial events are sent: the changes meanwhile, sent after them. */
   held?: unknown[];
+  /** Its consumer threw: nothing more is read, but the request stays open until aborted. */
+  unread?: boolean;
 }
 
 export class FakeApiServer {
@@ -151,13 +153,15 @@ export class FakeApiServer {
             query,
             onLine: (line) => {
               const obj = (line as { object?: KubeObject }).object;
-              if (obj?.metadata?.name && !server.matches(obj, query, path)) return;
-              // As the real stream does: a line the consumer throws on ends the watch with that error.
+              if (w.unread || (obj?.metadata?.name && !server.matches(obj, query, path))) return;
+              // A line the consumer throws on rejects the stream with that error. The request is
+              // then ended only by its signal, as the real one is: the watch stays open until aborted.
               try {
                 onData?.();
                 onLine(line);
               } catch (err) {
-                w.end(err as Error);
+                w.unread = true;
+                reject(err);
               }
             },
             end: (err) => {
