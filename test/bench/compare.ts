@@ -21,7 +21,8 @@
 //   cpu             ×1 convergences measured by process CPU: controller-runtime's operator, kfn's
 //                   bridge and function (the function without and with V8 flags), each side's
 //                   CPU per reconcile and resident set after; then one more kfn ×1 convergence
-//                   with the bridge and the function profiled: where the CPU goes.
+//                   with the bridge and the function profiled: where the CPU goes; and the hop
+//                   between them over HTTP/1.1 against h2c (test/bench/transport.ts).
 //   P7 fleet        twelve operators at rest, from the kubelet's figures: twelve controller-runtime
 //                   operators, one manager of twelve controllers, kfn's twelve examples as
 //                   Deployments, as a shared host and on Knative (test/bench/fleet.ts).
@@ -67,6 +68,8 @@ import { crdOf } from '../../functions/sdk/kind.ts';
 import { applyObject, collectionPath, type KubeObject } from '../../kube/api.ts';
 import { ensurePeers } from './peers/peers.ts';
 import { compareChart } from './chart.ts';
+import { transportCost, transportLines, type TransportRound } from './transport.ts';
+import { functionNodeFlags } from '../../cli/artifacts/oci-image.ts';
 import { bridgeMemoryLimitMiB, heapAfterGc, processCpuMs, histogramOf, inspector, histogramQuantile, inParallel, parseHistogram, percentile, profilePlaces, rssMiB, untilServed, type CpuProfile, type Histogram } from './common.ts';
 import { bundleFunction } from '../../cli/artifacts/bundle.ts';
 import { encodeReconcileEvent, projectObject, type ObservedKind, type ObservedObject, type ObservedState } from '../../core/event.ts';
@@ -1119,6 +1122,9 @@ try {
     } finally {
       await restore();
     }
+    // The hop alone, without the cluster: each side with its production flags.
+    const words = (s: string) => s.split(' ').filter(Boolean);
+    results.transport = await transportCost({ deliveries: 5000, concurrency: [1, 8], rounds: 2, flags: { bridge: words(values['bridge-node-options']), function: [...functionNodeFlags] }, log });
   }
   if (only.has('p5')) {
     // The cold-start MyWeb's pod goes to a fake node too.
@@ -1322,6 +1328,12 @@ if (cpu) {
     say(`  ${name}, self time by place (share of its busy CPU):`);
     for (const p of side.places.slice(0, 8)) say(`    ${((p.ms / side.busyMs) * 100).toFixed(1).padStart(5)}%  ${p.where}`);
   }
+}
+const transport = results.transport as TransportRound[] | undefined;
+if (transport?.length) {
+  say();
+  say(`The hop from bridge to function, HTTP/1.1 against h2c: ${transport[0]!.deliveries} contract-2 MyWeb events a round, the bridge's delivery code and the SDK's decoding, each side's CPU (/proc) per delivery, the median of its rounds`);
+  for (const line of transportLines(transport)) say(line);
 }
 const fleet = results.fleet as FleetSide[] | undefined;
 if (fleet?.length) {
