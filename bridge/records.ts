@@ -5,11 +5,17 @@
 // the store's key string, so the bridge's per-object structures share one string rather than copies.
 import { createHash } from 'node:crypto';
 import type { KubeObject, ResourceInfo } from '../kube/api.ts';
+import { ownerUidLabel } from '../core/names.ts';
 import { objectKey } from '../core/objects.ts';
 import { pickFields } from '../core/paths.ts';
 
-/** Where a compact record keeps its digest of labels, annotations and finalizers. */
-const digestSlot = Symbol('kfn.digest');
+/**
+ * Where a compact record keeps its digest of labels, annotations and finalizers: 48 bits as two
+ * halves of 24, each a small integer held in the record itself. As one number it would be a
+ * boxed double in every record (V8 keeps a field that ever held a non-small number boxed).
+ */
+const digestHigh = Symbol('kfn.digest.high');
+const digestLow = Symbol('kfn.digest.low');
 /**
  * Where a kept object remembers the store's key string. A Map keeps the first key string an
  * entry was set with; handing that same string on (not an equal copy built from each event)
@@ -34,8 +40,8 @@ export function rememberKey(obj: KubeObject, key: string): KubeObject {
  * carries it; for a whole object it is computed.
  */
 export function changeDigest(obj: KubeObject): number {
-  const kept = (obj as { [digestSlot]?: number })[digestSlot];
-  if (kept !== undefined) return kept;
+  const kept = obj as { [digestHigh]?: number; [digestLow]?: number };
+  if (kept[digestHigh] !== undefined) return kept[digestHigh] * 2 ** 24 + kept[digestLow]!;
   const { labels, annotations, finalizers } = obj.metadata;
   if (!labels && !annotations && !finalizers) return 0;
   // 48 bits of a SHA-256, as a number (no string per record): two different sets of labels,
@@ -43,7 +49,7 @@ export function changeDigest(obj: KubeObject): number {
   return createHash('sha256').update(JSON.stringify([labels ?? null, annotations ?? null, finalizers ?? null])).digest().readUIntBE(0, 6);
 }
 
-/** Strings many records hold the same value of (namespaces), kept once. */
+/** Strings many records hold the same value of (namespaces, their owners' apiVersion and kind), kept once. */
 export class Interned {
   private readonly values = new Map<string, string>();
   of(value: string): string {
@@ -65,6 +71,8 @@ export class Interned {
 export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = objectKey(obj.metadata), intern: (s: string) => string = (s) => s): KubeObject {
   const m = obj.metadata;
   const owner = m.ownerReferences?.find((r) => r.controller);
+  const labels = m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined;
+  const digest = changeDigest(obj);
   // One literal with every field (undefined when absent): every record has the same shape, its
   // fields inside the object, no separate property store.
   const metadata: KubeObject['metadata'] = {
@@ -74,10 +82,13 @@ export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersi
     resourceVersion: m.resourceVersion,
     generation: m.generation,
     deletionTimestamp: m.deletionTimestamp,
-    labels: m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined,
-    ownerReferences: owner ? [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true }] : undefined,
+    labels,
+    // A child made by kfn names its owner's uid in a label too: one string for both.
+    ownerReferences: owner ? [{ apiVersion: intern(owner.apiVersion), kind: intern(owner.kind), name: owner.name, uid: labels?.[ownerUidLabel] === owner.uid ? labels[ownerUidLabel] : owner.uid, controller: true }] : undefined,
   };
-  return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestSlot]: changeDigest(obj), [keySlot]: key };
+  const high = Math.floor(digest / 2 ** 24);
+  // `| 0`: a small integer; the remainder as a division leaves it would be a double.
+  return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestHigh]: high, [digestLow]: (digest - high * 2 ** 24) | 0, [keySlot]: key };
 }
 
 /** managedFields entries of kfn's own field managers (`kfn-…`): what the SDK reads to know whether a status write would change anything. */

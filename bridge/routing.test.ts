@@ -3,7 +3,8 @@ import { describe, test } from 'node:test';
 import { parseReconciler, type ReconcilerConfig } from './config.ts';
 import type { KubeObject } from '../kube/api.ts';
 import { needs, primaryChanged, ReferenceIndex, route, SelectorIndex, selectorMatches } from './routing.ts';
-import { recordOf } from './records.ts';
+import { changeDigest, recordOf } from './records.ts';
+import { ownerUidLabel } from '../core/names.ts';
 
 const config: ReconcilerConfig = parseReconciler({
   apiVersion: 'kfn.dev/v1alpha1',
@@ -72,6 +73,14 @@ describe('route: the primary', () => {
     assert.equal(route(config, kinds.web, { type: 'apply', object: web('a', { generation: 3, ...same, annotations: { note: 'y' } }), old: kept }, live)[0]?.reason, 'updated');
   });
 
+  test("a compact record's digest of labels, annotations and finalizers is the object's, all 48 bits of it", () => {
+    for (let i = 0; i < 200; i++) {
+      const o = web('a', { labels: { n: String(i) }, ...(i % 2 ? { annotations: { note: 'x'.repeat(i) } } : {}), ...(i % 3 ? {} : { finalizers: [`f${i}`] }) });
+      assert.equal(changeDigest(recordOf(o, kinds.web)), changeDigest(o), JSON.stringify(o.metadata));
+    }
+    assert.equal(changeDigest(recordOf(web('bare'), kinds.web)), 0, 'nothing to digest');
+  });
+
   test('a compact record keeps what routing reads of a child: its controller owner, not the other references', () => {
     const owners = [
       { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb', name: 'site', uid: 'u1', controller: true },
@@ -81,6 +90,12 @@ describe('route: the primary', () => {
     assert.deepEqual(child.metadata.ownerReferences, [owners[0]]);
     assert.equal(child.metadata.creationTimestamp, undefined);
     assert.deepEqual(route(config, kinds.cm, { type: 'delete', object: child, inferred: true }, live).map((e) => [e.key, e.reason]), [['ns/site', 'child']]);
+    // A child kfn made names its owner in a label too (one string kept for both): both stay as they were.
+    const labelled = recordOf(obj('ConfigMap', 'v1', 'site-page', { ownerReferences: owners, labels: { [ownerUidLabel]: 'u1', other: 'u1' } }), kinds.cm);
+    assert.deepEqual(labelled.metadata.ownerReferences, [owners[0]]);
+    assert.deepEqual(labelled.metadata.labels, { [ownerUidLabel]: 'u1', other: 'u1' });
+    const otherOwner = recordOf(obj('ConfigMap', 'v1', 'site-page', { ownerReferences: owners, labels: { [ownerUidLabel]: 'u9' } }), kinds.cm);
+    assert.equal(otherOwner.metadata.ownerReferences?.[0]?.uid, 'u1', "the owner reference's uid, not a label's that names another");
   });
 });
 

@@ -169,6 +169,15 @@ export class ListIntake {
   end(tell: (event: WatchEvent) => void): number {
     for (const { object, key } of this.store.unlisted(this.seen)) tell({ type: 'delete', object, inferred: true, key });
     for (const { object, key } of this.store.vanished(this.seen)) tell({ type: 'delete', object, inferred: true, key, fromReplaced: true });
+    const listed = this.seen.size;
+    // A streaming list's intake lives as long as its request, the watch after the list included:
+    // its marks (a hash-table entry per object) go now.
+    this.seen.clear();
+    return listed;
+  }
+
+  /** Keys marked so far (none once the list has ended). */
+  get marked(): number {
     return this.seen.size;
   }
 }

@@ -4,7 +4,9 @@
 
 /** `namespace/name`, or `name` for cluster-scoped objects: the event subject, queue key and store key. */
 export function objectKey(ref: { namespace?: string; name: string }): string {
-  return ref.namespace ? `${ref.namespace}/${ref.name}` : ref.name;
+  // join makes one flat string; a template literal makes a concatenation of two parts (and a
+  // third string once it is hashed), which the bridge would keep per object as its store key.
+  return ref.namespace ? [ref.namespace, ref.name].join('/') : ref.name;
 }
 
 /** The namespace an object key names (undefined for a cluster-scoped object's). */
