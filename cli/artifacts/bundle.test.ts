@@ -40,7 +40,11 @@ function loadedAtStart(dir: string, file: string, seen = new Set<string>()): Set
   if (seen.has(file)) return seen;
   seen.add(file);
   const text = readFileSync(join(dir, file), 'utf8');
-  for (const [, chunk] of text.matchAll(/^(?:import|export)\b[^;]*?from\s*"\.\/([^"]+)";|^import\s*"\.\/([^"]+)";/gms)) if (chunk) loadedAtStart(dir, chunk, seen);
+  // Static imports only (a dynamic import( is loaded on demand), one after another on a line once minified.
+  for (const [, from, bare] of text.matchAll(/(?:^|;)\s*(?:(?:import|export)\b[^;"]*?from\s*"\.\/([^"]+)"|import\s*"\.\/([^"]+)")/gm)) {
+    const chunk = from ?? bare;
+    if (chunk) loadedAtStart(dir, chunk, seen);
+  }
   return seen;
 }
 
@@ -64,7 +68,8 @@ async function myWebBundleWithout(t: TestContext, what: string, holds: (text: st
 }
 
 test('a function that declares no defaults starts without the CEL library: it is in a chunk loaded when a default is first evaluated', async (t) => {
-  await myWebBundleWithout(t, 'the CEL library', (text) => text.includes('node_modules/@bufbuild/cel/'));
+  // One of its parser's messages: the bundle keeps no comment naming where its code came from.
+  await myWebBundleWithout(t, 'the CEL library', (text) => text.includes('reserved keyword'));
 });
 
 test('a function bundle starts without the YAML parser (a chunk of its own), and reads a YAML kubeconfig all the same', async (t) => {
