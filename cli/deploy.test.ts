@@ -11,7 +11,7 @@ import { defaultsAsPolicies } from '../functions/sdk/policies.ts';
 
 test('on Knative: CEL rules hold at zero, webhooks need the function up (and the way to have them); a function with neither: nothing said', () => {
   const shop = defineReconciler({ name: 'shop', for: Shop, reconcile: () => ({}) });
-  assert.deepEqual(rulesAtZero(shop), ['shop: 6 rules of Shop run in the apiserver (CEL in its CRD), with the function at zero too']);
+  assert.deepEqual(rulesAtZero(shop), ['shop: 14 rules of Shop run in the apiserver (CEL in its CRD), with the function at zero too']);
   const [cel, webhook, ...more] = rulesAtZero(MyAppFunction);
   assert.equal(more.length, 0);
   assert.equal(cel, 'myapp: 2 rules of MyApp run in the apiserver (CEL in its CRD), with the function at zero too');

@@ -10,14 +10,15 @@ const pattern = /^([+-]?)(\d*)(?:\.(\d*))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|
 const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
 const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
 
-/** A quantity's exact value: numerator / 10^scale. */
-interface Exact {
+/** A quantity's exact value: numerator / 10^scale (scale 0 to 9). */
+export interface Exact {
   numerator: bigint;
   scale: number;
 }
 
-function exact(q: unknown): Exact | undefined {
-  if (typeof q === 'number') return Number.isFinite(q) ? exact(String(q)) : undefined;
+/** A quantity's exact value, as the apiserver keeps it (nothing finer than 1n); undefined if it is not one. */
+export function exactQuantity(q: unknown): Exact | undefined {
+  if (typeof q === 'number') return Number.isFinite(q) ? exactQuantity(String(q)) : undefined;
   if (typeof q !== 'string') return undefined;
   const m = pattern.exec(q);
   if (!m) return undefined;
@@ -44,14 +45,14 @@ function exact(q: unknown): Exact | undefined {
 
 /** A Kubernetes quantity's value ("512Mi" → 536870912, "250m" → 0.25, "1e3" → 1000, 2 → 2); undefined if it is not one. */
 export function parseQuantity(q: unknown): number | undefined {
-  const e = exact(q);
+  const e = exactQuantity(q);
   return e === undefined ? undefined : Number(e.numerator) / 10 ** e.scale;
 }
 
 /** True when both are quantities of exactly the same value ("1024Mi" and "1Gi", "0.5" and "500m"). */
 export function sameQuantity(a: unknown, b: unknown): boolean {
-  const x = exact(a);
-  const y = exact(b);
+  const x = exactQuantity(a);
+  const y = exactQuantity(b);
   if (!x || !y) return false;
   const scale = Math.max(x.scale, y.scale);
   return x.numerator * 10n ** BigInt(scale - x.scale) === y.numerator * 10n ** BigInt(scale - y.scale);

@@ -3,9 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigMap, Job } from '../sdk/index.ts';
-import { testReconcile } from '../sdk/testing.ts';
-import { admit, parseAdmissionReview } from '../sdk/admission.ts';
-import MyResourceFunction from './index.ts';
+import { checkRules, testReconcile } from '../sdk/testing.ts';
+import MyResourceFunction, { MyResource } from './index.ts';
 
 const res = (memory: string | number = '64Mi') => ({ metadata: { name: 'r', namespace: 'demo' }, spec: { image: 'kfn.local/busybox:1.35', memory } });
 type JobSpec = { metadata: { name: string }; spec: { template: { spec: { containers: { image: string; resources: { limits: { memory: string } } }[] } } } };
@@ -39,10 +38,13 @@ test('status.state follows the Job: Running, Succeeded (Ready), Failed', async (
   void Job;
 });
 
-test('webhook: a bare number of bytes and more than 4Gi are refused with the field; 1024Mi is fine', async () => {
-  const review = (memory: string | number) => parseAdmissionReview(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: 'mygroup.example.com', version: 'v1alpha1', kind: 'MyResource' }, operation: 'CREATE', object: { apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name: 'r' }, spec: { image: 'busybox', memory } } } }));
-  const causes = async (memory: string | number) => (await admit(MyResourceFunction, 'validate', review(memory))).response?.status?.details?.causes.map((c) => `${c.field}: ${c.message}`);
-  assert.deepEqual(await causes(256), ['spec.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi?']);
-  assert.deepEqual(await causes('8Gi'), ['spec.memory: at most 4Gi (got 8Gi)']);
-  assert.equal(await causes('1024Mi'), undefined);
+test('the CRD refuses a bare number of bytes, saying what was meant, and more than 4Gi; 1024Mi is fine (the apiserver runs the same rules)', () => {
+  const refusals = (memory: string | number) => checkRules(MyResource, { spec: { image: 'busybox', memory } });
+  assert.deepEqual(refusals(256), ['spec.memory: Invalid value: 256: is 256 bytes, too little to run a container; did you mean 256Mi?']);
+  assert.deepEqual(refusals('3000Ki'), ['spec.memory: Invalid value: "3000Ki": is less than 4Mi, too little to run a container']);
+  assert.deepEqual(refusals('3.5Mi'), ['spec.memory: Invalid value: "3.5Mi": is less than 4Mi, too little to run a container']);
+  assert.deepEqual(refusals('8Gi'), ['spec.memory: Invalid value: "8Gi": must be at most 4Gi']);
+  assert.deepEqual(refusals('1024Mi'), []);
+  assert.deepEqual(refusals('4Gi'), []);
+  assert.equal(MyResourceFunction.validate, undefined, 'no webhook: the function may rest at zero');
 });

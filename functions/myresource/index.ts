@@ -3,7 +3,14 @@
 // the Job. A Job's template cannot change, so the Job's name carries a hash of the spec: an
 // edit starts a new Job and the old one is pruned.
 import { createHash } from 'node:crypto';
-import { ConfigMap, Job, Pod, defineKind, defineReconciler, explainedFields, explainWorkload, parseQuantity, quantity, t, type ObjectOf } from '../sdk/index.ts';
+import { ConfigMap, Job, Pod, defineKind, defineReconciler, explainedFields, explainWorkload, quantity, t, type ObjectOf } from '../sdk/index.ts';
+
+/** The least and the most memory a MyResource may ask for. */
+export const minMemory = '4Mi';
+export const maxMemory = '4Gi';
+// A bare number too small is bytes, and the refusal says what it likely meant. (A CRD's message
+// cannot print a computed number: the apiserver's cost estimate refuses `string()` of one.)
+const tooLittle = `string(self).matches('^[0-9]+$') ? 'is ' + string(self) + ' bytes, too little to run a container; did you mean ' + string(self) + 'Mi?' : 'is less than ${minMemory}, too little to run a container'`;
 
 export const MyResource = defineKind({
   group: 'mygroup.example.com',
@@ -13,7 +20,19 @@ export const MyResource = defineKind({
   categories: ['all'],
   spec: t.Object({
     image: t.String({ minLength: 1 }),
-    memory: t.Unsafe<number | string>({ ...quantity(), pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$' }),
+    // A memory limit that cannot be meant is refused before it is stored, by the apiserver itself
+    // (CEL in the CRD, with Kubernetes' quantity library), so it holds with the function at zero:
+    // a bare number is bytes (the Job's container would be killed at once), and more than 4Gi is
+    // more than a task of this kind may ask.
+    memory: t.Unsafe<number | string>({
+      ...quantity(),
+      pattern: '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$',
+      maxLength: 32,
+      'x-kubernetes-validations': [
+        { rule: `!isQuantity(string(self)) || !quantity(string(self)).isLessThan(quantity('${minMemory}'))`, messageExpression: tooLittle },
+        { rule: `!isQuantity(string(self)) || !quantity(string(self)).isGreaterThan(quantity('${maxMemory}'))`, message: `must be at most ${maxMemory}` },
+      ],
+    }),
   }),
   status: t.Object({ state: t.Optional(t.String()) }),
   printerColumns: [
@@ -47,16 +66,6 @@ export default defineReconciler({
   observe: [{ kind: Job, fields: explainedFields }],
   // Lists its pods when not Ready, to say why (explainWorkload: an image that cannot be pulled, a crash loop, …).
   uses: [{ kind: Pod, verbs: ['list'] }],
-  // The webhook half: a memory limit that cannot be meant is refused before it is stored — a
-  // bare number is bytes (the Job's container would be killed at once), and more than 4Gi is
-  // more than a task of this kind may ask.
-  validate(res) {
-    const bytes = parseQuantity(res.spec.memory);
-    if (bytes === undefined) return [];
-    if (bytes < 4 * 2 ** 20) return [`spec.memory: ${res.spec.memory} is ${bytes} bytes, too little to run a container${/^[0-9]+$/.test(String(res.spec.memory)) ? `; did you mean ${res.spec.memory}Mi?` : ''}`];
-    if (bytes > 4 * 2 ** 30) return [`spec.memory: at most 4Gi (got ${res.spec.memory})`];
-    return [];
-  },
   async reconcile(res, ctx) {
     const memory = String(res.spec.memory);
     const live = ctx.owned(Job, jobName(res));

@@ -8,22 +8,25 @@
 // What the apiserver does and this does too: `self` is the value where the rule sits, integers
 // of the schema are CEL ints (a JSON number is a CEL double otherwise), `oldSelf` is the value
 // before an update and a rule that reads it runs only on updates that had one, a refusal names
-// the field (the rule's fieldPath) in the apiserver's words. What it does not: Kubernetes' own
-// CEL libraries (quantity, IP/CIDR, URL, format …) and the cost budget — the apiserver refuses
-// such a CRD itself, and the integration test holds the two to the same answers.
+// the field (the rule's fieldPath) in the apiserver's words, and Kubernetes' quantity library
+// (cel-quantity.ts). What it does not: Kubernetes' other CEL libraries (IP/CIDR, URL, format …)
+// and the cost budget — the apiserver refuses such a CRD itself, and the integration test holds
+// the two to the same answers.
 import { celEnv, isCelError, parse, plan, type CelInput } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
+import { quantityFuncs, quantityRegistry } from './cel-quantity.ts';
 import { kindSchema, type Kind, type Rule } from './kind.ts';
 
 interface Schema {
   type?: string;
+  'x-kubernetes-int-or-string'?: boolean;
   properties?: Record<string, Schema>;
   items?: Schema;
   additionalProperties?: Schema | boolean;
   'x-kubernetes-validations'?: Rule[];
 }
 
-const env = celEnv({ funcs: strings });
+const env = celEnv({ funcs: [...strings, ...quantityFuncs], registry: quantityRegistry });
 const planned = new Map<string, ReturnType<typeof plan>>();
 
 /** A CEL expression, parsed once (rules and policies share them); a syntax error names it. */
@@ -40,9 +43,9 @@ export function compiled(rule: string): ReturnType<typeof plan> {
   return p;
 }
 
-/** A JSON value as CEL sees it under `schema`: the schema's integers are CEL ints. */
+/** A JSON value as CEL sees it under `schema`: the schema's integers (an int-or-string's too) are CEL ints. */
 function celValue(value: unknown, schema: Schema | undefined): CelInput {
-  if (schema?.type === 'integer' && typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
+  if ((schema?.type === 'integer' || schema?.['x-kubernetes-int-or-string']) && typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
   if (Array.isArray(value)) return value.map((v) => celValue(v, schema?.items)) as CelInput;
   if (value && typeof value === 'object') {
     const extra = typeof schema?.additionalProperties === 'object' ? schema.additionalProperties : undefined;

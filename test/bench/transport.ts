@@ -32,7 +32,7 @@ import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { functionNodeFlags } from '../../cli/artifacts/oci-image.ts';
 import type { Credentials } from '../../core/authentication.ts';
 import { encodeReconcileEvent, parseReconcileRequest, type ObservedObject, type ObservedState } from '../../core/event.ts';
-import { bridgeMemoryLimitMiB, percentile, processCpuMs } from './common.ts';
+import { bridgeMemoryLimitMiB, processCpuMs } from './common.ts';
 
 export type Protocol = 'http1' | 'h2c';
 export const protocols: readonly Protocol[] = ['http1', 'h2c'];
@@ -73,6 +73,8 @@ function serveEvents(protocol: Protocol): void {
   const listener = getRequestListener(app.fetch);
   const server = protocol === 'h2c' ? createH2cServer({}, listener) : createHttp1Server({ keepAliveTimeout: 30_000 }, listener);
   server.listen(0, '127.0.0.1', () => console.log(`port ${(server.address() as AddressInfo).port}`));
+  // The parent holds our stdin: when it goes (ended or killed), so do we.
+  process.stdin.on('end', () => process.exit(0)).resume();
 }
 
 /** The bridge side: sends `deliveries` events to `url` with `concurrency` in flight; says the seconds taken on stdout. */
@@ -97,16 +99,22 @@ async function sendEvents(url: string, protocol: Protocol, deliveries: number, c
   await dispatcher.close();
 }
 
-/** A line of a child's stdout that starts with `word`, its rest; throws if the child exits first. */
-function lineOf(child: ChildProcess, word: string): Promise<string> {
+/** A line of a child's stdout that starts with `word`, its rest; throws if the child exits first or says nothing for `timeoutMs`. */
+function lineOf(child: ChildProcess, word: string, timeoutMs = 120_000): Promise<string> {
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
-    const exited = (code: number | null) => reject(new Error(`the ${word} side exited (${code}) before saying "${word}"`));
+    const stop = (err?: Error) => {
+      clearTimeout(timer);
+      child.off('exit', exited);
+      lines.close();
+      if (err) reject(err);
+    };
+    const exited = (code: number | null) => stop(new Error(`process ${child.pid} exited (${code}) before saying "${word}"`));
+    const timer = setTimeout(() => stop(new Error(`process ${child.pid} did not say "${word}" within ${timeoutMs / 1000} s`)), timeoutMs);
     child.once('exit', exited);
     lines.on('line', (line) => {
       if (!line.startsWith(word)) return;
-      child.off('exit', exited);
-      lines.close();
+      stop();
       resolve(line.slice(word.length).trim());
     });
   });
@@ -155,15 +163,16 @@ export async function transportCost(options: { deliveries: number; concurrency: 
   return rows;
 }
 
-/** The table: per concurrency and protocol, the median of its rounds, and h2c's ratio to HTTP/1.1. */
+/** The table: per concurrency and protocol, the mean of its rounds (every column over the same rounds), and h2c's ratio to HTTP/1.1. */
 export function transportLines(rows: TransportRound[]): string[] {
   const lines = ['  protocol   in flight   deliveries/s   bridge ms CPU each   function ms CPU each   both   × HTTP/1.1'];
   for (const concurrency of [...new Set(rows.map((r) => r.concurrency))]) {
     const of = (protocol: Protocol) => {
       const mine = rows.filter((r) => r.concurrency === concurrency && r.protocol === protocol);
-      const bridge = percentile(mine.map((r) => r.bridgeMs), 50);
-      const fn = percentile(mine.map((r) => r.functionMs), 50);
-      return { bridge, fn, both: bridge + fn, rate: percentile(mine.map((r) => r.deliveries / r.seconds), 50) };
+      const mean = (value: (r: TransportRound) => number) => mine.reduce((sum, r) => sum + value(r), 0) / mine.length;
+      const bridge = mean((r) => r.bridgeMs);
+      const fn = mean((r) => r.functionMs);
+      return { bridge, fn, both: bridge + fn, rate: mean((r) => r.deliveries / r.seconds) };
     };
     const base = of('http1');
     for (const protocol of protocols) {
@@ -202,7 +211,7 @@ if (process.argv[1] === self) {
       flags: { bridge: words(values['bridge-node-options']), function: words(values['function-node-options']) },
       log: (line) => console.error(`  ${line}`),
     });
-    console.log(`The hop from bridge to function: ${rows[0]?.deliveries} contract-2 MyWeb events per round, the median of ${values.rounds} rounds each`);
+    console.log(`The hop from bridge to function: ${rows[0]?.deliveries} contract-2 MyWeb events per round, the mean of ${values.rounds} rounds each`);
     for (const line of transportLines(rows)) console.log(line);
   }
 }

@@ -30,9 +30,9 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const kfn = (...args: string[]) => exec(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), ...args], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: cluster.paths.kubeconfig }, maxBuffer: 16 * 1024 * 1024 });
   const ns = await testNamespace(t, cluster, 'incluster');
   t.after(async () => {
-    await api.request('DELETE', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-myresource').catch(() => undefined);
+    await api.request('DELETE', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-chores').catch(() => undefined);
     for (const kind of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1beta1/${kind}/kfn-myapp-myapps.app.example.com`).catch(() => undefined);
-    for (const name of ['myapp', 'myresource']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
+    for (const name of ['myapp', 'myresource', 'chores']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
     await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
     await api.request('DELETE', '/api/v1/namespaces/kfn-system').catch(() => undefined);
     await waitFor('namespace kfn-system to be gone', () => api.request('GET', '/api/v1/namespaces/kfn-system').then(() => undefined, () => true), { timeoutMs: 120_000 });
@@ -112,17 +112,20 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
     return d?.spec.template.spec.containers[0]!.image === 'kfn.local/nginx:latest' || undefined;
   }, { timeoutMs: 60_000 });
 
-  // The webhook of a deployed function (what CEL cannot say: MyResource's memory check): the
+  // The webhook of a deployed function (a check only code makes: a Chore's cron schedule): the
   // apiserver calls its pod through its Service, over TLS with the certificate kfn deploy made.
-  const hooked = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
-  assert.match(hooked.stderr, /Creating the webhook certificate of myresource \(Secret kfn-system\/kfn-fn-myresource-webhook-tls\): no certificate yet/);
-  assert.match(hooked.stderr, /Admission webhooks of myresource registered: validate\.myresources\.mygroup\.example\.com\b/);
-  const myresources = `/apis/mygroup.example.com/v1alpha1/namespaces/${ns}/myresources`;
-  const refusal = await untilWebhookRefuses(api, myresources, (n) => ({ apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name: `tiny-${n}` }, spec: { image: 'kfn.local/busybox:1.35', memory: 256 } }), 'the apiserver to call the deployed webhook');
-  assert.match(refusal.message, /spec\.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi\?/);
+  const hooked = await kfn('deploy', 'test/support/webhook-fn', '--watch-namespace', ns);
+  assert.match(hooked.stderr, /Creating the webhook certificate of chores \(Secret kfn-system\/kfn-fn-chores-webhook-tls\): no certificate yet/);
+  assert.match(hooked.stderr, /Admission webhooks of chores registered: validate\.chores\.chores\.kfn\.test\b/);
+  const chores = `/apis/chores.kfn.test/v1/namespaces/${ns}/chores`;
+  const refusal = await untilWebhookRefuses(api, chores, (n) => ({ apiVersion: 'chores.kfn.test/v1', kind: 'Chore', metadata: { name: `late-${n}` }, spec: { schedule: '0 25 * * *' } }), 'the apiserver to call the deployed webhook');
+  assert.match(refusal.message, /spec\.schedule: hour 25 is not within 0–23/);
   // A second deploy keeps the certificate (it is good for a year).
-  const again = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
+  const again = await kfn('deploy', 'test/support/webhook-fn', '--watch-namespace', ns);
   assert.doesNotMatch(again.stderr, /webhook certificate/);
+  // MyResource's memory check is its CRD's (Kubernetes' quantity library): no webhook, so its function may rest.
+  const unhooked = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
+  assert.doesNotMatch(unhooked.stderr, /webhook/i);
   const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
   assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
 
@@ -156,8 +159,9 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
 
   // The webhook configurations belong to the function's Reconciler: removing the Reconciler
   // alone removes them, so none with failurePolicy Fail is left calling a function that is gone.
-  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myresource');
-  await waitFor('the webhook configuration of myresource to go with its Reconciler', () => api.request('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-myresource').then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
+  await api.request('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-chores');
+  await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/chores');
+  await waitFor('the webhook configuration of chores to go with its Reconciler', () => api.request('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-chores').then(() => false, (err) => /404|not found/i.test(String(err))), { timeoutMs: 60_000 });
 
   // kfn undeploy removes everything kfn deploy created for a function, and leaves its kind's
   // CRD and objects (the user's data).

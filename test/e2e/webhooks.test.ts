@@ -1,6 +1,7 @@
 // Admission webhooks from the same function, called by the real kube-apiserver: MyApp's
-// default() is visible on the stored object, its validate() refuses with the field path (as
-// kubectl prints it), and a function that cannot answer fails the write naming the webhook.
+// defaults are visible on the stored object, a Chore's validate() (test/support/webhook-fn)
+// refuses with the field path (as kubectl prints it), and a function that cannot answer fails
+// the write naming the webhook.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
@@ -69,13 +70,14 @@ test("MyApp's webhook on the apiserver: defaulting stored, then the CRD's rules 
   await waitFor('the MyApp, its finalizer removed, to be gone', async () => s.api.request('GET', web).then(() => undefined, (err: Error) => (/not found/i.test(err.message) ? true : undefined)));
 });
 
-test('MyResource validation on the apiserver: a bare number of bytes is refused, saying what was meant', async (t) => {
+test('a validating webhook on the apiserver: what only code can check is refused before it is stored, by field', async (t) => {
   const cluster = await testCluster();
-  const s = await functionStack(t, cluster, 'myresource', { webhooks: true });
-  const body = (name: string, memory: string | number) => ({ apiVersion: 'mygroup.example.com/v1alpha1', kind: 'MyResource', metadata: { name }, spec: { image: 'kfn.local/busybox:1.35', memory } });
+  // test/support/webhook-fn: a Chore's cron schedule, checked by its function's validate.
+  const s = await functionStack(t, cluster, 'test/support/webhook-fn', { webhooks: true });
+  const body = (name: string, schedule: string) => ({ apiVersion: 'chores.kfn.test/v1', kind: 'Chore', metadata: { name }, spec: { schedule } });
   // The apiserver takes a moment to start calling a new webhook: until then a write is let through.
-  const refusal = await untilWebhookRefuses(s.api, s.objects, (n) => body(`tiny-${n}`, 256), 'the webhook to refuse a bare number');
-  assert.match(refusal.message, /MyResource\.mygroup\.example\.com "tiny-\d+" is invalid: spec\.memory: 256 is 256 bytes, too little to run a container; did you mean 256Mi\?/);
-  await assert.rejects(s.api.request('POST', s.objects, { body: body('huge', '8Gi') }), /spec\.memory: at most 4Gi \(got 8Gi\)/);
-  await s.api.request('POST', s.objects, { body: body('fine', '64Mi') });
+  const refusal = await untilWebhookRefuses(s.api, s.objects, (n) => body(`late-${n}`, '0 25 * * *'), 'the webhook to refuse an hour out of range');
+  assert.match(refusal.message, /Chore\.chores\.kfn\.test "late-\d+" is invalid: spec\.schedule: hour 25 is not within 0–23/);
+  await assert.rejects(s.api.request('POST', s.objects, { body: body('short', '* * *') }), /spec\.schedule: has 3 fields, not 5/);
+  await s.api.request('POST', s.objects, { body: body('fine', '*/15 9-17 * * 1-5') });
 });

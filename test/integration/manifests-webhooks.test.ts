@@ -14,8 +14,9 @@ import { installReconcilerCrd, kubeApi, testCluster, testNamespace } from '../su
 
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> } };
 
-function manifests(fn: string, namespace: string, ...flags: string[]): Obj[] {
-  const out = spawnSync(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'manifests', join(repoRoot, 'functions', fn), '--namespace', namespace, '--target', 'deployment', ...flags], { encoding: 'utf8' });
+/** `kfn manifests` of the function in `dir` (from the repository's root). */
+function manifests(dir: string, namespace: string, ...flags: string[]): Obj[] {
+  const out = spawnSync(process.execPath, [join(repoRoot, 'cli', 'kfn.ts'), 'manifests', join(repoRoot, dir), '--namespace', namespace, '--target', 'deployment', ...flags], { encoding: 'utf8' });
   assert.equal(out.status, 0, out.stderr);
   return parseAllDocuments(out.stdout).map((d) => d.toJS() as Obj).filter(Boolean);
 }
@@ -34,12 +35,13 @@ test('kfn manifests --target deployment with webhooks: the apiserver admits ever
       query: { fieldManager: 'kfn-test', force: true, dryRun: 'All' },
     }).catch((err: Error) => assert.fail(`${obj.kind} ${obj.metadata.name}: ${err.message}`));
   };
-  // MyApp's defaulting webhook (its validation is CEL in its CRD), MyResource's validating one.
-  for (const [fn, webhook] of [['myapp', 'MutatingWebhookConfiguration'], ['myresource', 'ValidatingWebhookConfiguration']] as const) {
-    const own = manifests(fn, ns);
+  // MyApp's defaulting webhook (its validation is CEL in its CRD; kfn manifests, asking no
+  // cluster, writes the webhook), and a validating one (test/support/webhook-fn: a check only code makes).
+  for (const [dir, fn, webhook] of [['functions/myapp', 'myapp', 'MutatingWebhookConfiguration'], ['test/support/webhook-fn', 'chores', 'ValidatingWebhookConfiguration']] as const) {
+    const own = manifests(dir, ns);
     assert.deepEqual(own.map((o) => o.kind).filter((k) => /Webhook|Secret|Deployment|Service$/.test(k)), ['Secret', 'Deployment', 'Service', webhook]);
     for (const obj of own) await dryRun(obj);
-    const managed = manifests(fn, ns, '--webhook-ca', 'cert-manager');
+    const managed = manifests(dir, ns, '--webhook-ca', 'cert-manager');
     assert.deepEqual(managed.filter((o) => o.apiVersion.startsWith('cert-manager.io/')).map((o) => o.kind), ['Issuer', 'Certificate']);
     const configs = managed.filter((o) => o.kind.endsWith('WebhookConfiguration'));
     assert.deepEqual(configs.map((o) => o.kind), [webhook]);

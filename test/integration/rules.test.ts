@@ -13,6 +13,7 @@ import type { Reconciler } from '../../functions/sdk/reconciler.ts';
 import { kubeApi, testCluster, testNamespace, uniqueName } from '../support/cluster.ts';
 import { Box, boxes, defaultCases, guardCases, guarding, myAppDefaultCases, myAppRefusals, ruleCases, Shop } from '../support/rules-cases.ts';
 import MyAppFunction, { MyApp } from '../../functions/myapp/index.ts';
+import { MyResource } from '../../functions/myresource/index.ts';
 import { defaultsManifests, policyManifests } from '../../functions/sdk/policies.ts';
 import { applyDefaults, checkAdmission } from '../../functions/sdk/testing.ts';
 import { servedMutatingPolicies } from '../../cli/functions.ts';
@@ -122,6 +123,28 @@ test("MyApp's rules hold with no function running: its CRD alone refuses what ch
   for (const refusal of myAppRefusals) assert.ok(answer.message.includes(refusal), `the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
   t.diagnostic(`with no function: ${answer.message}`);
   await api.request('POST', myapps, { query: { dryRun: 'All' }, body: body({ replicas: 10, image: 'kfn.local/nginx:1.22' }) });
+});
+
+test("MyResource's memory check holds with no function running: its CRD (Kubernetes' quantity library) refuses what checkRules refuses, in the same words", async (t) => {
+  const cluster = await testCluster();
+  const api = kubeApi(cluster.kc);
+  // The CRD `kfn manifests` writes; MyResource's other tests share it, so it stays.
+  await applyObject(api, crdOf(MyResource) as never, 'kfn-test');
+  await servedResource(api, MyResource.apiVersion, MyResource.kind, { timeoutMs: 30_000 });
+  const ns = await testNamespace(t, cluster, 'myresource-rules');
+  const objects = `/apis/${MyResource.apiVersion}/namespaces/${ns}/myresources`;
+  for (const memory of [256, '3000Ki', '3.5Mi', '8Gi', '1024Mi', '4Gi', '4Mi']) {
+    const spec = { image: 'kfn.local/busybox:1.35', memory };
+    const local = checkRules(MyResource, { spec });
+    const answer = await api.request('POST', objects, { query: { dryRun: 'All' }, body: { apiVersion: MyResource.apiVersion, kind: MyResource.kind, metadata: { name: uniqueName('res') }, spec } }).then(() => undefined, (err: unknown) => err);
+    if (!local.length) {
+      assert.equal(answer, undefined, `${memory}: the apiserver accepts it too (${String(answer)})`);
+      continue;
+    }
+    assert.ok(answer instanceof ApiError && answer.status === 422, `${memory}: refused as invalid (${String(answer)})`);
+    for (const refusal of local) assert.ok(answer.message.includes(refusal), `${memory}: the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
+    t.diagnostic(`${memory}: ${answer.message}`);
+  }
 });
 
 test("MyApp's defaults with no function running: the apiserver's MutatingAdmissionPolicy stores what applyDefaults says, and its CRD's rules check the defaulted object", async (t) => {

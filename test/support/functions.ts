@@ -4,7 +4,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import type { KubeApi } from '../../kube/api.ts';
@@ -90,12 +90,14 @@ export async function serveReconcilerNamed(api: KubeApi, ns: string, fn: string,
   await api.request('PATCH', `/api/v1/namespaces/${ns}/serviceaccounts/kfn-fn-${fn}`, { body: { metadata: { annotations: { [identityForAnnotation]: names } } }, ...merge });
 }
 
-export async function functionStack(t: TestContext, cluster: TestCluster, name: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
+export async function functionStack(t: TestContext, cluster: TestCluster, function_: string, options: StackOptions = {}): Promise<FunctionStack & { lambda?: LocalLambda }> {
   const { namespace, runtime, lambda: lambdaOptions, bridgeEnv, webhooks, maxConcurrentReconciles, timeoutSeconds, contract, bridgeNodeOptions, functionNodeOptions, ...extra } = options;
+  // An example by its name (functions/<name>), or a function's directory from the repository's root.
+  const fnDir = join(repoRoot, function_.includes('/') ? function_ : join('functions', function_));
+  const name = basename(fnDir);
   const api = kubeApi(cluster.kc);
   const ns = namespace ?? (await testNamespace(t, cluster, name));
   const dir = mkdtempSync(join(tmpdir(), `kfn-${name}-`));
-  const fnDir = join(repoRoot, 'functions', name);
   const reconciler = await loadFunction(fnDir);
   const port = await freePort();
   // The function's identity and Secret live in the test namespace; the Reconciler goes into

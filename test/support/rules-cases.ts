@@ -1,7 +1,7 @@
 // A kind with CEL rules, and objects with what the apiserver answers them: the unit test
 // (functions/sdk/rules.test.ts) holds checkRules to these answers without a cluster, the
 // integration test (test/integration/rules.test.ts) holds the real apiserver to the same.
-import { defineKind, defineReconciler, t } from '../../functions/sdk/index.ts';
+import { defineKind, defineReconciler, quantity, t } from '../../functions/sdk/index.ts';
 
 export const Shop = defineKind({
   group: 'rules.kfn.test',
@@ -14,6 +14,23 @@ export const Shop = defineKind({
     image: t.String({ maxLength: 256 }),
     region: t.Optional(t.String({ maxLength: 32, 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'is immutable' }] })),
     tags: t.Optional(t.Array(t.String({ maxLength: 16, 'x-kubernetes-validations': [{ rule: 'self.lowerAscii() == self', messageExpression: "'must be lowercase: ' + self.lowerAscii()" }] }), { maxItems: 8 })),
+    // Kubernetes' quantity library: every function of it, on an int-or-string.
+    memory: t.Optional(t.Unsafe<string | number>({
+      ...quantity(),
+      maxLength: 32,
+      'x-kubernetes-validations': [
+        { rule: 'isQuantity(string(self))', message: 'is not a quantity' },
+        // (A computed number cannot be printed in a CRD's message: its cost estimate refuses it.)
+        { rule: "!isQuantity(string(self)) || !quantity(string(self)).isLessThan(quantity('1Mi'))", messageExpression: "quantity(string(self)).isInteger() ? 'is ' + string(self) + ' bytes, less than 1Mi' : 'is less than 1Mi'" },
+        { rule: "!isQuantity(string(self)) || quantity(string(self)).sub(quantity('1Gi')).compareTo(quantity('1')) < 0", message: 'must be at most 1Gi' },
+        // compareTo, not ==: the apiserver refuses == on quantities in a CRD (its estimated cost).
+        { rule: "!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('512Mi')) != 0", message: 'must not be 512Mi' },
+        { rule: "!isQuantity(string(self)) || !quantity(string(self)).isGreaterThan(quantity('1Mi')) || quantity(string(self)).isInteger()", message: 'must be written as a whole number above 1Mi' },
+        { rule: '!isQuantity(string(self)) || sign(quantity(string(self))) >= 0', message: 'must not be negative' },
+        { rule: '!isQuantity(string(self)) || !quantity(string(self)).isInteger() || quantity(string(self)).add(1).asInteger() % 1024 == 1', message: 'must be whole KiB' },
+        { rule: '!isQuantity(string(self)) || quantity(string(self)).asApproximateFloat() < 2e9', message: 'must be less than 2e9' },
+      ],
+    })),
   }),
   status: t.Object({}),
   rules: [
@@ -48,6 +65,14 @@ export const ruleCases: RuleCase[] = [
   { name: 'a rule on an integer field', spec: { replicas: 1, image: 'nginx', port: 80 }, refusals: ['spec.port: Invalid value: 80: must not be privileged'] },
   { name: 'a transition rule on a create', spec: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: [] },
   { name: 'an immutable field set for the first time', spec: { replicas: 1, image: 'nginx', region: 'eu' }, old: { replicas: 1, image: 'nginx' }, refusals: [] },
+  { name: 'quantities within the rules', spec: { replicas: 1, image: 'nginx', memory: '256Mi' }, refusals: [] },
+  { name: 'a quantity in another form within the rules', spec: { replicas: 1, image: 'nginx', memory: '4096k' }, refusals: [] },
+  { name: 'a quantity as an integer', spec: { replicas: 1, image: 'nginx', memory: 1000 }, refusals: ['spec.memory: Invalid value: 1000: is 1000 bytes, less than 1Mi', 'spec.memory: Invalid value: 1000: must be whole KiB'] },
+  { name: 'a quantity in thousandths', spec: { replicas: 1, image: 'nginx', memory: '1000m' }, refusals: ['spec.memory: Invalid value: "1000m": is less than 1Mi'] },
+  { name: 'a quantity equal to a forbidden one in another form, and with a fraction', spec: { replicas: 1, image: 'nginx', memory: '0.5Gi' }, refusals: ['spec.memory: Invalid value: "0.5Gi": must not be 512Mi', 'spec.memory: Invalid value: "0.5Gi": must be written as a whole number above 1Mi'] },
+  { name: 'a quantity too large', spec: { replicas: 1, image: 'nginx', memory: '2Gi' }, refusals: ['spec.memory: Invalid value: "2Gi": must be at most 1Gi', 'spec.memory: Invalid value: "2Gi": must be less than 2e9'] },
+  { name: 'a negative quantity', spec: { replicas: 1, image: 'nginx', memory: '-2' }, refusals: ['spec.memory: Invalid value: "-2": is -2 bytes, less than 1Mi', 'spec.memory: Invalid value: "-2": must not be negative', 'spec.memory: Invalid value: "-2": must be whole KiB'] },
+  { name: 'not a quantity', spec: { replicas: 1, image: 'nginx', memory: 'lots' }, refusals: ['spec.memory: Invalid value: "lots": is not a quantity'] },
   { name: 'an immutable field changed', spec: { replicas: 1, image: 'nginx', region: 'us' }, old: { replicas: 1, image: 'nginx', region: 'eu' }, refusals: ['spec.region: Invalid value: "us": is immutable'] },
 ];
 
