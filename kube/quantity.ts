@@ -11,13 +11,17 @@ const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50,
 const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
 
 /** A quantity's exact value: numerator / 10^scale (scale 0 to 9). */
-export interface Exact {
+interface Exact {
   numerator: bigint;
   scale: number;
 }
 
-/** A quantity's exact value, as the apiserver keeps it (nothing finer than 1n); undefined if it is not one. */
-export function exactQuantity(q: unknown): Exact | undefined {
+/**
+ * A quantity's exact value, as the apiserver keeps it (nothing finer than 1n); undefined if it is
+ * not one, or if its power of ten is beyond ±10,000 (arbitrary-precision arithmetic on such a
+ * number would take seconds).
+ */
+function exactQuantity(q: unknown): Exact | undefined {
   if (typeof q === 'number') return Number.isFinite(q) ? exactQuantity(String(q)) : undefined;
   if (typeof q !== 'string') return undefined;
   const m = pattern.exec(q);
@@ -28,6 +32,7 @@ export function exactQuantity(q: unknown): Exact | undefined {
   let scale = fraction.length;
   if (suffix && suffix in binary) numerator *= 2n ** BigInt(binary[suffix]!);
   else scale -= suffix ? decimal[suffix]! : Number(exponent ?? 0);
+  if (Math.abs(scale) > 10_000) return undefined;
   if (scale < 0) {
     numerator *= 10n ** BigInt(-scale);
     scale = 0;

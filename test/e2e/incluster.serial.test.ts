@@ -31,6 +31,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   const ns = await testNamespace(t, cluster, 'incluster');
   t.after(async () => {
     await api.request('DELETE', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-chores').catch(() => undefined);
+    await api.request('DELETE', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/chores.chores.kfn.test').catch(() => undefined);
     for (const kind of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']) await api.request('DELETE', `/apis/admissionregistration.k8s.io/v1beta1/${kind}/kfn-myapp-myapps.app.example.com`).catch(() => undefined);
     for (const name of ['myapp', 'myresource', 'chores']) await api.request('DELETE', `/apis/kfn.dev/v1alpha1/reconcilers/${name}`).catch(() => undefined);
     await api.request('DELETE', '/apis/kfn.dev/v1alpha1/reconcilers/myweb').catch(() => undefined);
@@ -126,6 +127,7 @@ test('the bridge from manifests/ and a function from kfn deploy, both as pods, r
   // MyResource's memory check is its CRD's (Kubernetes' quantity library): no webhook, so its function may rest.
   const unhooked = await kfn('deploy', 'functions/myresource', '--watch-namespace', ns);
   assert.doesNotMatch(unhooked.stderr, /webhook/i);
+  await assert.rejects(api.request('GET', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kfn-fn-myresource'), /404|not found/i, 'no webhook registered for MyResource');
   const reconciler = await api.request<{ spec: { sink: { uri?: string } } }>('GET', '/apis/kfn.dev/v1alpha1/reconcilers/myweb');
   assert.equal(reconciler.spec.sink.uri, 'http://kfn-fn-myweb.kfn-system.svc.cluster.local/');
 
