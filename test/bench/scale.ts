@@ -179,11 +179,11 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       const objects = 2 * k;
       sink.reset();
       const port = await freePort();
-      const kfn = await runFresh(b, `scale-bridge-${k}`, process.execPath, bridgeArgs(single, port), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }), (c) => listed(c, port));
+      const kfn = await runFresh(b, `scale-bridge-${k}`, process.execPath, bridgeArgs(single, port), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await drainedHeap(c, port) }), (c) => listed(c, port));
       b.log(`P8 ${k}: kfn bridge ${kfn.rssMiB.toFixed(0)} MiB (heap ${kibPerObject(kfn.heapMiB, objects).toFixed(2)} KiB per object), first delivery after ${kfn.readyS.toFixed(1)} s, listed after ${kfn.listedS!.toFixed(1)} s, apiserver peak ${kfn.apiserverPeakMiB.toFixed(0)} MiB`);
       sink.reset();
       const pagesPort = await freePort();
-      const kfnPages = await runFresh(b, `scale-bridge-pages-${k}`, process.execPath, bridgeArgs(single, pagesPort, '--lists=pages'), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await heapAfterGc(c.logFile) }), (c) => listed(c, pagesPort));
+      const kfnPages = await runFresh(b, `scale-bridge-pages-${k}`, process.execPath, bridgeArgs(single, pagesPort, '--lists=pages'), (c) => until('the bridge\'s first delivery', c, () => sink.first.get('/kfn')), async (c) => ({ heapMiB: await drainedHeap(c, pagesPort) }), (c) => listed(c, pagesPort));
       b.log(kfnListsLine(k, kfn, kfnPages).trim());
       const crDefault = await runFresh(b, `scale-cr-${k}`, b.operator, peerArgs(), synced, async () => ({}));
       b.log(`P8 ${k}: controller-runtime ${crDefault.rssMiB.toFixed(0)} MiB, synced after ${crDefault.readyS.toFixed(1)} s, apiserver peak ${crDefault.apiserverPeakMiB.toFixed(0)} MiB (its heap +${crDefault.apiserverHeapRiseMiB?.toFixed(0)} MiB), ${crDefault.listRequests} LIST requests`);
@@ -344,6 +344,24 @@ async function runFresh<T extends object>(b: ScaleBench, name: string, command: 
     await heap.stop();
     await b.stop(child);
   }
+}
+
+/**
+ * The heap after a full GC of a bridge serving /metrics on `port`, once its work queues are empty:
+ * the first list queues a delivery of every primary (at low priority), and a heap read while they
+ * wait counts them as kept.
+ */
+async function drainedHeap(child: Child, port: number): Promise<number> {
+  const url = `http://127.0.0.1:${port}/metrics`;
+  const deadline = Date.now() + startTimeoutMs;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`waiting for the bridge's work queues to drain: not empty in ${startTimeoutMs / 60_000} minutes; see ${child.logFile}`);
+    const text = await fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => r.text(), () => undefined);
+    if (text !== undefined && sumMetric(text, (l) => l.startsWith('workqueue_depth{')) === 0) break;
+    await until('the bridge to answer /metrics', child, () => true);
+    await sleep(500);
+  }
+  return heapAfterGc(child.logFile);
 }
 
 /** When a bridge serving /readyz on `port` is ready (every watch listed): wall-clock ms. */

@@ -143,6 +143,7 @@ test("MyResource's memory check holds with no function running: its CRD (Kuberne
     }
     assert.ok(answer instanceof ApiError && answer.status === 422, `${memory}: refused as invalid (${String(answer)})`);
     for (const refusal of local) assert.ok(answer.message.includes(refusal), `${memory}: the apiserver says ${JSON.stringify(refusal)} too; it said: ${answer.message}`);
+    assert.equal(answer.message.match(/spec\.memory: /g)?.length, local.length, `${memory}: no refusal checkRules does not name; the apiserver said: ${answer.message}`);
     t.diagnostic(`${memory}: ${answer.message}`);
   }
 });
