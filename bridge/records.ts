@@ -61,34 +61,125 @@ export class Interned {
   }
 }
 
+/** A kind as a record names it (its own, or its controller owner's): one object per kind, shared by its records. */
+interface KindOf {
+  readonly apiVersion: string;
+  readonly kind: string;
+}
+
+/** Kinds as records name them, one object each (bounded as `Interned` is). */
+class Kinds {
+  private readonly byName = new Map<string, KindOf>();
+  of(apiVersion: string, kind: string): KindOf {
+    const name = `${kind}.${apiVersion}`;
+    const kept = this.byName.get(name);
+    if (kept) return kept;
+    const made = { apiVersion, kind };
+    if (this.byName.size < 10_000) this.byName.set(name, made);
+    return made;
+  }
+}
+
 /**
- * The compact record a metadata watch keeps of an object: apiVersion and kind (the watch's own
- * strings), name, namespace (interned), uid, resourceVersion, generation, deletionTimestamp,
- * labels (label and selector mappings read them), the controller owner reference (whose child
- * it is), and the digest of labels, annotations and finalizers. Annotations, finalizers, other
- * owner references, creationTimestamp and the rest are not kept.
+ * The compact record a metadata watch keeps of an object, flat: one object per watched object
+ * (no metadata object, no owner reference array), read as a KubeObject through getters:
+ * `metadata` is the record itself, `name` is cut from the key when read, `ownerReferences` is
+ * made when read from the controller owner's kind, name and uid. It keeps apiVersion and kind
+ * (the watch's one object for them), name, namespace (interned), uid, resourceVersion,
+ * generation, deletionTimestamp, labels (label and selector mappings read them), the controller
+ * owner reference (whose child it is), and the digest of labels, annotations and finalizers.
+ * Annotations, finalizers, other owner references, creationTimestamp and the rest are not kept.
+ * Nested objects (the nested `metadata`, an owner reference in an array) cost a child about 190
+ * bytes more; `toJSON` gives the nested form, so an event or a journal entry carries it.
  */
-export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = objectKey(obj.metadata), intern: (s: string) => string = (s) => s): KubeObject {
-  const m = obj.metadata;
-  const owner = m.ownerReferences?.find((r) => r.controller);
-  const labels = m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined;
-  const digest = changeDigest(obj);
-  // One literal with every field (undefined when absent): every record has the same shape, its
-  // fields inside the object, no separate property store.
-  const metadata: KubeObject['metadata'] = {
-    name: m.name,
-    namespace: m.namespace ? intern(m.namespace) : undefined,
-    uid: m.uid,
-    resourceVersion: m.resourceVersion,
-    generation: m.generation,
-    deletionTimestamp: m.deletionTimestamp,
-    labels,
+class CompactRecord {
+  [keySlot]: string;
+  private readonly type: KindOf;
+  readonly namespace: string | undefined;
+  readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
+  readonly generation: number | undefined;
+  readonly deletionTimestamp: string | undefined;
+  readonly labels: Record<string, string> | undefined;
+  private readonly ownerType: KindOf | undefined;
+  private readonly ownerName: string | undefined;
+  private readonly ownerUid: string | undefined;
+  [digestHigh]: number;
+  [digestLow]: number;
+
+  constructor(obj: KubeObject, type: KindOf, key: string, kinds: Kinds, intern: (s: string) => string) {
+    const m = obj.metadata;
+    const owner = m.ownerReferences?.find((r) => r.controller);
+    const labels = m.labels && Object.keys(m.labels).length > 0 ? m.labels : undefined;
+    const digest = changeDigest(obj);
+    const high = Math.floor(digest / 2 ** 24);
+    // Every field set, in one order (undefined when absent): every record has one shape.
+    this[keySlot] = key;
+    this.type = type;
+    this.namespace = m.namespace ? intern(m.namespace) : undefined;
+    this.uid = m.uid;
+    this.resourceVersion = m.resourceVersion;
+    this.generation = m.generation;
+    this.deletionTimestamp = m.deletionTimestamp;
+    this.labels = labels;
+    this.ownerType = owner ? kinds.of(owner.apiVersion, owner.kind) : undefined;
+    this.ownerName = owner?.name;
     // A child made by kfn names its owner's uid in a label too: one string for both.
-    ownerReferences: owner ? [{ apiVersion: intern(owner.apiVersion), kind: intern(owner.kind), name: owner.name, uid: labels?.[ownerUidLabel] === owner.uid ? labels[ownerUidLabel] : owner.uid, controller: true }] : undefined,
-  };
-  const high = Math.floor(digest / 2 ** 24);
-  // `| 0`: a small integer; the remainder as a division leaves it would be a double.
-  return { apiVersion: resource.apiVersion, kind: resource.kind, metadata, [digestHigh]: high, [digestLow]: (digest - high * 2 ** 24) | 0, [keySlot]: key };
+    this.ownerUid = owner ? (labels?.[ownerUidLabel] === owner.uid ? labels[ownerUidLabel] : owner.uid) : undefined;
+    this[digestHigh] = high;
+    // `| 0`: a small integer; the remainder as a division leaves it would be a double.
+    this[digestLow] = (digest - high * 2 ** 24) | 0;
+  }
+
+  get apiVersion(): string {
+    return this.type.apiVersion;
+  }
+
+  get kind(): string {
+    return this.type.kind;
+  }
+
+  get metadata(): KubeObject['metadata'] {
+    return this as unknown as KubeObject['metadata'];
+  }
+
+  get name(): string {
+    const key = this[keySlot];
+    return this.namespace ? key.slice(this.namespace.length + 1) : key;
+  }
+
+  get ownerReferences(): KubeObject['metadata']['ownerReferences'] {
+    const type = this.ownerType;
+    return type ? [{ apiVersion: type.apiVersion, kind: type.kind, name: this.ownerName!, uid: this.ownerUid!, controller: true }] : undefined;
+  }
+
+  /** The record as a KubeObject of plain objects, nested as the apiserver's are (what JSON gives of it). */
+  toJSON(): KubeObject {
+    return {
+      apiVersion: this.apiVersion,
+      kind: this.kind,
+      metadata: {
+        name: this.name,
+        namespace: this.namespace,
+        uid: this.uid,
+        resourceVersion: this.resourceVersion,
+        generation: this.generation,
+        deletionTimestamp: this.deletionTimestamp,
+        labels: this.labels,
+        ownerReferences: this.ownerReferences,
+      },
+    };
+  }
+
+  /** The nested form remembering the key and the digest: what a watch keeping some fields adds them to. */
+  nested(): KubeObject {
+    return Object.assign(this.toJSON(), { [keySlot]: this[keySlot], [digestHigh]: this[digestHigh], [digestLow]: this[digestLow] });
+  }
+}
+
+/** The compact record a metadata watch keeps of `obj` (CompactRecord), read as a KubeObject. */
+export function recordOf(obj: KubeObject, resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, key: string = objectKey(obj.metadata), intern: (s: string) => string = (s) => s, kinds: Kinds = new Kinds()): KubeObject {
+  return new CompactRecord(obj, kinds.of(resource.apiVersion, resource.kind), key, kinds, intern) as unknown as KubeObject;
 }
 
 /** managedFields entries of kfn's own field managers (`kfn-…`): what the SDK reads to know whether a status write would change anything. */
@@ -101,12 +192,13 @@ export function kfnManagedFields(obj: KubeObject): unknown[] | undefined {
 /** What a watch keeps of each object of its kind: a compact record (`metadata`), that and some fields, or the whole object (`full`). */
 export class Projection {
   private readonly interned = new Interned();
-  private readonly resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>;
+  private readonly kinds = new Kinds();
+  private readonly type: KindOf;
   private readonly projection: 'metadata' | 'full';
   private readonly fields: string[] | undefined;
 
   constructor(resource: Pick<ResourceInfo, 'apiVersion' | 'kind'>, projection: 'metadata' | 'full', fields: string[] | undefined) {
-    this.resource = resource;
+    this.type = this.kinds.of(resource.apiVersion, resource.kind);
     this.projection = projection;
     this.fields = fields;
   }
@@ -117,8 +209,8 @@ export class Projection {
    * object (the SDK reads them to know whether a status write would change anything).
    */
   normalise(obj: KubeObject): KubeObject {
-    obj.apiVersion = this.resource.apiVersion;
-    obj.kind = this.resource.kind;
+    obj.apiVersion = this.type.apiVersion;
+    obj.kind = this.type.kind;
     const whole = this.projection === 'full' && !this.fields;
     const mine = whole ? kfnManagedFields(obj) : undefined;
     if (mine) obj.metadata.managedFields = mine;
@@ -130,8 +222,8 @@ export class Projection {
   kept(obj: KubeObject, key: string): KubeObject {
     const fields = this.fields;
     if (this.projection === 'metadata' || fields) {
-      const record = recordOf(obj, this.resource, key, (s) => this.interned.of(s));
-      return fields ? pickFields(record as unknown as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as KubeObject : record;
+      const record = new CompactRecord(obj, this.type, key, this.kinds, (s) => this.interned.of(s));
+      return fields ? pickFields(record.nested() as Record<string, unknown>, obj as unknown as Record<string, unknown>, fields) as unknown as KubeObject : record as unknown as KubeObject;
     }
     return rememberKey(obj, key);
   }

@@ -70,6 +70,9 @@ const secretFields = new Set(['data', 'stringData', 'binaryData']);
 export function redact(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redact);
   if (typeof value !== 'object' || value === null) return value;
+  // What JSON would write of it: a record the bridge keeps flat is nested by its toJSON.
+  const json = (value as { toJSON?: () => unknown }).toJSON;
+  if (typeof json === 'function') return redact(json.call(value));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) if (!secretFields.has(k)) out[k] = redact(v);
   return out;
