@@ -53,6 +53,23 @@ test("a record gives back the resourceVersion it was given, exactly, whether it 
   assert.equal(projection.kept(projection.normalise({ metadata: { name: 'a', namespace: 'ns' } }), 'ns/a').metadata.resourceVersion, undefined);
 });
 
+test("one watch's records never mix up two kinds, whatever their names hold: an owner kind with a dot is not another kind's", () => {
+  const projection = new Projection({ apiVersion: 'v1', kind: 'ConfigMap' }, 'metadata', undefined);
+  const ownedBy = (name: string, ref: { apiVersion: string; kind: string }) => projection.kept(projection.normalise({ metadata: { name, namespace: 'ns', ownerReferences: [{ ...ref, name: 'site', uid: `u-${name}`, controller: true }] } }), `ns/${name}`);
+  const forged = ownedBy('forged', { apiVersion: 'k8s-summit.org/v1', kind: 'MyWeb.operator' });
+  const real = ownedBy('real', { apiVersion: 'operator.k8s-summit.org/v1', kind: 'MyWeb' });
+  assert.deepEqual(forged.metadata.ownerReferences?.map((r) => [r.apiVersion, r.kind]), [['k8s-summit.org/v1', 'MyWeb.operator']]);
+  assert.deepEqual(real.metadata.ownerReferences?.map((r) => [r.apiVersion, r.kind]), [['operator.k8s-summit.org/v1', 'MyWeb']]);
+});
+
+test("what a record keeps for itself is no field of the object: spread, keys and JSON see none of it, and a Secret's type is not a kind", () => {
+  const projection = new Projection({ apiVersion: 'v1', kind: 'Secret' }, 'metadata', undefined);
+  const kept = projection.kept(projection.normalise(listed(1, true)), 'scale/web-1');
+  assert.equal(kept.type, undefined);
+  assert.deepEqual(Object.keys(kept).sort(), ['deletionTimestamp', 'generation', 'labels', 'namespace', 'uid']);
+  assert.deepEqual(Object.keys(JSON.parse(JSON.stringify(kept))).sort(), ['apiVersion', 'kind', 'metadata']);
+});
+
 test('a watch keeping some fields keeps them beside the record, nested', () => {
   const projection = new Projection({ apiVersion: 'v1', kind: 'ConfigMap' }, 'metadata', ['data', 'metadata.annotations']);
   const obj = projection.normalise(listed(3, false));

@@ -67,18 +67,29 @@ interface KindOf {
   readonly kind: string;
 }
 
-/** Kinds as records name them, one object each (bounded as `Interned` is). */
+/** Kinds as records name them, one object each (bounded as `Interned` is), by apiVersion, then kind: no two kinds share an entry whatever their names hold. */
 class Kinds {
-  private readonly byName = new Map<string, KindOf>();
+  private readonly byVersion = new Map<string, Map<string, KindOf>>();
+  private size = 0;
   of(apiVersion: string, kind: string): KindOf {
-    const name = `${kind}.${apiVersion}`;
-    const kept = this.byName.get(name);
+    let kinds = this.byVersion.get(apiVersion);
+    const kept = kinds?.get(kind);
     if (kept) return kept;
     const made = { apiVersion, kind };
-    if (this.byName.size < 10_000) this.byName.set(name, made);
+    if (this.size >= 10_000) return made;
+    if (!kinds) this.byVersion.set(apiVersion, (kinds = new Map()));
+    kinds.set(kind, made);
+    this.size++;
     return made;
   }
 }
+
+/** Where a record keeps what is not a field of the object it stands for (symbols: not seen by spread, keys or JSON, and no name an object's own field could have). */
+const typeSlot = Symbol('kfn.type');
+const versionSlot = Symbol('kfn.resourceVersion');
+const ownerTypeSlot = Symbol('kfn.owner.type');
+const ownerNameSlot = Symbol('kfn.owner.name');
+const ownerUidSlot = Symbol('kfn.owner.uid');
 
 /**
  * The compact record a metadata watch keeps of an object, flat: one object per watched object
@@ -94,17 +105,17 @@ class Kinds {
  */
 class CompactRecord {
   [keySlot]: string;
-  private readonly type: KindOf;
+  private readonly [typeSlot]: KindOf;
   readonly namespace: string | undefined;
   readonly uid: string | undefined;
   /** The resourceVersion: as a small integer when it is one written plainly (no string kept), else as given. */
-  private readonly version: number | string | undefined;
+  private readonly [versionSlot]: number | string | undefined;
   readonly generation: number | undefined;
   readonly deletionTimestamp: string | undefined;
   readonly labels: Record<string, string> | undefined;
-  private readonly ownerType: KindOf | undefined;
-  private readonly ownerName: string | undefined;
-  private readonly ownerUid: string | undefined;
+  private readonly [ownerTypeSlot]: KindOf | undefined;
+  private readonly [ownerNameSlot]: string | undefined;
+  private readonly [ownerUidSlot]: string | undefined;
   [digestHigh]: number;
   [digestLow]: number;
 
@@ -116,35 +127,40 @@ class CompactRecord {
     const high = Math.floor(digest / 2 ** 24);
     // Every field set, in one order (undefined when absent): every record has one shape.
     this[keySlot] = key;
-    this.type = type;
+    this[typeSlot] = type;
     this.namespace = m.namespace ? intern(m.namespace) : undefined;
     this.uid = m.uid;
-    this.version = smallDecimal(m.resourceVersion);
+    this[versionSlot] = smallDecimal(m.resourceVersion);
     this.generation = m.generation;
     this.deletionTimestamp = m.deletionTimestamp;
     this.labels = labels;
-    this.ownerType = owner ? kinds.of(owner.apiVersion, owner.kind) : undefined;
-    this.ownerName = owner?.name;
+    this[ownerTypeSlot] = owner ? kinds.of(owner.apiVersion, owner.kind) : undefined;
+    this[ownerNameSlot] = owner?.name;
     // A child made by kfn names its owner's uid in a label too: one string for both.
-    this.ownerUid = owner ? (labels?.[ownerUidLabel] === owner.uid ? labels[ownerUidLabel] : owner.uid) : undefined;
+    this[ownerUidSlot] = owner ? (labels?.[ownerUidLabel] === owner.uid ? labels[ownerUidLabel] : owner.uid) : undefined;
     this[digestHigh] = high;
     // `| 0`: a small integer; the remainder as a division leaves it would be a double.
     this[digestLow] = (digest - high * 2 ** 24) | 0;
   }
 
   get apiVersion(): string {
-    return this.type.apiVersion;
+    return this[typeSlot].apiVersion;
   }
 
   get kind(): string {
-    return this.type.kind;
+    return this[typeSlot].kind;
   }
 
   get resourceVersion(): string | undefined {
-    const version = this.version;
+    const version = this[versionSlot];
     return typeof version === 'number' ? String(version) : version;
   }
 
+  /**
+   * The record itself, read as an object's metadata: `record.metadata.name` and the like. So it
+   * has apiVersion and kind too, and writing `record.metadata` out (JSON, a log) writes the whole
+   * record, nested: write the record, or pick the fields.
+   */
   get metadata(): KubeObject['metadata'] {
     return this as unknown as KubeObject['metadata'];
   }
@@ -155,8 +171,8 @@ class CompactRecord {
   }
 
   get ownerReferences(): KubeObject['metadata']['ownerReferences'] {
-    const type = this.ownerType;
-    return type ? [{ apiVersion: type.apiVersion, kind: type.kind, name: this.ownerName!, uid: this.ownerUid!, controller: true }] : undefined;
+    const type = this[ownerTypeSlot];
+    return type ? [{ apiVersion: type.apiVersion, kind: type.kind, name: this[ownerNameSlot]!, uid: this[ownerUidSlot]!, controller: true }] : undefined;
   }
 
   /** The record as a KubeObject of plain objects, nested as the apiserver's are (what JSON gives of it). */

@@ -72,7 +72,10 @@ export function redact(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return value;
   // What JSON would write of it: a record the bridge keeps flat is nested by its toJSON.
   const json = (value as { toJSON?: () => unknown }).toJSON;
-  if (typeof json === 'function') return redact(json.call(value));
+  if (typeof json === 'function') {
+    const written = json.call(value);
+    if (written !== value) return redact(written);
+  }
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) if (!secretFields.has(k)) out[k] = redact(v);
   return out;
