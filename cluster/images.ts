@@ -8,7 +8,7 @@
 // rebuilt and a changed one never reuses a stale image.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cacheRoot, type BinarySet } from './build.ts';
 import { compiled } from './paths.ts';
@@ -316,12 +316,46 @@ function layerKey(recipe: ImageRecipe, versions: Map<string, string>): string {
 }
 
 /** The recipe's own layer as a tar file (cached by content): its root filesystem, checked, packed. */
+/** Builds of one image (or layer) kept in the cache: the most recently made or used. */
+const keptBuilds = 3;
+/** A build younger than this is kept whatever the count: another process may be about to import it. */
+const keptBuildMs = 60 * 60_000;
+
+/**
+ * Lets go of cached builds named `<prefix><key>.tar` in `dir` past the `keep` most recently made
+ * or used (their mtime: a build found in the cache is touched), each one older than `minAgeMs`:
+ * every change to a function's sources makes a new image and layer, and without this the cache
+ * grew by gigabytes a day of work. Answers the files removed.
+ */
+export function pruneBuilds(dir: string, prefix: string, keep = keptBuilds, minAgeMs = keptBuildMs, now = Date.now()): string[] {
+  const builds = readdirSync(dir)
+    .filter((f) => f.startsWith(prefix) && f.endsWith('.tar') && /^[0-9a-f]+$/.test(f.slice(prefix.length, -4)))
+    .map((f) => ({ path: join(dir, f), mtimeMs: statSync(join(dir, f)).mtimeMs }))
+    .sort((a, b) => b.mtimeMs - a.mtimeMs);
+  const removed: string[] = [];
+  for (const build of builds.slice(keep)) {
+    if (now - build.mtimeMs < minAgeMs) continue;
+    rmSync(build.path, { force: true });
+    removed.push(build.path);
+  }
+  return removed;
+}
+
+/** A cached build found and used: made recent, so that pruning keeps it. */
+function used(path: string): void {
+  const now = new Date();
+  utimesSync(path, now, now);
+}
+
 function buildLayer(recipe: ImageRecipe, log: (line: string) => void): { tar: string; key: string } {
   const versions = recipe.debian?.length ? resolvePackages(recipe.debian, log) : new Map<string, string>();
   const key = layerKey(recipe, versions);
   const dir = join(imageCacheDir(), 'layers');
   const tar = join(dir, `${recipe.name}-${key}.tar`);
-  if (existsSync(tar)) return { tar, key };
+  if (existsSync(tar)) {
+    used(tar);
+    return { tar, key };
+  }
   mkdirSync(dir, { recursive: true });
   const work = `${tar}.building-${process.pid}`;
   const rootfs = join(work, 'rootfs');
@@ -352,6 +386,7 @@ function buildLayer(recipe: ImageRecipe, log: (line: string) => void): { tar: st
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+  pruneBuilds(dir, `${recipe.name}-`);
   return { tar, key };
 }
 
@@ -365,7 +400,10 @@ export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line:
   const key = createHash('sha256').update(JSON.stringify({ ref, layers: layers.map((l) => l.key), config })).digest('hex').slice(0, 16);
   const dir = imageCacheDir();
   const tarball = join(dir, `${recipe.name}-${recipe.tag}-${key}.tar`);
-  if (existsSync(tarball)) return { ref, tarball, seconds: 0 };
+  if (existsSync(tarball)) {
+    used(tarball);
+    return { ref, tarball, seconds: 0 };
+  }
 
   log(`  building image ${ref}`);
   const work = `${tarball}.building-${process.pid}`;
@@ -379,6 +417,7 @@ export function buildImage(recipe: ImageRecipe, binaries: BinarySet, log: (line:
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+  pruneBuilds(dir, `${recipe.name}-${recipe.tag}-`);
   const seconds = (Date.now() - started) / 1000;
   log(`  built ${ref} in ${seconds.toFixed(1)}s (${Math.round(statSync(tarball).size / 1024 ** 2)} MiB)`);
   return { ref, tarball, seconds };
