@@ -46,7 +46,7 @@
 //                            [--scale-namespaces 1000] [--scale-changes 10000]
 //                            (--scale-objects none: P8 without its sizes; 0 skips the others)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, cpSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -1192,6 +1192,13 @@ try {
   }
 } finally {
   for (const fn of cleanups.reverse()) await fn();
+  // A part that stopped names a process's log in this run's folder: the logs outlive the folder.
+  const stopped = [results.scale, results.scaleThroughput].some((r) => (r as { error?: string } | undefined)?.error) || results.fleetError || results.knativeColdStartError;
+  if (stopped) {
+    const kept = join(values.out, `logs-${stamp}`);
+    cpSync(dir, kept, { recursive: true, filter: (src) => statSync(src).isDirectory() || src.endsWith('.log') });
+    log(`a part stopped: the logs of this run (${dir}) are kept in ${kept}`);
+  }
   rmSync(dir, { recursive: true, force: true });
 }
 
