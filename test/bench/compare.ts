@@ -43,8 +43,9 @@
 //                            [--relist-objects 10000] [--bridge-node-options="…"]
 //                            [--fleet-settle 120] [--fleet-idle 180] [--fleet-sides operators,manager,deployment,host,knative]
 //                            [--cold-starts 11] [--knative-cold-starts 5] [--scale-objects 10000,40000,100000]
-//                            [--scale-namespaces 1000] [--scale-changes 10000]
-//                            (--scale-objects none: P8 without its sizes; 0 skips the others)
+//                            [--scale-namespaces 1000] [--scale-changes 10000] [--scale-steps sizes,shards,cold,warm]
+//                            (--scale-objects none: P8 without its sizes; 0 skips the others;
+//                            --scale-steps: what P8 measures at its sizes, the MyWebs made whatever it says)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, cpSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -78,7 +79,7 @@ import { objectId, type ObjectRef } from '../../core/objects.ts';
 import { sendReconcileEvent } from '../../bridge/delivery.ts';
 import { reconcilerLimits } from '../../core/reconciler-spec.ts';
 import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
-import { atClusterScale, parseScaleSizes, scaleTable, startSink, type ScaleResult } from './scale.ts';
+import { atClusterScale, parseScaleSizes, scaleSteps, scaleTable, startSink, type ScaleResult, type ScaleStep } from './scale.ts';
 import { atManyNamespaces, namespacesTable, type NamespacesResult } from './scale-namespaces.ts';
 import { throughputByShards, throughputTable, type ThroughputResult } from './scale-throughput.ts';
 import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
@@ -118,6 +119,8 @@ const { values } = parseArgs({
     'scale-namespaces': { type: 'string', default: '1000' },
     // P8's throughput by shards: this many MyWebs changed at once (0: none).
     'scale-changes': { type: 'string', default: '10000' },
+    // What P8 measures at its sizes: each size's contenders, the shards, the cold and the warm standby.
+    'scale-steps': { type: 'string', default: scaleSteps.join(',') },
     out: { type: 'string', default: join(repoRoot, '.kfn', 'bench') },
     // The V8 flags the bridge runs with (default: those of the shipped Deployment).
     'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
@@ -137,6 +140,8 @@ const fleetSides = values['fleet-sides'].split(',').filter(Boolean) as FleetSide
 for (const side of fleetSides) if (!(fleetSideNames as readonly string[]).includes(side)) throw new Error(`--fleet-sides: no side "${side}" (the sides: ${fleetSideNames.join(', ')})`);
 if (only.has('p3')) only.add('p1'); // P3 is measured on P1's converged MyWebs
 const scaleSizes = parseScaleSizes(values['scale-objects']);
+const scaleStepsWanted = new Set(values['scale-steps'].split(',').filter(Boolean) as ScaleStep[]);
+for (const step of scaleStepsWanted) if (!(scaleSteps as readonly string[]).includes(step)) throw new Error(`--scale-steps: no step "${step}" (the steps: ${scaleSteps.join(', ')})`);
 const scaleChanges = Number(values['scale-changes']);
 if (!Number.isInteger(scaleChanges) || scaleChanges < 0) throw new Error(`--scale-changes takes a whole number of MyWebs (0: none), not "${values['scale-changes']}"`);
 const log = (line: string) => console.error(`  ${line}`);
@@ -1164,7 +1169,7 @@ try {
         log(`P8 throughput stopped: ${err.message}`);
       });
     }
-    await atClusterScale(bench, scaleSizes, scale).catch((err: Error) => {
+    await atClusterScale(bench, scaleSizes, scale, scaleStepsWanted).catch((err: Error) => {
       scale.error = err.message;
       log(`P8 stopped: ${err.message}`);
     });

@@ -58,6 +58,13 @@ test('one size: no growth line; no shards measured: no shards line', () => {
   assert.equal(lines.some((l) => l.includes('per additional object') || l.includes('--shards')), false);
 });
 
+test('a run of the warm standby alone (--scale-steps warm): its line, without the sizes\' header', () => {
+  const warm = { webs: 250000, keys: 250000, firstS: 50.2, allS: 90.4, rssAfterMiB: 320, standbyRssMiB: 300, lists: 0, changed: 100, lost: 0 };
+  const lines = scaleTable({ sizes: [], warmTakeover: warm });
+  assert.equal(lines.some((l) => l.includes('kfn RSS')), false, 'no sizes, no header');
+  assert.match(lines.join('\n'), /leader killed at 250000, a warm standby .*all 250000 after 90\.4 s, 0 list requests \(100 changed in the gap, 0 of them not delivered after\); 300 MiB while standing by, 320 MiB after/);
+});
+
 test('the namespaces table: a row per contender with its requests, 429s, time to delivering and memory', () => {
   const lines = namespacesTable({ namespaces: 1000, rows: [{ contender: 'kfn, naming the 1000', lists: 1, watches: 1, throttled: 0, deliveringS: 1.25, rssMiB: 80.4 }, { contender: 'ApiServerSource, naming the 1000', lists: 1000, watches: 1003, throttled: 12, deliveringS: 41, rssMiB: 120 }] });
   assert.match(lines[1]!, /1000 namespaces with a MyWeb each/);

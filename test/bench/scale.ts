@@ -153,7 +153,11 @@ export const reconcilerName = 'scale';
 const startTimeoutMs = 20 * 60_000;
 
 /** Measures each size in turn into `into`; the namespace and every process go, however it ends. */
-export async function atClusterScale(b: ScaleBench, sizes: number[], into: ScaleResult): Promise<void> {
+/** What P8 measures at its sizes (`--scale-steps`): each size's contenders, the shards, the leader's cold and warm standbys. */
+export const scaleSteps = ['sizes', 'shards', 'cold', 'warm'] as const;
+export type ScaleStep = (typeof scaleSteps)[number];
+
+export async function atClusterScale(b: ScaleBench, sizes: number[], into: ScaleResult, steps: ReadonlySet<ScaleStep> = new Set(scaleSteps)): Promise<void> {
   if (!sizes.length) return;
   const ns = await b.createNamespace('kfn-compare-scale');
   const sink = await startSink(b.now);
@@ -176,6 +180,7 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
     for (const k of sizes) {
       await grow(b, ns, made, k);
       made = k;
+      if (!steps.has('sizes')) continue;
       const objects = 2 * k;
       sink.reset();
       const port = await freePort();
@@ -194,13 +199,13 @@ export async function atClusterScale(b: ScaleBench, sizes: number[], into: Scale
       into.sizes.push({ webs: k, objects, kfn, kfnPages, crDefault, crMetadata, lists });
     }
     into.sharded = [];
-    for (const n of [2, 4]) {
+    for (const n of steps.has('shards') ? [2, 4] : []) {
       const replica = (i: number, port: number) => bridgeArgs(config(`scale-shard-${n}-${i}`, `/shard-${n}-${i}`), port, '--leader-elect', `--shards=${n}`, `--shard=${i}`, `--lease-namespace=${ns}`, `--lease-name=scale-shards-${n}`);
       into.sharded.push(await sharded(b, ns, made, n, sink, replica));
     }
     const standby = (lease: string, ...more: string[]) => (i: number, port: number) => bridgeArgs(config(`scale-leader-${i}`, `/leader-${i}`), port, '--leader-elect', `--lease-namespace=${ns}`, `--lease-name=${lease}`, ...more);
-    into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-leader'), false)) };
-    into.warmTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-warm', '--warm-standby'), true)) };
+    if (steps.has('cold')) into.leaderTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-leader'), false)) };
+    if (steps.has('warm')) into.warmTakeover = { webs: made, ...(await leaderTakeover(b, ns, made, sink, standby('scale-warm', '--warm-standby'), true)) };
   } finally {
     sink.close();
     // 2K objects and more: the namespace controller may take longer than deleteNamespace waits.
@@ -483,12 +488,12 @@ function kfnListsLine(webs: number, stream: StartFigures, pages: StartFigures): 
 
 /** P8's lines of the bench:compare table. */
 export function scaleTable(r: ScaleResult): string[] {
-  if (!r.sizes.length && !r.error) return [];
+  if (!r.sizes.length && !r.sharded?.length && !r.leaderTakeover && !r.warmTakeover && !r.error) return [];
   const lines: string[] = [];
   const f = (n: number, digits = 0) => n.toFixed(digits);
   const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
   lines.push('', 'P8 at cluster scale: K MyWebs and a ConfigMap each (2K objects watched), each contender started fresh (MiB; seconds from spawn; kfn listed: every watch listed, its memory read after; apiserver: its peak RSS until the contender settled)');
-  lines.push('  K          kfn RSS  heap KiB/obj  1st delivery s  listed s  apiserver    c-r RSS  synced s  apiserver    c-r metadata RSS  synced s  apiserver    kfn/c-r  kfn/c-r metadata');
+  if (r.sizes.length) lines.push('  K          kfn RSS  heap KiB/obj  1st delivery s  listed s  apiserver    c-r RSS  synced s  apiserver    c-r metadata RSS  synced s  apiserver    kfn/c-r  kfn/c-r metadata');
   for (const s of r.sizes) {
     const start = (c: StartFigures, width: number) => `${f(c.rssMiB).padStart(width)}  ${f(c.readyS, 1).padStart(8)}  ${f(c.apiserverPeakMiB).padStart(9)}`;
     lines.push(`  ${String(s.webs).padEnd(9)} ${f(s.kfn.rssMiB).padStart(8)}  ${f(kibPerObject(s.kfn.heapMiB, s.objects), 2).padStart(12)}  ${f(s.kfn.readyS, 1).padStart(14)}  ${(s.kfn.listedS === undefined ? '–' : f(s.kfn.listedS, 1)).padStart(8)}  ${f(s.kfn.apiserverPeakMiB).padStart(9)}   ${start(s.crDefault, 8)}   ${start(s.crMetadata, 17)}   ${x(s.kfn.rssMiB, s.crDefault.rssMiB).padStart(7)}  ${x(s.kfn.rssMiB, s.crMetadata.rssMiB).padStart(16)}`);
