@@ -115,7 +115,7 @@ const figures = { skewedFunctions: 0, forged: 0, forgedCarried: 0, malformed: 0,
 /** The author's edits moving a sink: how the apiserver answered, and what reached the rogue sink. */
 const sinkMoves = { tried: 0, refused: 0, refusedOtherwise: 0, accepted: 0, unanswered: 0, rogueDeliveries: 0, policyInForceMs: undefined as number | undefined };
 /** The revocation in an RBAC storm: when the binding went and came back, and what the sink saw. */
-const revocation = { rbacChanges: 0, edits: 0, before: 0, revokedAt: 0, stoppedAfterMs: undefined as number | undefined, forbiddenSaid: '', restoredAt: 0, resumedAfterMs: undefined as number | undefined };
+const revocation = { rbacChanges: 0, stormSeconds: 0, edits: 0, before: 0, revokedAt: 0, stoppedAfterMs: undefined as number | undefined, forbiddenSaid: '', restoredAt: 0, resumedAfterMs: undefined as number | undefined };
 /** The etcd compaction: how a watch from before it learnt of it, and the bridges' 410s and relists after it. */
 const gone = { compactedAt: 0, arrived: 'not probed', lines: 0, relists: 0 };
 /** The clock 2 minutes ahead: the refusals the proxy saw (by object, and the highest attempt), and what the Reconciler said. */
@@ -598,11 +598,15 @@ const editTick = () => {
 async function revocationInStorm(): Promise<void> {
   await waitFor(`${revocableName} to deliver while its identity may read`, () => revocableDeliveries.length > 0 || undefined, { timeoutMs: 60_000 });
   const start = Date.now();
-  const revokeAt = start + stormMs / 2;
-  const watchUntil = revokeAt + watchAfterRevocationMs;
+  // The binding goes in the storm's middle, once the Reconciler has delivered in the storm: the
+  // other faults (a leader killed, the apiserver restarted) can hold every delivery for a while,
+  // and a revocation with nothing delivered before it measures nothing.
+  const revoked = () => revocation.revokedAt !== 0;
+  const stormEnds = () => revoked() && Date.now() >= revocation.revokedAt + stormMs / 2;
+  const watchEnds = () => revoked() && Date.now() >= revocation.revokedAt + watchAfterRevocationMs;
   log(`an RBAC storm for ${stormMs / 1000} s (Role ${rbacNs}/storm rewritten every 500–900 ms); the RoleBinding of ${revocableName}'s identity goes in its middle`);
   const storm = (async () => {
-    for (let i = 0; Date.now() < start + stormMs; i++) {
+    for (let i = 0; !stormEnds(); i++) {
       await withRetry(() => api.request('PATCH', `/apis/${rbacGroup}/v1/namespaces/${rbacNs}/roles/storm`, { body: { rules: [{ apiGroups: [''], resources: ['pods'], verbs: i % 2 ? ['get'] : ['get', 'list'] }] }, contentType: 'application/merge-patch+json' }));
       revocation.rbacChanges++;
       await sleep(500 + random() * 400);
@@ -610,19 +614,21 @@ async function revocationInStorm(): Promise<void> {
   })();
   // A change every 500 ms: what keeps deliveries coming, until they stop.
   const changes = (async () => {
-    while (Date.now() < watchUntil) {
+    while (!watchEnds()) {
       await editTick();
       await sleep(500);
     }
   })();
-  await sleep(Math.max(0, revokeAt - Date.now()));
+  await sleep(stormMs / 2);
+  await waitFor(`${revocableName} to deliver in the storm before its binding goes`, () => revocableDeliveries.some((d) => d.at >= start) || undefined, { timeoutMs: 60_000 }).catch(() => undefined);
   const bindingPath = `/apis/${rbacGroup}/v1/namespaces/${rbacNs}/rolebindings/${revocableBinding.metadata.name}`;
   await withRetry(() => api.request('DELETE', bindingPath).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e))));
   revocation.revokedAt = Date.now();
+  revocation.stormSeconds = (revocation.revokedAt + stormMs / 2 - start) / 1000;
   revocation.before = revocableDeliveries.filter((d) => d.at >= start && d.at <= revocation.revokedAt).length;
   log(`deleted the RoleBinding of ${revocableName}'s identity mid-storm (${revocation.before} deliveries in the storm before it)`);
   const said = (async () => {
-    while (!revocation.forbiddenSaid && Date.now() < watchUntil) {
+    while (!revocation.forbiddenSaid && !watchEnds()) {
       const ready = await readyOf(revocableName).catch(() => undefined);
       if (ready?.status === 'False' && ready.reason === 'IdentityForbidden') revocation.forbiddenSaid = ready.message ?? '(no message)';
       await sleep(500);
@@ -981,7 +987,7 @@ console.log(`  answers checked, requests replayed   ${figures.malformed} malform
 console.log(`  Reconciler without the right ${figures.noRightDeliveries} deliveries`);
 console.log(`  clocks, forgeries            ${figures.skewedFunctions} functions 50 s off (one ahead, one behind); ${figures.forged} children forged in another namespace, ${figures.forgedCarried} carried`);
 console.log(`  an author moving a sink      ${sinkMoves.policyInForceMs === undefined ? 'identity policy not in force within 60 s' : `identity policy in force by ${seconds(sinkMoves.policyInForceMs)} after it was applied`}; ${sinkMoves.tried} edits: ${sinkMoves.refused} refused for the identity (403, impersonate), ${sinkMoves.refusedOtherwise} refused otherwise, ${sinkMoves.accepted} accepted, ${sinkMoves.unanswered} unanswered; ${sinkMoves.rogueDeliveries} deliveries to the rogue sink`);
-console.log(`  revocation in an RBAC storm  ${revocation.revokedAt ? `${revocation.rbacChanges} Role changes in ${stormMs / 1000} s; binding deleted: deliveries stopped after ${seconds(revocation.stoppedAfterMs)} (at most ${revocationBoundMs / 1000} s), Ready=False IdentityForbidden ${revocation.forbiddenSaid ? 'said' : 'not said'}; binding back: delivering after ${seconds(revocation.resumedAfterMs)}` : 'did not happen'}`);
+console.log(`  revocation in an RBAC storm  ${revocation.revokedAt ? `${revocation.rbacChanges} Role changes in ${revocation.stormSeconds.toFixed(0)} s; binding deleted: deliveries stopped after ${seconds(revocation.stoppedAfterMs)} (at most ${revocationBoundMs / 1000} s), Ready=False IdentityForbidden ${revocation.forbiddenSaid ? 'said' : 'not said'}; binding back: delivering after ${seconds(revocation.resumedAfterMs)}` : 'did not happen'}`);
 console.log(`  410 after the compaction     a watch resumed from before it was told ${gone.arrived}; the bridges logged ${gone.lines} × 410 Gone and ${gone.relists} relists after it`);
 console.log(`  clock 120 s ahead for ${clockJumpMs / 1000} s   ${clockJump.edits ? `${clockJump.refusals} deliveries refused (400, ClockSkew), retried up to attempt ${clockJump.mostAttempt}, at most ${mostRefusals} for one object; Ready=False ClockSkew ${clockJump.skewSaid ? 'said' : 'not said'}; then ${left.length ? 'did not converge' : 'converged'}` : 'did not happen'}`);
 console.log(`  files with an auth key       ${leaks.length} of ${readdirSync(dir).filter((n) => !n.endsWith('.key')).length}`);

@@ -3,6 +3,7 @@
 // starts with one list and one watch of its kind, not one per namespace, and a burst of changes
 // is shared between sharded replicas, each delivering its own shard's, at the same time.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parseReconciler } from '../../bridge/config.ts';
 import { bridgeNodeOptions, startBridge } from '../../bridge/main.ts';
@@ -11,6 +12,12 @@ import { heapAfterGc, inParallel } from '../bench/common.ts';
 import { perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
+
+/** The end of a bridge's log, and whether its process still runs: what a wait that timed out shows. */
+const logTail = (b: BridgeProcess) => {
+  const lines = readFileSync(b.log, 'utf8').trimEnd().split('\n');
+  return `the bridge's log (${lines.length} lines), its end:\n${lines.slice(-20).join('\n')}`;
+};
 
 /**
  * Widgets in the test (after `warm` of them), and the bound on the bridge's heap per Widget it
@@ -31,9 +38,9 @@ describe('the bridge at scale, small', { concurrency: true }, () => {
     const f = await widgetSetup(t, cluster, { auth: 'none' });
     // The Deployment's V8 flags, and an inspector to force a collection before each look.
     const flags = [...bridgeNodeOptions.split(' ').filter((o) => !o.startsWith('--max-old-space-size-percentage')), '--inspect=127.0.0.1:0'];
-    const bridge = await spawnBridge(t, f.dir, 'scale', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--log-level=error'], undefined, flags);
+    const bridge = await spawnBridge(t, f.dir, 'scale', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--log-level=warn'], undefined, flags);
     const ready = bridge.metricsUrl.replace(/\/metrics$/, '/readyz');
-    await waitFor('the bridge ready (its watch listed)', async () => (await fetch(ready).then((r) => r.ok, () => false)) || undefined, { timeoutMs: 60_000 });
+    await waitFor('the bridge ready (its watch listed)', async () => (await fetch(ready).then((r) => r.ok, () => false)) || undefined, { timeoutMs: 60_000, context: () => logTail(bridge) });
     // A first hundred delivered before the baseline: the code a delivery runs is compiled then,
     // and its bytecode is on the heap whatever the number of objects.
     const delivered = (n: number) => async () => (new Set(f.receiver.deliveries.map((d) => d.name)).size >= n) || undefined;
