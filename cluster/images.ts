@@ -322,14 +322,14 @@ const keptBuilds = 3;
 const keptBuildMs = 60 * 60_000;
 
 /**
- * Lets go of cached builds named `<prefix><key>.tar` in `dir` past the `keep` most recently made
+ * Lets go of cached builds named `<prefix><key>.tar` (a key of 16 hex digits) in `dir` past the `keep` most recently made
  * or used (their mtime: a build found in the cache is touched), each one older than `minAgeMs`:
  * every change to a function's sources makes a new image and layer, and without this the cache
  * grew by gigabytes a day of work. Answers the files removed.
  */
 export function pruneBuilds(dir: string, prefix: string, keep = keptBuilds, minAgeMs = keptBuildMs, now = Date.now()): string[] {
   const builds = readdirSync(dir)
-    .filter((f) => f.startsWith(prefix) && f.endsWith('.tar') && /^[0-9a-f]+$/.test(f.slice(prefix.length, -4)))
+    .filter((f) => f.startsWith(prefix) && f.endsWith('.tar') && /^[0-9a-f]{16}$/.test(f.slice(prefix.length, -4)))
     .map((f) => ({ path: join(dir, f), mtimeMs: statSync(join(dir, f)).mtimeMs }))
     .sort((a, b) => b.mtimeMs - a.mtimeMs);
   const removed: string[] = [];
