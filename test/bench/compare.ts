@@ -82,7 +82,7 @@ import { resolveKubeconfig } from '../../kube/kubeconfig.ts';
 import { atClusterScale, parseScaleSizes, scaleSteps, scaleTable, startSink, type ScaleResult, type ScaleStep } from './scale.ts';
 import { atManyNamespaces, namespacesTable, type NamespacesResult } from './scale-namespaces.ts';
 import { throughputByShards, throughputTable, type ThroughputResult } from './scale-throughput.ts';
-import { describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
+import { beyond, describeCounts, fleetAtRest, fleetCleanup, fleetSideNames, quietSeconds, type FleetSide, type FleetSideName } from './fleet.ts';
 import { buildLambdaPackage } from '../../cli/build.ts';
 import { installOnLocalCluster } from '../../cli/knative.ts';
 import { installBridge, bridgeNamespace } from '../../cli/incluster.ts';
@@ -1369,6 +1369,10 @@ if (fleet?.length) {
   const knative = fleet.find((f) => f.side === 'kfn on Knative');
   const host = fleet.find((f) => f.side.startsWith('kfn, shared host'));
   if (knative) say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${ratio(knative.memoryMiB, operators, (o) => o.memoryMiB)} (goal ≤ 0.5×), idle CPU ${ratio(knative.cpuPerMinute, operators, (o) => o.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${marginal(knative)} MiB (goal ≤ 5)`);
+  if (knative) {
+    const added = beyond(knative, ['knative', 'ingress']);
+    say(`  Knative: what kfn adds beyond Knative Serving and its ingress ${added.memoryMiB.toFixed(0)} MiB, ${ratio(added.memoryMiB, operators, (o) => o.memoryMiB)} twelve operators' memory (goal ≤ 0.5×), ${added.cpuPerMinute.toFixed(2)} CPU s/idle min, ${ratio(added.cpuPerMinute, operators, (o) => o.cpuPerMinute)} their idle CPU`);
+  }
   if (results.fleetError) say(`  P7 stopped before its last sides: ${results.fleetError}`);
   if (host) say(`  shared host: ${ratio(host.memoryMiB, manager, (m) => m.memoryMiB)} one controller-runtime manager of twelve (goal ≤ 3×), one more operator ${marginal(host)} MiB (goal ≤ 5)`);
 }

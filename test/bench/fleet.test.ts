@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { JournalEntry } from '../../core/journal.ts';
-import { deliveriesIn, describeCounts, lastAnswer, figuresOf, functionsUpIn, kfnPartOf, knativeServiceOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
+import { beyond, deliveriesIn, describeCounts, lastAnswer, figuresOf, functionsUpIn, kfnPartOf, knativeServiceOf, parseResourceMetrics, type Look, type Part } from './fleet.ts';
 
 test('a look holds each pod\'s working set and CPU, by namespace/pod, and nothing of containers or the node', () => {
   const look = parseResourceMetrics(
@@ -72,4 +72,12 @@ test('what woke the fleet: each Knative function\'s share of looks with a pod up
   assert.equal(describeCounts({}), 'none');
   assert.equal(lastAnswer([...entries].reverse()), Date.parse('2026-11-27T01:04:01.000Z'), 'the latest answer, whatever the order');
   assert.equal(lastAnswer([]), 0);
+});
+
+test('what kfn adds beyond the platform: the side less its Knative and ingress parts, whichever it has', () => {
+  const part = (memoryMiB: number, cpuPerMinute: number) => ({ memoryMiB, cpuPerMinute, pods: 1, atZero: 0 });
+  const side = { side: 'kfn on Knative', memoryMiB: 150, cpuPerMinute: 1.2, pods: 8, marginalMiB: 0, parts: { bridge: part(48, 0.2), knative: part(80, 0.8), ingress: part(22, 0.2) } };
+  const added = beyond(side, ['knative', 'ingress']);
+  assert.deepEqual([added.memoryMiB, added.cpuPerMinute.toFixed(2)], [48, '0.20']);
+  assert.deepEqual(beyond({ ...side, parts: { bridge: part(48, 0.2), knative: part(80, 0.8) } }, ['knative', 'ingress']).memoryMiB, 70);
 });

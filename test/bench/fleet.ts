@@ -116,6 +116,15 @@ export interface FleetSide {
 }
 
 /**
+ * What kfn adds on top of a platform: a side's figures less its `platform` parts (on Knative,
+ * Knative Serving and its ingress), which a cluster that runs Knative already pays for.
+ */
+export function beyond(side: FleetSide, platform: Part[]): { memoryMiB: number; cpuPerMinute: number } {
+  const left = (of: (p: PartFigures) => number, total: number) => platform.reduce((sum, part) => sum - (side.parts[part] ? of(side.parts[part]!) : 0), total);
+  return { memoryMiB: left((p) => p.memoryMiB, side.memoryMiB), cpuPerMinute: left((p) => p.cpuPerMinute, side.cpuPerMinute) };
+}
+
+/**
  * How long a kfn side's bridge must have delivered nothing before its idle period starts:
  * Knative's default stable window (60 s) and grace period to zero (30 s), after which a function
  * its last delivery woke is back at zero.
