@@ -601,9 +601,12 @@ async function revocationInStorm(): Promise<void> {
   // The binding goes in the storm's middle, once the Reconciler has delivered in the storm: the
   // other faults (a leader killed, the apiserver restarted) can hold every delivery for a while,
   // and a revocation with nothing delivered before it measures nothing.
-  const revoked = () => revocation.revokedAt !== 0;
-  const stormEnds = () => revoked() && Date.now() >= revocation.revokedAt + stormMs / 2;
-  const watchEnds = () => revoked() && Date.now() >= revocation.revokedAt + watchAfterRevocationMs;
+  // Its storm and changes go on for a while after it, counted from the latest it can go should
+  // the deletion fail.
+  const waitForDeliveryMs = 60_000;
+  const from = () => revocation.revokedAt || start + stormMs / 2 + waitForDeliveryMs;
+  const stormEnds = () => Date.now() >= from() + stormMs / 2;
+  const watchEnds = () => Date.now() >= from() + watchAfterRevocationMs;
   log(`an RBAC storm for ${stormMs / 1000} s (Role ${rbacNs}/storm rewritten every 500–900 ms); the RoleBinding of ${revocableName}'s identity goes in its middle`);
   const storm = (async () => {
     for (let i = 0; !stormEnds(); i++) {
@@ -620,7 +623,7 @@ async function revocationInStorm(): Promise<void> {
     }
   })();
   await sleep(stormMs / 2);
-  await waitFor(`${revocableName} to deliver in the storm before its binding goes`, () => revocableDeliveries.some((d) => d.at >= start) || undefined, { timeoutMs: 60_000 }).catch(() => undefined);
+  await waitFor(`${revocableName} to deliver in the storm before its binding goes`, () => revocableDeliveries.some((d) => d.at >= start) || undefined, { timeoutMs: waitForDeliveryMs }).catch(() => undefined);
   const bindingPath = `/apis/${rbacGroup}/v1/namespaces/${rbacNs}/rolebindings/${revocableBinding.metadata.name}`;
   await withRetry(() => api.request('DELETE', bindingPath).catch((e: unknown) => (e instanceof ApiError && e.status === 404 ? undefined : Promise.reject(e))));
   revocation.revokedAt = Date.now();
