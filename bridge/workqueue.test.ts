@@ -338,6 +338,22 @@ describe('Workers', () => {
     assert.equal(calls.length, 1, 'b was not started after stop');
   });
 
+  test('keys whose handling ends at once (held back, nothing to send) do not starve the event loop: timers and I/O run between them', async () => {
+    // After a take-over every key can be held back: each handler settles without waiting on
+    // anything, and a chain of them in microtasks held a leader's Lease renewal past its
+    // deadline at 250,000 keys.
+    const q = new WorkQueue({ clock: new FakeClock() });
+    const keys = 20_000;
+    for (let i = 0; i < keys; i++) q.add(`k${i}`);
+    let handled = 0;
+    let handledWhenTheLoopTurned: number | undefined;
+    setImmediate(() => (handledWhenTheLoopTurned = handled));
+    const workers = new Workers(q, 8, async () => void handled++);
+    while (handled < keys) await flush();
+    assert.ok(handledWhenTheLoopTurned !== undefined && handledWhenTheLoopTurned < 1000, `the event loop turned after ${handledWhenTheLoopTurned} of ${keys} keys`);
+    assert.equal(await workers.stop(1000), true);
+  });
+
   test('stop gives up after its timeout when a handler hangs', async () => {
     const clock = new FakeClock();
     const q = new WorkQueue({ clock });

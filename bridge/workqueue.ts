@@ -296,6 +296,9 @@ function firstOf(set: Set<string>): string | undefined {
   return undefined;
 }
 
+/** Handlers a Workers starts before it lets the event loop turn: timers and I/O between them. */
+const startsPerTurn = 64;
+
 /**
  * Runs `handle` for ready keys, at most `concurrency` at once. `handle` decides what happens to
  * a key afterwards (forget, addRateLimited, addAfter); the key is `done` when it settles.
@@ -303,6 +306,9 @@ function firstOf(set: Set<string>): string | undefined {
  */
 export class Workers {
   private running = 0;
+  /** Handlers started since the event loop last turned (see pumpNextTurn). */
+  private startedThisTurn = 0;
+  private turnPending = false;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly unsubscribe: () => void;
   private stopped = false;
@@ -325,10 +331,27 @@ export class Workers {
     return this.running;
   }
 
+  /**
+   * Starts once the event loop has turned: handlers that settle at once (a key held back,
+   * nothing to send) would otherwise start the next in a microtask, and a queue of them would
+   * run to its end with no timer or I/O in between (a Lease's renewal among them).
+   */
+  private pumpNextTurn(): void {
+    if (this.turnPending) return;
+    this.turnPending = true;
+    setImmediate(() => {
+      this.turnPending = false;
+      this.startedThisTurn = 0;
+      this.pump();
+    });
+  }
+
   private pump(): void {
     while (!this.stopped && this.running < this.concurrency()) {
+      if (this.startedThisTurn >= startsPerTurn) return this.pumpNextTurn();
       const key = this.queue.get();
       if (key === undefined) return;
+      this.startedThisTurn++;
       this.running++;
       const work = (async () => {
         try {
