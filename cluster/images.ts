@@ -322,8 +322,9 @@ const keptBuilds = 3;
 const keptBuildMs = 60 * 60_000;
 
 /**
- * Lets go of cached builds named `<prefix><key>.tar` (a key of 16 hex digits) in `dir` past the `keep` most recently made
- * or used (their mtime: a build found in the cache is touched), each one older than `minAgeMs`:
+ * Lets go of cached builds named `<prefix><key>.tar` (a key of 16 hex digits) in `dir` past the
+ * `keep` most recently made or used (their mtime: a build found in the cache is touched), each
+ * one older than `minAgeMs`:
  * every change to a function's sources makes a new image and layer, and without this the cache
  * grew by gigabytes a day of work. Answers the files removed.
  */

@@ -1368,8 +1368,8 @@ if (fleet?.length) {
   }
   const knative = fleet.find((f) => f.side === 'kfn on Knative');
   const host = fleet.find((f) => f.side.startsWith('kfn, shared host'));
-  if (knative) say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${ratio(knative.memoryMiB, operators, (o) => o.memoryMiB)} (goal ≤ 0.5×), idle CPU ${ratio(knative.cpuPerMinute, operators, (o) => o.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${marginal(knative)} MiB (goal ≤ 5)`);
   if (knative) {
+    say(`  Knative: functions at zero ${((knative.parts.functions?.atZero ?? 1) * 100).toFixed(0)}% of the idle period (goal ≥ 90%), memory ${ratio(knative.memoryMiB, operators, (o) => o.memoryMiB)} (goal ≤ 0.5×), idle CPU ${ratio(knative.cpuPerMinute, operators, (o) => o.cpuPerMinute)} (goal ≤ 1.0×), one more operator ${marginal(knative)} MiB (goal ≤ 5)`);
     const added = beyond(knative, ['knative', 'ingress']);
     say(`  Knative: what kfn adds beyond Knative Serving and its ingress ${added.memoryMiB.toFixed(0)} MiB, ${ratio(added.memoryMiB, operators, (o) => o.memoryMiB)} twelve operators' memory (goal ≤ 0.5×), ${added.cpuPerMinute.toFixed(2)} CPU s/idle min, ${ratio(added.cpuPerMinute, operators, (o) => o.cpuPerMinute)} their idle CPU`);
   }

@@ -1,11 +1,11 @@
 // Bridges as separate processes: leader election, SIGKILL, takeover, restart — and in every
 // case each object's latest state reaches the function.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
+import { logTail, perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
 import { answerDone } from '../support/receiver.ts';
 import { testCluster, kubeApi } from '../support/cluster.ts';
 import { waitFor } from '../../core/clock.ts';
@@ -202,7 +202,7 @@ describe('bridge processes', { concurrency: true }, () => {
     }
     // On a timeout: which objects are missing, by shard, and what each replica logged last.
     const context = (pending: () => string[]) => () =>
-      [`not delivered: ${pending().map((n) => `${n} (shard ${key(n)})`).join(', ')}`, ...replicas.map((r, i) => `r${i}:\n${readFileSync(r.log, 'utf8').trimEnd().split('\n').slice(-15).join('\n')}`)].join('\n');
+      [`not delivered: ${pending().map((n) => `${n} (shard ${key(n)})`).join(', ')}`, ...replicas.map((r, i) => `r${i}:\n${logTail(r, 15)}`)].join('\n');
     await waitFor('every object delivered', async () => names.every((n) => f.receiver.of(n).length > 0) || undefined, { timeoutMs: 60_000, context: context(() => names.filter((n) => !f.receiver.of(n).length)) });
     for (const n of names) {
       const from = new Set(f.receiver.of(n).map((d) => d.path));

@@ -3,21 +3,14 @@
 // starts with one list and one watch of its kind, not one per namespace, and a burst of changes
 // is shared between sharded replicas, each delivering its own shard's, at the same time.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parseReconciler } from '../../bridge/config.ts';
 import { bridgeNodeOptions, startBridge } from '../../bridge/main.ts';
 import { waitFor } from '../../core/clock.ts';
 import { heapAfterGc, inParallel } from '../bench/common.ts';
-import { perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
+import { logTail, perBridgeConfig, spawnBridge, widgetSetup, type BridgeProcess } from '../support/bridge.ts';
 import { shardOf } from '../../bridge/shards.ts';
 import { kubeApi, testCluster, testNamespace } from '../support/cluster.ts';
-
-/** The end of a bridge's log, and whether its process still runs: what a wait that timed out shows. */
-const logTail = (b: BridgeProcess) => {
-  const lines = readFileSync(b.log, 'utf8').trimEnd().split('\n');
-  return `the bridge's log (${lines.length} lines), its end:\n${lines.slice(-20).join('\n')}`;
-};
 
 /**
  * Widgets in the test (after `warm` of them), and the bound on the bridge's heap per Widget it
@@ -40,7 +33,7 @@ describe('the bridge at scale, small', { concurrency: true }, () => {
     const flags = [...bridgeNodeOptions.split(' ').filter((o) => !o.startsWith('--max-old-space-size-percentage')), '--inspect=127.0.0.1:0'];
     const bridge = await spawnBridge(t, f.dir, 'scale', [`--kubeconfig=${cluster.paths.kubeconfig}`, `--config=${f.configFile}`, '--log-level=warn'], undefined, flags);
     const ready = bridge.metricsUrl.replace(/\/metrics$/, '/readyz');
-    await waitFor('the bridge ready (its watch listed)', async () => (await fetch(ready).then((r) => r.ok, () => false)) || undefined, { timeoutMs: 60_000, context: () => logTail(bridge) });
+    await waitFor('the bridge ready (its watch listed)', async () => (await fetch(ready).then((r) => r.ok, () => false)) || undefined, { timeoutMs: 60_000, context: () => `the end of the bridge's log:\n${logTail(bridge)}` });
     // A first hundred delivered before the baseline: the code a delivery runs is compiled then,
     // and its bytecode is on the heap whatever the number of objects.
     const delivered = (n: number) => async () => (new Set(f.receiver.deliveries.map((d) => d.name)).size >= n) || undefined;

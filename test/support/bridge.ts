@@ -135,6 +135,11 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** The last `n` lines of a bridge's log: what a wait that timed out shows. */
+export function logTail(b: Pick<BridgeProcess, 'log'>, n = 20): string {
+  return readFileSync(b.log, 'utf8').trimEnd().split('\n').slice(-n).join('\n');
+}
+
 /**
  * Runs `kfn bridge` as its own process (so a test can SIGKILL it), logging to a file in `dir`.
  * It is killed when the test ends, if still running.
