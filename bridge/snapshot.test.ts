@@ -20,7 +20,8 @@ const config = parseReconciler({
 /** A watch as Snapshots reads it: its store, how far it has come, whether it has listed. */
 function fakeWatch(objects: KubeObject[], resourceVersion: string, hasSynced = true): Watcher {
   const store = new Map(objects.map((o) => [`${o.metadata.namespace}/${o.metadata.name}`, o]));
-  return { store, resourceVersion, hasSynced, failing: false, namespace: undefined } as unknown as Watcher;
+  const kind = objects[0]?.kind ?? '';
+  return { store, resourceVersion, hasSynced, failing: false, namespace: undefined, resource: { apiVersion: objects[0]?.apiVersion, kind, plural: `${kind.toLowerCase()}s`, namespaced: true, verbs: [] } } as unknown as Watcher;
 }
 
 const web: KubeObject = { apiVersion: Web.apiVersion, kind: Web.kind, metadata: { name: 'site', namespace: 'ns', uid: 'w1', resourceVersion: '100', generation: 1 }, spec: { page: 'hi' } };
@@ -49,6 +50,8 @@ describe('the observed state a delivery carries', () => {
     const observed = snapshots.observed(web, watchesOf)!;
     assert.equal(observed.primary, web);
     assert.deepEqual(observed.kinds.map((k) => [k.kind, k.resourceVersion, k.fields]), [['ConfigMap', '102', []], ['Deployment', '102', ['status', 'spec.selector']]]);
+    // Each kind's resource as the bridge's discovery found it: the function need not ask.
+    assert.deepEqual(observed.kinds.map((k) => [k.plural, k.namespaced]), [['configmaps', true], ['deployments', true]]);
     const dep = observed.children.find((c) => c.kind === 'Deployment')!;
     assert.deepEqual(dep.spec, { selector: { matchLabels: { app: 'site' } } }, 'spec.selector alone of the spec');
     assert.deepEqual(dep.status, { availableReplicas: 1 });

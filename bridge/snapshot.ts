@@ -333,7 +333,9 @@ export class Snapshots {
       // function lists that kind itself.
       if (!namespace && watches[0]!.resource?.namespaced) continue;
       const oldest = watches.map((w) => w.resourceVersion).reduce((a, b) => ((compareResourceVersions(a, b) ?? 0) <= 0 ? a : b));
-      kinds.push({ apiVersion: owned.apiVersion, kind: owned.kind, resourceVersion: oldest, ...(owned.fields ? { fields: owned.fields } : {}) });
+      // Its resource, so that the function need not ask discovery for it (ObservedKind.plural).
+      const resource = watches[0]!.resource;
+      kinds.push({ apiVersion: owned.apiVersion, kind: owned.kind, resourceVersion: oldest, ...(owned.fields ? { fields: owned.fields } : {}), ...(resource ? { plural: resource.plural, namespaced: resource.namespaced } : {}) });
       for (const storeKey of byKind?.get(gk) ?? []) {
         const child = watches.map((w) => w.store.get(storeKey)).find((c) => c !== undefined);
         // A child only in its owner's namespace: an object elsewhere naming the primary as its

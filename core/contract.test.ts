@@ -150,11 +150,13 @@ describe('parseReconcileRequest', () => {
 
   test('a bearer token does not carry contract 2: it signs neither the body nor the time, and such an event carries whole objects', () => {
     const bearer: Credentials = { kind: 'bearer', token: 'tok' };
-    const observed: ObservedState = { primary: { apiVersion: observation.primary.apiVersion, kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', resourceVersion: '42' }, spec: {} }, kinds: [], children: [] };
+    const observed: ObservedState = { primary: { apiVersion: observation.primary.apiVersion, kind: 'MyWeb', metadata: { name: 'site', namespace: 'demo', resourceVersion: '42' }, spec: {} }, kinds: [{ apiVersion: 'v1', kind: 'ConfigMap', resourceVersion: '42', plural: 'configmaps', namespaced: true }], children: [] };
     const v2 = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a', Date.now() + 30_000, observed, 30_000).message, bearer);
     expectContractError(() => parseReconcileRequest(v2.headers, v2.body, bearer), 401, /bearer token .* contract 2 .* HMAC/);
     const signed = authenticate(encodeReconcileEvent(observation, 1, 'kfn://a', Date.now() + 30_000, observed, 30_000).message, hmac);
-    assert.equal(parseReconcileRequest(signed.headers, signed.body, hmac).data.contract, 2);
+    const parsed = parseReconcileRequest(signed.headers, signed.body, hmac).data;
+    assert.equal(parsed.contract, 2);
+    assert.deepEqual(parsed.observed?.kinds, observed.kinds, 'a kind with its resource passes the check');
   });
 
   test('refuses malformed requests with a clear 400 and never anything else', () => {
@@ -174,6 +176,9 @@ describe('parseReconcileRequest', () => {
       [headers, '{"contract":1,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{}}', /data\.observed is part of contract 2/],
       [headers, '{"contract":2,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{"kinds":[],"children":[]}}', /data\.observed: primary must be an object/],
       [headers, '{"contract":2,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{"primary":{"metadata":{"name":"p"}},"kinds":[{"kind":"Pod"}],"children":[]}}', /data\.observed: kinds must list/],
+      // A kind's plural goes into the paths the function writes to: a resource name, never a path.
+      ...['"../secrets"', '"Pods"', '""', '7'].map((plural): [Record<string, string>, string, RegExp] => [headers, `{"contract":2,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{"primary":{"metadata":{"name":"p"}},"kinds":[{"apiVersion":"v1","kind":"ConfigMap","resourceVersion":"1","plural":${plural},"namespaced":true}],"children":[]}}`, /data\.observed: kinds: ConfigMap's resource must be a plural/]),
+      [headers, '{"contract":2,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod","name":"p"},"observed":{"primary":{"metadata":{"name":"p"}},"kinds":[{"apiVersion":"v1","kind":"ConfigMap","resourceVersion":"1","plural":"configmaps"}],"children":[]}}', /ConfigMap's resource must be a plural \(a lower-case DNS label\) with namespaced true or false/],
       [headers, '{"contract":1,"reconciler":"x","primary":{"apiVersion":"v1","kind":"Pod"}}', /data\.primary\.name is missing/],
       [{ ...headers, 'ce-kfnreason': 'because' }, body, /kfnreason must be one of/],
       [headers, 'not json', /.+/],

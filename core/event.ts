@@ -61,6 +61,13 @@ export interface ObservedKind {
   resourceVersion: string;
   /** The fields carried besides metadata (dotted paths, e.g. `status`, `spec.selector`); absent: the whole object. */
   fields?: string[];
+  /**
+   * The kind's resource as the bridge's discovery lists it (both or neither): a function that
+   * applies or reads this kind needs no discovery request of its own for it, which on a cold
+   * start is a TLS handshake and two requests before the first answer.
+   */
+  plural?: string;
+  namespaced?: boolean;
 }
 
 /**
@@ -347,6 +354,9 @@ function checkTimeWindow(deadline: number, timeLeftMs: number | undefined, now: 
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+/** A resource's plural as the apiserver names it: a DNS label. */
+const resourceName = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
 /** The shape of `observed`, checked before a function trusts it (a 400 names what is wrong). */
 function checkObserved(observed: unknown): void {
   const bad = (what: string) => new ContractError(400, `data.observed: ${what}`);
@@ -355,6 +365,11 @@ function checkObserved(observed: unknown): void {
   const isObservedObject = (v: unknown): v is ObservedObject => !!v && typeof v === 'object' && typeof (v as ObservedObject).metadata === 'object' && typeof (v as ObservedObject).metadata?.name === 'string';
   if (!isObservedObject(o.primary)) throw bad('primary must be an object with metadata.name');
   if (!Array.isArray(o.kinds) || !o.kinds.every((k) => k && typeof k.apiVersion === 'string' && typeof k.kind === 'string' && typeof k.resourceVersion === 'string')) throw bad('kinds must list {apiVersion, kind, resourceVersion}');
+  // A plural becomes part of the paths the function writes to: a resource name, never a path.
+  for (const k of o.kinds) {
+    if (k.plural === undefined && k.namespaced === undefined) continue;
+    if (typeof k.plural !== 'string' || !resourceName.test(k.plural) || typeof k.namespaced !== 'boolean') throw bad(`kinds: ${k.kind}'s resource must be a plural (a lower-case DNS label) with namespaced true or false, not ${JSON.stringify({ plural: k.plural, namespaced: k.namespaced })}`);
+  }
   if (!Array.isArray(o.children) || !o.children.every((c) => isObservedObject(c) && typeof c.apiVersion === 'string' && typeof c.kind === 'string')) throw bad('children must be objects with apiVersion, kind and metadata.name');
   if (o.applied !== undefined && (typeof o.applied !== 'object' || o.applied === null || !Object.values(o.applied).every((h) => typeof h === 'string'))) throw bad('applied must map object ids to hashes');
 }

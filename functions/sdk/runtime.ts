@@ -21,8 +21,8 @@ import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock, type Clock } from '../../core/clock.ts';
 import { describeObject, refOf, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type Change, type ReconcileResponse } from '../../core/response.ts';
-import { type ReceivedReconcile } from '../../core/event.ts';
-import { ApiError, collectionPath, listAll, metadataAccept, objectPath, recordEvent, type KubeApi, type KubeObject } from '../../kube/api.ts';
+import { type ObservedKind, type ReceivedReconcile } from '../../core/event.ts';
+import { ApiError, collectionPath, listAll, metadataAccept, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../../kube/api.ts';
 import { applyNeeded } from './fields.ts';
 import { Snapshot } from './snapshot.ts';
 import type { InvocationObserver } from './record.ts';
@@ -46,6 +46,11 @@ function resourceOf(path: string): string {
 
 /** The steps that run the user's code: a failure there is logged with its stack. */
 const userSteps = new Set(['reconcile', 'finalize']);
+
+/** The resources a contract-2 event names for its kinds (ObservedKind.plural). */
+function resourcesOf(kinds: readonly ObservedKind[]): ResourceInfo[] {
+  return kinds.flatMap((k) => (k.plural !== undefined && k.namespaced !== undefined ? [{ apiVersion: k.apiVersion, kind: k.kind, plural: k.plural, namespaced: k.namespaced, verbs: [] }] : []));
+}
 
 function readiness(ready: Readiness | undefined): Verdict {
   if (ready === undefined || ready === true) return { ready: true, reason: 'Reconciled', message: 'all children are applied' };
@@ -212,6 +217,9 @@ class Invocation implements InvocationScope {
     this.log = options.log.child({ reconciler: reconciler.name, object: this.name, reason: received.reason, event: received.event.id });
     const observed = received.data.contract === 2 ? received.data.observed : undefined;
     this.snapshot = observed ? new Snapshot(observed) : undefined;
+    // The owned kinds' resources as the bridge discovered them: no discovery request of this
+    // process's own for them (on a cold start, a TLS handshake and two requests saved).
+    if (observed) this.api.learn(resourcesOf(observed.kinds));
     this.children = new Children(this, this.snapshot, options.observer);
   }
 

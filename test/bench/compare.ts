@@ -411,7 +411,7 @@ async function contract2Event(ns: string, name: string, last: ReconcileResponse 
   for (const { kind, fields } of myWebFunction.observe ?? []) {
     const resource = await api.resource(kind.apiVersion, kind.kind);
     const list = await api.request<{ metadata: { resourceVersion: string }; items: KubeObject[] }>('GET', collectionPath(resource, ns), { query: { labelSelector: `${ownerUidLabel}=${primary.metadata.uid}` } });
-    kinds.push({ apiVersion: kind.apiVersion, kind: kind.kind, resourceVersion: list.metadata.resourceVersion, fields });
+    kinds.push({ apiVersion: kind.apiVersion, kind: kind.kind, resourceVersion: list.metadata.resourceVersion, fields, plural: resource.plural, namespaced: resource.namespaced });
     for (const child of list.items) {
       children.push(projectObject({ ...child, apiVersion: kind.apiVersion, kind: kind.kind } as ObservedObject, fields));
       const was = last?.children?.find((c) => c.ref.kind === kind.kind && c.ref.name === child.metadata.name);

@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { authenticate } from '../../core/authentication.ts';
-import { encodeReconcileEvent, type ReconcileReason } from '../../core/event.ts';
+import { encodeReconcileEvent, type ObservedKind, type ObservedObject, type ReconcileReason } from '../../core/event.ts';
 import { child, ConfigMap, createApp, defineKind, defineReconciler, Deployment, HorizontalPodAutoscaler, t, Terminal, type Kind, type KindRef } from '../../functions/sdk/index.ts';
 import { applyObject, type Exchange } from '../../kube/api.ts';
 import { crdOf } from '../../functions/sdk/kind.ts';
@@ -465,5 +465,42 @@ describe('SDK runtime', () => {
     assert.deepEqual([ready.status, ready.reason, ready.message, ready.observedGeneration], ['False', 'InvalidSize', 'spec.size: must be even, not 3', 1]);
     const events = await api.request<{ items: { type: string; reason: string; message: string; involvedObject: { name: string } }[] }>('GET', `/api/v1/namespaces/${ns}/events`);
     assert.ok(events.items.some((e) => e.type === 'Warning' && e.reason === 'InvalidSize' && e.involvedObject.name === 'b'), JSON.stringify(events.items.map((e) => e.reason)));
+  });
+
+  test('a contract-2 event that names its kinds\' resources: a new process reconciles, children written, without a discovery request; one that does not, asks', async (t2) => {
+    const cluster = await testCluster();
+    const api = kubeApi(cluster.kc);
+    const ns = await testNamespace(t2, cluster, 'sdk');
+    const Shelf = defineKind({ group: `${uniqueName('sdk')}.kfn.test`, version: 'v1', kind: 'Shelf', spec: t.Object({ books: t.Integer() }), status: t.Object({}) });
+    await installKind(t2, api, Shelf);
+    const fn = defineReconciler({
+      for: Shelf,
+      owns: [ConfigMap, Deployment],
+      reconcile: (s) => ({ children: [child(ConfigMap, { metadata: { name: `${s.metadata.name}-books` }, data: { books: String(s.spec.books) } })] }),
+    });
+    const path = `/apis/${Shelf.apiVersion}/namespaces/${ns}/${Shelf.plural}`;
+    // A function process just started: its own client, nothing discovered yet.
+    const deliverFresh = async (name: string, kinds: ObservedKind[]) => {
+      const primary = await api.request<ObservedObject>('POST', path, { body: { apiVersion: Shelf.apiVersion, kind: 'Shelf', metadata: { name }, spec: { books: 3 } } });
+      const requests: Exchange[] = [];
+      const app = createApp(fn, { credentials: { kind: 'hmac', secret: 's' }, api: kubeApi(cluster.kc).withTap({ request: (e) => void requests.push(e) }), log: pino({ level: 'silent' }) });
+      const ref = { apiVersion: Shelf.apiVersion, kind: 'Shelf', namespace: ns, name, uid: primary.metadata.uid, resourceVersion: primary.metadata.resourceVersion };
+      const observed = { primary, kinds, children: [] };
+      const { headers, body } = authenticate(encodeReconcileEvent({ reconciler: Shelf.plural, primary: ref, reason: 'created', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000, observed, 30_000).message, { kind: 'hmac', secret: 's' });
+      const res = await app.request('/', { method: 'POST', headers, body });
+      assert.equal(res.status, 200, await res.clone().text());
+      await api.request('GET', `/api/v1/namespaces/${ns}/configmaps/${name}-books`);
+      return requests.map((e) => `${e.method} ${e.path}`);
+    };
+    const configMaps = { apiVersion: 'v1', kind: 'ConfigMap', resourceVersion: '1' };
+    const deployments = { apiVersion: 'apps/v1', kind: 'Deployment', resourceVersion: '1' };
+
+    const named = await deliverFresh('named', [{ ...configMaps, plural: 'configmaps', namespaced: true }, { ...deployments, plural: 'deployments', namespaced: true }]);
+    assert.deepEqual(named.filter((r) => r.startsWith('GET')), [], `no discovery (nor any read): ${named.join(', ')}`);
+    assert.ok(named.some((r) => r.startsWith(`PATCH /api/v1/namespaces/${ns}/configmaps/named-books`)), named.join(', '));
+
+    // The same event from a bridge that does not name them: the function asks discovery itself.
+    const unnamed = await deliverFresh('unnamed', [configMaps, deployments]);
+    assert.ok(unnamed.includes('GET /api/v1'), `discovery of v1 asked: ${unnamed.join(', ')}`);
   });
 });
