@@ -107,7 +107,7 @@ export async function inSpan<T>(name: string, attributes: Attributes | (() => At
 }
 
 /** The context a request's W3C trace headers continue (a new trace when they carry none). */
-export function contextFromHeaders(headers: Record<string, string | undefined>): Context {
+export function contextFromHeaders(headers: Record<string, string | string[] | undefined>): Context {
   return propagation.extract(ROOT_CONTEXT, headers);
 }
 

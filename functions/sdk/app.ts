@@ -53,16 +53,69 @@ export interface BodyLimits {
 
 export const defaultBodyLimits: BodyLimits = { event: maxEventBytes, review: 32 << 20 };
 
+/** The 413 for a body over `maxSize` bytes, logged. */
+function tooLarge(maxSize: number, what: string, log: Logger, path: string): DirectAnswer {
+  log.warn({ path, maxBytes: maxSize }, `refused a ${what} over the size limit`);
+  return { status: 413, json: { error: `the request body is larger than ${maxSize} bytes, the limit for a ${what}` } };
+}
+
 /** Refuses a body over `maxSize` bytes with 413, counting as it reads (a chunked body has no length to trust). */
 function limited(maxSize: number, what: string, log: Logger) {
-  return bodyLimit({
-    maxSize,
-    onError: (c) => {
-      log.warn({ path: c.req.path, maxBytes: maxSize }, `refused a ${what} over the size limit`);
-      return c.json({ error: `the request body is larger than ${maxSize} bytes, the limit for a ${what}` }, 413);
-    },
-  });
+  return bodyLimit({ maxSize, onError: (c) => honoAnswer(c, tooLarge(maxSize, what, log, c.req.path)) });
 }
+
+/**
+ * An answer as data, for the Hono app to send as a web Response or for the Node server to write
+ * itself (node/index.ts): JSON, or text of a content type.
+ */
+export interface DirectAnswer {
+  status: number;
+  json?: unknown;
+  text?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+/** A request's headers as Node gives them (lower-case names). */
+export type RequestHeaders = Record<string, string | string[] | undefined>;
+
+/**
+ * A route the Node server answers without the Hono app (node/index.ts): those a function is
+ * busiest with, a delivery, /healthz and /metrics. Hono's Node adapter makes a web Request and
+ * Response of every request, and loading it loads Node's fetch (undici), about 15 ms of a cold
+ * start before the first answer. `answer` reads the body through `body`, which fails with
+ * BodyTooLarge past `maxBodyBytes`; the server then sends `tooLarge()`.
+ */
+export interface DirectRoute {
+  maxBodyBytes: number;
+  answer(headers: RequestHeaders, body: () => Promise<string>): Promise<DirectAnswer>;
+  tooLarge(path: string): DirectAnswer;
+}
+
+/** The routes of an app the Node server may answer itself, by method and path (no query); undefined: through the app. */
+export type DirectRoutes = (method: string, path: string) => DirectRoute | undefined;
+
+const directRoutes = new WeakMap<Hono, DirectRoutes>();
+
+/** The routes of an app made by createApp or createHostApp that a server may answer itself. */
+export function directRoutesOf(app: Hono): DirectRoutes | undefined {
+  return directRoutes.get(app);
+}
+
+export function setDirectRoutes(app: Hono, routes: DirectRoutes): void {
+  directRoutes.set(app, routes);
+}
+
+/** A body over a DirectRoute's limit: the server answers its tooLarge(). */
+export class BodyTooLarge extends Error {}
+
+/** A DirectAnswer as the Hono app sends it. */
+export function honoAnswer(c: Context, a: DirectAnswer): Response {
+  if (a.json !== undefined) return c.json(a.json, a.status as 200, a.headers);
+  return c.body(a.text ?? '', a.status as 200, { 'content-type': a.contentType ?? 'text/plain; charset=UTF-8', ...a.headers });
+}
+
+const ok: DirectAnswer = { status: 200, text: 'ok' };
 
 /**
  * How requests are authenticated, from the environment: KFN_AUTH_SECRET_FILE (HMAC with the
@@ -94,14 +147,23 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   if (credentials().kind === 'none') log.warn({}, 'KFN_INSECURE: accepting unsigned events; never run like this in a cluster');
   const limits = { ...defaultBodyLimits, ...options.maxBodyBytes };
   const app = new Hono();
-  app.get('/healthz', (c) => c.text('ok'));
+  app.get('/healthz', (c) => honoAnswer(c, ok));
   const metrics = options.metrics ?? processMetrics;
   metrics.serving(current().name, current().for.kind);
-  app.get('/metrics', (c) => c.body(metrics.text(), 200, { 'content-type': metricsContentType }));
+  const metricsAnswer = (): DirectAnswer => ({ status: 200, text: metrics.text(), contentType: metricsContentType });
+  app.get('/metrics', (c) => honoAnswer(c, metricsAnswer()));
   app.use('/convert', limited(limits.review, 'conversion review', log));
   app.use('/admission/*', limited(limits.review, 'admission review', log));
-  app.post('/', limited(limits.event, 'reconcile event', log), reconcileHandler(current, credentials, log, options));
+  const reconcile: DirectRoute = {
+    maxBodyBytes: limits.event,
+    answer: reconcileHandler(current, credentials, log, options),
+    tooLarge: (path) => tooLarge(limits.event, 'reconcile event', log, path),
+  };
+  app.post('/', limited(limits.event, 'reconcile event', log), async (c) => honoAnswer(c, await reconcile.answer(Object.fromEntries(c.req.raw.headers), () => c.req.text())));
   webhookRoutes(app, current, log);
+  const healthz = { maxBodyBytes: 0, answer: async () => ok, tooLarge: reconcile.tooLarge };
+  const metricsRoute = { maxBodyBytes: 0, answer: async () => metricsAnswer(), tooLarge: reconcile.tooLarge };
+  setDirectRoutes(app, (method, path) => (method === 'POST' && path === '/' ? reconcile : method === 'GET' && path === '/healthz' ? healthz : method === 'GET' && path === '/metrics' ? metricsRoute : undefined));
   return app;
 }
 
@@ -157,13 +219,12 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
   const versions = new NewestVersions(clock);
   const metrics = options.metrics ?? processMetrics;
   let api = options.api;
-  return async (c: Context) => {
+  return async (headers: RequestHeaders, readBody: () => Promise<string>): Promise<DirectAnswer> => {
     // The event's time (kfntimeleft) runs from here, on this machine's monotonic clock.
     const arrivedAt = clock.now();
-    const body = await c.req.text();
+    const body = await readBody();
     let received;
     const using = credentials();
-    const headers = Object.fromEntries(c.req.raw.headers);
     try {
       received = parseReconcileRequest(headers, body, using, now().getTime());
       // A signed event is taken once: a captured request sent again is refused. 409 tells the
@@ -178,8 +239,8 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
         log.warn({ status: err.status, error: err.message }, 'refused a request');
         // Refused for its time alone: the function's clock goes with it, so that the bridge can
         // tell a clock to fix from a refused event, retry, and say how far the clocks are apart.
-        if (err instanceof ClockSkewError) return c.json({ error: err.message, reason: clockSkewReason, skewMs: err.skewMs }, 400, { [functionTimeHeader]: new Date(err.at).toISOString() });
-        return c.json({ error: err.message }, err.status as 400);
+        if (err instanceof ClockSkewError) return { status: 400, json: { error: err.message, reason: clockSkewReason, skewMs: err.skewMs }, headers: { [functionTimeHeader]: new Date(err.at).toISOString() } };
+        return { status: err.status, json: { error: err.message } };
       }
       throw err;
     }
@@ -187,11 +248,11 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
     const kind = received.data.primary;
     if (kind.kind !== reconciler.for.kind || groupOf(kind.apiVersion) !== reconciler.for.group) {
       metrics.refusedRequest(reconciler.name, 400);
-      return c.json({ error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` }, 400);
+      return { status: 400, json: { error: `this function reconciles ${reconciler.for.apiVersion} ${reconciler.for.kind}, not ${kind.apiVersion} ${kind.kind}` } };
     }
     const recorder = record ? new Recorder(reconciler, received, now()) : undefined;
     const invocationLog = recorder ? capturingLogger(log, (entry) => recorder.log(entry)) : log;
-    const reconcile = async (span?: Span): Promise<Response> => {
+    const reconcile = async (span?: Span): Promise<DirectAnswer> => {
       try {
         api ??= options.connect ? options.connect() : new KubeApi(loadConnection());
         const result = await reconcileEvent(reconciler, received, { api: recorder ? api.withTap(recorder.tap) : api, log: invocationLog, now: recorder ? recorder.clock(now) : options.now, observer: recorder?.observer, clock, arrivedAt });
@@ -200,7 +261,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
         const outcome = result.requeueAfterSeconds ? 'requeue_after' : result.result === 'requeue' ? 'requeue' : 'success';
         metrics.reconciled(reconciler.name, reconciler.for.kind, outcome, (clock.now() - arrivedAt) / 1000, result.changes.length);
         span?.setAttributes({ 'kfn.result': outcome, 'kfn.writes': result.changes.length });
-        return c.json(result);
+        return { status: 200, json: result };
       } catch (err) {
         invocationLog.error({ error: (err as Error).message }, 'reconcile failed');
         if (recorder) record!(recorder.finish({ error: err }));
@@ -209,7 +270,7 @@ function reconcileHandler(current: () => Reconciler, credentials: () => Credenti
         metrics.reconciled(reconciler.name, reconciler.for.kind, 'error', (clock.now() - arrivedAt) / 1000, changes.length);
         span?.setAttributes({ 'kfn.result': 'error', 'kfn.writes': changes.length });
         span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-        return c.json({ error: (err as Error).message, ...(changes.length ? { changes } : {}) }, 500);
+        return { status: 500, json: { error: (err as Error).message, ...(changes.length ? { changes } : {}) } };
       }
     };
     // The bridge's delivery span is the parent (its traceparent header): one trace from the watch event to the writes.

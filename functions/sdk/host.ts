@@ -9,7 +9,7 @@ import pino from 'pino';
 import type { Credentials } from '../../core/authentication.ts';
 import { KubeApi } from '../../kube/api.ts';
 import { loadConnection } from '../../kube/kubeconfig.ts';
-import { createApp, type FunctionOptions } from './app.ts';
+import { createApp, directRoutesOf, setDirectRoutes, type DirectRoute, type DirectRoutes, type FunctionOptions } from './app.ts';
 import { metricsContentType, processMetrics } from './metrics.ts';
 import { keyFileCredentials } from './keys.ts';
 import type { Reconciler } from './reconciler.ts';
@@ -71,10 +71,20 @@ export function createHostApp(reconcilers: Reconciler[], options: HostOptions = 
   const metrics = options.metrics ?? processMetrics;
   app.get('/metrics', (c) => c.body(metrics.text(), 200, { 'content-type': metricsContentType }));
   const base = options.log ?? (options.logDestination ? pino({}, options.logDestination) : pino());
+  // The routes the Node server answers itself (app.ts, DirectRoute): each function's deliveries
+  // at /<name>/ and /<name>, the host's /healthz and /metrics as its first function's app answers them.
+  const direct = new Map<string, DirectRoute>();
+  let ownRoutes: DirectRoutes | undefined;
   for (const reconciler of reconcilers) {
     const log = base.child({ component: `kfn-fn-${reconciler.name}` });
-    app.route(hostPath(reconciler.name).slice(0, -1), createApp(reconciler, { ...options, api: undefined, connect, log, credentials: credentials(reconciler.name) }));
+    const fnApp = createApp(reconciler, { ...options, api: undefined, connect, log, credentials: credentials(reconciler.name) });
+    app.route(hostPath(reconciler.name).slice(0, -1), fnApp);
+    const routes = directRoutesOf(fnApp)!;
+    ownRoutes ??= routes;
+    const delivery = routes('POST', '/')!;
+    direct.set(hostPath(reconciler.name), delivery).set(hostPath(reconciler.name).slice(0, -1), delivery);
   }
+  setDirectRoutes(app, (method, path) => (method === 'POST' ? direct.get(path) : path === '/healthz' || path === '/metrics' ? ownRoutes?.(method, path) : undefined));
   const served = reconcilers.map((r) => hostPath(r.name)).join(', ');
   app.notFound((c) => c.json({ error: `this host serves ${served}; nothing at ${new URL(c.req.url).pathname}` }, 404));
   return app;

@@ -5,9 +5,9 @@
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { join } from 'node:path';
-import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Reconciler } from './reconciler.ts';
+import { requestListener } from './listener.ts';
 import { functionLabels } from '../../core/names.ts';
 import { injectCaAnnotation } from './kind.ts';
 import { hasDefaulting, ownWritesPass } from './policies.ts';
@@ -86,7 +86,7 @@ export const servesHttps = (reconciler: Reconciler) => hasWebhooks(reconciler) |
  */
 export function serveWebhooks(app: Hono, options: { port: number; hostname?: string; certDir: string; onReload?: (error?: Error) => void }): Promise<Server> {
   const read = () => ({ cert: readFileSync(join(options.certDir, 'tls.crt')), key: readFileSync(join(options.certDir, 'tls.key')) });
-  const server = createServer(read(), getRequestListener(app.fetch));
+  const server = createServer(read(), requestListener(app));
   const reload = () => {
     try {
       server.setSecureContext(read());

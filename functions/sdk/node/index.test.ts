@@ -174,3 +174,81 @@ test('deployed where the apiserver runs its declared defaults ($KFN_DEFAULTS_AS_
   const asPolicies = await patchOf(true);
   assert.deepEqual(asPolicies, { uid: 'u', allowed: true }, 'allowed as sent: the apiserver has defaulted it already');
 });
+
+test("a function serving deliveries, /healthz and /metrics answers them itself: Node's fetch (undici) is never loaded; a webhook's path loads Hono's adapter", async (t) => {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(repoRoot, 'functions', 'sdk', 'testdata', 'served-function.ts')], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let output = '';
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
+  await waitFor('the function to listen', async () => output.includes('listening') || undefined, { timeoutMs: 20_000 });
+  const fetchLoaded = async () => {
+    const from = output.length;
+    child.kill('SIGUSR2');
+    return waitFor('the function to say', async () => output.slice(from).match(/fetch loaded: (true|false)/)?.[1], { timeoutMs: 5000 });
+  };
+  // Node's own client, so that nothing is asked of the test's fetch either.
+  const send = (method: string, path: string, body?: string) =>
+    new Promise<{ status: number; type: string | undefined; text: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method, path, agent: false, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'], text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  const { message } = encodeReconcileEvent({ reconciler: 'served', primary: { apiVersion: 'served.kfn.test/v1', kind: 'Box', namespace: 'demo', name: 'a' }, reason: 'updated', observedAt: Date.now() }, 1, 'kfn://test', Date.now() + 30_000);
+  const delivered = await new Promise<{ status: number; type: string | undefined; text: string }>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: message.headers }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: res.headers['content-type'], text }));
+    });
+    req.on('error', reject);
+    req.end(message.body);
+  });
+  assert.equal(delivered.status, 200, delivered.text);
+  assert.equal(delivered.type, 'application/json');
+  assert.equal((JSON.parse(delivered.text) as { result: string }).result, 'done');
+  const refused = await send('POST', '/?from=test', '{"not":"an event"}');
+  assert.equal(refused.status, 400, 'a malformed event: the contract\'s 400, with a query string too');
+  assert.match((JSON.parse(refused.text) as { error: string }).error, /not a valid CloudEvent/);
+  assert.deepEqual(await send('GET', '/healthz'), { status: 200, type: 'text/plain; charset=UTF-8', text: 'ok' });
+  const metrics = await send('GET', '/metrics');
+  assert.match(metrics.text, /kfn_function_reconcile_total\{function="served",kind="Box",result="success"\} 1/);
+  assert.equal(metrics.type?.startsWith('text/plain'), true, metrics.type);
+  assert.equal(await fetchLoaded(), 'false', 'neither Hono\'s Node adapter nor Node\'s fetch was loaded');
+
+  // Any other path goes through the Hono app (here its 404), loading the adapter on the way.
+  assert.equal((await send('POST', '/admission/nothing-here', '{}')).status, 404);
+  assert.equal(await fetchLoaded(), 'true');
+});
+
+test('through the Node server, an event over the size limit is refused with 413 (and its connection closed), with or without a declared length', async (t) => {
+  const Box = defineKind({ group: 'limit.kfn.test', version: 'v1', kind: 'Box', spec: t2.Object({}), status: t2.Object({}) });
+  const reconciler = defineReconciler({ for: Box, reconcile: () => ({}) });
+  const port = await freePort();
+  const server = await serve(reconciler, { port, hostname: '127.0.0.1', maxBodyBytes: { event: 1024 }, api: memoryApi(reconciler, { object: { metadata: { name: 'b', namespace: 'ns' }, spec: {} } }), credentials: { kind: 'none' }, log: pino({ level: 'silent' }), record: false });
+  t.after(() => void server.close());
+  const post = (chunks: string[], headers: Record<string, string | number>) =>
+    new Promise<{ status: number; connection: string | undefined; text: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, text }));
+      });
+      req.on('error', reject);
+      for (const c of chunks) req.write(c);
+      req.end();
+    });
+  const big = 'x'.repeat(600);
+  const declared = await post([big, big], { 'content-length': 1200 });
+  assert.deepEqual([declared.status, declared.connection], [413, 'close']);
+  assert.match(declared.text, /larger than 1024 bytes, the limit for a reconcile event/);
+  const chunked = await post([big, big, big], { 'transfer-encoding': 'chunked' });
+  assert.deepEqual([chunked.status, chunked.connection], [413, 'close'], 'counted as it is read');
+  const small = await post(['{}'], { 'content-length': 2 });
+  assert.equal(small.status, 400, 'under the limit: read, and refused as no event');
+});

@@ -1,7 +1,9 @@
-// The function as a Node HTTP server (Hono's Node adapter): what Knative, a Deployment and
-// `kfn serve` run, with the webhooks' HTTPS listener beside it when the function has webhooks;
-// and several functions as one server (a shared host, `kfn deploy --host`).
-import { serve as serveNode, type ServerType } from '@hono/node-server';
+// The function as a Node HTTP server (its deliveries answered directly, the rest through Hono's
+// Node adapter: ../listener.ts): what Knative, a Deployment and `kfn serve` run, with the
+// webhooks' HTTPS listener beside it when the function has webhooks; and several functions as
+// one server (a shared host, `kfn deploy --host`).
+import type { ServerType } from '@hono/node-server';
+import { createRequire } from 'node:module';
 import type { Server as HttpServer, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -16,6 +18,11 @@ import { KubeApi } from '../../../kube/api.ts';
 import { kubeconfigParserReady, loadConnection } from '../../../kube/kubeconfig.ts';
 import { startTracing } from '../../../core/tracing.ts';
 import { batchedStdout, flushServerLogs } from './log.ts';
+import { requestListener } from '../listener.ts';
+
+// node:http as CommonJS: an ES import of it builds its module namespace, whose WebSocket getter
+// loads Node's fetch (undici), about 20 ms of a cold start that nothing here uses.
+const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
@@ -97,12 +104,13 @@ const portOf = (options: { port?: number }) => options.port ?? Number(process.en
 /** Serves `app` over HTTP: `started` runs once it listens, `closing` when it is closed, and each connection then ends once its answer in flight is out. */
 function listen(app: Hono, address: { port: number; hostname: string }, hooks: { started?: () => void; closing?: () => void } = {}): Promise<ServerType> {
   return new Promise((resolve, reject) => {
-    const server = serveNode({ fetch: app.fetch, ...address }, () => {
+    const server = createServer(requestListener(app));
+    server.once('error', reject);
+    endConnectionsOnClose(server, hooks.closing);
+    server.listen(address.port, address.hostname, () => {
       hooks.started?.();
       resolve(server);
     });
-    server.once('error', reject);
-    endConnectionsOnClose(server as HttpServer, hooks.closing);
   });
 }
 
