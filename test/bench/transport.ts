@@ -5,10 +5,11 @@
 //   bridge side    a process with the bridge's V8 flags sending reconcile events with the
 //                  bridge's own delivery code (sendReconcileEvent: the HMAC signature, undici's
 //                  request, the answer read and checked), one undici Agent per protocol;
-//   function side  a process with the function images' V8 flags serving them with Hono's Node
-//                  adapter (as the SDK's serve does) on node:http or node:http2, each event read,
-//                  verified and decoded by the SDK's own parseReconcileRequest and answered
-//                  "done" with its children's hashes.
+//   function side  a process with the function images' V8 flags serving them with the SDK's
+//                  request listener (as its serve does: functions/sdk/listener.ts), or with
+//                  `--function-server hono` through Hono's Node adapter (as it did before), on
+//                  node:http or node:http2, each event read, verified and decoded by the SDK's
+//                  own parseReconcileRequest and answered "done" with its children's hashes.
 //
 // The event is a contract-2 event of the size the bridge sends for a MyWeb (the MyWeb and its
 // three children, projected). Each round sends N events with C in flight and reads each
@@ -18,6 +19,7 @@
 //
 //   npm run bench:transport -- [--deliveries 5000] [--concurrency 1,8] [--rounds 2]
 //                              [--bridge-node-options="…"] [--function-node-options="…"]
+//                              [--function-server sdk|hono]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttp1Server } from 'node:http';
 import { createServer as createH2cServer } from 'node:http2';
@@ -33,6 +35,11 @@ import { functionNodeFlags } from '../../cli/artifacts/oci-image.ts';
 import type { Credentials } from '../../core/authentication.ts';
 import { encodeReconcileEvent, parseReconcileRequest, type ObservedObject, type ObservedState } from '../../core/event.ts';
 import { bridgeMemoryLimitMiB, processCpuMs } from './common.ts';
+import { setDirectRoutes, type DirectRoute } from '../../functions/sdk/app.ts';
+import { requestListener, type RequestListener } from '../../functions/sdk/listener.ts';
+
+/** How the function side serves: the SDK's request listener, or Hono's Node adapter. */
+export type FunctionServer = 'sdk' | 'hono';
 
 export type Protocol = 'http1' | 'h2c';
 export const protocols: readonly Protocol[] = ['http1', 'h2c'];
@@ -62,16 +69,22 @@ function observedMyWeb(i: number): ObservedState {
   return { primary, kinds: children.map((c) => ({ apiVersion: c.apiVersion, kind: c.kind, resourceVersion: String(100_000 + i), fields: [] })), children };
 }
 
+/** The function's answer to an event: done, with its children's hashes. */
+function answerEvent(headers: Record<string, string | string[] | undefined>, body: string) {
+  const received = parseReconcileRequest(headers, body, credentials);
+  const children = (received.data.observed?.children ?? []).map((child) => ({ ref: { apiVersion: child.apiVersion, kind: child.kind, name: child.metadata.name, namespace: child.metadata.namespace }, hash: (child.metadata.annotations as Record<string, string> | undefined)?.['kfn.dev/applied-hash'] ?? 'h' }));
+  return { result: 'done', changes: [], children };
+}
+
 /** The function side: serves reconcile events over `protocol` on 127.0.0.1, says its port on stdout. */
-function serveEvents(protocol: Protocol): void {
+function serveEvents(protocol: Protocol, how: FunctionServer): void {
   const app = new Hono();
-  app.post('/', async (c) => {
-    const received = parseReconcileRequest(Object.fromEntries(c.req.raw.headers), await c.req.text(), credentials);
-    const children = (received.data.observed?.children ?? []).map((child) => ({ ref: { apiVersion: child.apiVersion, kind: child.kind, name: child.metadata.name, namespace: child.metadata.namespace }, hash: (child.metadata.annotations as Record<string, string> | undefined)?.['kfn.dev/applied-hash'] ?? 'h' }));
-    return c.json({ result: 'done', changes: [], children });
-  });
-  const listener = getRequestListener(app.fetch);
-  const server = protocol === 'h2c' ? createH2cServer({}, listener) : createHttp1Server({ keepAliveTimeout: 30_000 }, listener);
+  app.post('/', async (c) => c.json(answerEvent(Object.fromEntries(c.req.raw.headers), await c.req.text())));
+  const delivery: DirectRoute = { maxBodyBytes: 1 << 20, answer: async (headers, body) => ({ status: 200, json: answerEvent(headers, await body()) }), tooLarge: () => ({ status: 413 }) };
+  setDirectRoutes(app, (method, path) => (method === 'POST' && path === '/' ? delivery : undefined));
+  const listener: RequestListener = how === 'sdk' ? requestListener(app) : getRequestListener(app.fetch);
+  // Node's HTTP/2 compatibility API gives the listener what it reads of a request and writes of an answer.
+  const server = protocol === 'h2c' ? createH2cServer({}, listener as unknown as Parameters<typeof createH2cServer>[1]) : createHttp1Server({ keepAliveTimeout: 30_000 }, listener);
   server.listen(0, '127.0.0.1', () => console.log(`port ${(server.address() as AddressInfo).port}`));
   // The parent holds our stdin: when it goes (ended or killed), so do we.
   process.stdin.on('end', () => process.exit(0)).resume();
@@ -124,8 +137,8 @@ const self = import.meta.filename;
 const spawnSide = (nodeOptions: string[], args: string[]) => spawn(process.execPath, [...nodeOptions, self, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
 
 /** One round in two fresh processes: the function side, then the bridge side sending to it. */
-async function round(protocol: Protocol, deliveries: number, concurrency: number, flags: { bridge: string[]; function: string[] }): Promise<TransportRound> {
-  const fn = spawnSide(flags.function, ['--serve', protocol]);
+async function round(protocol: Protocol, deliveries: number, concurrency: number, flags: { bridge: string[]; function: string[] }, server: FunctionServer): Promise<TransportRound> {
+  const fn = spawnSide(flags.function, ['--serve', protocol, '--function-server', server]);
   let bridge: ChildProcess | undefined;
   try {
     const port = await lineOf(fn, 'port');
@@ -150,12 +163,12 @@ async function round(protocol: Protocol, deliveries: number, concurrency: number
  * neither always goes first. The bridge side runs with `flags.bridge`, the function side with
  * `flags.function`.
  */
-export async function transportCost(options: { deliveries: number; concurrency: number[]; rounds: number; flags: { bridge: string[]; function: string[] }; log: (line: string) => void }): Promise<TransportRound[]> {
+export async function transportCost(options: { deliveries: number; concurrency: number[]; rounds: number; flags: { bridge: string[]; function: string[] }; server?: FunctionServer; log: (line: string) => void }): Promise<TransportRound[]> {
   const rows: TransportRound[] = [];
   for (const concurrency of options.concurrency) {
     for (let r = 0; r < options.rounds; r++) {
       for (const protocol of r % 2 === 0 ? protocols : [...protocols].reverse()) {
-        const row = await round(protocol, options.deliveries, concurrency, options.flags);
+        const row = await round(protocol, options.deliveries, concurrency, options.flags, options.server ?? 'sdk');
         options.log(`transport ${protocol} ×${concurrency}: ${row.deliveries} deliveries in ${row.seconds.toFixed(2)} s; bridge ${row.bridgeMs.toFixed(3)} ms, function ${row.functionMs.toFixed(3)} ms of CPU each`);
         rows.push(row);
       }
@@ -195,13 +208,16 @@ if (process.argv[1] === self) {
       rounds: { type: 'string', default: '2' },
       'bridge-node-options': { type: 'string', default: bridgeNodeOptionsAt(bridgeMemoryLimitMiB()) },
       'function-node-options': { type: 'string', default: functionNodeFlags.join(' ') },
+      'function-server': { type: 'string', default: 'sdk' },
     },
   });
+  const server = values['function-server'] as FunctionServer;
+  if (server !== 'sdk' && server !== 'hono') throw new Error(`--function-server takes sdk or hono, not "${server}"`);
   const protocolOf = (value: string | undefined): Protocol => {
     if (!protocols.includes(value as Protocol)) throw new Error(`--protocol takes ${protocols.join(' or ')}, not "${value}"`);
     return value as Protocol;
   };
-  if (values.serve) serveEvents(protocolOf(values.serve));
+  if (values.serve) serveEvents(protocolOf(values.serve), server);
   else if (values.send) await sendEvents(values.send, protocolOf(values.protocol), Number(values.deliveries), Number(values.concurrency));
   else {
     const words = (s: string) => s.split(' ').filter(Boolean);
@@ -210,9 +226,10 @@ if (process.argv[1] === self) {
       concurrency: values.concurrency.split(',').map(Number),
       rounds: Number(values.rounds),
       flags: { bridge: words(values['bridge-node-options']), function: words(values['function-node-options']) },
+      server,
       log: (line) => console.error(`  ${line}`),
     });
-    console.log(`The hop from bridge to function: ${rows[0]?.deliveries} contract-2 MyWeb events per round, the mean of ${values.rounds} rounds each`);
+    console.log(`The hop from bridge to function: ${rows[0]?.deliveries} contract-2 MyWeb events per round, the mean of ${values.rounds} rounds each, the function served by ${server === 'sdk' ? "the SDK's request listener" : "Hono's Node adapter"}`);
     for (const line of transportLines(rows)) console.log(line);
   }
 }
