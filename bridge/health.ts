@@ -1,6 +1,7 @@
 // The bridge's health server: /healthz (the process answers), /readyz (it can do its part: a
 // leader once its Reconcilers and initial lists are in, a standby at once) and /metrics.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { nodeHttp } from '../core/node-http.ts';
 import type { BridgeMetrics } from './metrics.ts';
 
 export interface HealthServer {
@@ -21,7 +22,7 @@ export function parseAddr(addr: string): { host: string; port: number } {
 
 export async function startHealthServer(addr: string, metrics: BridgeMetrics, ready: () => boolean): Promise<HealthServer> {
   const { host, port } = parseAddr(addr);
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') return void res.writeHead(200).end('ok');
     if (path === '/readyz') {

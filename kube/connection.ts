@@ -12,12 +12,10 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
+import { nodeHttp } from '../core/node-http.ts';
 
-// node:http as CommonJS: an ES import of it builds its module namespace, whose WebSocket getter
-// loads Node's fetch (undici), about 20 ms of a function's cold start.
-const { Agent: HttpAgent, request: httpRequest } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+const { Agent: HttpAgent, request: httpRequest } = nodeHttp;
 
 /** One HTTP request to the apiserver, as a transport sends it. */
 export interface HttpRequest {

@@ -3,7 +3,6 @@
 // webhooks' HTTPS listener beside it when the function has webhooks; and several functions as
 // one server (a shared host, `kfn deploy --host`).
 import type { ServerType } from '@hono/node-server';
-import { createRequire } from 'node:module';
 import type { Server as HttpServer, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -19,10 +18,7 @@ import { kubeconfigParserReady, loadConnection } from '../../../kube/kubeconfig.
 import { startTracing } from '../../../core/tracing.ts';
 import { batchedStdout, flushServerLogs } from './log.ts';
 import { requestListener } from '../listener.ts';
-
-// node:http as CommonJS: an ES import of it builds its module namespace, whose WebSocket getter
-// loads Node's fetch (undici), about 20 ms of a cold start that nothing here uses.
-const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+import { nodeHttp } from '../../../core/node-http.ts';
 
 export interface ServeOptions extends FunctionOptions {
   port?: number;
@@ -104,7 +100,7 @@ const portOf = (options: { port?: number }) => options.port ?? Number(process.en
 /** Serves `app` over HTTP: `started` runs once it listens, `closing` when it is closed, and each connection then ends once its answer in flight is out. */
 function listen(app: Hono, address: { port: number; hostname: string }, hooks: { started?: () => void; closing?: () => void } = {}): Promise<ServerType> {
   return new Promise((resolve, reject) => {
-    const server = createServer(requestListener(app));
+    const server = nodeHttp.createServer(requestListener(app));
     server.once('error', reject);
     endConnectionsOnClose(server, hooks.closing);
     server.listen(address.port, address.hostname, () => {
