@@ -2,7 +2,7 @@
 // Uses undici's request API directly (not the CloudEvents SDK's transport, which hides the
 // status code; not fetch, whose WHATWG objects and web streams cost more than the rest of a
 // delivery) — the same client the bridge talks to the apiserver with, rather than a second copy.
-import { request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from '../kube/undici.ts';
 import { authenticate, type Credentials, type HttpMessage } from '../core/authentication.ts';
 import { classifyResponse, maxAnswerBytes, type DeliveryOutcome } from '../core/response.ts';
 import type { RequestSigner } from './sigv4.ts';

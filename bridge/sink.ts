@@ -5,7 +5,7 @@
 // condition shows it. Events go in the clear only to a host inside the cluster (or on this
 // machine) unless plain http is allowed explicitly, and never with a bearer token in contract 2.
 import { isIP } from 'node:net';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from '../kube/undici.ts';
 import type { Logger } from './log.ts';
 import type { ReconcilerConfig } from './config.ts';
 import { sendReconcileEvent, type DeliveryResult } from './delivery.ts';

@@ -4,8 +4,32 @@
 // request, and the body is a Node stream; for a bridge relaying thousands of watch events that
 // is a third or more of the JavaScript work per exchange. Functions and the CLI do not load it
 // (about 80 ms of a process's start): they use connection.ts's Node transport.
-import { Agent, request } from 'undici';
+//
+// The bridge takes undici's Agent and request from here (its deliveries too, bridge/delivery.ts),
+// loaded from their own modules, not from the package's entry, which loads all of undici (fetch,
+// WebSocket, its caches and mocks: about half of its 966 KB of source, which a process holds for as
+// long as it runs): 2.5 MiB less anonymous memory for a bridge at rest. Those paths are undici's
+// files, not its API, so package.json pins its exact version, and kube/undici.test.ts fails if a
+// path moves or the entry is loaded after all.
+import type { Dispatcher } from 'undici';
+import Agent from 'undici/lib/dispatcher/agent.js';
+import dispatcherRequest from 'undici/lib/api/api-request.js';
 import type { TransportFactory } from './connection.ts';
+
+export { Agent };
+export type { Dispatcher };
+
+/** Options of `request`: undici's, with the dispatcher that sends it (default: one Agent of this module's). */
+export type RequestOptions = Omit<Dispatcher.RequestOptions, 'origin' | 'path'> & { dispatcher?: Dispatcher };
+
+let fallback: Agent | undefined;
+
+/** undici's `request(url, options)`, as its package entry has it. */
+export function request(url: string | URL, options: RequestOptions): Promise<Dispatcher.ResponseData> {
+  const { dispatcher, ...rest } = options;
+  const target = typeof url === 'string' ? new URL(url) : url;
+  return dispatcherRequest.call(dispatcher ?? (fallback ??= new Agent()), { ...rest, origin: target.origin, path: `${target.pathname}${target.search}` });
+}
 
 export const undiciTransport: TransportFactory = (tls) => {
   const newAgent = () => new Agent({ connect: { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized }, keepAliveTimeout: 30_000 });
