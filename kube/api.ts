@@ -229,11 +229,6 @@ export class KubeApi {
     }
   }
 
-  /** Resources discovered elsewhere on the same apiserver, for resource() to answer without asking (Discovery.learn). */
-  learn(resources: Iterable<ResourceInfo>): void {
-    this.discovery.learn(resources);
-  }
-
   /** Finds the resource for apiVersion + kind; throws a clear error if the API has no such kind (Discovery: when it looks again). */
   async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
     const resources = await this.discovery.lookup(apiVersion, kind, (gv) => this.fetchResources(gv));
@@ -263,9 +258,6 @@ export class Discovery {
   // Invariant: each entry is the latest fetch of its group-version begun, with the time it began;
   // an entry whose fetch failed (other than 404) is removed once it fails.
   private readonly entries = new Map<string, { resources: Promise<ResourceInfo[] | undefined>; startedAt: number }>();
-  // Resources learned from a source that discovered them itself (learn), by group-version: a
-  // kind found here answers without a fetch; a kind not here is looked up as if it were empty.
-  private readonly learned = new Map<string, ResourceInfo[]>();
 
   constructor(options: { clock?: Clock; refreshMs?: number } = {}) {
     this.clock = options.clock ?? systemClock;
@@ -278,8 +270,6 @@ export class Discovery {
    * that missed began refreshMs ago or more, a new one.
    */
   async lookup(apiVersion: string, kind: string, fetch: (apiVersion: string) => Promise<ResourceInfo[] | undefined>): Promise<ResourceInfo[] | undefined> {
-    const learned = this.learned.get(apiVersion);
-    if (learned?.some((r) => r.kind === kind)) return learned;
     const first = this.entries.get(apiVersion) ?? this.start(apiVersion, fetch);
     const resources = await first.resources;
     if (resources?.some((r) => r.kind === kind)) return resources;
@@ -289,19 +279,6 @@ export class Discovery {
       latest = this.start(apiVersion, fetch);
     }
     return latest.resources;
-  }
-
-  /**
-   * Resources another client discovered on the same apiserver (a contract-2 event's kinds, as
-   * the bridge's discovery listed them). A kind learned again replaces what was learned of it.
-   */
-  learn(resources: Iterable<ResourceInfo>): void {
-    for (const r of resources) {
-      const known = this.learned.get(r.apiVersion) ?? [];
-      const was = known.find((k) => k.kind === r.kind);
-      if (was?.plural === r.plural && was.namespaced === r.namespaced) continue;
-      this.learned.set(r.apiVersion, [...known.filter((k) => k !== was), r]);
-    }
   }
 
   private start(apiVersion: string, fetch: (apiVersion: string) => Promise<ResourceInfo[] | undefined>) {

@@ -152,24 +152,3 @@ test('servedResource stops at once on an error that waiting does not mend', asyn
   assert.match(String(error), /connection refused/);
   assert.equal(ms, 0);
 });
-
-test('a learned resource answers without a fetch; another kind of its group-version is fetched at once, and a kind learned again is replaced', async () => {
-  const clock = new FakeClock();
-  const server = fakeApiserver();
-  server.served.set('a.kfn.test/v1', ['Thing', 'Other']);
-  const api = new KubeApi(server.connection, { discovery: new Discovery({ clock, refreshMs: 1000 }) });
-  api.learn([{ apiVersion: 'a.kfn.test/v1', kind: 'Thing', plural: 'thingies', namespaced: false, verbs: [] }]);
-
-  assert.deepEqual(await api.resource('a.kfn.test/v1', 'Thing'), { apiVersion: 'a.kfn.test/v1', kind: 'Thing', plural: 'thingies', namespaced: false, verbs: [] });
-  assert.deepEqual(server.requests, [], 'nothing asked of the apiserver for a learned kind');
-  // A derived client shares what its parent learned.
-  assert.equal((await api.withSignal(new AbortController().signal).resource('a.kfn.test/v1', 'Thing')).plural, 'thingies');
-
-  // Learning one kind of a group-version does not stand for the others: no refresh wait, a fetch.
-  assert.equal((await api.resource('a.kfn.test/v1', 'Other')).plural, 'others');
-  assert.deepEqual(server.requests, ['/apis/a.kfn.test/v1']);
-
-  api.learn([{ apiVersion: 'a.kfn.test/v1', kind: 'Thing', plural: 'things', namespaced: true, verbs: [] }]);
-  assert.equal((await api.resource('a.kfn.test/v1', 'Thing')).plural, 'things');
-  assert.equal(server.requests.length, 1);
-});

@@ -6,7 +6,7 @@
 // (about 80 ms of a process's start): they use connection.ts's Node transport.
 //
 // The bridge takes undici's Agent and request from here (its deliveries too, bridge/delivery.ts),
-// loaded from their own modules, not from the package's entry, which loads all of undici (fetch,
+// loaded from their own modules (and the global dispatcher's), not from the package's entry, which loads all of undici (fetch,
 // WebSocket, its caches and mocks: about half of its 966 KB of source, which a process holds for as
 // long as it runs): 2.5 MiB less anonymous memory for a bridge at rest. Those paths are undici's
 // files, not its API, so package.json pins its exact version, and kube/undici.test.ts fails if a
@@ -14,21 +14,20 @@
 import type { Dispatcher } from 'undici';
 import Agent from 'undici/lib/dispatcher/agent.js';
 import dispatcherRequest from 'undici/lib/api/api-request.js';
+import { getGlobalDispatcher } from 'undici/lib/global.js';
 import type { TransportFactory } from './connection.ts';
 
 export { Agent };
 export type { Dispatcher };
 
-/** Options of `request`: undici's, with the dispatcher that sends it (default: one Agent of this module's). */
+/** Options of `request`: undici's, with the dispatcher that sends it (default: undici's global one). */
 export type RequestOptions = Omit<Dispatcher.RequestOptions, 'origin' | 'path'> & { dispatcher?: Dispatcher };
-
-let fallback: Agent | undefined;
 
 /** undici's `request(url, options)`, as its package entry has it. */
 export function request(url: string | URL, options: RequestOptions): Promise<Dispatcher.ResponseData> {
   const { dispatcher, ...rest } = options;
   const target = typeof url === 'string' ? new URL(url) : url;
-  return dispatcherRequest.call(dispatcher ?? (fallback ??= new Agent()), { ...rest, origin: target.origin, path: `${target.pathname}${target.search}` });
+  return dispatcherRequest.call(dispatcher ?? getGlobalDispatcher(), { ...rest, origin: target.origin, path: `${target.pathname}${target.search}` });
 }
 
 export const undiciTransport: TransportFactory = (tls) => {

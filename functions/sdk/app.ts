@@ -163,7 +163,8 @@ export function createApp(reconcilerOrGetter: Reconciler | (() => Reconciler), o
   webhookRoutes(app, current, log);
   const healthz = { maxBodyBytes: 0, answer: async () => ok, tooLarge: reconcile.tooLarge };
   const metricsRoute = { maxBodyBytes: 0, answer: async () => metricsAnswer(), tooLarge: reconcile.tooLarge };
-  setDirectRoutes(app, (method, path) => (method === 'POST' && path === '/' ? reconcile : method === 'GET' && path === '/healthz' ? healthz : method === 'GET' && path === '/metrics' ? metricsRoute : undefined));
+  // HEAD as GET, as Hono answers it (Node's response sends no body to a HEAD).
+  setDirectRoutes(app, (method, path) => (method === 'POST' ? (path === '/' ? reconcile : undefined) : method !== 'GET' && method !== 'HEAD' ? undefined : path === '/healthz' ? healthz : path === '/metrics' ? metricsRoute : undefined));
   return app;
 }
 

@@ -85,14 +85,14 @@ export class Children {
    * becomes Ready=False), not a retry storm. `desired`: the keys of every child returned.
    */
   async apply(obj: KubeObject, returned: readonly Child[] | undefined): Promise<{ desired: Set<string>; refused?: { reason: string; message: string } }> {
-    const { api, reconciler } = this.run;
+    const { reconciler } = this.run;
     const desiredKeys = new Set<string>();
     const toApply: KubeObject[] = [];
     const hashes = new Map<KubeObject, string>();
     const refusals: Refusal[] = [];
     const wanted: { desired: Child; live?: KubeObject }[] = [];
     const children = (returned ?? []).map((child) => childWithOwner(child, obj, reconciler.name));
-    const scoped = await Promise.all(children.map((d) => api.resource(d.apiVersion, d.kind).then((r) => !r.namespaced, () => false)));
+    const scoped = await Promise.all(children.map((d) => this.run.resource(d.apiVersion, d.kind).then((r) => !r.namespaced, () => false)));
     for (const [i, desired] of children.entries()) {
       if (!(reconciler.owns ?? []).some((r) => sameKind(r, desired as KindRef))) {
         // Never listed, so never pruned nor seen changing: a bug in the function, said plainly.
@@ -156,7 +156,7 @@ export class Children {
       return false;
     }
     const whole = await this.run.step(`reading ${describeObject(desired)}`, async () => {
-      const resource = await api.resource(desired.apiVersion!, desired.kind!);
+      const resource = await this.run.resource(desired.apiVersion!, desired.kind!);
       return api.request<KubeObject>('GET', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined)).catch((err: unknown) => (err instanceof ApiError && err.status === 404 ? undefined : Promise.reject(err)));
     });
     const needed = applyNeeded(whole, desired, reconciler.fieldManager);
@@ -171,7 +171,7 @@ export class Children {
     try {
       const written = await this.run.step(`applying ${describeObject(desired)}`, async () => {
         traceparent = activeTraceparent();
-        const resource = await api.resource(desired.apiVersion!, desired.kind!);
+        const resource = await this.run.resource(desired.apiVersion!, desired.kind!);
         return api.request<KubeObject | undefined>('PATCH', objectPath(resource, desired.metadata.name, resource.namespaced ? desired.metadata.namespace : undefined), {
           body: desired,
           contentType: 'application/apply-patch+yaml',
@@ -204,7 +204,7 @@ export class Children {
       let traceparent: string | undefined;
       await this.run.step(`pruning ${describeObject(child)}`, async () => {
         traceparent = activeTraceparent();
-        const resource = await api.resource(child.apiVersion!, child.kind!);
+        const resource = await this.run.resource(child.apiVersion!, child.kind!);
         try {
           // Preconditioned on the uid listed: a child deleted and recreated meanwhile is not this one.
           await api.request('DELETE', objectPath(resource, child.metadata.name, child.metadata.namespace), {

@@ -3,7 +3,7 @@
 // needs anything of runtime.ts.
 import type { Logger } from 'pino';
 import type { Change } from '../../core/response.ts';
-import type { KubeApi } from '../../kube/api.ts';
+import type { KubeApi, ResourceInfo } from '../../kube/api.ts';
 import type { Reconciler } from './reconciler.ts';
 
 /** A failure the bridge should retry: HTTP 500 with a message naming the object and the step. */
@@ -29,4 +29,6 @@ export interface InvocationScope {
   readonly changes: Change[];
   /** Runs one step, unless the deadline has passed; a failure names the step and the object. */
   step<T>(what: string, fn: () => Promise<T>): Promise<T>;
+  /** The resource of a kind: as the event names it for a kind the reconciler owns, else from discovery. */
+  resource(apiVersion: string, kind: string): Promise<ResourceInfo>;
 }

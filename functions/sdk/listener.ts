@@ -8,6 +8,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Hono } from 'hono';
 import { BodyTooLarge, directRoutesOf, type DirectAnswer, type DirectRoute } from './app.ts';
 
+/** Hono's answer to an error its app did not handle: logged, and a plain 500. */
+const internalError = (err: unknown): DirectAnswer => {
+  console.error(err);
+  return { status: 500, text: 'Internal Server Error' };
+};
+
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 export function requestListener(app: Hono): RequestListener {
@@ -20,7 +26,7 @@ export function requestListener(app: Hono): RequestListener {
     const route = direct?.(req.method ?? 'GET', path);
     if (route) return void answer(route, path, req, res);
     viaHono ??= import('@hono/node-server').then((adapter) => adapter.getRequestListener(app.fetch) as RequestListener);
-    viaHono.then((listener) => listener(req, res)).catch((err: unknown) => write(res, { status: 500, json: { error: (err as Error).message } }));
+    viaHono.then((listener) => listener(req, res)).catch((err: unknown) => write(res, internalError(err)));
   };
 }
 
@@ -29,10 +35,15 @@ async function answer(route: DirectRoute, path: string, req: IncomingMessage, re
   try {
     a = await route.answer(req.headers, () => readBody(req, route.maxBodyBytes));
   } catch (err) {
-    // Past the limit the rest of the body is not read: the connection closes after the answer.
-    a = err instanceof BodyTooLarge ? { ...route.tooLarge(path), headers: { connection: 'close' } } : { status: 500, json: { error: (err as Error).message } };
+    // Past the limit what is left of the body is read and dropped, and the connection closes after the answer.
+    a = err instanceof BodyTooLarge ? { ...route.tooLarge(path), headers: { connection: 'close' } } : internalError(err);
   }
-  write(res, a);
+  try {
+    write(res, a);
+  } catch (err) {
+    console.error(err);
+    res.destroy();
+  }
 }
 
 /** The body as text, refused (BodyTooLarge) past `max` bytes: at once for a declared length, else as it counts. */

@@ -47,9 +47,19 @@ function resourceOf(path: string): string {
 /** The steps that run the user's code: a failure there is logged with its stack. */
 const userSteps = new Set(['reconcile', 'finalize']);
 
-/** The resources a contract-2 event names for its kinds (ObservedKind.plural). */
-function resourcesOf(kinds: readonly ObservedKind[]): ResourceInfo[] {
-  return kinds.flatMap((k) => (k.plural !== undefined && k.namespaced !== undefined ? [{ apiVersion: k.apiVersion, kind: k.kind, plural: k.plural, namespaced: k.namespaced, verbs: [] }] : []));
+/**
+ * The resources a contract-2 event names for the kinds the reconciler owns (ObservedKind.plural),
+ * by `apiVersion/kind`: for that reconcile alone. Any other kind it names is ignored, and nothing
+ * outlives the reconcile, so no event can change the paths of another event's reconcile, nor of
+ * another function's in a shared host.
+ */
+export function namedResources(kinds: readonly ObservedKind[], owns: readonly KindRef[] = []): Map<string, ResourceInfo> {
+  const named = new Map<string, ResourceInfo>();
+  for (const k of kinds) {
+    if (k.plural === undefined || k.namespaced === undefined || !owns.some((o) => o.apiVersion === k.apiVersion && o.kind === k.kind)) continue;
+    named.set(`${k.apiVersion}/${k.kind}`, { apiVersion: k.apiVersion, kind: k.kind, plural: k.plural, namespaced: k.namespaced, verbs: [] });
+  }
+  return named;
 }
 
 function readiness(ready: Readiness | undefined): Verdict {
@@ -202,6 +212,8 @@ class Invocation implements InvocationScope {
   private readonly snapshot: Snapshot | undefined;
   /** Contract 2: objects of the snapshot found stale (a preconditioned write failed with 409). */
   private readonly stale: ObjectRef[] = [];
+  /** Contract 2: the owned kinds' resources the event names (namedResources). */
+  private readonly named: Map<string, ResourceInfo>;
 
   constructor(reconciler: Reconciler, received: ReceivedReconcile, options: InvocationOptions, signal: AbortSignal) {
     this.reconciler = reconciler;
@@ -219,8 +231,16 @@ class Invocation implements InvocationScope {
     this.snapshot = observed ? new Snapshot(observed) : undefined;
     // The owned kinds' resources as the bridge discovered them: no discovery request of this
     // process's own for them (on a cold start, a TLS handshake and two requests saved).
-    if (observed) this.api.learn(resourcesOf(observed.kinds));
+    this.named = observed ? namedResources(observed.kinds, reconciler.owns) : new Map();
     this.children = new Children(this, this.snapshot, options.observer);
+  }
+
+  /** The resource of a kind: as the event names it (an owned kind), else from discovery. */
+  async resource(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    const named = this.named.get(`${apiVersion}/${kind}`);
+    if (!named) return this.api.resource(apiVersion, kind);
+    this.api.tap?.resource?.(named); // an invocation record keeps it, as it keeps what discovery found
+    return named;
   }
 
   async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -287,7 +307,7 @@ class Invocation implements InvocationScope {
         // A child this object controls, held by the event: no request.
         const held = this.snapshot?.kind(r) ? children.controlled(r, n) : undefined;
         if (held && (held.metadata.namespace ?? obj.metadata.namespace) === namespace) return this.carried(held) as Live<R>;
-        const resource = await api.resource(r.apiVersion, r.kind);
+        const resource = await this.resource(r.apiVersion, r.kind);
         try {
           return await api.request<Live<R>>('GET', objectPath(resource, n, resource.namespaced ? namespace : undefined));
         } catch (err) {
@@ -297,7 +317,7 @@ class Invocation implements InvocationScope {
       },
       list: async <R extends KindRef>(r: R, opts: { namespace?: string; labelSelector?: string; pageSize?: number } = {}) => {
         checkDeclared(reconciler, r, 'list');
-        const resource = await api.resource(r.apiVersion, r.kind);
+        const resource = await this.resource(r.apiVersion, r.kind);
         return listAll<Live<R>>(api, collectionPath(resource, opts.namespace), { query: { labelSelector: opts.labelSelector }, pageSize: opts.pageSize });
       },
       now,

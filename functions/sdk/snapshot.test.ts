@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { desiredHash, guarded, Snapshot } from './snapshot.ts';
+import { namedResources } from './runtime.ts';
 import type { ObservedState } from '../../core/event.ts';
 
 describe('a child cut to its declared fields', () => {
@@ -89,5 +90,20 @@ describe("a child only in its owner's namespace", () => {
       children: [forged, real],
     };
     assert.deepEqual(new Snapshot(state).children({ apiVersion: 'v1', kind: 'Secret' }, 'w1').map((c) => c.metadata.uid), ['s1']);
+  });
+});
+
+describe('the resources an event names for its kinds', () => {
+  test('only those of kinds the reconciler owns, each with its plural and scope; a kind that names none is looked up', () => {
+    const named = namedResources(
+      [
+        { apiVersion: 'v1', kind: 'ConfigMap', resourceVersion: '1', plural: 'configmaps', namespaced: true },
+        { apiVersion: 'apps/v1', kind: 'Deployment', resourceVersion: '1' },
+        // Not owned: a signed event still cannot send this reconcile's reads of Secrets elsewhere.
+        { apiVersion: 'v1', kind: 'Secret', resourceVersion: '1', plural: 'configmaps', namespaced: true },
+      ],
+      [{ apiVersion: 'v1', kind: 'ConfigMap' }, { apiVersion: 'apps/v1', kind: 'Deployment' }],
+    );
+    assert.deepEqual([...named], [['v1/ConfigMap', { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true, verbs: [] }]]);
   });
 });

@@ -216,6 +216,7 @@ test("a function serving deliveries, /healthz and /metrics answers them itself: 
   assert.equal(refused.status, 400, 'a malformed event: the contract\'s 400, with a query string too');
   assert.match((JSON.parse(refused.text) as { error: string }).error, /not a valid CloudEvent/);
   assert.deepEqual(await send('GET', '/healthz'), { status: 200, type: 'text/plain; charset=UTF-8', text: 'ok' });
+  assert.deepEqual(await send('HEAD', '/healthz'), { status: 200, type: 'text/plain; charset=UTF-8', text: '' }, 'HEAD as GET, without the body');
   const metrics = await send('GET', '/metrics');
   assert.match(metrics.text, /kfn_function_reconcile_total\{function="served",kind="Box",result="success"\} 1/);
   assert.equal(metrics.type?.startsWith('text/plain'), true, metrics.type);
