@@ -109,10 +109,13 @@ export function setDirectRoutes(app: Hono, routes: DirectRoutes): void {
 /** A body over a DirectRoute's limit: the server answers its tooLarge(). */
 export class BodyTooLarge extends Error {}
 
+/** The content type an answer is sent with, by the Hono app and the Node server alike. */
+export const contentTypeOf = (a: DirectAnswer): string => (a.json !== undefined ? 'application/json' : (a.contentType ?? 'text/plain; charset=UTF-8'));
+
 /** A DirectAnswer as the Hono app sends it. */
 export function honoAnswer(c: Context, a: DirectAnswer): Response {
   if (a.json !== undefined) return c.json(a.json, a.status as 200, a.headers);
-  return c.body(a.text ?? '', a.status as 200, { 'content-type': a.contentType ?? 'text/plain; charset=UTF-8', ...a.headers });
+  return c.body(a.text ?? '', a.status as 200, { 'content-type': contentTypeOf(a), ...a.headers });
 }
 
 const ok: DirectAnswer = { status: 200, text: 'ok' };

@@ -6,7 +6,7 @@
 // first answer, and a few MB that a function serving deliveries alone never needs.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Hono } from 'hono';
-import { BodyTooLarge, directRoutesOf, type DirectAnswer, type DirectRoute } from './app.ts';
+import { BodyTooLarge, contentTypeOf, directRoutesOf, type DirectAnswer, type DirectRoute } from './app.ts';
 
 /** Hono's answer to an error its app did not handle: logged, and a plain 500. */
 const internalError = (err: unknown): DirectAnswer => {
@@ -69,6 +69,6 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
 function write(res: ServerResponse, a: DirectAnswer): void {
   if (res.headersSent) return void res.end();
   const body = a.json !== undefined ? JSON.stringify(a.json) : (a.text ?? '');
-  res.writeHead(a.status, { 'content-type': a.json !== undefined ? 'application/json' : (a.contentType ?? 'text/plain; charset=UTF-8'), 'content-length': Buffer.byteLength(body), ...a.headers });
+  res.writeHead(a.status, { 'content-type': contentTypeOf(a), 'content-length': Buffer.byteLength(body), ...a.headers });
   res.end(body);
 }

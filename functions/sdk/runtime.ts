@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { checkDeclared } from './access.ts';
 import { scrub, sensitiveFieldsOf, sensitiveValues } from './record.ts';
 import { systemClock, type Clock } from '../../core/clock.ts';
-import { describeObject, refOf, type KindRef, type ObjectRef } from '../../core/objects.ts';
+import { describeObject, refOf, sameKind, type KindRef, type ObjectRef } from '../../core/objects.ts';
 import { type Change, type ReconcileResponse } from '../../core/response.ts';
 import { type ObservedKind, type ReceivedReconcile } from '../../core/event.ts';
 import { ApiError, collectionPath, listAll, metadataAccept, objectPath, recordEvent, type KubeApi, type KubeObject, type ResourceInfo } from '../../kube/api.ts';
@@ -56,7 +56,7 @@ const userSteps = new Set(['reconcile', 'finalize']);
 export function namedResources(kinds: readonly ObservedKind[], owns: readonly KindRef[] = []): Map<string, ResourceInfo> {
   const named = new Map<string, ResourceInfo>();
   for (const k of kinds) {
-    if (k.plural === undefined || k.namespaced === undefined || !owns.some((o) => o.apiVersion === k.apiVersion && o.kind === k.kind)) continue;
+    if (k.plural === undefined || k.namespaced === undefined || !owns.some((o) => sameKind(o, k))) continue;
     named.set(`${k.apiVersion}/${k.kind}`, { apiVersion: k.apiVersion, kind: k.kind, plural: k.plural, namespaced: k.namespaced, verbs: [] });
   }
   return named;
