@@ -135,12 +135,13 @@ test('a watch stream: its last line without newline is parsed, an unparseable li
     if (req.url === '/last') return void res.end('{"n":1}\n{"n":2}');
     if (req.url === '/log') return void res.end('plain text\r\n{"n":3}\n');
     if (req.url === '/broken') {
-      res.write('{"n":4}\n{"n":');
+      res.write('{"n":4}\n');
       return void setTimeout(() => res.socket?.destroy(), 20);
     }
-    // An unparseable line, then a stream that would go on.
-    res.write('{"n":5}\n<html>not json</html>\n');
-    setTimeout(() => res.write('{"n":6}\n'), 20);
+    // A line, an unparseable one and another in one write, then a stream that would go on (/more: only that).
+    if (req.url !== '/more') res.write('{"n":5}\n<html>not json</html>\n{"n":6}\n');
+    const more = setInterval(() => res.write('{"n":7}\n'), 20);
+    res.on('close', () => clearInterval(more));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.after(() => (server.closeAllConnections(), server.close()));
@@ -158,8 +159,25 @@ test('a watch stream: its last line without newline is parsed, an unparseable li
     assert.deepEqual(lines.slice(), [{ n: 5 }], `${name}: nothing after the unparseable line`);
     for (let i = 0; i < 100 && closed === before; i++) await new Promise((r) => setTimeout(r, 10));
     assert.equal(closed, before + 1, `${name}: the stream was closed, not left open`);
+    // A broken answer rejects with the transport's error, not as a clean end, after the lines before the break.
     lines.length = 0;
-    await assert.rejects(api.stream('/broken', {}, (line) => lines.push(line)), name);
-    assert.deepEqual(lines.slice(), [{ n: 4 }], `${name}: the whole line before the break, not the cut one`);
+    await assert.rejects(api.stream('/broken', {}, (line) => lines.push(line)), (err: Error) => !/unparseable|closed before its end/.test(err.message), name);
+    assert.deepEqual(lines.slice(), [{ n: 4 }], name);
+    // A handler that throws ends the stream with its error, and closes it.
+    const thrown = closed;
+    await assert.rejects(
+      api.stream('/more', {}, () => {
+        throw new Error('the handler failed');
+      }),
+      /the handler failed/,
+      name,
+    );
+    for (let i = 0; i < 100 && closed === thrown; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(closed, thrown + 1, `${name}: closed after the handler threw`);
+    // An abort through the signal rejects, however many lines came before it.
+    const abort = new AbortController();
+    let seen = 0;
+    await assert.rejects(api.stream('/more', { signal: abort.signal }, () => ++seen === 3 && abort.abort()), name);
+    assert.ok(seen >= 3, name);
   }
 });

@@ -230,7 +230,7 @@ export class KubeApi {
         }
       };
       body.on('data', onChunk);
-      // An aborted or broken body rejects with its error; one that ends (or closes) hands on its last line first.
+      // An aborted or broken body rejects with its error; one that ends hands on its last line first.
       body.once('error', (err) => settle(err));
       const finish = () => {
         if (settled) return;
@@ -242,7 +242,8 @@ export class KubeApi {
         }
       };
       body.once('end', finish);
-      body.once('close', () => (body.errored ? settle(body.errored) : finish()));
+      // After 'end' this settles nothing; before it, the body was cut off: its last line may be cut too.
+      body.once('close', () => settle(body.errored ?? new Error(`the stream of ${path} closed before its end`)));
     });
   }
 
@@ -442,7 +443,8 @@ export async function recordEvent(api: KubeApi, obj: KubeObject, event: EventOpt
 /**
  * A byte stream cut into lines at each newline (a trailing carriage return dropped), each handed
  * to `onLine` as UTF-8 once whole; `end` hands on a last line that has no newline. A newline byte
- * is never part of a multi-byte character, so a chunk may end anywhere.
+ * is never part of a multi-byte character, so a chunk may end anywhere. A lone carriage return
+ * ends no line (readline's did): watch lines and the bridge's log lines never hold one.
  */
 export class LineSplitter {
   private readonly onLine: (line: string) => void;
