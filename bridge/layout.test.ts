@@ -91,6 +91,47 @@ test('a rollout from 2 shards to 3: the new layout stands by until every Lease o
   assert.deepEqual(takeovers, [{ from: 'released', note: '{"widgets":{"ns/slow":20000}}' }], 'what the old layout handed over');
 });
 
+test('two layouts waiting for a third to go: the one recorded first keeps the record while its replicas take their Leases, and the other takes it only if they never do', async () => {
+  for (const takeLeases of [true, false]) {
+    const clock = new FakeClock();
+    const store = leaseStore(clock);
+    await gate(store, clock, 2).claim();
+    store.hold('bridge-0-of-2', 'old-0');
+    const three = gate(store, clock, 3);
+    const leader = gate(store, clock, 1);
+    const claimed: number[] = [];
+    void three.claim().then(() => claimed.push(3));
+    await advance(clock, 500); // their looks half a poll apart
+    void leader.claim().then(() => claimed.push(1));
+    await advance(clock, 5000);
+    store.hold('bridge-0-of-2', 'old-0'); // renewed
+    await advance(clock, 1000);
+    store.release('bridge-0-of-2');
+    while (claimed.length === 0) await advance(clock, 500);
+    const first = claimed[0]!;
+    const other = first === 3 ? 1 : 3;
+    assert.equal(store.record(), `shards=${first}`);
+    // Its replicas take their Leases a moment after the record: the other layout, looking in
+    // between, sees none of them live, yet must not write itself over a record just written.
+    await advance(clock, 3000);
+    assert.equal(store.record(), `shards=${first}`, 'a record just written by another layout is not overwritten');
+    if (takeLeases) {
+      for (let i = 0; i < 10; i++) {
+        for (const name of layoutLeaseNames('bridge', first)) store.hold(name, `${name}-holder`);
+        await advance(clock, 2000);
+      }
+      assert.deepEqual(claimed, [first], `the layout of ${other} stands by while the recorded one's Leases are renewed`);
+    } else {
+      // Replicas that recorded their layout and stopped before taking a Lease: replaced after a duration.
+      await advance(clock, 8000);
+      assert.deepEqual(claimed, [first], 'the record is given a whole duration');
+      await advance(clock, 6000);
+      assert.deepEqual(claimed, [first, other], 'a layout that took no Lease within a duration of its record is replaced');
+      assert.equal(store.record(), `shards=${other}`);
+    }
+  }
+});
+
 test('admit: refused when the record names another layout; waits while another layout\'s Lease is live, and a Lease nobody renews counts as expired after its duration', async () => {
   const clock = new FakeClock();
   const store = leaseStore(clock);

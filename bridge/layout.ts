@@ -5,7 +5,10 @@
 // replica of each. The Lease `<lease>-layout` records the layout that may deliver:
 //
 //   claim:  a replica of another layout waits, holding no Lease, until no Lease of any other
-//           layout is live, then records its own. A Lease is live while it is held and its
+//           layout is live and the record has not just changed, then records its own. A record
+//           this replica saw change to another layout stands for a Lease duration, the time
+//           that layout's replicas have to take their Leases: two layouts waiting for a third
+//           to go do not take turns writing it (one does, the other stands by). A Lease is live while it is held and its
 //           record has changed within its duration as this replica saw it, on this replica's
 //           own clock (as client-go's election judges its Lease): the renewTime another
 //           machine wrote is never compared with this one's wall clock, so skew between them
@@ -82,6 +85,8 @@ export class LayoutGate {
   private readonly clock: Clock;
   /** Per Lease of another layout seen since this gate started: what was last seen of it, and when it last changed. */
   private readonly seen = new Map<string, Seen>();
+  /** The record as this replica last saw it, and when (clock.now()) it saw it change; -Infinity: unchanged since first seen. */
+  private recordSeen?: { version?: string; changedAt: number };
 
   constructor(options: LayoutOptions) {
     this.o = options;
@@ -100,15 +105,22 @@ export class LayoutGate {
     return new Promise((resolve) => this.clock.setTimer(resolve, ms));
   }
 
-  /** The layout the record names (undefined: no record yet), with its resourceVersion. */
-  private async record(): Promise<{ shards?: number; lease?: Lease }> {
+  /**
+   * The layout the record names (undefined: no record yet), with its resourceVersion and how long
+   * ago this replica saw it change (Infinity: not since this replica first read it).
+   */
+  private async record(): Promise<{ shards?: number; lease?: Lease; changedMsAgo: number }> {
+    let lease: Lease | undefined;
     try {
-      const lease = await this.o.api.request<Lease>('GET', `${this.leases}/${this.recordName}`);
-      return { shards: Number(lease.spec?.holderIdentity?.replace(/^shards=/, '')) || undefined, lease };
+      lease = await this.o.api.request<Lease>('GET', `${this.leases}/${this.recordName}`);
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404) return {};
-      throw err;
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
     }
+    const now = this.clock.now();
+    const version = lease?.metadata.resourceVersion;
+    if (!this.recordSeen) this.recordSeen = { version, changedAt: -Infinity };
+    else if (this.recordSeen.version !== version) this.recordSeen = { version, changedAt: now };
+    return { shards: Number(lease?.spec?.holderIdentity?.replace(/^shards=/, '')) || undefined, lease, changedMsAgo: now - this.recordSeen.changedAt };
   }
 
   /**
@@ -156,17 +168,22 @@ export class LayoutGate {
     while (!signal?.aborted) {
       let why: string;
       try {
-        const { shards, lease } = await this.record();
+        const { shards, lease, changedMsAgo } = await this.record();
         if (shards === this.o.shards) return;
         const live = await this.othersLive();
-        if (live.length === 0) {
+        // Recorded a moment ago by replicas of another layout that may not have taken their Leases yet.
+        const justRecorded = shards !== undefined && changedMsAgo <= defaultLeaseDurationMs;
+        if (live.length === 0 && !justRecorded) {
           const spec = { holderIdentity: `shards=${this.o.shards}` };
           if (lease) await this.o.api.request('PUT', `${this.leases}/${this.recordName}`, { body: { ...lease, spec: { ...lease.spec, ...spec } } });
           else await this.o.api.request('POST', this.leases, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.recordName, namespace: this.o.namespace }, spec } });
           this.o.log?.('shard layout recorded', { lease: this.recordName, shards: this.o.shards, before: shards ?? 'none' });
           return;
         }
-        why = `standing by: the layout of ${shards ?? 'an earlier version'} shard(s) still delivers (${live.join(', ')}); this replica has ${this.o.shards}`;
+        why =
+          live.length > 0
+            ? `standing by: the layout of ${shards ?? 'an earlier version'} shard(s) still delivers (${live.join(', ')}); this replica has ${this.o.shards}`
+            : `standing by: the layout of ${shards} shard(s) was just recorded and its replicas are taking their Leases; this replica has ${this.o.shards}`;
       } catch (err) {
         // Another replica wrote first (409): look again. The apiserver away (a restart): wait for it, as the Lease's own election does.
         why = err instanceof ApiError && err.status === 409 ? '' : `the shard layout cannot be read or recorded yet (${(err as Error).message}); retrying`;
