@@ -44,7 +44,7 @@
 //
 //   npm run chaos -- [--objects 300] [--seconds 240] [--kill-every 20] [--seed N]
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -212,7 +212,7 @@ function faultProxy(target: number): Promise<number> {
               clockJump.mostAttempt = Math.max(clockJump.mostAttempt, Number(req.headers['ce-kfnattempt'] ?? 1));
               clockJump.refusalsPerKey.set(key, (clockJump.refusalsPerKey.get(key) ?? 0) + 1);
             }
-            seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'}${malformed ? ' (answered as not the contract\'s)' : ''} ${Buffer.concat(parts).toString().slice(0, 120)}`);
+            seen(`${answer.statusCode}${reply ? '' : ' (after the deadline, unseen by the bridge)'}${malformed ? ' (answered as not the contract\'s)' : ''} ${Buffer.concat(parts).toString().slice(0, 400)}`);
             if (malformed && reply && !res.headersSent) {
               figures.malformed++;
               res.writeHead(200, { 'content-type': 'application/json' }).end('{"result":"fine","changes":[null]}');
@@ -241,7 +241,7 @@ function faultProxy(target: number): Promise<number> {
 /** The file bridges' Reconcilers (their configuration file). */
 const reconcilers: Record<string, unknown>[] = [];
 /** Each function whose key is rotated: its name and key file; and every key any function has had (none may be logged). */
-const functions: { name: string; keyFile: string }[] = [];
+const functions: { name: string; keyFile: string; log: string }[] = [];
 const keys: string[] = [];
 const kinds: Record<'MyApp' | 'ReverseWordsApp', { path: string; name: string }> = {
   MyApp: { path: `/apis/app.example.com/v1/namespaces/${ns}/myapps`, name: 'myapp' },
@@ -278,7 +278,7 @@ writeFileSync(
  * cluster bridge; otherwise it is left out of the cluster, for the file bridges alone: an object
  * delivered by both would be two invocations at once. `env` goes to the clock preload.
  */
-async function startBehindProxy(fnDir: string, reconciler: Reconciler, options: { namespaces: string[]; inCluster: boolean; env?: Record<string, string> }): Promise<{ reconciler: Record<string, unknown>; keyFile: string }> {
+async function startBehindProxy(fnDir: string, reconciler: Reconciler, options: { namespaces: string[]; inCluster: boolean; env?: Record<string, string> }): Promise<{ reconciler: Record<string, unknown>; keyFile: string; log: string }> {
   const port = await freePort();
   const proxyPort = await faultProxy(port);
   const objects = functionManifests(reconciler, { namespace: ns, sinkUri: `http://127.0.0.1:${proxyPort}/`, namespaces: options.namespaces, resyncPeriodSeconds: 30 });
@@ -292,7 +292,7 @@ async function startBehindProxy(fnDir: string, reconciler: Reconciler, options: 
   });
   children.push(fn.process);
   keys.push(readFileSync(fn.keyFile, 'utf8'));
-  return { reconciler: own, keyFile: fn.keyFile };
+  return { reconciler: own, keyFile: fn.keyFile, log: fn.log };
 }
 for (const kind of Object.values(kinds)) {
   const fnDir = join(repoRoot, 'functions', kind.name);
@@ -306,7 +306,7 @@ for (const kind of Object.values(kinds)) {
     log(`function ${reconciler.name} runs with its clock ${Math.abs(skew) / 1000} s ${skew > 0 ? 'ahead' : 'behind'}`);
   }
   reconcilers.push(started.reconciler);
-  functions.push({ name: reconciler.name, keyFile: started.keyFile });
+  functions.push({ name: reconciler.name, keyFile: started.keyFile, log: started.log });
 }
 // A third function: myapp's code under a name of its own, for the MyApps of a namespace of its
 // own; its Reconciler is the cluster's. Its clock is read from a file: 2 minutes ahead for a
@@ -472,6 +472,9 @@ interface Live {
 }
 const live: Live[] = [];
 const deleted: Live[] = [];
+/** When (s into the run) each object was created and deleted: a failed invariant says it. */
+const lifetimes = new Map<string, string[]>();
+const lived = (name: string, what: string) => lifetimes.set(name, [...(lifetimes.get(name) ?? []), `${what} +${((Date.now() - began) / 1000).toFixed(1)}s`]);
 let serial = 0;
 const images = ['kfn.local/nginx:1.22', 'kfn.local/nginx:1.22-a', 'kfn.local/nginx:1.22-b'];
 const withRetry = async <T>(what: () => Promise<T>): Promise<T> => {
@@ -496,6 +499,7 @@ async function create(): Promise<void> {
   const finalizers = kind === 'ReverseWordsApp' && random() < 1 / 3 ? [rwFinalizer] : undefined;
   await withRetry(() => api.request('POST', kinds[kind].path, { body: { apiVersion: kinds[kind].path.split('/').slice(2, 4).join('/'), kind, metadata: { name, ...(finalizers ? { finalizers } : {}) }, spec } }));
   live.push({ kind, name });
+  lived(name, 'created');
   figures.creates++;
   if (finalizers) figures.createdWithFinalizer++;
 }
@@ -510,6 +514,7 @@ async function remove(): Promise<void> {
   const [target] = live.splice(i, 1);
   await withRetry(() => api.request('DELETE', `${kinds[target!.kind].path}/${target!.name}`).catch((e: { status?: number }) => (e.status === 404 ? undefined : Promise.reject(e))));
   deleted.push(target!);
+  lived(target!.name, 'deleted');
   figures.deletes++;
 }
 
@@ -870,7 +875,13 @@ async function problems(): Promise<string[]> {
       const seen = deliveryLog.get(`${ns}/${d.name}`) ?? [];
       // What the SDK said on the object (FinalizeFailed, FinalizerGaveUp) tells a cleanup given up from one never run.
       const said = (await list(`/api/v1/namespaces/${ns}/events`, { fieldSelector: `involvedObject.name=${d.name},type=Warning` }).catch(() => [])) as unknown as { reason: string; message: string }[];
-      out.push(`the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}; its Warning Events: ${said.length ? said.map((e) => `${e.reason}: ${e.message}`).join(' | ') : 'none'}`);
+      // What the function did for it, and who made the cache when: the next run that fails here says why.
+      const fnLog = functions.find((f) => f.name === kinds.ReverseWordsApp.name)?.log;
+      const fnLines = fnLog && existsSync(fnLog) ? readFileSync(fnLog, 'utf8').split('\n').filter((l) => l.includes(`${ns}/${d.name}"`) || l.includes(`"${d.name}"`)).slice(-20) : [];
+      const cache = (await list(`/api/v1/namespaces/${ns}/configmaps`)).find((c) => c.metadata.name === `reversewords-cache-${d.name}`) as { metadata: { creationTimestamp?: string } } | undefined;
+      out.push(
+        `the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); ${(lifetimes.get(d.name) ?? []).join(', ')}; its cache created at ${cache?.metadata.creationTimestamp ?? '?'}; its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}; its Warning Events: ${said.length ? said.map((e) => `${e.reason}: ${e.message}`).join(' | ') : 'none'}; the function's log for it:\n      ${fnLines.join('\n      ') || 'nothing'}`,
+      );
     }
   }
   // The cluster bridge's Reconcilers work again: the clock set right, the identity's binding back.
