@@ -8,9 +8,10 @@
 //           layout is live and the record has not just changed, then records its own. A record
 //           this replica saw change to another layout stands for a Lease duration, the time
 //           that layout's replicas have to take their Leases: two layouts waiting for a third
-//           to go do not take turns writing it (one does, the other stands by). A Lease is live while it is held and its
-//           record has changed within its duration as this replica saw it, on this replica's
-//           own clock (as client-go's election judges its Lease): the renewTime another
+//           to go do not take turns writing it (one does, the other stands by). A Lease is
+//           live while it is held and its record has changed within its duration as this
+//           replica saw it, on this replica's own clock (as client-go's election judges its
+//           Lease): the renewTime another
 //           machine wrote is never compared with this one's wall clock, so skew between them
 //           neither ends a live Lease nor keeps a dead one. A Lease seen and then found gone
 //           (deleted by hand, by an undeploy) changed when it was found gone: its holder's last

@@ -869,18 +869,25 @@ async function problems(): Promise<string[]> {
     if (got !== want) out.push(`${kind} ${obj.metadata.name} has children [${got}], wants [${want}]`);
   }
   // Every ReverseWordsApp finalizer ran: the cache it guards is gone with its app.
-  const caches = new Set((await list(`/api/v1/namespaces/${ns}/configmaps`)).map((c) => c.metadata.name));
+  const caches = new Map((await list(`/api/v1/namespaces/${ns}/configmaps`)).map((c) => [c.metadata.name, c as { metadata: { creationTimestamp?: string } }]));
+  // The function's log, read once if a cache outlived its app.
+  let fnLog: string[] | undefined;
   for (const d of deleted) {
-    if (d.kind === 'ReverseWordsApp' && caches.has(`reversewords-cache-${d.name}`)) {
+    const cache = d.kind === 'ReverseWordsApp' ? caches.get(`reversewords-cache-${d.name}`) : undefined;
+    if (cache) {
       const seen = deliveryLog.get(`${ns}/${d.name}`) ?? [];
       // What the SDK said on the object (FinalizeFailed, FinalizerGaveUp) tells a cleanup given up from one never run.
       const said = (await list(`/api/v1/namespaces/${ns}/events`, { fieldSelector: `involvedObject.name=${d.name},type=Warning` }).catch(() => [])) as unknown as { reason: string; message: string }[];
       // What the function did for it, and who made the cache when: the next run that fails here says why.
-      const fnLog = functions.find((f) => f.name === kinds.ReverseWordsApp.name)?.log;
-      const fnLines = fnLog && existsSync(fnLog) ? readFileSync(fnLog, 'utf8').split('\n').filter((l) => l.includes(`${ns}/${d.name}"`) || l.includes(`"${d.name}"`)).slice(-20) : [];
-      const cache = (await list(`/api/v1/namespaces/${ns}/configmaps`)).find((c) => c.metadata.name === `reversewords-cache-${d.name}`) as { metadata: { creationTimestamp?: string } } | undefined;
+      if (!fnLog) {
+        const file = functions.find((f) => f.name === kinds.ReverseWordsApp.name)?.log;
+        fnLog = file && existsSync(file) ? readFileSync(file, 'utf8').split('\n') : [];
+      }
+      // Its key wherever a line names it (the object field, an error's message), not a longer name it starts.
+      const itsKey = new RegExp(`${ns}/${d.name}(?![\\w-])`);
+      const fnLines = fnLog.filter((l) => itsKey.test(l)).slice(-20);
       out.push(
-        `the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); ${(lifetimes.get(d.name) ?? []).join(', ')}; its cache created at ${cache?.metadata.creationTimestamp ?? '?'}; its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}; its Warning Events: ${said.length ? said.map((e) => `${e.reason}: ${e.message}`).join(' | ') : 'none'}; the function's log for it:\n      ${fnLines.join('\n      ') || 'nothing'}`,
+        `the finalizer of ReverseWordsApp ${d.name} did not run (its cache is still there); ${(lifetimes.get(d.name) ?? []).join(', ')}; its cache created at ${cache.metadata.creationTimestamp ?? '?'}; its last deliveries: ${seen.length ? seen.slice(-8).join(' | ') : 'none'}; its Warning Events: ${said.length ? said.map((e) => `${e.reason}: ${e.message}`).join(' | ') : 'none'}; the function's log for it:\n      ${fnLines.join('\n      ') || 'nothing'}`,
       );
     }
   }
